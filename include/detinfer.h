@@ -1,0 +1,289 @@
+/*
+ * detinfer.h — the whole public contract of libdetinfer.
+ *
+ * libdetinfer runs a large language model stored in a GGUF file and promises
+ * that the logits of every position, and the greedy token chosen from them,
+ * are bitwise identical for a given model file, numerics profile and token
+ * sequence, whatever else happens around that sequence: batch size and
+ * composition, chunking of the prompt, thread count. docs/DETERMINISM.md
+ * states the evaluation order that makes this true.
+ *
+ * Every logits row carries an XXH3-128 digest of its little-endian float32
+ * bytes, and every sequence a digest of its int32 token ids, so two
+ * deployments compare 32 hex characters instead of arguing.
+ *
+ * If a function, type or macro does not appear in this file, it is not part
+ * of the published API.
+ *
+ * ---------------------------------------------------------------------------
+ * Handles, ownership and lifetimes
+ *   di_model    immutable weights of one GGUF file (memory-mapped). Created by
+ *               di_model_load, freed by di_model_free. It must outlive every
+ *               session created from it.
+ *   di_config   a bag of settings. Created by di_config_create, freed by
+ *               di_config_free. A session copies the settings it needs at
+ *               creation; the config may be changed or freed afterwards.
+ *   di_session  up to N sequences, each with its own KV cache and token
+ *               history, plus the per-sequence results of the last step.
+ *               Created by di_session_create, freed by di_session_free.
+ *   Every *_free accepts NULL and does nothing.
+ *
+ * Thread safety
+ *   - di_model: after di_model_load returns, every call taking a
+ *     `const di_model *` may be made from any number of threads at once, and
+ *     any number of sessions (in any threads) may share one model.
+ *   - di_config and di_session: one thread at a time per handle. Different
+ *     handles may be used concurrently from different threads.
+ *   - Functions without a handle (version, status names, digests) are
+ *     thread-safe.
+ *
+ * Errors
+ *   Every fallible call returns a di_status. DI_OK is 0; the other codes are
+ *   numbered and are never renumbered or reused. di_status_name() names a
+ *   code. A handle keeps a human-readable message with the detail of its
+ *   last failure (di_config_errmsg, di_session_errmsg). Calls that create a
+ *   handle take an optional caller buffer (errbuf, errbuf_size) that receives
+ *   the message when creation fails; the buffer is always NUL-terminated when
+ *   errbuf_size > 0. The library never calls exit() or abort() and never
+ *   prints.
+ *
+ * Numbers
+ *   Token ids are int32_t. Sequence ids are uint32_t in [0, max_sequences).
+ * ---------------------------------------------------------------------------
+ */
+#ifndef DETINFER_H
+#define DETINFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Version -------------------------------------------------------------
+ * The release number lives here and only here; the Makefile reads it.
+ * DI_ABI_VERSION is the SONAME major (libdetinfer.so.1): it changes only when
+ * a published function or type changes incompatibly, never with a release.
+ * Compare DI_VERSION_NUMBER (the header you compiled with) against
+ * di_version_number() (the library you loaded). */
+#define DI_VERSION_MAJOR 0
+#define DI_VERSION_MINOR 1
+#define DI_VERSION_PATCH 0
+#define DI_VERSION_NUMBER (DI_VERSION_MAJOR * 10000 + DI_VERSION_MINOR * 100 + DI_VERSION_PATCH)
+#define DI_VERSION_STRING "0.1.0"
+#define DI_ABI_VERSION 1
+
+#if defined(DI_BUILDING_LIBRARY) && defined(__GNUC__)
+#define DI_API __attribute__((visibility("default")))
+#else
+#define DI_API
+#endif
+
+/* ---- Opaque handles ------------------------------------------------------ */
+typedef struct di_model di_model;
+typedef struct di_config di_config;
+typedef struct di_session di_session;
+
+/* ---- Status codes (numbered; never renumbered or reused) ----------------- */
+typedef enum di_status {
+    DI_OK = 0,
+    DI_ERR_INVALID_ARGUMENT = 1,    /* NULL pointer, value out of range */
+    DI_ERR_OUT_OF_MEMORY = 2,
+    DI_ERR_IO = 3,                  /* file cannot be opened, read or mapped */
+    DI_ERR_FORMAT = 4,              /* the file is not valid GGUF v3 */
+    DI_ERR_UNSUPPORTED = 5,         /* valid, but an architecture, tensor type,
+                                       backend or profile this build lacks */
+    DI_ERR_MODEL = 6,               /* metadata or tensors missing or inconsistent */
+    DI_ERR_SAMPLING_REFUSED = 7,    /* a sampling setting would make temperature 0
+                                       non-greedy, or sampling is asked for */
+    DI_ERR_TOKEN_RANGE = 8,         /* a token id outside [0, n_vocab) */
+    DI_ERR_CONTEXT_FULL = 9,        /* a sequence would exceed the context length */
+    DI_ERR_SEQUENCE = 10,           /* sequence id out of range, repeated in one
+                                       step, or an entry with no tokens */
+    DI_ERR_STATE = 11,              /* call in the wrong order, e.g. logits of a
+                                       sequence that has no step yet */
+    DI_ERR_BACKEND_UNAVAILABLE = 12,/* backend not built in, or no device found */
+    DI_ERR_THREAD = 13,             /* a worker thread could not be started */
+    DI_ERR_UNKNOWN_KEY = 14,        /* configuration or model key unknown, or read
+                                       or written with the wrong type */
+    DI_ERR_INTERNAL = 15            /* a bug in libdetinfer; please report it */
+} di_status;
+
+/* The name of a status code ("DI_ERR_FORMAT"), or "DI_STATUS_UNKNOWN".
+ * The returned string is static. */
+DI_API const char *di_status_name(di_status status);
+
+DI_API uint32_t di_version_number(void);   /* DI_VERSION_NUMBER of the library */
+DI_API const char *di_version_string(void); /* DI_VERSION_STRING of the library */
+
+/* Compiler, flags and numerics contract the library was built with, as one
+ * static line of text (for environment fingerprints and bug reports). */
+DI_API const char *di_build_info(void);
+
+/* ---- Digests --------------------------------------------------------------
+ * An XXH3-128 digest in canonical (big-endian) byte order: the same 32 hex
+ * characters `xxh128sum` prints for the same bytes. The struct is two words
+ * of bytes and will never grow. */
+typedef struct di_digest {
+    uint8_t bytes[16];
+} di_digest;
+
+#define DI_DIGEST_HEX_SIZE 33 /* 32 hex characters and the NUL */
+
+/* Writes 32 lowercase hex characters and a NUL into out. */
+DI_API di_status di_digest_format(const di_digest *digest, char out[DI_DIGEST_HEX_SIZE]);
+/* 1 when the two digests are equal, 0 otherwise (0 if either is NULL). */
+DI_API int di_digest_equal(const di_digest *a, const di_digest *b);
+/* The digest of n float32 values as little-endian bytes: what the library
+ * reports for a logits row. Lets a caller check a row it stored. */
+DI_API di_status di_digest_floats(const float *values, size_t n, di_digest *out);
+/* The digest of n token ids as little-endian int32: what the library reports
+ * for a sequence. */
+DI_API di_status di_digest_tokens(const int32_t *tokens, size_t n, di_digest *out);
+
+/* ---- Model ----------------------------------------------------------------
+ * Loads a GGUF v3 file. The file is untrusted input: every count, length,
+ * dimension and offset is checked, and a bad file gives DI_ERR_FORMAT (bad
+ * bytes), DI_ERR_MODEL (missing or mis-shaped tensors, bad hyperparameters)
+ * or DI_ERR_UNSUPPORTED (architecture or tensor type not in this build).
+ * Supported now: architecture "llama"; tensor types F32, F16, BF16, Q8_0.
+ * On failure *out is set to NULL and errbuf (if given) holds the detail. */
+DI_API di_status di_model_load(const char *path, di_model **out, char *errbuf, size_t errbuf_size);
+DI_API void di_model_free(di_model *model);
+
+/* Integer facts about a loaded model (numbered; never renumbered). */
+typedef enum di_model_key {
+    DI_MODEL_N_VOCAB = 1,
+    DI_MODEL_N_CTX_TRAIN = 2,  /* context length the model was trained with */
+    DI_MODEL_N_EMBD = 3,
+    DI_MODEL_N_LAYER = 4,
+    DI_MODEL_N_HEAD = 5,
+    DI_MODEL_N_HEAD_KV = 6,
+    DI_MODEL_N_FF = 7,
+    DI_MODEL_N_PARAMS = 8,     /* number of weights in all tensors */
+    DI_MODEL_FILE_SIZE = 9     /* bytes */
+} di_model_key;
+
+/* DI_ERR_UNKNOWN_KEY for an unknown key; DI_ERR_INVALID_ARGUMENT for NULL. */
+DI_API di_status di_model_get_int(const di_model *model, di_model_key key, int64_t *out);
+/* general.architecture of the file ("llama"); static for the model's life. */
+DI_API const char *di_model_architecture(const di_model *model);
+
+/* ---- Configuration --------------------------------------------------------
+ * Settings are enum-keyed (numbered; never renumbered). Each key has a type:
+ * integer keys are set with di_config_set_int, float keys with
+ * di_config_set_float; the wrong one gives DI_ERR_UNKNOWN_KEY. A value that
+ * is out of range gives DI_ERR_INVALID_ARGUMENT and leaves the setting as it
+ * was. Defaults are listed beside each key. */
+typedef enum di_config_key {
+    DI_CONFIG_THREADS = 1,          /* int, 1..256; default 1. Results do not
+                                       depend on it. */
+    DI_CONFIG_MAX_SEQUENCES = 2,    /* int, 1..4096; default 1 */
+    DI_CONFIG_CONTEXT_LENGTH = 3,   /* int, 0..(1<<24); 0 (default) means the
+                                       model's training context, capped at 4096.
+                                       KV cache memory is reserved for
+                                       max_sequences x context_length. */
+    DI_CONFIG_BACKEND = 4,          /* int, a di_backend; default DI_BACKEND_CPU */
+    DI_CONFIG_PROFILE = 5,          /* int, a di_profile; default DI_PROFILE_PORTABLE */
+    DI_CONFIG_TEMPERATURE = 6,      /* float; only 0 is accepted in this release */
+    DI_CONFIG_DO_SAMPLE = 7,        /* int; only 0 (off) is accepted */
+    DI_CONFIG_TOP_P = 8,            /* float; only 1.0 (no filter) is accepted */
+    DI_CONFIG_TOP_K = 9,            /* int; only 0 (no filter) is accepted */
+    DI_CONFIG_REPETITION_PENALTY = 10, /* float; only 1.0 (none) is accepted */
+    DI_CONFIG_SEED = 11             /* int, any; recorded, unused by greedy */
+} di_config_key;
+
+typedef enum di_backend {
+    DI_BACKEND_CPU = 1,
+    DI_BACKEND_CUDA = 2             /* not in this build: session creation gives
+                                       DI_ERR_BACKEND_UNAVAILABLE */
+} di_backend;
+
+typedef enum di_profile {
+    DI_PROFILE_PORTABLE = 1,        /* one canonical order on every backend */
+    DI_PROFILE_DEVICE = 2           /* vendor libraries (CUDA only); the CPU
+                                       backend gives DI_ERR_UNSUPPORTED */
+} di_profile;
+
+DI_API di_status di_config_create(di_config **out);
+DI_API void di_config_free(di_config *config);
+/* Greedy is the only decoding rule: temperature 0 means argmax over the raw
+ * logits, ties to the lowest token id. A sampling setting that would change
+ * that (temperature > 0, do_sample on, top_p < 1, top_k > 0, repetition
+ * penalty != 1) is refused with DI_ERR_SAMPLING_REFUSED and a message naming
+ * the parameter; neutral values are accepted. */
+DI_API di_status di_config_set_int(di_config *config, di_config_key key, int64_t value);
+DI_API di_status di_config_set_float(di_config *config, di_config_key key, double value);
+DI_API di_status di_config_get_int(const di_config *config, di_config_key key, int64_t *out);
+DI_API di_status di_config_get_float(const di_config *config, di_config_key key, double *out);
+/* Detail of the last failed call on this config; "" when none. Valid until
+ * the next call on the config. */
+DI_API const char *di_config_errmsg(const di_config *config);
+
+/* ---- Session --------------------------------------------------------------
+ * config may be NULL (all defaults). The session copies what it needs from
+ * config and keeps a pointer to model, which must outlive it. */
+DI_API di_status di_session_create(const di_model *model, const di_config *config,
+                                   di_session **out, char *errbuf, size_t errbuf_size);
+DI_API void di_session_free(di_session *session);
+/* Detail of the last failed call on this session; "" when none. Valid until
+ * the next call on the session. */
+DI_API const char *di_session_errmsg(const di_session *session);
+
+/* Step flags (bits; never renumbered). */
+#define DI_STEP_ALL_LOGITS 0x1u /* keep the logits of every position of the
+                                   step, not only the last one per sequence */
+
+/* One step advances n_entries sequences at once. Entry i appends
+ * n_tokens[i] >= 1 tokens to sequence seq_ids[i]; the tokens of all entries
+ * are concatenated in entry order in `tokens`. A sequence may appear at most
+ * once per step. Entries may be prompt chunks or single decode tokens in any
+ * mix; nothing one sequence computes depends on the other entries.
+ *
+ * The step is all or nothing: every entry is checked before any work, and on
+ * any error no sequence changes. On success each stepped sequence has, until
+ * its next step (or reset, truncate, copy onto it):
+ *   - the logits of its last position, their digest and the greedy token
+ *     (di_session_logits, di_session_greedy_token);
+ *   - with DI_STEP_ALL_LOGITS, the logits of each position it appended in
+ *     this step (di_session_logits_at), valid until the next step of the
+ *     session.
+ * The greedy token is not appended: feed it to the next step to continue. */
+DI_API di_status di_session_step(di_session *session, uint32_t n_entries, const uint32_t *seq_ids,
+                                 const uint32_t *n_tokens, const int32_t *tokens, uint32_t flags);
+
+/* Logits of the last position of sequence seq's last step: *logits points to
+ * n_vocab floats owned by the session (see di_session_step for how long they
+ * stay valid); *digest (optional) receives their digest. DI_ERR_STATE when
+ * the sequence has no step since creation or its last reset. */
+DI_API di_status di_session_logits(di_session *session, uint32_t seq, const float **logits,
+                                   di_digest *digest);
+/* Logits of position `index` (0-based within what seq appended in the
+ * session's last step, which must have used DI_STEP_ALL_LOGITS). */
+DI_API di_status di_session_logits_at(di_session *session, uint32_t seq, uint32_t index,
+                                      const float **logits, di_digest *digest);
+/* The greedy token of seq's last position: the lowest token id among those
+ * with the largest logit (NaN logits are never chosen; a row of only NaN
+ * gives token 0). */
+DI_API di_status di_session_greedy_token(di_session *session, uint32_t seq, int32_t *token);
+
+/* Number of tokens in sequence seq (its KV cache length). */
+DI_API di_status di_session_seq_length(di_session *session, uint32_t seq, uint32_t *length);
+/* Digest of every token id appended to seq so far, in order (an empty
+ * sequence has the digest of zero bytes). */
+DI_API di_status di_session_seq_digest(di_session *session, uint32_t seq, di_digest *digest);
+/* Empties sequence seq. */
+DI_API di_status di_session_seq_reset(di_session *session, uint32_t seq);
+/* Keeps the first `length` tokens of seq (length <= current length). */
+DI_API di_status di_session_seq_truncate(di_session *session, uint32_t seq, uint32_t length);
+/* Makes dst hold the first `length` tokens of src, KV cache included, so a
+ * shared prefix is computed once (prefix reuse). dst != src. */
+DI_API di_status di_session_seq_copy(di_session *session, uint32_t src, uint32_t dst,
+                                     uint32_t length);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DETINFER_H */

@@ -1,0 +1,230 @@
+/*
+ * cpu_kernels.c — the CPU backend in portable C.
+ *
+ * The reduction loops are written lane by lane (32 independent accumulators),
+ * which a compiler may turn into SIMD without changing a bit: each lane still
+ * adds its terms in increasing order with fmaf, and vectorising independent
+ * lanes reorders nothing. On x86-64 the hot reductions are compiled several
+ * times (target_clones) so CPUs with FMA use it instead of the libm fmaf
+ * call; every clone computes the same correctly rounded operations.
+ */
+#include "cpu_kernels.h"
+
+#include <string.h>
+
+#include "numerics.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DI_NO_CLONES)
+#define DI_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#else
+#define DI_CLONES
+#endif
+
+/* ---- canonical reductions ----------------------------------------------- */
+
+/* Adds a chunk's lane vector into the running lanes; the first chunk's vector
+ * is taken as it is (so a -0 lane stays -0, as the contract says). */
+static inline void combine_chunk(float *total, const float *lane, int first)
+{
+    for (int l = 0; l < DI_LANES; l++)
+        total[l] = first ? lane[l] : total[l] + lane[l];
+}
+
+/* The full 32-term blocks of one chunk, lane by lane. Kept apart from the
+ * tail so the lanes have only constant indexes and can live in registers. */
+static inline void dot_blocks(const float *a, const float *b, uint32_t n_blocks, float *lane_out)
+{
+    float lane[DI_LANES] = {0};
+    for (uint32_t k = 0; k < n_blocks; k++, a += DI_LANES, b += DI_LANES)
+        for (int l = 0; l < DI_LANES; l++)
+            lane[l] = fmaf(a[l], b[l], lane[l]);
+    memcpy(lane_out, lane, sizeof lane);
+}
+
+DI_CLONES float di_cpu_dot(const float *a, const float *b, uint32_t n)
+{
+    float total[DI_LANES] = {0};
+    for (uint32_t c0 = 0; c0 < n; c0 += DI_CHUNK) {
+        uint32_t end = n - c0 < DI_CHUNK ? n : c0 + DI_CHUNK;
+        float lane[DI_LANES];
+        const uint32_t n_blocks = (end - c0) / DI_LANES;
+        dot_blocks(a + c0, b + c0, n_blocks, lane);
+        for (uint32_t i = c0 + n_blocks * DI_LANES, l = 0; i < end; i++, l++)
+            lane[l] = fmaf(a[i], b[i], lane[l]);
+        combine_chunk(total, lane, c0 == 0);
+    }
+    return di_lane_tree(total);
+}
+
+DI_CLONES float di_cpu_sum(const float *x, uint32_t n)
+{
+    float total[DI_LANES] = {0};
+    for (uint32_t c0 = 0; c0 < n; c0 += DI_CHUNK) {
+        uint32_t end = n - c0 < DI_CHUNK ? n : c0 + DI_CHUNK;
+        float lane[DI_LANES] = {0};
+        uint32_t i = c0;
+        for (; i + DI_LANES <= end; i += DI_LANES)
+            for (int l = 0; l < DI_LANES; l++)
+                lane[l] = lane[l] + x[i + l];
+        for (int l = 0; i < end; i++, l++)
+            lane[l] = lane[l] + x[i];
+        combine_chunk(total, lane, c0 == 0);
+    }
+    return di_lane_tree(total);
+}
+
+/* ---- weights ------------------------------------------------------------ */
+
+static inline uint16_t load_u16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+void di_cpu_dequant_row(const di_weight *w, uint32_t row, float *out)
+{
+    const uint8_t *p = w->data + (size_t)row * w->row_bytes;
+    uint32_t n = w->n_in;
+    switch (w->type) {
+    case DI_TYPE_F32:
+        memcpy(out, p, (size_t)n * sizeof(float));
+        break;
+    case DI_TYPE_F16:
+        for (uint32_t i = 0; i < n; i++)
+            out[i] = di_f16_to_f32(load_u16(p + 2 * (size_t)i));
+        break;
+    case DI_TYPE_BF16:
+        for (uint32_t i = 0; i < n; i++)
+            out[i] = di_bf16_to_f32(load_u16(p + 2 * (size_t)i));
+        break;
+    case DI_TYPE_Q8_0:
+        /* blocks of 32: f16 scale d, then int8 q[32]; x = d * q is exact
+         * (an 11-bit significand times a 7-bit integer fits in 24 bits) */
+        for (uint32_t b = 0; b < n / 32; b++, p += 34) {
+            const float d = di_f16_to_f32(load_u16(p));
+            for (int j = 0; j < 32; j++)
+                out[32 * b + j] = d * (float)(int8_t)p[2 + j];
+        }
+        break;
+    default:
+        /* the loader admits no other type */
+        memset(out, 0, (size_t)n * sizeof(float));
+        break;
+    }
+}
+
+/* ---- elementwise and row operations ------------------------------------- */
+
+void di_cpu_rmsnorm(const float *x, const float *w, uint32_t n, float eps, float *out)
+{
+    const float scale = di_rms_scale(di_cpu_dot(x, x, n), n, eps);
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = (x[i] * scale) * w[i];
+}
+
+void di_cpu_rope(float *v, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, const float *cos_t,
+                 const float *sin_t)
+{
+    for (uint32_t h = 0; h < n_heads; h++) {
+        float *x = v + (size_t)h * head_dim;
+        for (uint32_t i = 0; i < n_rot / 2; i++) {
+            const float x0 = x[2 * i], x1 = x[2 * i + 1];
+            const float c = cos_t[i], s = sin_t[i];
+            x[2 * i] = x0 * c - x1 * s;
+            x[2 * i + 1] = x0 * s + x1 * c;
+        }
+    }
+}
+
+/* ---- matrix product ------------------------------------------------------ */
+
+typedef struct matmul_job {
+    const di_weight *w;
+    const float *x;
+    uint32_t n_tokens;
+    float *y;
+    float *scratch;
+} matmul_job;
+
+static void matmul_rows(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
+{
+    const matmul_job *job = ctx;
+    const uint32_t n_in = job->w->n_in, n_out = job->w->n_out;
+    float *row = job->scratch + (size_t)thread * n_in;
+    for (uint32_t r = begin; r < end; r++) {
+        di_cpu_dequant_row(job->w, r, row);
+        for (uint32_t t = 0; t < job->n_tokens; t++)
+            job->y[(size_t)t * n_out + r] = di_cpu_dot(row, job->x + (size_t)t * n_in, n_in);
+    }
+}
+
+void di_cpu_matmul(di_pool *pool, const di_weight *w, const float *x, uint32_t n_tokens, float *y,
+                   float *scratch)
+{
+    matmul_job job = {w, x, n_tokens, y, scratch};
+    di_pool_run(pool, w->n_out, matmul_rows, &job);
+}
+
+/* ---- attention ------------------------------------------------------------ */
+
+/* acc[l][d] += e_j * v_j[d] for the keys of one chunk; lane l = j % 32. */
+DI_CLONES static void accumulate_values(const float *e, const float *v, uint32_t kv_stride,
+                                        uint32_t j0, uint32_t j1, uint32_t head_dim, float *acc)
+{
+    for (uint32_t j = j0; j < j1; j++) {
+        float *lane = acc + (size_t)(j % DI_LANES) * head_dim;
+        const float *vj = v + (size_t)j * kv_stride;
+        const float ej = e[j];
+        for (uint32_t d = 0; d < head_dim; d++)
+            lane[d] = fmaf(ej, vj[d], lane[d]);
+    }
+}
+
+void di_cpu_attention_head(const float *q, const float *k, const float *v, uint32_t kv_stride,
+                           uint32_t n_keys, uint32_t head_dim, float scale, float *out,
+                           float *scratch)
+{
+    float *e = scratch;                                   /* [n_keys] */
+    float *acc = scratch + n_keys;                        /* [DI_LANES][head_dim] */
+    float *total = acc + (size_t)DI_LANES * head_dim;     /* [DI_LANES][head_dim] */
+
+    float m = -INFINITY;
+    for (uint32_t j = 0; j < n_keys; j++) {
+        e[j] = di_cpu_dot(q, k + (size_t)j * kv_stride, head_dim) * scale;
+        if (e[j] > m)
+            m = e[j];
+    }
+    for (uint32_t j = 0; j < n_keys; j++)
+        e[j] = di_expf(e[j] - m);
+    const float sum = di_cpu_sum(e, n_keys);
+
+    for (uint32_t c0 = 0; c0 < n_keys; c0 += DI_CHUNK) {
+        uint32_t end = n_keys - c0 < DI_CHUNK ? n_keys : c0 + DI_CHUNK;
+        memset(acc, 0, (size_t)DI_LANES * head_dim * sizeof(float));
+        accumulate_values(e, v, kv_stride, c0, end, head_dim, acc);
+        for (size_t i = 0; i < (size_t)DI_LANES * head_dim; i++)
+            total[i] = c0 == 0 ? acc[i] : total[i] + acc[i];
+    }
+    for (uint32_t d = 0; d < head_dim; d++) {
+        float lanes[DI_LANES];
+        for (int l = 0; l < DI_LANES; l++)
+            lanes[l] = total[(size_t)l * head_dim + d];
+        out[d] = di_lane_tree(lanes) / sum;
+    }
+}
+
+/* ---- greedy ---------------------------------------------------------------- */
+
+uint32_t di_cpu_argmax(const float *x, uint32_t n)
+{
+    uint32_t best = 0;
+    int found = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (x[i] != x[i])
+            continue; /* NaN */
+        if (!found || x[i] > x[best]) {
+            best = i;
+            found = 1;
+        }
+    }
+    return best;
+}

@@ -1,0 +1,47 @@
+/*
+ * cpu_kernels.h — the CPU backend's operations, each in the canonical order
+ * of docs/DETERMINISM.md. Parallel calls split work over independent outputs
+ * only, so a result never depends on the thread count.
+ */
+#ifndef DI_CPU_KERNELS_H
+#define DI_CPU_KERNELS_H
+
+#include <stdint.h>
+#include "model.h"
+#include "threadpool.h"
+
+/* Canonical reductions (numerics.h): fma form sum(a[i] * b[i]) and plain
+ * sum(x[i]). n == 0 gives +0. */
+float di_cpu_dot(const float *a, const float *b, uint32_t n);
+float di_cpu_sum(const float *x, uint32_t n);
+
+/* Row `row` of w as n_in float32 values (exact for every supported type). */
+void di_cpu_dequant_row(const di_weight *w, uint32_t row, float *out);
+
+/* out = (x * scale) * w with scale = di_rms_scale(dot(x, x), n, eps). */
+void di_cpu_rmsnorm(const float *x, const float *w, uint32_t n, float eps, float *out);
+
+/* y[t][r] = dot(row r of w, x[t]) for t < n_tokens, r < w->n_out; parallel
+ * over r. scratch holds n_threads * w->n_in floats. */
+void di_cpu_matmul(di_pool *pool, const di_weight *w, const float *x, uint32_t n_tokens, float *y,
+                   float *scratch);
+
+/* Rotates the first n_rot dims of each of n_heads heads of head_dim values,
+ * pairs (2i, 2i+1), with cos/sin tables of n_rot/2 entries for this position. */
+void di_cpu_rope(float *v, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, const float *cos_t,
+                 const float *sin_t);
+
+/* Attention of one query head over keys 0..n_keys-1 of a KV cache whose rows
+ * are kv_stride floats apart (the head's columns start at k and v):
+ *   s_j = dot(q, k_j) * scale; m = max s; e_j = exp(s_j - m);
+ *   out[d] = sum_j(e_j * v_j[d]) / sum_j(e_j), both sums canonical over j.
+ * scratch holds n_keys + 2 * DI_LANES * head_dim floats. */
+void di_cpu_attention_head(const float *q, const float *k, const float *v, uint32_t kv_stride,
+                           uint32_t n_keys, uint32_t head_dim, float scale, float *out,
+                           float *scratch);
+
+/* Index of the largest value, lowest index on ties; NaN never chosen; 0 for
+ * an all-NaN row. */
+uint32_t di_cpu_argmax(const float *x, uint32_t n);
+
+#endif /* DI_CPU_KERNELS_H */

@@ -1,0 +1,13 @@
+/*
+ * digest.h — internal digest helper.
+ */
+#ifndef DI_DIGEST_H
+#define DI_DIGEST_H
+
+#include <stddef.h>
+#include "detinfer.h"
+
+/* XXH3-128 of n bytes, canonical byte order. */
+void di_digest_bytes(const void *data, size_t n, di_digest *out);
+
+#endif /* DI_DIGEST_H */

@@ -1,0 +1,49 @@
+/*
+ * forward.h — one forward pass of the llama architecture over a set of rows
+ * (tokens of any sequences at any positions), written against the CPU
+ * kernels. Every row is computed on its own, in the canonical order, so a
+ * row's result never depends on which other rows share the call.
+ */
+#ifndef DI_FORWARD_H
+#define DI_FORWARD_H
+
+#include <stdint.h>
+#include "model.h"
+#include "threadpool.h"
+
+typedef struct di_forward_row {
+    int32_t token;
+    uint32_t pos;          /* position in its sequence */
+    float *k_cache;        /* its sequence's caches: [n_layer][ctx_len][kv_dim] */
+    float *v_cache;
+} di_forward_row;
+
+typedef struct di_forward {
+    const di_model *model;
+    di_pool *pool;
+    uint32_t ctx_len;
+    uint32_t max_rows;     /* rows per di_forward_rows call */
+    float *rope_cos;       /* [ctx_len][n_rot / 2] */
+    float *rope_sin;
+    /* activations, max_rows rows each */
+    float *x, *xn, *q, *k, *v, *att, *gate, *up, *tmp;
+    /* per-thread scratch */
+    float *matmul_scratch; /* [threads][max reduction length] */
+    float *attn_scratch;   /* [threads][attn_scratch_size] */
+    size_t attn_scratch_size;
+} di_forward;
+
+/* Allocates tables and scratch; DI_ERR_OUT_OF_MEMORY on failure. */
+di_status di_forward_init(di_forward *f, const di_model *model, di_pool *pool, uint32_t ctx_len,
+                          uint32_t max_rows);
+void di_forward_release(di_forward *f);
+
+/* Runs rows[0..n_rows) (n_rows <= max_rows) through every layer, appending
+ * their keys and values to the caches. The final hidden states stay in f. */
+void di_forward_rows(di_forward *f, const di_forward_row *rows, uint32_t n_rows);
+
+/* Logits of hidden rows row_idx[0..n) of the last di_forward_rows call into
+ * logits[n][n_vocab]. */
+void di_forward_logits(di_forward *f, const uint32_t *row_idx, uint32_t n, float *logits);
+
+#endif /* DI_FORWARD_H */

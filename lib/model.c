@@ -1,0 +1,353 @@
+/*
+ * model.c — loading a model: map the file, parse it (format layer), read the
+ * hyperparameters and bind every tensor to its role, checking types and
+ * shapes. Architecture "llama" (Llama 2/3, TinyLlama, SmolLM, Mistral).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "errors.h"
+#include "model.h"
+#include "numerics.h"
+
+#define MAX_EMBD (1u << 20)
+#define MAX_LAYERS 4096u
+#define MAX_FF (1u << 22)
+#define MAX_CTX (1u << 24)
+
+typedef struct loader {
+    di_model *m;
+    char *err;
+    size_t err_size;
+} loader;
+
+/* ---- metadata ----------------------------------------------------------- */
+
+static int kv_is_integer(const di_gguf_kv *kv)
+{
+    switch (kv->type) {
+    case DI_GGUF_UINT8: case DI_GGUF_UINT16: case DI_GGUF_UINT32: case DI_GGUF_UINT64:
+    case DI_GGUF_INT8: case DI_GGUF_INT16: case DI_GGUF_INT32: case DI_GGUF_INT64:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int kv_is_signed(const di_gguf_kv *kv)
+{
+    return kv->type == DI_GGUF_INT8 || kv->type == DI_GGUF_INT16 || kv->type == DI_GGUF_INT32 ||
+           kv->type == DI_GGUF_INT64;
+}
+
+/* Reads "<arch>.<suffix>" as an integer in [lo, hi]; a missing optional key
+ * leaves *out untouched. */
+static di_status read_u32(loader *L, const char *suffix, int required, uint32_t lo, uint32_t hi,
+                          uint32_t *out)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", L->m->arch, suffix);
+    const di_gguf_kv *kv = di_gguf_find_kv(&L->m->gguf, key);
+    if (!kv)
+        return required ? di_error(L->err, L->err_size, DI_ERR_MODEL, "missing metadata key %s", key)
+                        : DI_OK;
+    if (!kv_is_integer(kv))
+        return di_error(L->err, L->err_size, DI_ERR_MODEL, "metadata key %s must be an integer (type %u)",
+                        key, kv->type);
+    if ((kv_is_signed(kv) && kv->v.i64 < 0) || kv->v.u64 < lo || kv->v.u64 > hi)
+        return di_error(L->err, L->err_size, DI_ERR_MODEL, "metadata key %s = %lld is outside [%u, %u]",
+                        key, (long long)kv->v.i64, lo, hi);
+    *out = (uint32_t)kv->v.u64;
+    return DI_OK;
+}
+
+static di_status read_f32(loader *L, const char *suffix, int required, float *out)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", L->m->arch, suffix);
+    const di_gguf_kv *kv = di_gguf_find_kv(&L->m->gguf, key);
+    if (!kv)
+        return required ? di_error(L->err, L->err_size, DI_ERR_MODEL, "missing metadata key %s", key)
+                        : DI_OK;
+    if (kv->type != DI_GGUF_FLOAT32 && kv->type != DI_GGUF_FLOAT64)
+        return di_error(L->err, L->err_size, DI_ERR_MODEL, "metadata key %s must be a float (type %u)",
+                        key, kv->type);
+    float v = (float)kv->v.f64;
+    if (!(v > 0.0f) || isinf(v))
+        return di_error(L->err, L->err_size, DI_ERR_MODEL, "metadata key %s = %g must be positive and finite",
+                        key, kv->v.f64);
+    *out = v;
+    return DI_OK;
+}
+
+static di_status read_architecture(loader *L)
+{
+    const di_gguf_kv *kv = di_gguf_find_kv(&L->m->gguf, "general.architecture");
+    if (!kv)
+        return di_error(L->err, L->err_size, DI_ERR_MODEL, "missing metadata key general.architecture");
+    if (kv->type != DI_GGUF_STRING)
+        return di_error(L->err, L->err_size, DI_ERR_MODEL, "general.architecture must be a string");
+    if (kv->v.str.len >= sizeof L->m->arch || memchr(kv->v.str.ptr, '\0', (size_t)kv->v.str.len))
+        return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED, "architecture name of %llu bytes is not supported",
+                        (unsigned long long)kv->v.str.len);
+    memcpy(L->m->arch, kv->v.str.ptr, (size_t)kv->v.str.len);
+    L->m->arch[kv->v.str.len] = '\0';
+    if (strcmp(L->m->arch, "llama") != 0)
+        return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
+                        "architecture '%s' is not supported (supported: llama)", L->m->arch);
+    return DI_OK;
+}
+
+static di_status read_hparams(loader *L)
+{
+    di_model *m = L->m;
+    di_status st;
+    if ((st = read_u32(L, "context_length", 1, 1, MAX_CTX, &m->n_ctx_train)) ||
+        (st = read_u32(L, "embedding_length", 1, 1, MAX_EMBD, &m->n_embd)) ||
+        (st = read_u32(L, "block_count", 1, 1, MAX_LAYERS, &m->n_layer)) ||
+        (st = read_u32(L, "feed_forward_length", 1, 1, MAX_FF, &m->n_ff)) ||
+        (st = read_u32(L, "attention.head_count", 1, 1, MAX_EMBD, &m->n_head)))
+        return st;
+    m->n_head_kv = m->n_head;
+    if ((st = read_u32(L, "attention.head_count_kv", 0, 1, MAX_EMBD, &m->n_head_kv)))
+        return st;
+    if (m->n_embd % m->n_head != 0)
+        return di_error(L->err, L->err_size, DI_ERR_MODEL, "embedding length %u is not divisible by head count %u",
+                        m->n_embd, m->n_head);
+    if (m->n_head_kv > m->n_head || m->n_head % m->n_head_kv != 0)
+        return di_error(L->err, L->err_size, DI_ERR_MODEL, "KV head count %u does not divide head count %u",
+                        m->n_head_kv, m->n_head);
+    m->head_dim = m->n_embd / m->n_head;
+    m->n_rot = m->head_dim;
+    if ((st = read_u32(L, "rope.dimension_count", 0, 2, m->head_dim, &m->n_rot)))
+        return st;
+    if (m->n_rot % 2 != 0)
+        return di_error(L->err, L->err_size, DI_ERR_MODEL, "RoPE dimension count %u is odd", m->n_rot);
+    m->rope_base = 10000.0f;
+    if ((st = read_f32(L, "attention.layer_norm_rms_epsilon", 1, &m->rms_eps)) ||
+        (st = read_f32(L, "rope.freq_base", 0, &m->rope_base)))
+        return st;
+    return DI_OK;
+}
+
+/* ---- tensors ------------------------------------------------------------ */
+
+static int is_matrix_type(uint32_t type)
+{
+    return type == DI_TYPE_F32 || type == DI_TYPE_F16 || type == DI_TYPE_BF16 || type == DI_TYPE_Q8_0;
+}
+
+static const di_gguf_tensor *find_tensor(loader *L, const char *name, di_status *st)
+{
+    const di_gguf_tensor *t = di_gguf_find_tensor(&L->m->gguf, name);
+    if (!t)
+        *st = di_error(L->err, L->err_size, DI_ERR_MODEL, "missing tensor %s", name);
+    return t;
+}
+
+/* Binds a matrix of n_in x n_out (GGUF ne0 x ne1). n_out == 0 accepts any
+ * row count (the vocabulary size of token_embd). */
+static di_status bind_matrix(loader *L, const char *name, uint32_t n_in, uint32_t n_out, di_weight *w)
+{
+    di_status st = DI_OK;
+    const di_gguf_tensor *t = find_tensor(L, name, &st);
+    if (!t)
+        return st;
+    if (t->n_dims != 2 || t->ne[0] != n_in || (n_out != 0 && t->ne[1] != n_out) ||
+        t->ne[1] > INT32_MAX)
+        return di_error(L->err, L->err_size, DI_ERR_MODEL,
+                        "tensor %s has shape [%llu, %llu, %llu, %llu], expected [%u, %u]", name,
+                        (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+                        (unsigned long long)t->ne[2], (unsigned long long)t->ne[3], n_in, n_out);
+    if (!is_matrix_type(t->type))
+        return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
+                        "tensor %s has type %s (%u), not supported (F32, F16, BF16, Q8_0)", name,
+                        di_ggml_type_name(t->type), t->type);
+    w->data = t->data;
+    w->type = t->type;
+    w->n_in = (uint32_t)t->ne[0];
+    w->n_out = (uint32_t)t->ne[1];
+    w->row_bytes = (size_t)(t->n_bytes / t->ne[1]);
+    L->m->n_params += t->ne[0] * t->ne[1];
+    return DI_OK;
+}
+
+/* Converts a norm vector of n floats into *dst (exact for F32/F16/BF16). */
+static di_status bind_norm(loader *L, const char *name, uint32_t n, float *dst, const float **out)
+{
+    di_status st = DI_OK;
+    const di_gguf_tensor *t = find_tensor(L, name, &st);
+    if (!t)
+        return st;
+    if (t->n_dims != 1 || t->ne[0] != n)
+        return di_error(L->err, L->err_size, DI_ERR_MODEL, "tensor %s has shape [%llu, ...] in %u dims, expected [%u]",
+                        name, (unsigned long long)t->ne[0], t->n_dims, n);
+    for (uint32_t i = 0; i < n; i++) {
+        if (t->type == DI_TYPE_F32) {
+            memcpy(&dst[i], t->data + 4 * (size_t)i, 4);
+        } else if (t->type == DI_TYPE_F16 || t->type == DI_TYPE_BF16) {
+            uint16_t h = (uint16_t)(t->data[2 * (size_t)i] | (t->data[2 * (size_t)i + 1] << 8));
+            dst[i] = t->type == DI_TYPE_F16 ? di_f16_to_f32(h) : di_bf16_to_f32(h);
+        } else {
+            return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
+                            "norm tensor %s has type %s, expected F32, F16 or BF16", name,
+                            di_ggml_type_name(t->type));
+        }
+    }
+    *out = dst;
+    L->m->n_params += n;
+    return DI_OK;
+}
+
+static di_status bind_layer(loader *L, uint32_t il, float *norms)
+{
+    di_model *m = L->m;
+    di_layer *ly = &m->layers[il];
+    uint32_t q_dim = m->n_head * m->head_dim, kv_dim = m->n_head_kv * m->head_dim;
+    char name[96];
+    di_status st;
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%u.%s", il, suffix), name)
+    if ((st = bind_norm(L, NAME("attn_norm.weight"), m->n_embd, norms, &ly->attn_norm)) ||
+        (st = bind_matrix(L, NAME("attn_q.weight"), m->n_embd, q_dim, &ly->wq)) ||
+        (st = bind_matrix(L, NAME("attn_k.weight"), m->n_embd, kv_dim, &ly->wk)) ||
+        (st = bind_matrix(L, NAME("attn_v.weight"), m->n_embd, kv_dim, &ly->wv)) ||
+        (st = bind_matrix(L, NAME("attn_output.weight"), q_dim, m->n_embd, &ly->wo)) ||
+        (st = bind_norm(L, NAME("ffn_norm.weight"), m->n_embd, norms + m->n_embd, &ly->ffn_norm)) ||
+        (st = bind_matrix(L, NAME("ffn_gate.weight"), m->n_embd, m->n_ff, &ly->ffn_gate)) ||
+        (st = bind_matrix(L, NAME("ffn_up.weight"), m->n_embd, m->n_ff, &ly->ffn_up)) ||
+        (st = bind_matrix(L, NAME("ffn_down.weight"), m->n_ff, m->n_embd, &ly->ffn_down)))
+        return st;
+#undef NAME
+    return DI_OK;
+}
+
+static di_status bind_tensors(loader *L)
+{
+    di_model *m = L->m;
+    di_status st;
+    /* every norm vector is in the file with at least 2 bytes per element: a
+     * cheap bound that keeps absurd hyperparameters from allocating */
+    const uint64_t n_norm = ((uint64_t)2 * m->n_layer + 1) * m->n_embd;
+    if (n_norm * 2 > m->map_size)
+        return di_error(L->err, L->err_size, DI_ERR_MODEL,
+                        "block_count %u and embedding_length %u need more tensor data than the "
+                        "file's %zu bytes", m->n_layer, m->n_embd, m->map_size);
+    m->layers = calloc(m->n_layer, sizeof *m->layers);
+    /* two norms per layer and the output norm */
+    m->norm_storage = malloc(((size_t)2 * m->n_layer + 1) * m->n_embd * sizeof(float));
+    if (!m->layers || !m->norm_storage)
+        return di_error(L->err, L->err_size, DI_ERR_OUT_OF_MEMORY, "out of memory for %u layers", m->n_layer);
+    if ((st = bind_matrix(L, "token_embd.weight", m->n_embd, 0, &m->tok_embd)))
+        return st;
+    m->n_vocab = m->tok_embd.n_out;
+    if ((st = bind_norm(L, "output_norm.weight", m->n_embd, m->norm_storage, &m->output_norm)))
+        return st;
+    if (di_gguf_find_tensor(&m->gguf, "output.weight")) {
+        if ((st = bind_matrix(L, "output.weight", m->n_embd, m->n_vocab, &m->output)))
+            return st;
+    } else {
+        m->output = m->tok_embd; /* tied */
+    }
+    for (uint32_t il = 0; il < m->n_layer; il++)
+        if ((st = bind_layer(L, il, m->norm_storage + ((size_t)2 * il + 1) * m->n_embd)))
+            return st;
+    return DI_OK;
+}
+
+/* ---- file --------------------------------------------------------------- */
+
+static di_status map_file(loader *L, const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return di_error(L->err, L->err_size, DI_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return di_error(L->err, L->err_size, DI_ERR_IO, "%s is not a regular file", path);
+    }
+    if (sb.st_size == 0) {
+        close(fd);
+        return di_error(L->err, L->err_size, DI_ERR_FORMAT, "%s is empty: not a GGUF file", path);
+    }
+    void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int map_errno = errno;
+    close(fd);
+    if (map == MAP_FAILED)
+        return di_error(L->err, L->err_size, DI_ERR_IO, "cannot map %s: %s", path, strerror(map_errno));
+    L->m->map = map;
+    L->m->map_size = (size_t)sb.st_size;
+    return DI_OK;
+}
+
+DI_API di_status di_model_load(const char *path, di_model **out, char *errbuf, size_t errbuf_size)
+{
+    if (errbuf && errbuf_size > 0)
+        errbuf[0] = '\0';
+    if (!out)
+        return di_error(errbuf, errbuf_size, DI_ERR_INVALID_ARGUMENT, "di_model_load: out is NULL");
+    *out = NULL;
+    if (!path)
+        return di_error(errbuf, errbuf_size, DI_ERR_INVALID_ARGUMENT, "di_model_load: path is NULL");
+    di_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return di_error(errbuf, errbuf_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
+    loader L = {m, errbuf, errbuf_size};
+    di_status st = map_file(&L, path);
+    if (!st)
+        st = di_gguf_parse(m->map, m->map_size, &m->gguf, errbuf, errbuf_size);
+    if (!st)
+        st = read_architecture(&L);
+    if (!st)
+        st = read_hparams(&L);
+    if (!st)
+        st = bind_tensors(&L);
+    if (st) {
+        di_model_free(m);
+        return st;
+    }
+    *out = m;
+    return DI_OK;
+}
+
+DI_API void di_model_free(di_model *m)
+{
+    if (!m)
+        return;
+    di_gguf_release(&m->gguf);
+    if (m->map)
+        munmap(m->map, m->map_size);
+    free(m->layers);
+    free(m->norm_storage);
+    free(m);
+}
+
+DI_API di_status di_model_get_int(const di_model *m, di_model_key key, int64_t *out)
+{
+    if (!m || !out)
+        return DI_ERR_INVALID_ARGUMENT;
+    switch (key) {
+    case DI_MODEL_N_VOCAB: *out = m->n_vocab; return DI_OK;
+    case DI_MODEL_N_CTX_TRAIN: *out = m->n_ctx_train; return DI_OK;
+    case DI_MODEL_N_EMBD: *out = m->n_embd; return DI_OK;
+    case DI_MODEL_N_LAYER: *out = m->n_layer; return DI_OK;
+    case DI_MODEL_N_HEAD: *out = m->n_head; return DI_OK;
+    case DI_MODEL_N_HEAD_KV: *out = m->n_head_kv; return DI_OK;
+    case DI_MODEL_N_FF: *out = m->n_ff; return DI_OK;
+    case DI_MODEL_N_PARAMS: *out = (int64_t)m->n_params; return DI_OK;
+    case DI_MODEL_FILE_SIZE: *out = (int64_t)m->map_size; return DI_OK;
+    }
+    return DI_ERR_UNKNOWN_KEY;
+}
+
+DI_API const char *di_model_architecture(const di_model *m)
+{
+    return m ? m->arch : NULL;
+}

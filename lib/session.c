@@ -1,0 +1,489 @@
+/*
+ * session.c — the session layer: sequences with their KV caches and token
+ * histories, the batch step (validate everything, then compute), greedy
+ * selection and digests.
+ *
+ * A step gathers the tokens of all its entries into rows and runs them
+ * through the forward pass in slices of at most SLICE_ROWS rows. Every row is
+ * computed on its own and a row's attention reads only its own sequence's
+ * cache up to its own position, so slicing, batching and chunking cannot
+ * change a bit of any result.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "cpu_kernels.h"
+#include "digest.h"
+#include "errors.h"
+#include "forward.h"
+#include "model.h"
+
+#define SLICE_ROWS 64u
+/* Logits rows computed at once: bounded so that n_vocab x rows stays small. */
+#define LOGITS_FLOATS (1u << 22)
+
+typedef struct sequence {
+    uint32_t length;          /* tokens in the cache */
+    int32_t *tokens;          /* [ctx_len] */
+    float *k_cache, *v_cache; /* [n_layer][ctx_len][kv_dim] each */
+    /* results of this sequence's last step */
+    int has_result;
+    float *last_logits;       /* [n_vocab], allocated on first step */
+    di_digest last_digest;
+    int32_t greedy;
+    /* rows of the session's all-logits buffer that belong to this sequence */
+    uint64_t all_serial;      /* step serial the rows belong to */
+    size_t all_first;
+    uint32_t all_count;
+    uint64_t step_mark;       /* duplicate detection within one step */
+} sequence;
+
+struct di_session {
+    const di_model *model;
+    uint32_t n_threads;
+    uint32_t max_sequences;
+    uint32_t ctx_len;
+    di_pool *pool;
+    di_forward fwd;
+    sequence *seqs;
+    uint64_t serial;            /* number of steps so far */
+    uint64_t checks;            /* number of step validations so far */
+    di_forward_row *rows;       /* [SLICE_ROWS] */
+    uint32_t *logit_rows;       /* [SLICE_ROWS] slice row index of each logits row */
+    uint32_t *logit_seq;        /* [SLICE_ROWS] entry index of each logits row */
+    float *logits_tmp;          /* [logits_group][n_vocab] */
+    uint32_t logits_group;
+    float *all_logits;          /* [rows of the last ALL_LOGITS step][n_vocab] */
+    di_digest *all_digests;
+    size_t all_capacity;        /* rows */
+    char errmsg[DI_ERRMSG_SIZE];
+};
+
+static di_status fail(di_session *s, di_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static di_status fail(di_session *s, di_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->errmsg, sizeof s->errmsg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* ---- creation -------------------------------------------------------------- */
+
+static uint32_t context_length(const di_model *m, const struct di_config *c)
+{
+    if (c->context_length > 0)
+        return (uint32_t)c->context_length;
+    return m->n_ctx_train < DI_DEFAULT_CONTEXT_CAP ? m->n_ctx_train : DI_DEFAULT_CONTEXT_CAP;
+}
+
+static di_status check_backend(const struct di_config *c, char *errbuf, size_t errbuf_size)
+{
+    if (c->backend == DI_BACKEND_CUDA)
+        return di_error(errbuf, errbuf_size, DI_ERR_BACKEND_UNAVAILABLE,
+                        "the CUDA backend is not built into this library (CPU only)");
+    if (c->profile == DI_PROFILE_DEVICE)
+        return di_error(errbuf, errbuf_size, DI_ERR_UNSUPPORTED,
+                        "the device numerics profile needs the CUDA backend; the CPU backend runs "
+                        "the portable profile only");
+    return DI_OK;
+}
+
+static di_status alloc_sequences(di_session *s)
+{
+    const di_model *m = s->model;
+    const size_t cache_floats = (size_t)m->n_layer * s->ctx_len * m->n_head_kv * m->head_dim;
+    s->seqs = calloc(s->max_sequences, sizeof *s->seqs);
+    if (!s->seqs)
+        return DI_ERR_OUT_OF_MEMORY;
+    for (uint32_t i = 0; i < s->max_sequences; i++) {
+        sequence *q = &s->seqs[i];
+        /* calloc: the pages are only touched as the cache fills */
+        q->tokens = calloc(s->ctx_len, sizeof *q->tokens);
+        q->k_cache = calloc(cache_floats, sizeof(float));
+        q->v_cache = calloc(cache_floats, sizeof(float));
+        if (!q->tokens || !q->k_cache || !q->v_cache)
+            return DI_ERR_OUT_OF_MEMORY;
+    }
+    return DI_OK;
+}
+
+DI_API di_status di_session_create(const di_model *model, const di_config *config, di_session **out,
+                                   char *errbuf, size_t errbuf_size)
+{
+    if (errbuf && errbuf_size > 0)
+        errbuf[0] = '\0';
+    if (!out)
+        return di_error(errbuf, errbuf_size, DI_ERR_INVALID_ARGUMENT, "di_session_create: out is NULL");
+    *out = NULL;
+    if (!model)
+        return di_error(errbuf, errbuf_size, DI_ERR_INVALID_ARGUMENT, "di_session_create: model is NULL");
+    struct di_config defaults;
+    di_config_defaults(&defaults);
+    const struct di_config *c = config ? config : &defaults;
+    di_status st = check_backend(c, errbuf, errbuf_size);
+    if (st)
+        return st;
+
+    di_session *s = calloc(1, sizeof *s);
+    if (!s)
+        return di_error(errbuf, errbuf_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
+    s->model = model;
+    s->n_threads = (uint32_t)c->threads;
+    s->max_sequences = (uint32_t)c->max_sequences;
+    s->ctx_len = context_length(model, c);
+    s->logits_group = LOGITS_FLOATS / model->n_vocab;
+    if (s->logits_group < 1)
+        s->logits_group = 1;
+    if (s->logits_group > SLICE_ROWS)
+        s->logits_group = SLICE_ROWS;
+
+    st = di_pool_create(s->n_threads, &s->pool);
+    if (st) {
+        di_session_free(s);
+        return di_error(errbuf, errbuf_size, st, "cannot start %u threads", (unsigned)c->threads);
+    }
+    st = di_forward_init(&s->fwd, model, s->pool, s->ctx_len, SLICE_ROWS);
+    if (!st)
+        st = alloc_sequences(s);
+    s->rows = calloc(SLICE_ROWS, sizeof *s->rows);
+    s->logit_rows = calloc(SLICE_ROWS, sizeof *s->logit_rows);
+    s->logit_seq = calloc(SLICE_ROWS, sizeof *s->logit_seq);
+    s->logits_tmp = malloc((size_t)s->logits_group * model->n_vocab * sizeof(float));
+    if (!st && (!s->rows || !s->logit_rows || !s->logit_seq || !s->logits_tmp))
+        st = DI_ERR_OUT_OF_MEMORY;
+    if (st) {
+        di_session_free(s);
+        return di_error(errbuf, errbuf_size, st, "out of memory for %u sequences of context %u",
+                        (unsigned)c->max_sequences, context_length(model, c));
+    }
+    *out = s;
+    return DI_OK;
+}
+
+DI_API void di_session_free(di_session *s)
+{
+    if (!s)
+        return;
+    if (s->seqs) {
+        for (uint32_t i = 0; i < s->max_sequences; i++) {
+            free(s->seqs[i].tokens);
+            free(s->seqs[i].k_cache);
+            free(s->seqs[i].v_cache);
+            free(s->seqs[i].last_logits);
+        }
+        free(s->seqs);
+    }
+    di_forward_release(&s->fwd);
+    di_pool_free(s->pool);
+    free(s->rows);
+    free(s->logit_rows);
+    free(s->logit_seq);
+    free(s->logits_tmp);
+    free(s->all_logits);
+    free(s->all_digests);
+    free(s);
+}
+
+DI_API const char *di_session_errmsg(const di_session *s)
+{
+    return s ? s->errmsg : "session is NULL";
+}
+
+/* ---- the step ---------------------------------------------------------------- */
+
+/* Checks every entry before anything changes; on success *total is the
+ * number of tokens in the step and every stepped sequence has last_logits. */
+static di_status validate_step(di_session *s, uint32_t n_entries, const uint32_t *seq_ids,
+                               const uint32_t *n_tokens, const int32_t *tokens, uint32_t flags,
+                               uint64_t *total)
+{
+    const uint64_t mark = ++s->checks;
+    if (n_entries == 0 || !seq_ids || !n_tokens || !tokens)
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "a step needs at least one entry and non-NULL arrays");
+    if (flags & ~DI_STEP_ALL_LOGITS)
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "unknown step flags 0x%x", flags & ~DI_STEP_ALL_LOGITS);
+    *total = 0;
+    for (uint32_t e = 0; e < n_entries; e++) {
+        const uint32_t id = seq_ids[e];
+        if (id >= s->max_sequences)
+            return fail(s, DI_ERR_SEQUENCE, "entry %u: sequence %u is outside [0, %u)", e, id, s->max_sequences);
+        sequence *q = &s->seqs[id];
+        if (q->step_mark == mark)
+            return fail(s, DI_ERR_SEQUENCE, "entry %u: sequence %u appears twice in one step", e, id);
+        q->step_mark = mark;
+        if (n_tokens[e] == 0)
+            return fail(s, DI_ERR_SEQUENCE, "entry %u: sequence %u has no tokens", e, id);
+        if ((uint64_t)q->length + n_tokens[e] > s->ctx_len)
+            return fail(s, DI_ERR_CONTEXT_FULL,
+                        "entry %u: sequence %u holds %u tokens; %u more exceed the context length %u",
+                        e, id, q->length, n_tokens[e], s->ctx_len);
+        for (uint32_t i = 0; i < n_tokens[e]; i++) {
+            const int32_t t = tokens[*total + i];
+            if (t < 0 || (uint32_t)t >= s->model->n_vocab)
+                return fail(s, DI_ERR_TOKEN_RANGE, "entry %u: token %u is %d, outside [0, %u)", e, i,
+                            t, s->model->n_vocab);
+        }
+        *total += n_tokens[e];
+    }
+    /* allocations last, so that nothing is left half-changed by a failure */
+    const size_t n_vocab = s->model->n_vocab;
+    for (uint32_t e = 0; e < n_entries; e++) {
+        sequence *q = &s->seqs[seq_ids[e]];
+        if (!q->last_logits && !(q->last_logits = malloc(n_vocab * sizeof(float))))
+            return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the logits of sequence %u", seq_ids[e]);
+    }
+    if ((flags & DI_STEP_ALL_LOGITS) && *total > s->all_capacity) {
+        if (*total > SIZE_MAX / sizeof(float) / n_vocab)
+            return fail(s, DI_ERR_OUT_OF_MEMORY, "%llu rows of logits do not fit in memory",
+                        (unsigned long long)*total);
+        float *rows = realloc(s->all_logits, (size_t)*total * n_vocab * sizeof(float));
+        if (rows)
+            s->all_logits = rows;
+        di_digest *digests = realloc(s->all_digests, (size_t)*total * sizeof(di_digest));
+        if (digests)
+            s->all_digests = digests;
+        if (!rows || !digests)
+            return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for %llu rows of logits",
+                        (unsigned long long)*total);
+        s->all_capacity = (size_t)*total;
+    }
+    return DI_OK;
+}
+
+/* Digest and greedy token of a finished logits row, stored where it belongs. */
+static void store_logits(di_session *s, const float *row, sequence *q, int is_last, size_t all_index,
+                         int keep_all)
+{
+    const uint32_t n_vocab = s->model->n_vocab;
+    di_digest d;
+    di_digest_floats(row, n_vocab, &d);
+    if (keep_all) {
+        memcpy(s->all_logits + all_index * n_vocab, row, (size_t)n_vocab * sizeof(float));
+        s->all_digests[all_index] = d;
+    }
+    if (is_last) {
+        memcpy(q->last_logits, row, (size_t)n_vocab * sizeof(float));
+        q->last_digest = d;
+        q->greedy = (int32_t)di_cpu_argmax(row, n_vocab);
+        q->has_result = 1;
+    }
+}
+
+/* Logits for the slice rows that need them, in groups of logits_group. */
+static void slice_logits(di_session *s, const uint32_t *seq_ids, uint32_t n_logit,
+                         const size_t *all_index, const int *is_last, int keep_all)
+{
+    const uint32_t n_vocab = s->model->n_vocab;
+    for (uint32_t g0 = 0; g0 < n_logit; g0 += s->logits_group) {
+        uint32_t n = n_logit - g0 < s->logits_group ? n_logit - g0 : s->logits_group;
+        di_forward_logits(&s->fwd, s->logit_rows + g0, n, s->logits_tmp);
+        for (uint32_t i = 0; i < n; i++) {
+            const uint32_t k = g0 + i;
+            store_logits(s, s->logits_tmp + (size_t)i * n_vocab, &s->seqs[seq_ids[s->logit_seq[k]]],
+                         is_last[k], all_index[k], keep_all);
+        }
+    }
+}
+
+DI_API di_status di_session_step(di_session *s, uint32_t n_entries, const uint32_t *seq_ids,
+                                 const uint32_t *n_tokens, const int32_t *tokens, uint32_t flags)
+{
+    if (!s)
+        return DI_ERR_INVALID_ARGUMENT;
+    s->errmsg[0] = '\0';
+    uint64_t total;
+    di_status st = validate_step(s, n_entries, seq_ids, n_tokens, tokens, flags, &total);
+    if (st)
+        return st;
+    s->serial++;
+    const int keep_all = (flags & DI_STEP_ALL_LOGITS) != 0;
+
+    /* rows are taken entry by entry, token by token, SLICE_ROWS at a time */
+    size_t all_index[SLICE_ROWS];
+    int is_last[SLICE_ROWS];
+    uint32_t e = 0, i = 0;   /* next entry and token within it */
+    size_t flat = 0;         /* index of that token in `tokens` */
+    while (e < n_entries) {
+        uint32_t n_rows = 0, n_logit = 0;
+        while (e < n_entries && n_rows < SLICE_ROWS) {
+            sequence *q = &s->seqs[seq_ids[e]];
+            if (i == 0) {
+                q->has_result = 0;
+                q->all_serial = keep_all ? s->serial : 0;
+                q->all_first = flat;
+                q->all_count = keep_all ? n_tokens[e] : 0;
+            }
+            di_forward_row *row = &s->rows[n_rows];
+            row->token = tokens[flat];
+            row->pos = q->length;
+            row->k_cache = q->k_cache;
+            row->v_cache = q->v_cache;
+            q->tokens[q->length++] = tokens[flat];
+            const int last = i + 1 == n_tokens[e];
+            if (last || keep_all) {
+                s->logit_rows[n_logit] = n_rows;
+                s->logit_seq[n_logit] = e;
+                all_index[n_logit] = flat;
+                is_last[n_logit] = last;
+                n_logit++;
+            }
+            n_rows++;
+            flat++;
+            if (last) {
+                e++;
+                i = 0;
+            } else {
+                i++;
+            }
+        }
+        di_forward_rows(&s->fwd, s->rows, n_rows);
+        slice_logits(s, seq_ids, n_logit, all_index, is_last, keep_all);
+    }
+    return DI_OK;
+}
+
+/* ---- results and sequences ---------------------------------------------------- */
+
+static di_status get_seq(di_session *s, uint32_t seq, sequence **out)
+{
+    if (seq >= s->max_sequences)
+        return fail(s, DI_ERR_SEQUENCE, "sequence %u is outside [0, %u)", seq, s->max_sequences);
+    *out = &s->seqs[seq];
+    return DI_OK;
+}
+
+/* The common start of a per-sequence call: checks the handle, clears its
+ * message, checks the caller's output pointer and the sequence id. */
+static di_status begin_seq_call(di_session *s, uint32_t seq, const void *out, sequence **q)
+{
+    if (!s)
+        return DI_ERR_INVALID_ARGUMENT;
+    s->errmsg[0] = '\0';
+    if (!out)
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "an output pointer is NULL");
+    return get_seq(s, seq, q);
+}
+
+DI_API di_status di_session_logits(di_session *s, uint32_t seq, const float **logits, di_digest *digest)
+{
+    sequence *q = NULL;
+    di_status st = begin_seq_call(s, seq, logits, &q);
+    if (st)
+        return st;
+    if (!q->has_result)
+        return fail(s, DI_ERR_STATE, "sequence %u has no logits: step it first", seq);
+    *logits = q->last_logits;
+    if (digest)
+        *digest = q->last_digest;
+    return DI_OK;
+}
+
+DI_API di_status di_session_logits_at(di_session *s, uint32_t seq, uint32_t index, const float **logits,
+                                      di_digest *digest)
+{
+    sequence *q = NULL;
+    di_status st = begin_seq_call(s, seq, logits, &q);
+    if (st)
+        return st;
+    if (q->all_serial == 0 || q->all_serial != s->serial)
+        return fail(s, DI_ERR_STATE,
+                    "sequence %u was not stepped with DI_STEP_ALL_LOGITS in the session's last step", seq);
+    if (index >= q->all_count)
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "position %u is outside the %u appended in the last step",
+                    index, q->all_count);
+    *logits = s->all_logits + (q->all_first + index) * s->model->n_vocab;
+    if (digest)
+        *digest = s->all_digests[q->all_first + index];
+    return DI_OK;
+}
+
+DI_API di_status di_session_greedy_token(di_session *s, uint32_t seq, int32_t *token)
+{
+    sequence *q = NULL;
+    di_status st = begin_seq_call(s, seq, token, &q);
+    if (st)
+        return st;
+    if (!q->has_result)
+        return fail(s, DI_ERR_STATE, "sequence %u has no greedy token: step it first", seq);
+    *token = q->greedy;
+    return DI_OK;
+}
+
+DI_API di_status di_session_seq_length(di_session *s, uint32_t seq, uint32_t *length)
+{
+    sequence *q = NULL;
+    di_status st = begin_seq_call(s, seq, length, &q);
+    if (st)
+        return st;
+    *length = q->length;
+    return DI_OK;
+}
+
+DI_API di_status di_session_seq_digest(di_session *s, uint32_t seq, di_digest *digest)
+{
+    sequence *q = NULL;
+    di_status st = begin_seq_call(s, seq, digest, &q);
+    if (st)
+        return st;
+    return di_digest_tokens(q->tokens, q->length, digest);
+}
+
+/* Forgets results that a change of the cache makes stale. */
+static void drop_results(sequence *q)
+{
+    q->has_result = 0;
+    q->all_serial = 0;
+}
+
+DI_API di_status di_session_seq_truncate(di_session *s, uint32_t seq, uint32_t length)
+{
+    sequence *q = NULL;
+    di_status st = begin_seq_call(s, seq, s, &q); /* no output pointer */
+    if (st)
+        return st;
+    if (length > q->length)
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "cannot truncate sequence %u of %u tokens to %u", seq,
+                    q->length, length);
+    q->length = length;
+    drop_results(q);
+    return DI_OK;
+}
+
+DI_API di_status di_session_seq_reset(di_session *s, uint32_t seq)
+{
+    return di_session_seq_truncate(s, seq, 0);
+}
+
+DI_API di_status di_session_seq_copy(di_session *s, uint32_t src, uint32_t dst, uint32_t length)
+{
+    if (!s)
+        return DI_ERR_INVALID_ARGUMENT;
+    s->errmsg[0] = '\0';
+    sequence *from = NULL, *to = NULL;
+    di_status st;
+    if ((st = get_seq(s, src, &from)) || (st = get_seq(s, dst, &to)))
+        return st;
+    if (src == dst)
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "cannot copy sequence %u onto itself", src);
+    if (length > from->length)
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "sequence %u holds %u tokens, fewer than %u", src,
+                    from->length, length);
+    const di_model *m = s->model;
+    const size_t kv_dim = (size_t)m->n_head_kv * m->head_dim;
+    for (uint32_t il = 0; il < m->n_layer; il++) {
+        const size_t at = (size_t)il * s->ctx_len * kv_dim;
+        memcpy(to->k_cache + at, from->k_cache + at, (size_t)length * kv_dim * sizeof(float));
+        memcpy(to->v_cache + at, from->v_cache + at, (size_t)length * kv_dim * sizeof(float));
+    }
+    memcpy(to->tokens, from->tokens, (size_t)length * sizeof(int32_t));
+    to->length = length;
+    drop_results(to);
+    return DI_OK;
+}

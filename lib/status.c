@@ -1,0 +1,62 @@
+/*
+ * status.c — status names, version and build information.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "detinfer.h"
+#include "errors.h"
+
+#ifndef DI_BUILD_FLAGS
+#define DI_BUILD_FLAGS "unknown"
+#endif
+
+di_status di_error(char *buf, size_t size, di_status status, const char *fmt, ...)
+{
+    if (buf && size > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(buf, size, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+DI_API const char *di_status_name(di_status status)
+{
+    switch (status) {
+    case DI_OK: return "DI_OK";
+    case DI_ERR_INVALID_ARGUMENT: return "DI_ERR_INVALID_ARGUMENT";
+    case DI_ERR_OUT_OF_MEMORY: return "DI_ERR_OUT_OF_MEMORY";
+    case DI_ERR_IO: return "DI_ERR_IO";
+    case DI_ERR_FORMAT: return "DI_ERR_FORMAT";
+    case DI_ERR_UNSUPPORTED: return "DI_ERR_UNSUPPORTED";
+    case DI_ERR_MODEL: return "DI_ERR_MODEL";
+    case DI_ERR_SAMPLING_REFUSED: return "DI_ERR_SAMPLING_REFUSED";
+    case DI_ERR_TOKEN_RANGE: return "DI_ERR_TOKEN_RANGE";
+    case DI_ERR_CONTEXT_FULL: return "DI_ERR_CONTEXT_FULL";
+    case DI_ERR_SEQUENCE: return "DI_ERR_SEQUENCE";
+    case DI_ERR_STATE: return "DI_ERR_STATE";
+    case DI_ERR_BACKEND_UNAVAILABLE: return "DI_ERR_BACKEND_UNAVAILABLE";
+    case DI_ERR_THREAD: return "DI_ERR_THREAD";
+    case DI_ERR_UNKNOWN_KEY: return "DI_ERR_UNKNOWN_KEY";
+    case DI_ERR_INTERNAL: return "DI_ERR_INTERNAL";
+    }
+    return "DI_STATUS_UNKNOWN";
+}
+
+DI_API uint32_t di_version_number(void)
+{
+    return DI_VERSION_NUMBER;
+}
+
+DI_API const char *di_version_string(void)
+{
+    return DI_VERSION_STRING;
+}
+
+DI_API const char *di_build_info(void)
+{
+    return "libdetinfer " DI_VERSION_STRING "; cc " __VERSION__ "; flags " DI_BUILD_FLAGS
+           "; reduction lanes 32, chunk 1024; profile portable; backends cpu";
+}

@@ -1,0 +1,153 @@
+/*
+ * threadpool.c — workers wait on a condition variable for a new generation
+ * of work, run their range, and report back; the caller runs range 0 itself.
+ */
+#include "threadpool.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+struct di_pool {
+    uint32_t n_threads;
+    pthread_t *workers;
+    uint32_t n_started;
+    pthread_mutex_t lock;
+    pthread_cond_t work_ready;
+    pthread_cond_t work_done;
+    uint64_t generation; /* bumped for each di_pool_run */
+    uint32_t pending;    /* workers still running this generation */
+    int stopping;
+    /* the current job */
+    di_pool_fn fn;
+    void *ctx;
+    uint32_t n_items;
+};
+
+typedef struct worker_arg {
+    di_pool *pool;
+    uint32_t index;
+} worker_arg;
+
+static void range_of(uint32_t n_items, uint32_t n_threads, uint32_t t, uint32_t *begin, uint32_t *end)
+{
+    uint64_t b = (uint64_t)n_items * t / n_threads;
+    uint64_t e = (uint64_t)n_items * (t + 1) / n_threads;
+    *begin = (uint32_t)b;
+    *end = (uint32_t)e;
+}
+
+static void run_range(di_pool *p, uint32_t t)
+{
+    uint32_t begin, end;
+    range_of(p->n_items, p->n_threads, t, &begin, &end);
+    if (begin < end)
+        p->fn(p->ctx, begin, end, t);
+}
+
+static void *worker_main(void *arg)
+{
+    worker_arg *wa = arg;
+    di_pool *p = wa->pool;
+    uint32_t index = wa->index;
+    free(wa);
+    uint64_t seen = 0;
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (!p->stopping && p->generation == seen)
+            pthread_cond_wait(&p->work_ready, &p->lock);
+        if (p->stopping)
+            break;
+        seen = p->generation;
+        pthread_mutex_unlock(&p->lock);
+        run_range(p, index);
+        pthread_mutex_lock(&p->lock);
+        if (--p->pending == 0)
+            pthread_cond_signal(&p->work_done);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+di_status di_pool_create(uint32_t n_threads, di_pool **out)
+{
+    *out = NULL;
+    if (n_threads < 1)
+        return DI_ERR_INVALID_ARGUMENT;
+    di_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return DI_ERR_OUT_OF_MEMORY;
+    p->n_threads = n_threads;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->work_ready, NULL);
+    pthread_cond_init(&p->work_done, NULL);
+    if (n_threads > 1) {
+        p->workers = calloc(n_threads - 1, sizeof *p->workers);
+        if (!p->workers) {
+            di_pool_free(p);
+            return DI_ERR_OUT_OF_MEMORY;
+        }
+    }
+    for (uint32_t i = 1; i < n_threads; i++) {
+        worker_arg *wa = malloc(sizeof *wa);
+        if (!wa) {
+            di_pool_free(p);
+            return DI_ERR_OUT_OF_MEMORY;
+        }
+        wa->pool = p;
+        wa->index = i;
+        if (pthread_create(&p->workers[i - 1], NULL, worker_main, wa) != 0) {
+            free(wa);
+            di_pool_free(p);
+            return DI_ERR_THREAD;
+        }
+        p->n_started++;
+    }
+    *out = p;
+    return DI_OK;
+}
+
+void di_pool_free(di_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->stopping = 1;
+    pthread_cond_broadcast(&p->work_ready);
+    pthread_mutex_unlock(&p->lock);
+    for (uint32_t i = 0; i < p->n_started; i++)
+        pthread_join(p->workers[i], NULL);
+    pthread_cond_destroy(&p->work_done);
+    pthread_cond_destroy(&p->work_ready);
+    pthread_mutex_destroy(&p->lock);
+    free(p->workers);
+    free(p);
+}
+
+uint32_t di_pool_threads(const di_pool *p)
+{
+    return p->n_threads;
+}
+
+void di_pool_run(di_pool *p, uint32_t n_items, di_pool_fn fn, void *ctx)
+{
+    if (p->n_threads == 1 || n_items < 2) {
+        if (n_items > 0)
+            fn(ctx, 0, n_items, 0);
+        return;
+    }
+    pthread_mutex_lock(&p->lock);
+    p->fn = fn;
+    p->ctx = ctx;
+    p->n_items = n_items;
+    p->pending = p->n_threads - 1;
+    p->generation++;
+    pthread_cond_broadcast(&p->work_ready);
+    pthread_mutex_unlock(&p->lock);
+
+    run_range(p, 0);
+
+    pthread_mutex_lock(&p->lock);
+    while (p->pending > 0)
+        pthread_cond_wait(&p->work_done, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+}

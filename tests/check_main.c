@@ -1,0 +1,29 @@
+/*
+ * check_main.c — runs every suite in fork mode (one crash cannot hide the
+ * rest) and exits non-zero on any failure. Prints Check's summary line
+ * "100%: Checks: N, Failures: 0, Errors: 0".
+ */
+#include <check.h>
+#include <stdlib.h>
+
+Suite *kernels_suite(void);
+Suite *format_suite(void);
+Suite *api_suite(void);
+Suite *reference_suite(void);
+Suite *determinism_suite(void);
+Suite *install_suite(void);
+
+int main(void)
+{
+    SRunner *runner = srunner_create(kernels_suite());
+    srunner_add_suite(runner, format_suite());
+    srunner_add_suite(runner, api_suite());
+    srunner_add_suite(runner, reference_suite());
+    srunner_add_suite(runner, determinism_suite());
+    srunner_add_suite(runner, install_suite());
+    srunner_set_fork_status(runner, CK_FORK);
+    srunner_run_all(runner, CK_NORMAL);
+    int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the library into a staging directory (make install DESTDIR=...),
+# builds examples/generate.c against the installed copy with pkg-config alone,
+# runs it, runs the Python ctypes smoke test on the installed .so, and checks
+# that make uninstall removes every file. Called by check_install.c.
+#   install_test.sh ROOT MODEL.gguf [SANITIZE]
+set -euo pipefail
+root=$1 model=$2 sanitize=${3:-}
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+prefix=/opt/detinfer-test
+
+env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$root" install DESTDIR="$stage" PREFIX="$prefix" SANITIZE="$sanitize" >/dev/null
+for f in lib/libdetinfer.so lib/libdetinfer.so.1 include/detinfer.h lib/pkgconfig/detinfer.pc; do
+    test -e "$stage$prefix/$f" || { echo "install: missing $f"; exit 1; }
+done
+test "$(readelf -d "$stage$prefix/lib/libdetinfer.so.1" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')" = libdetinfer.so.1
+
+# pkg-config with the staged tree standing in for /
+export PKG_CONFIG_PATH="$stage$prefix/lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$stage"
+flags=$(pkg-config --cflags --libs detinfer)
+test "$(pkg-config --modversion detinfer)" = "$(sed -n 's/^#define DI_VERSION_STRING "\(.*\)"/\1/p' "$root/include/detinfer.h")"
+cc -std=c11 -Wall -Werror "$root/examples/generate.c" $flags -o "$stage/generate"
+
+if [ -n "$sanitize" ]; then
+    # an instrumented library needs the ASan runtime first in the process
+    export LD_PRELOAD=$(cc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0
+fi
+LD_LIBRARY_PATH="$stage$prefix/lib" "$stage/generate" --model "$model" --tokens 1,2,3 --max-new 3 > "$stage/out"
+grep -q '^sequence 6 tokens digest [0-9a-f]\{32\}$' "$stage/out" || { cat "$stage/out"; exit 1; }
+python3 "$root/tests/test_ffi.py" "$stage$prefix/lib/libdetinfer.so.1" "$model"
+
+env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$root" uninstall DESTDIR="$stage" PREFIX="$prefix" SANITIZE="$sanitize" >/dev/null
+left=$(find "$stage$prefix" -type f -o -type l)
+test -z "$left" || { echo "uninstall left: $left"; exit 1; }
+echo "install: OK"

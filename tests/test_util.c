@@ -1,0 +1,143 @@
+/*
+ * test_util.c — see test_util.h.
+ */
+#include "test_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const tu_models[TU_N_MODELS] = {
+    "mha_tied_f32",   "gqa_untied_f32", "mha_tied_f16",    "gqa_untied_f16", "mha_tied_bf16",
+    "gqa_untied_bf16", "mha_tied_q8_0", "gqa_untied_q8_0", "odd_f32",
+};
+
+const char *tu_model_path(const char *name, const char *ext)
+{
+    static char path[4096];
+    const char *dir = getenv("DI_TEST_MODELS");
+    ck_assert_msg(dir != NULL, "DI_TEST_MODELS is not set (run the suite with make check)");
+    snprintf(path, sizeof path, "%s/%s%s", dir, name, ext);
+    return path;
+}
+
+di_model *tu_load(const char *name)
+{
+    char err[512];
+    di_model *m = NULL;
+    di_status st = di_model_load(tu_model_path(name, ".gguf"), &m, err, sizeof err);
+    ck_assert_msg(st == DI_OK, "loading %s: %s: %s", name, di_status_name(st), err);
+    return m;
+}
+
+di_session *tu_session(const di_model *m, int threads, int max_seq, int ctx)
+{
+    di_config *c = NULL;
+    di_session *s = NULL;
+    char err[512];
+    ck_assert_int_eq(di_config_create(&c), DI_OK);
+    ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_THREADS, threads), DI_OK);
+    ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_MAX_SEQUENCES, max_seq), DI_OK);
+    ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_CONTEXT_LENGTH, ctx), DI_OK);
+    di_status st = di_session_create(m, c, &s, err, sizeof err);
+    ck_assert_msg(st == DI_OK, "session: %s: %s", di_status_name(st), err);
+    di_config_free(c);
+    return s;
+}
+
+uint32_t tu_read_prompt(const char *name, int32_t *tokens, uint32_t max)
+{
+    FILE *f = fopen(tu_model_path(name, ".tokens"), "r");
+    ck_assert_msg(f != NULL, "cannot open the prompt of %s", name);
+    uint32_t n = 0;
+    int v;
+    while (n < max && fscanf(f, "%d", &v) == 1)
+        tokens[n++] = v;
+    fclose(f);
+    ck_assert_uint_gt(n, 0);
+    return n;
+}
+
+static uint32_t read_u32_le(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+tu_ref *tu_read_ref(const char *name)
+{
+    FILE *f = fopen(tu_model_path(name, ".ref"), "rb");
+    ck_assert_msg(f != NULL, "cannot open the reference of %s", name);
+    unsigned char head[16];
+    ck_assert_int_eq(fread(head, 1, 16, f), 16);
+    ck_assert_msg(memcmp(head, "DIREF001", 8) == 0, "bad reference magic");
+    tu_ref *r = calloc(1, sizeof *r);
+    r->n_tokens = read_u32_le(head + 8);
+    r->n_vocab = read_u32_le(head + 12);
+    r->tokens = malloc(r->n_tokens * sizeof *r->tokens);
+    r->logits = malloc((size_t)r->n_tokens * r->n_vocab * sizeof *r->logits);
+    /* the file is little-endian, as is every machine this suite runs on */
+    ck_assert_int_eq(fread(r->tokens, sizeof *r->tokens, r->n_tokens, f), r->n_tokens);
+    ck_assert_int_eq(fread(r->logits, sizeof *r->logits, (size_t)r->n_tokens * r->n_vocab, f),
+                     (size_t)r->n_tokens * r->n_vocab);
+    fclose(f);
+    return r;
+}
+
+void tu_free_ref(tu_ref *r)
+{
+    if (!r)
+        return;
+    free(r->tokens);
+    free(r->logits);
+    free(r);
+}
+
+void tu_step(di_session *s, uint32_t seq, const int32_t *tokens, uint32_t n, uint32_t flags)
+{
+    di_status st = di_session_step(s, 1, &seq, &n, tokens, flags);
+    ck_assert_msg(st == DI_OK, "step: %s: %s", di_status_name(st), di_session_errmsg(s));
+}
+
+di_digest tu_last_digest(di_session *s, uint32_t seq)
+{
+    const float *logits;
+    di_digest d;
+    ck_assert_int_eq(di_session_logits(s, seq, &logits, &d), DI_OK);
+    return d;
+}
+
+void tu_prompt_digests(di_session *s, uint32_t seq, const int32_t *tokens, uint32_t n,
+                       const uint32_t *chunks, uint32_t n_chunks, di_digest *out)
+{
+    uint32_t done = 0;
+    for (uint32_t c = 0; done < n; c++) {
+        uint32_t len = chunks ? chunks[c % n_chunks] : n;
+        if (len > n - done)
+            len = n - done;
+        tu_step(s, seq, tokens + done, len, DI_STEP_ALL_LOGITS);
+        for (uint32_t i = 0; i < len; i++) {
+            const float *row;
+            ck_assert_int_eq(di_session_logits_at(s, seq, i, &row, &out[done + i]), DI_OK);
+        }
+        done += len;
+    }
+}
+
+void tu_assert_digest_eq(const di_digest *want, const di_digest *got, const char *what, int index)
+{
+    if (di_digest_equal(want, got))
+        return;
+    char a[DI_DIGEST_HEX_SIZE], b[DI_DIGEST_HEX_SIZE];
+    di_digest_format(want, a);
+    di_digest_format(got, b);
+    ck_abort_msg("%s [%d]: digest %s != %s", what, index, b, a);
+}
+
+uint64_t tu_rand(uint64_t *state)
+{
+    /* splitmix64 */
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}

@@ -1,0 +1,50 @@
+/*
+ * test_util.h — shared helpers of the Check suites: where the generated
+ * models are, loading them, reading their float64 references, running
+ * prompts and comparing digests.
+ */
+#ifndef DI_TEST_UTIL_H
+#define DI_TEST_UTIL_H
+
+#include <stdint.h>
+#include <check.h>
+
+#include "detinfer.h"
+
+/* The generated models (tests/tools/make_test_models.py), in models.txt order. */
+#define TU_N_MODELS 9
+extern const char *const tu_models[TU_N_MODELS];
+
+/* $DI_TEST_MODELS/<name><ext>; the result lives until the next call. */
+const char *tu_model_path(const char *name, const char *ext);
+/* Loads a model by name, failing the test on error. */
+di_model *tu_load(const char *name);
+/* A session with the given threads, sequences and context (0: default). */
+di_session *tu_session(const di_model *m, int threads, int max_seq, int ctx);
+/* The prompt of a model (NAME.tokens); returns the count. */
+uint32_t tu_read_prompt(const char *name, int32_t *tokens, uint32_t max);
+
+/* A float64 reference written by tests/tools/reference.py. */
+typedef struct tu_ref {
+    uint32_t n_tokens, n_vocab;
+    int32_t *tokens;
+    double *logits; /* [n_tokens][n_vocab] */
+} tu_ref;
+tu_ref *tu_read_ref(const char *name);
+void tu_free_ref(tu_ref *ref);
+
+/* Steps one entry and fails the test unless it succeeds. */
+void tu_step(di_session *s, uint32_t seq, const int32_t *tokens, uint32_t n, uint32_t flags);
+/* Digest of the last logits of seq. */
+di_digest tu_last_digest(di_session *s, uint32_t seq);
+/* Digests of every position of a prompt fed in the given chunk sizes
+ * (chunks == NULL: one chunk) into seq, from its current state. */
+void tu_prompt_digests(di_session *s, uint32_t seq, const int32_t *tokens, uint32_t n,
+                       const uint32_t *chunks, uint32_t n_chunks, di_digest *out);
+/* Fails the test with both digests in hex when they differ. */
+void tu_assert_digest_eq(const di_digest *want, const di_digest *got, const char *what, int index);
+
+/* Small deterministic random numbers for test inputs. */
+uint64_t tu_rand(uint64_t *state);
+
+#endif /* DI_TEST_UTIL_H */

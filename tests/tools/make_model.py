@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Write small random Llama-architecture GGUF v3 models for libdetinfer tests.
+
+Usage:
+  make_model.py --out PATH --type {f32,f16,bf16,q8_0} --n-vocab N --n-embd N
+                --n-layer N --n-head N --n-head-kv N --n-ff N
+                [--ctx N] [--untied] [--seed S] [--scale X] [--name S]
+                [--omit NAME ...]
+
+Layout convention (checked with gguf.GGUFReader): a numpy array of shape
+(rows, cols) given to GGUFWriter.add_tensor is stored with GGUF dims
+ne0 = cols (innermost, contiguous), ne1 = rows. A weight matrix has one row
+per output, so W @ x works row by row.
+"""
+
+import argparse
+import sys
+
+import numpy as np
+import gguf
+from gguf import GGMLQuantizationType as QT
+
+WTYPES = {
+    "f32": QT.F32,
+    "f16": QT.F16,
+    "bf16": QT.BF16,
+    "q8_0": QT.Q8_0,
+}
+
+
+def tensor_shapes(*, n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, tied):
+    """Name -> numpy shape, in file order. 2-D shapes are (rows, cols)."""
+    hd = n_embd // n_head
+    shapes = {"token_embd.weight": (n_vocab, n_embd)}
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        shapes[p + "attn_norm.weight"] = (n_embd,)
+        shapes[p + "attn_q.weight"] = (n_head * hd, n_embd)
+        shapes[p + "attn_k.weight"] = (n_head_kv * hd, n_embd)
+        shapes[p + "attn_v.weight"] = (n_head_kv * hd, n_embd)
+        shapes[p + "attn_output.weight"] = (n_embd, n_head * hd)
+        shapes[p + "ffn_norm.weight"] = (n_embd,)
+        shapes[p + "ffn_gate.weight"] = (n_ff, n_embd)
+        shapes[p + "ffn_up.weight"] = (n_ff, n_embd)
+        shapes[p + "ffn_down.weight"] = (n_embd, n_ff)
+    shapes["output_norm.weight"] = (n_embd,)
+    if not tied:
+        shapes["output.weight"] = (n_vocab, n_embd)
+    return shapes
+
+
+def random_values(rng, shape, scale):
+    """float32 values whose scale keeps activations O(1) through the layers.
+
+    Every matrix, embeddings included, is N(0, scale/sqrt(cols)): W @ h keeps
+    the rms of h, and logits (tied or not) come out with std ~scale. Unit
+    variance embeddings would make a tied model's logits std sqrt(n_embd) and
+    dominated by the input token (greedy just echoes it); small embeddings
+    are harmless because every block reads the residual through an rmsnorm.
+    Norm weights are 1 + N(0, 0.1) so they are not a plain identity.
+    """
+    w = rng.standard_normal(shape, dtype=np.float32)
+    if len(shape) == 1:
+        w *= np.float32(0.1)
+        w += np.float32(1.0)
+    else:
+        w *= np.float32(scale / np.sqrt(shape[1]))
+    return w
+
+
+def encode(values, qtype):
+    """Convert float32 values to what GGUFWriter.add_tensor stores for qtype.
+
+    F32/F16 are plain numpy dtypes (the writer infers the type). BF16 and
+    Q8_0 come back from gguf.quants.quantize as uint8 rows of bytes; the
+    writer turns the byte shape back into the element shape when raw_dtype
+    is given, so no raw_shape is needed.
+    """
+    if qtype == QT.F32:
+        return values, None
+    if qtype == QT.F16:
+        return values.astype(np.float16), None
+    return gguf.quants.quantize(values, qtype), qtype
+
+
+def write_model(path, *, wtype, n_vocab, n_embd, n_layer, n_head, n_head_kv,
+                n_ff, ctx=256, tied=True, seed=0, rope_base=10000.0,
+                eps=1e-5, omit=(), scale=1.0, name=None):
+    """Write one random llama model to path. Returns the tensor names written."""
+    if wtype not in WTYPES:
+        raise ValueError(f"wtype must be one of {sorted(WTYPES)}, not {wtype!r}")
+    if n_embd % n_head != 0 or n_head % n_head_kv != 0:
+        raise ValueError("n_embd must divide by n_head and n_head by n_head_kv")
+    qtype = WTYPES[wtype]
+    hd = n_embd // n_head
+    rng = np.random.default_rng(seed)
+
+    writer = gguf.GGUFWriter(path, "llama")  # also writes general.architecture
+    writer.add_name(name or f"detinfer-test-{wtype}")
+    writer.add_context_length(ctx)
+    writer.add_embedding_length(n_embd)
+    writer.add_block_count(n_layer)
+    writer.add_feed_forward_length(n_ff)
+    writer.add_rope_dimension_count(hd)
+    writer.add_head_count(n_head)
+    writer.add_head_count_kv(n_head_kv)
+    writer.add_layer_norm_rms_eps(eps)      # float32
+    writer.add_rope_freq_base(rope_base)    # float32
+
+    shapes = tensor_shapes(n_vocab=n_vocab, n_embd=n_embd, n_layer=n_layer,
+                           n_head=n_head, n_head_kv=n_head_kv, n_ff=n_ff,
+                           tied=tied)
+    unknown = set(omit) - set(shapes)
+    if unknown:
+        raise ValueError(f"--omit names no tensor of this model: {sorted(unknown)}")
+    written = []
+    for tname, shape in shapes.items():
+        # Draw values even for omitted tensors so that omitting one tensor
+        # leaves every other tensor identical to the full model.
+        values = random_values(rng, shape, scale)
+        if tname in omit:
+            continue
+        if len(shape) == 1:
+            data, raw = values, None            # norm weights: always F32
+        else:
+            data, raw = encode(values, qtype)
+        writer.add_tensor(tname, data, raw_dtype=raw)
+        written.append(tname)
+
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return written
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--type", dest="wtype", required=True, choices=sorted(WTYPES))
+    ap.add_argument("--n-vocab", type=int, required=True)
+    ap.add_argument("--n-embd", type=int, required=True)
+    ap.add_argument("--n-layer", type=int, required=True)
+    ap.add_argument("--n-head", type=int, required=True)
+    ap.add_argument("--n-head-kv", type=int, required=True)
+    ap.add_argument("--n-ff", type=int, required=True)
+    ap.add_argument("--ctx", type=int, default=256)
+    ap.add_argument("--untied", action="store_true",
+                    help="write a separate output.weight")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="multiplier on the std of every matrix")
+    ap.add_argument("--rope-base", type=float, default=10000.0)
+    ap.add_argument("--eps", type=float, default=1e-5)
+    ap.add_argument("--name", default=None, help="general.name")
+    ap.add_argument("--omit", nargs="*", default=[],
+                    help="tensor names to leave out")
+    a = ap.parse_args(argv)
+    write_model(a.out, wtype=a.wtype, n_vocab=a.n_vocab, n_embd=a.n_embd,
+                n_layer=a.n_layer, n_head=a.n_head, n_head_kv=a.n_head_kv,
+                n_ff=a.n_ff, ctx=a.ctx, tied=not a.untied, seed=a.seed,
+                rope_base=a.rope_base, eps=a.eps, omit=tuple(a.omit),
+                scale=a.scale, name=a.name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Generate the libdetinfer test models and their float64 references.
+
+Usage:
+  make_test_models.py OUTDIR [--force]
+
+For every model NAME it writes, into OUTDIR:
+  NAME.gguf    the model (make_model.write_model)
+  NAME.tokens  a 24-token prompt, one line of space-separated ids
+  NAME.ref     float64 logits of every prompt position (reference.py format)
+and finally OUTDIR/models.txt with one model name per line. models.txt is
+written last, so when it is newer than these tool scripts the directory is
+complete and up to date and the script does nothing (unless --force).
+"""
+
+import argparse
+import os
+import sys
+import zlib
+
+import numpy as np
+
+# Import the sibling tools without leaving __pycache__ in the source tree.
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_model  # noqa: E402
+import reference  # noqa: E402
+
+PROMPT_LENGTH = 24
+TYPES = ("f32", "f16", "bf16", "q8_0")
+
+# Same seed for every type of a family, so the f32/f16/bf16/q8_0 variants
+# are roundings of the same float32 weights.
+MHA_TIED = dict(n_vocab=96, n_embd=64, n_layer=2, n_head=4, n_head_kv=4,
+                n_ff=160, tied=True, seed=1)
+# n_ff longer than 1024 on purpose.
+GQA_UNTIED = dict(n_vocab=128, n_embd=128, n_layer=2, n_head=8, n_head_kv=2,
+                  n_ff=1120, tied=False, seed=2)
+# Widths that are not multiples of 32 (so f32 only: Q8_0 needs 32-blocks).
+ODD = dict(n_vocab=50, n_embd=48, n_layer=1, n_head=4, n_head_kv=2, n_ff=72,
+           tied=True, seed=3)
+
+
+def model_specs():
+    """(name, wtype, hyperparameters) of every test model, in a fixed order."""
+    specs = []
+    for t in TYPES:
+        specs.append((f"mha_tied_{t}", t, MHA_TIED))
+        specs.append((f"gqa_untied_{t}", t, GQA_UNTIED))
+    specs.append(("odd_f32", "f32", ODD))
+    return specs
+
+
+def prompt_for(name, n_vocab):
+    # crc32, not hash(): Python salts string hashes per process.
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    return [int(t) for t in rng.integers(0, n_vocab, size=PROMPT_LENGTH)]
+
+
+def up_to_date(outdir):
+    stamp = os.path.join(outdir, "models.txt")
+    if not os.path.exists(stamp):
+        return False
+    here = os.path.dirname(os.path.abspath(__file__))
+    scripts = [os.path.join(here, f) for f in
+               ("make_model.py", "reference.py", "make_test_models.py")]
+    newest = max(os.path.getmtime(s) for s in scripts)
+    return os.path.getmtime(stamp) > newest
+
+
+def make_one(outdir, name, wtype, hp):
+    base = os.path.join(outdir, name)
+    make_model.write_model(base + ".gguf", wtype=wtype, name=name, **hp)
+    tokens = prompt_for(name, hp["n_vocab"])
+    with open(base + ".tokens", "w") as f:
+        f.write(" ".join(str(t) for t in tokens) + "\n")
+    reference.make_reference(base + ".gguf", tokens, base + ".ref")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="generate the test models")
+    ap.add_argument("outdir")
+    ap.add_argument("--force", action="store_true", help="regenerate even if up to date")
+    a = ap.parse_args(argv)
+    os.makedirs(a.outdir, exist_ok=True)
+    if not a.force and up_to_date(a.outdir):
+        return 0
+    specs = model_specs()
+    for name, wtype, hp in specs:
+        make_one(a.outdir, name, wtype, hp)
+    with open(os.path.join(a.outdir, "models.txt"), "w") as f:
+        f.write("".join(name + "\n" for name, _, _ in specs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

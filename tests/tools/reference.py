@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Independent float64 forward pass of a llama GGUF model.
+
+Usage:
+  reference.py MODEL.gguf --tokens 1,5,9,... --out REF.bin
+
+Reads the file only through gguf.GGUFReader and gguf.quants.dequantize, so it
+shares no code with libdetinfer's parser or kernels. Computes, in float64,
+the logits of every position 0..n-1 of the token sequence (causal).
+
+REF.bin, little-endian:
+  8 bytes  magic b"DIREF001"
+  uint32   n_tokens
+  uint32   n_vocab
+  int32    tokens[n_tokens]
+  float64  logits[n_tokens][n_vocab]
+"""
+
+import argparse
+import struct
+import sys
+
+import numpy as np
+import gguf
+
+MAGIC = b"DIREF001"
+
+
+class Model:
+    """Hyperparameters and lazily dequantized float64 weights of one file."""
+
+    def __init__(self, path):
+        self.reader = gguf.GGUFReader(path)
+        arch = self.field("general.architecture")
+        if arch != "llama":
+            raise ValueError(f"{path}: architecture {arch!r}, expected 'llama'")
+        self.n_embd = int(self.field("llama.embedding_length"))
+        self.n_layer = int(self.field("llama.block_count"))
+        self.n_head = int(self.field("llama.attention.head_count"))
+        self.n_head_kv = int(self.field("llama.attention.head_count_kv"))
+        self.eps = float(self.field("llama.attention.layer_norm_rms_epsilon"))
+        self.rope_base = float(self.field("llama.rope.freq_base"))
+        self.tensors = {t.name: t for t in self.reader.tensors}
+        self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
+
+    def field(self, key):
+        f = self.reader.fields.get(key)
+        if f is None:
+            raise KeyError(f"missing metadata key {key}")
+        return f.contents()
+
+    def has(self, name):
+        return name in self.tensors
+
+    def weight(self, name):
+        """float64 array; 2-D tensors come back as (rows, cols) = (ne1, ne0)."""
+        t = self.tensors[name]
+        w = gguf.quants.dequantize(t.data, t.tensor_type)
+        expected = tuple(int(d) for d in reversed(t.shape))
+        if w.shape != expected:
+            raise ValueError(f"{name}: dequantized shape {w.shape}, dims {expected}")
+        return w.astype(np.float64)
+
+
+def rmsnorm(x, w, eps):
+    """Row-wise x / sqrt(mean(x^2) + eps) * w."""
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def rope(x, positions, base):
+    """Rotate pairs (2i, 2i+1) of every head; x has shape (n, heads, hd)."""
+    hd = x.shape[-1]
+    i = np.arange(hd // 2, dtype=np.float64)
+    theta = positions[:, None].astype(np.float64) * base ** (-2.0 * i / hd)
+    cos = np.cos(theta)[:, None, :]
+    sin = np.sin(theta)[:, None, :]
+    a = x[..., 0::2]
+    b = x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2] = a * cos - b * sin
+    out[..., 1::2] = a * sin + b * cos
+    return out
+
+
+def attention(q, k, v, n_head, n_head_kv):
+    """Causal grouped-query attention. q: (n, n_head, hd); k, v: (n, n_head_kv, hd)."""
+    n, _, hd = q.shape
+    group = n_head // n_head_kv
+    # Query head h reads kv head h // group.
+    k = np.repeat(k, group, axis=1)
+    v = np.repeat(v, group, axis=1)
+    scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(hd)
+    future = np.triu(np.ones((n, n), dtype=bool), k=1)
+    scores[:, future] = -np.inf
+    scores -= scores.max(axis=-1, keepdims=True)
+    p = np.exp(scores)
+    p /= p.sum(axis=-1, keepdims=True)
+    return np.einsum("hqk,khd->qhd", p, v).reshape(n, n_head * hd)
+
+
+def silu(z):
+    return z / (1.0 + np.exp(-z))
+
+
+def layer(m, i, x, positions):
+    """One transformer block on the residual stream x of shape (n, n_embd)."""
+    p = f"blk.{i}."
+    n = x.shape[0]
+    hd = m.n_embd // m.n_head
+
+    h = rmsnorm(x, m.weight(p + "attn_norm.weight"), m.eps)
+    q = (h @ m.weight(p + "attn_q.weight").T).reshape(n, m.n_head, hd)
+    k = (h @ m.weight(p + "attn_k.weight").T).reshape(n, m.n_head_kv, hd)
+    v = (h @ m.weight(p + "attn_v.weight").T).reshape(n, m.n_head_kv, hd)
+    q = rope(q, positions, m.rope_base)
+    k = rope(k, positions, m.rope_base)
+    att = attention(q, k, v, m.n_head, m.n_head_kv)
+    x = x + att @ m.weight(p + "attn_output.weight").T
+
+    h = rmsnorm(x, m.weight(p + "ffn_norm.weight"), m.eps)
+    gate = h @ m.weight(p + "ffn_gate.weight").T
+    up = h @ m.weight(p + "ffn_up.weight").T
+    return x + (silu(gate) * up) @ m.weight(p + "ffn_down.weight").T
+
+
+def forward(m, tokens):
+    """float64 logits of shape (len(tokens), n_vocab)."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    if tokens.size == 0 or tokens.min() < 0 or tokens.max() >= m.n_vocab:
+        raise ValueError(f"tokens must be non-empty and in [0, {m.n_vocab})")
+    positions = np.arange(tokens.size)
+    embd = m.weight("token_embd.weight")
+    x = embd[tokens]
+    for i in range(m.n_layer):
+        x = layer(m, i, x, positions)
+    x = rmsnorm(x, m.weight("output_norm.weight"), m.eps)
+    w_out = m.weight("output.weight") if m.has("output.weight") else embd
+    return x @ w_out.T
+
+
+def write_ref(path, tokens, logits):
+    tokens = np.asarray(tokens, dtype="<i4")
+    logits = np.ascontiguousarray(logits, dtype="<f8")
+    with open(path, "wb") as f:
+        f.write(MAGIC)
+        f.write(struct.pack("<II", logits.shape[0], logits.shape[1]))
+        f.write(tokens.tobytes())
+        f.write(logits.tobytes())
+
+
+def read_ref(path):
+    """Returns (tokens int32 array, logits float64 array of (n_tokens, n_vocab))."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:8] != MAGIC:
+        raise ValueError(f"{path}: bad magic")
+    n_tokens, n_vocab = struct.unpack_from("<II", data, 8)
+    tokens = np.frombuffer(data, dtype="<i4", count=n_tokens, offset=16)
+    logits = np.frombuffer(data, dtype="<f8", count=n_tokens * n_vocab,
+                           offset=16 + 4 * n_tokens)
+    return tokens, logits.reshape(n_tokens, n_vocab)
+
+
+def make_reference(model_path, tokens, out_path):
+    m = Model(model_path)
+    logits = forward(m, tokens)
+    write_ref(out_path, tokens, logits)
+    return logits
+
+
+def parse_tokens(text):
+    return [int(t) for t in text.replace(",", " ").split()]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="float64 reference logits of a llama GGUF model")
+    ap.add_argument("model")
+    ap.add_argument("--tokens", required=True, help="comma-separated token ids")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    make_reference(a.model, parse_tokens(a.tokens), a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
