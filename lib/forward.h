@@ -1,8 +1,9 @@
 /*
- * forward.h — one forward pass of the llama architecture over a set of rows
- * (tokens of any sequences at any positions), written against the CPU
- * kernels. Every row is computed on its own, in the canonical order, so a
- * row's result never depends on which other rows share the call.
+ * forward.h — one forward pass over a set of rows (tokens of any sequences at
+ * any positions), written against the CPU kernels: forward_llama.c (llama,
+ * qwen2) and forward_gemma3.c, on the shared steps of forward.c. Every row is
+ * computed on its own, in the canonical order, so a row's result never
+ * depends on which other rows share the call.
  */
 #ifndef DI_FORWARD_H
 #define DI_FORWARD_H
@@ -23,8 +24,8 @@ typedef struct di_forward {
     di_pool *pool;
     uint32_t ctx_len;
     uint32_t max_rows;     /* rows per di_forward_rows call */
-    float *rope_cos;       /* [ctx_len][n_rot / 2] */
-    float *rope_sin;
+    float *rope_cos[DI_MAX_ROPE_SETS]; /* [ctx_len][n_rot / 2] per RoPE setting */
+    float *rope_sin[DI_MAX_ROPE_SETS];
     /* activations, max_rows rows each */
     float *x, *xn, *q, *k, *v, *att, *gate, *up, *tmp;
     /* per-thread scratch */

@@ -417,3 +417,20 @@ const di_gguf_tensor *di_gguf_find_tensor(const di_gguf *g, const char *name)
             return &g->tensors[i];
     return NULL;
 }
+
+int di_gguf_kv_is_integer(const di_gguf_kv *kv)
+{
+    switch (kv->type) {
+    case DI_GGUF_UINT8: case DI_GGUF_UINT16: case DI_GGUF_UINT32: case DI_GGUF_UINT64:
+    case DI_GGUF_INT8: case DI_GGUF_INT16: case DI_GGUF_INT32: case DI_GGUF_INT64:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int di_gguf_kv_is_signed(const di_gguf_kv *kv)
+{
+    return kv->type == DI_GGUF_INT8 || kv->type == DI_GGUF_INT16 || kv->type == DI_GGUF_INT32 ||
+           kv->type == DI_GGUF_INT64;
+}

@@ -76,6 +76,11 @@ void di_gguf_release(di_gguf *g);
 const di_gguf_kv *di_gguf_find_kv(const di_gguf *g, const char *key);
 const di_gguf_tensor *di_gguf_find_tensor(const di_gguf *g, const char *name);
 
+/* 1 when a metadata value is of an integer type (v.u64 / v.i64 hold it), and
+ * whether that type is signed. */
+int di_gguf_kv_is_integer(const di_gguf_kv *kv);
+int di_gguf_kv_is_signed(const di_gguf_kv *kv);
+
 /* Elements per block and bytes per block of a ggml type; 0 if unknown. */
 int di_ggml_type_layout(uint32_t type, uint32_t *block_elems, uint32_t *block_bytes);
 /* Name of a ggml type ("Q8_0"), or "unknown". */

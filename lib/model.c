@@ -13,9 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dequant.h"
 #include "errors.h"
 #include "model.h"
 #include "numerics.h"
+#include "tokenizer.h"
 
 #define MAX_EMBD (1u << 20)
 #define MAX_LAYERS 4096u
@@ -30,23 +32,6 @@ typedef struct loader {
 
 /* ---- metadata ----------------------------------------------------------- */
 
-static int kv_is_integer(const di_gguf_kv *kv)
-{
-    switch (kv->type) {
-    case DI_GGUF_UINT8: case DI_GGUF_UINT16: case DI_GGUF_UINT32: case DI_GGUF_UINT64:
-    case DI_GGUF_INT8: case DI_GGUF_INT16: case DI_GGUF_INT32: case DI_GGUF_INT64:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-static int kv_is_signed(const di_gguf_kv *kv)
-{
-    return kv->type == DI_GGUF_INT8 || kv->type == DI_GGUF_INT16 || kv->type == DI_GGUF_INT32 ||
-           kv->type == DI_GGUF_INT64;
-}
-
 /* Reads "<arch>.<suffix>" as an integer in [lo, hi]; a missing optional key
  * leaves *out untouched. */
 static di_status read_u32(loader *L, const char *suffix, int required, uint32_t lo, uint32_t hi,
@@ -58,10 +43,10 @@ static di_status read_u32(loader *L, const char *suffix, int required, uint32_t 
     if (!kv)
         return required ? di_error(L->err, L->err_size, DI_ERR_MODEL, "missing metadata key %s", key)
                         : DI_OK;
-    if (!kv_is_integer(kv))
+    if (!di_gguf_kv_is_integer(kv))
         return di_error(L->err, L->err_size, DI_ERR_MODEL, "metadata key %s must be an integer (type %u)",
                         key, kv->type);
-    if ((kv_is_signed(kv) && kv->v.i64 < 0) || kv->v.u64 < lo || kv->v.u64 > hi)
+    if ((di_gguf_kv_is_signed(kv) && kv->v.i64 < 0) || kv->v.u64 < lo || kv->v.u64 > hi)
         return di_error(L->err, L->err_size, DI_ERR_MODEL, "metadata key %s = %lld is outside [%u, %u]",
                         key, (long long)kv->v.i64, lo, hi);
     *out = (uint32_t)kv->v.u64;
@@ -87,6 +72,15 @@ static di_status read_f32(loader *L, const char *suffix, int required, float *ou
     return DI_OK;
 }
 
+static const struct {
+    const char *name;
+    di_arch id;
+} architectures[] = {
+    {"llama", DI_ARCH_LLAMA},
+    {"qwen2", DI_ARCH_QWEN2},
+    {"gemma3", DI_ARCH_GEMMA3},
+};
+
 static di_status read_architecture(loader *L)
 {
     const di_gguf_kv *kv = di_gguf_find_kv(&L->m->gguf, "general.architecture");
@@ -99,9 +93,33 @@ static di_status read_architecture(loader *L)
                         (unsigned long long)kv->v.str.len);
     memcpy(L->m->arch, kv->v.str.ptr, (size_t)kv->v.str.len);
     L->m->arch[kv->v.str.len] = '\0';
-    if (strcmp(L->m->arch, "llama") != 0)
+    for (size_t i = 0; i < sizeof architectures / sizeof architectures[0]; i++) {
+        if (strcmp(L->m->arch, architectures[i].name) == 0) {
+            L->m->arch_id = architectures[i].id;
+            return DI_OK;
+        }
+    }
+    return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
+                    "architecture '%s' is not supported (supported: llama, qwen2, gemma3)", L->m->arch);
+}
+
+/* Linear RoPE scaling divides positions by the factor; other kinds are refused. */
+static di_status read_rope_scaling(loader *L, float *scale)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", L->m->arch);
+    const di_gguf_kv *type = di_gguf_find_kv(&L->m->gguf, key);
+    float factor = 0.0f;
+    di_status st = read_f32(L, "rope.scaling.factor", 0, &factor);
+    if (st)
+        return st;
+    if (type && type->type == DI_GGUF_STRING && type->v.str.len == 4 && !memcmp(type->v.str.ptr, "none", 4))
+        return DI_OK;
+    if (type && !(type->type == DI_GGUF_STRING && type->v.str.len == 6 && !memcmp(type->v.str.ptr, "linear", 6)))
         return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
-                        "architecture '%s' is not supported (supported: llama)", L->m->arch);
+                        "%s is not supported (only linear RoPE scaling)", key);
+    if (factor > 0.0f)
+        *scale = 1.0f / factor;
     return DI_OK;
 }
 
@@ -118,31 +136,70 @@ static di_status read_hparams(loader *L)
     m->n_head_kv = m->n_head;
     if ((st = read_u32(L, "attention.head_count_kv", 0, 1, MAX_EMBD, &m->n_head_kv)))
         return st;
-    if (m->n_embd % m->n_head != 0)
-        return di_error(L->err, L->err_size, DI_ERR_MODEL, "embedding length %u is not divisible by head count %u",
-                        m->n_embd, m->n_head);
     if (m->n_head_kv > m->n_head || m->n_head % m->n_head_kv != 0)
         return di_error(L->err, L->err_size, DI_ERR_MODEL, "KV head count %u does not divide head count %u",
                         m->n_head_kv, m->n_head);
-    m->head_dim = m->n_embd / m->n_head;
+    /* head size: attention.key_length when given, else n_embd / n_head */
+    m->head_dim = 0;
+    if ((st = read_u32(L, "attention.key_length", 0, 2, MAX_EMBD, &m->head_dim)))
+        return st;
+    if (m->head_dim == 0) {
+        if (m->n_embd % m->n_head != 0)
+            return di_error(L->err, L->err_size, DI_ERR_MODEL,
+                            "embedding length %u is not divisible by head count %u", m->n_embd, m->n_head);
+        m->head_dim = m->n_embd / m->n_head;
+    }
+    uint32_t value_length = m->head_dim;
+    if ((st = read_u32(L, "attention.value_length", 0, 1, MAX_EMBD, &value_length)))
+        return st;
+    if (value_length != m->head_dim)
+        return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
+                        "attention.value_length %u differs from the key length %u", value_length, m->head_dim);
+    if ((uint64_t)m->n_head * m->head_dim > MAX_EMBD)
+        return di_error(L->err, L->err_size, DI_ERR_MODEL, "%u heads of %u values are too many",
+                        m->n_head, m->head_dim);
     m->n_rot = m->head_dim;
     if ((st = read_u32(L, "rope.dimension_count", 0, 2, m->head_dim, &m->n_rot)))
         return st;
     if (m->n_rot % 2 != 0)
         return di_error(L->err, L->err_size, DI_ERR_MODEL, "RoPE dimension count %u is odd", m->n_rot);
-    m->rope_base = 10000.0f;
+
+    m->n_rope_sets = 1;
+    m->rope_base[0] = m->arch_id == DI_ARCH_GEMMA3 ? 1000000.0f : 10000.0f;
+    m->rope_scale[0] = 1.0f;
+    m->rope_pairing = m->arch_id == DI_ARCH_LLAMA ? DI_ROPE_NORMAL : DI_ROPE_NEOX;
+    m->attn_scale = di_rsqrt((float)m->head_dim);
     if ((st = read_f32(L, "attention.layer_norm_rms_epsilon", 1, &m->rms_eps)) ||
-        (st = read_f32(L, "rope.freq_base", 0, &m->rope_base)))
+        (st = read_f32(L, "rope.freq_base", 0, &m->rope_base[0])) ||
+        (st = read_rope_scaling(L, &m->rope_scale[0])))
         return st;
     return DI_OK;
 }
 
-/* ---- tensors ------------------------------------------------------------ */
-
-static int is_matrix_type(uint32_t type)
+/* Gemma 3: every sixth layer (5, 11, 17, ...) attends globally with the file's
+ * RoPE base; the others attend to a sliding window with base 10000. */
+static di_status read_gemma3(loader *L)
 {
-    return type == DI_TYPE_F32 || type == DI_TYPE_F16 || type == DI_TYPE_BF16 || type == DI_TYPE_Q8_0;
+    di_model *m = L->m;
+    uint32_t window = 0;
+    di_status st = read_u32(L, "attention.sliding_window", 1, 1, MAX_CTX, &window);
+    if (st)
+        return st;
+    m->embd_scale = sqrtf((float)m->n_embd);
+    if (m->n_layer == 62) /* the 27B model scales by the embedding per head */
+        m->attn_scale = di_rsqrt((float)(m->n_embd / m->n_head));
+    m->n_rope_sets = 2;
+    m->rope_base[1] = 10000.0f;
+    m->rope_scale[1] = 1.0f;
+    for (uint32_t il = 0; il < m->n_layer; il++) {
+        const int local = il % 6 < 5;
+        m->layers[il].rope_set = local ? 1 : 0;
+        m->layers[il].window = local ? window : 0;
+    }
+    return DI_OK;
 }
+
+/* ---- tensors ------------------------------------------------------------ */
 
 static const di_gguf_tensor *find_tensor(loader *L, const char *name, di_status *st)
 {
@@ -166,10 +223,10 @@ static di_status bind_matrix(loader *L, const char *name, uint32_t n_in, uint32_
                         "tensor %s has shape [%llu, %llu, %llu, %llu], expected [%u, %u]", name,
                         (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
                         (unsigned long long)t->ne[2], (unsigned long long)t->ne[3], n_in, n_out);
-    if (!is_matrix_type(t->type))
+    if (!di_dequant_supported(t->type))
         return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
-                        "tensor %s has type %s (%u), not supported (F32, F16, BF16, Q8_0)", name,
-                        di_ggml_type_name(t->type), t->type);
+                        "tensor %s has type %s (%u), not supported (F32, F16, BF16, Q4_0, Q4_1, "
+                        "Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)", name, di_ggml_type_name(t->type), t->type);
     w->data = t->data;
     w->type = t->type;
     w->n_in = (uint32_t)t->ne[0];
@@ -179,9 +236,12 @@ static di_status bind_matrix(loader *L, const char *name, uint32_t n_in, uint32_
     return DI_OK;
 }
 
-/* Converts a norm vector of n floats into *dst (exact for F32/F16/BF16). */
-static di_status bind_norm(loader *L, const char *name, uint32_t n, float *dst, const float **out)
+/* Converts a vector tensor of n floats (a norm or a bias) into memory the
+ * model owns; exact for F32, F16 and BF16. The tensor is found and checked
+ * before anything is allocated, so a file cannot ask for more than it holds. */
+static di_status bind_vector(loader *L, const char *name, uint32_t n, const float **out)
 {
+    di_model *m = L->m;
     di_status st = DI_OK;
     const di_gguf_tensor *t = find_tensor(L, name, &st);
     if (!t)
@@ -189,24 +249,26 @@ static di_status bind_norm(loader *L, const char *name, uint32_t n, float *dst, 
     if (t->n_dims != 1 || t->ne[0] != n)
         return di_error(L->err, L->err_size, DI_ERR_MODEL, "tensor %s has shape [%llu, ...] in %u dims, expected [%u]",
                         name, (unsigned long long)t->ne[0], t->n_dims, n);
-    for (uint32_t i = 0; i < n; i++) {
-        if (t->type == DI_TYPE_F32) {
-            memcpy(&dst[i], t->data + 4 * (size_t)i, 4);
-        } else if (t->type == DI_TYPE_F16 || t->type == DI_TYPE_BF16) {
-            uint16_t h = (uint16_t)(t->data[2 * (size_t)i] | (t->data[2 * (size_t)i + 1] << 8));
-            dst[i] = t->type == DI_TYPE_F16 ? di_f16_to_f32(h) : di_bf16_to_f32(h);
-        } else {
-            return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
-                            "norm tensor %s has type %s, expected F32, F16 or BF16", name,
-                            di_ggml_type_name(t->type));
-        }
+    if (t->type != DI_TYPE_F32 && t->type != DI_TYPE_F16 && t->type != DI_TYPE_BF16)
+        return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
+                        "vector tensor %s has type %s, expected F32, F16 or BF16", name,
+                        di_ggml_type_name(t->type));
+    float **grown = realloc(m->vectors, (m->n_vectors + 1) * sizeof *grown);
+    float *dst = malloc((size_t)n * sizeof *dst);
+    if (grown)
+        m->vectors = grown;
+    if (!grown || !dst) {
+        free(dst);
+        return di_error(L->err, L->err_size, DI_ERR_OUT_OF_MEMORY, "out of memory for tensor %s", name);
     }
+    m->vectors[m->n_vectors++] = dst;
+    di_dequant_row(t->type, t->data, n, dst);
     *out = dst;
-    L->m->n_params += n;
+    m->n_params += n;
     return DI_OK;
 }
 
-static di_status bind_layer(loader *L, uint32_t il, float *norms)
+static di_status bind_layer(loader *L, uint32_t il)
 {
     di_model *m = L->m;
     di_layer *ly = &m->layers[il];
@@ -214,15 +276,26 @@ static di_status bind_layer(loader *L, uint32_t il, float *norms)
     char name[96];
     di_status st;
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%u.%s", il, suffix), name)
-    if ((st = bind_norm(L, NAME("attn_norm.weight"), m->n_embd, norms, &ly->attn_norm)) ||
+    if ((st = bind_vector(L, NAME("attn_norm.weight"), m->n_embd, &ly->attn_norm)) ||
         (st = bind_matrix(L, NAME("attn_q.weight"), m->n_embd, q_dim, &ly->wq)) ||
         (st = bind_matrix(L, NAME("attn_k.weight"), m->n_embd, kv_dim, &ly->wk)) ||
         (st = bind_matrix(L, NAME("attn_v.weight"), m->n_embd, kv_dim, &ly->wv)) ||
         (st = bind_matrix(L, NAME("attn_output.weight"), q_dim, m->n_embd, &ly->wo)) ||
-        (st = bind_norm(L, NAME("ffn_norm.weight"), m->n_embd, norms + m->n_embd, &ly->ffn_norm)) ||
+        (st = bind_vector(L, NAME("ffn_norm.weight"), m->n_embd, &ly->ffn_norm)) ||
         (st = bind_matrix(L, NAME("ffn_gate.weight"), m->n_embd, m->n_ff, &ly->ffn_gate)) ||
         (st = bind_matrix(L, NAME("ffn_up.weight"), m->n_embd, m->n_ff, &ly->ffn_up)) ||
         (st = bind_matrix(L, NAME("ffn_down.weight"), m->n_ff, m->n_embd, &ly->ffn_down)))
+        return st;
+    if (m->arch_id == DI_ARCH_QWEN2 &&
+        ((st = bind_vector(L, NAME("attn_q.bias"), q_dim, &ly->bq)) ||
+         (st = bind_vector(L, NAME("attn_k.bias"), kv_dim, &ly->bk)) ||
+         (st = bind_vector(L, NAME("attn_v.bias"), kv_dim, &ly->bv))))
+        return st;
+    if (m->arch_id == DI_ARCH_GEMMA3 &&
+        ((st = bind_vector(L, NAME("attn_q_norm.weight"), m->head_dim, &ly->q_norm)) ||
+         (st = bind_vector(L, NAME("attn_k_norm.weight"), m->head_dim, &ly->k_norm)) ||
+         (st = bind_vector(L, NAME("post_attention_norm.weight"), m->n_embd, &ly->post_attn_norm)) ||
+         (st = bind_vector(L, NAME("post_ffw_norm.weight"), m->n_embd, &ly->post_ffn_norm))))
         return st;
 #undef NAME
     return DI_OK;
@@ -232,22 +305,13 @@ static di_status bind_tensors(loader *L)
 {
     di_model *m = L->m;
     di_status st;
-    /* every norm vector is in the file with at least 2 bytes per element: a
-     * cheap bound that keeps absurd hyperparameters from allocating */
-    const uint64_t n_norm = ((uint64_t)2 * m->n_layer + 1) * m->n_embd;
-    if (n_norm * 2 > m->map_size)
-        return di_error(L->err, L->err_size, DI_ERR_MODEL,
-                        "block_count %u and embedding_length %u need more tensor data than the "
-                        "file's %zu bytes", m->n_layer, m->n_embd, m->map_size);
     m->layers = calloc(m->n_layer, sizeof *m->layers);
-    /* two norms per layer and the output norm */
-    m->norm_storage = malloc(((size_t)2 * m->n_layer + 1) * m->n_embd * sizeof(float));
-    if (!m->layers || !m->norm_storage)
+    if (!m->layers)
         return di_error(L->err, L->err_size, DI_ERR_OUT_OF_MEMORY, "out of memory for %u layers", m->n_layer);
     if ((st = bind_matrix(L, "token_embd.weight", m->n_embd, 0, &m->tok_embd)))
         return st;
     m->n_vocab = m->tok_embd.n_out;
-    if ((st = bind_norm(L, "output_norm.weight", m->n_embd, m->norm_storage, &m->output_norm)))
+    if ((st = bind_vector(L, "output_norm.weight", m->n_embd, &m->output_norm)))
         return st;
     if (di_gguf_find_tensor(&m->gguf, "output.weight")) {
         if ((st = bind_matrix(L, "output.weight", m->n_embd, m->n_vocab, &m->output)))
@@ -256,9 +320,12 @@ static di_status bind_tensors(loader *L)
         m->output = m->tok_embd; /* tied */
     }
     for (uint32_t il = 0; il < m->n_layer; il++)
-        if ((st = bind_layer(L, il, m->norm_storage + ((size_t)2 * il + 1) * m->n_embd)))
+        if ((st = bind_layer(L, il)))
             return st;
-    return DI_OK;
+    if (di_gguf_find_tensor(&m->gguf, "rope_freqs.weight"))
+        return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
+                        "tensor rope_freqs.weight (per-frequency RoPE factors) is not supported yet");
+    return m->arch_id == DI_ARCH_GEMMA3 ? read_gemma3(L) : DI_OK;
 }
 
 /* ---- file --------------------------------------------------------------- */
@@ -309,6 +376,8 @@ DI_API di_status di_model_load(const char *path, di_model **out, char *errbuf, s
         st = read_hparams(&L);
     if (!st)
         st = bind_tensors(&L);
+    if (!st)
+        st = di_tokenizer_load(&m->gguf, m->n_vocab, &m->tokenizer, errbuf, errbuf_size);
     if (st) {
         di_model_free(m);
         return st;
@@ -321,11 +390,14 @@ DI_API void di_model_free(di_model *m)
 {
     if (!m)
         return;
+    di_tokenizer_free(m->tokenizer);
     di_gguf_release(&m->gguf);
     if (m->map)
         munmap(m->map, m->map_size);
     free(m->layers);
-    free(m->norm_storage);
+    for (size_t i = 0; i < m->n_vectors; i++)
+        free(m->vectors[i]);
+    free(m->vectors);
     free(m);
 }
 

@@ -20,16 +20,37 @@ typedef struct di_weight {
     size_t row_bytes;
 } di_weight;
 
+/* Architectures with a forward pass (forward_llama.c, forward_gemma3.c). */
+typedef enum di_arch {
+    DI_ARCH_LLAMA = 1,  /* Llama 2/3, TinyLlama, SmolLM, Mistral */
+    DI_ARCH_QWEN2 = 2,  /* llama + Q/K/V biases, NEOX RoPE */
+    DI_ARCH_GEMMA3 = 3  /* scaled embedding, QK-norm, post-norms, GeGLU, sliding window */
+} di_arch;
+
+/* Which dimensions RoPE rotates together within a head. */
+typedef enum di_rope_pairing {
+    DI_ROPE_NORMAL = 0, /* (2i, 2i + 1): llama */
+    DI_ROPE_NEOX = 1    /* (i, i + n_rot / 2): qwen2, gemma3 */
+} di_rope_pairing;
+
+#define DI_MAX_ROPE_SETS 2
+
 typedef struct di_layer {
     const float *attn_norm;        /* [n_embd] */
     di_weight wq;                  /* n_embd -> n_head * head_dim */
     di_weight wk;                  /* n_embd -> n_head_kv * head_dim */
     di_weight wv;                  /* n_embd -> n_head_kv * head_dim */
     di_weight wo;                  /* n_head * head_dim -> n_embd */
+    const float *bq, *bk, *bv;     /* qwen2: biases of q, k, v; NULL otherwise */
+    const float *q_norm, *k_norm;  /* gemma3: per-head RMSNorm weights [head_dim] */
+    const float *post_attn_norm;   /* gemma3: [n_embd] */
     const float *ffn_norm;         /* [n_embd] */
     di_weight ffn_gate;            /* n_embd -> n_ff */
     di_weight ffn_up;              /* n_embd -> n_ff */
     di_weight ffn_down;            /* n_ff -> n_embd */
+    const float *post_ffn_norm;    /* gemma3: [n_embd] */
+    uint32_t rope_set;             /* index into the model's RoPE settings */
+    uint32_t window;               /* sliding window in keys; 0 = all earlier keys */
 } di_layer;
 
 struct di_model {
@@ -37,6 +58,7 @@ struct di_model {
     size_t map_size;
     di_gguf gguf;
     char arch[32];
+    di_arch arch_id;
 
     uint32_t n_vocab;
     uint32_t n_ctx_train;
@@ -44,18 +66,25 @@ struct di_model {
     uint32_t n_layer;
     uint32_t n_head;
     uint32_t n_head_kv;
-    uint32_t head_dim;             /* n_embd / n_head */
+    uint32_t head_dim;             /* per head, for keys and values */
     uint32_t n_rot;                /* rotated dimensions per head (even, <= head_dim) */
     uint32_t n_ff;
     float rms_eps;
-    float rope_base;
+    di_rope_pairing rope_pairing;
+    uint32_t n_rope_sets;          /* 1, or 2 when local layers have their own base */
+    float rope_base[DI_MAX_ROPE_SETS];
+    float rope_scale[DI_MAX_ROPE_SETS]; /* positions are multiplied by this */
+    float embd_scale;              /* gemma3: sqrtf(n_embd); 0 means none */
+    float attn_scale;              /* scores are dot(q, k) * attn_scale */
     uint64_t n_params;
 
     di_weight tok_embd;            /* n_embd x n_vocab: row t is token t */
     const float *output_norm;      /* [n_embd] */
     di_weight output;              /* n_embd -> n_vocab (tok_embd when tied) */
     di_layer *layers;              /* [n_layer] */
-    float *norm_storage;           /* owns every norm vector above */
+    float **vectors;               /* every converted norm and bias vector */
+    size_t n_vectors;
+    struct di_tokenizer *tokenizer;/* never NULL once loaded (may be "none") */
 };
 
 #endif /* DI_MODEL_H */

@@ -113,6 +113,18 @@ DI_HD float di_silu(float x)
     return x / (1.0f + di_expf(-x));
 }
 
+/* GELU, tanh approximation: 0.5 x (1 + tanh(u)) with
+ * u = sqrt(2/pi) (x + 0.044715 x^3), evaluated through the identity
+ * 0.5 (1 + tanh(u)) = 1 / (1 + e^(-2u)), which needs only exp:
+ *   x3 = (x * x) * x;  v = 1.5957691216057308 * (x + 0.044715 * x3);
+ *   gelu = x / (1 + exp(-v)). */
+DI_HD float di_gelu_tanh(float x)
+{
+    const float x3 = (x * x) * x;
+    const float v = 1.5957691216057308f * (x + 0.044715f * x3);
+    return x / (1.0f + di_expf(-v));
+}
+
 /* 1/sqrt(x) from the correctly rounded sqrt and divide. */
 DI_HD float di_rsqrt(float x)
 {

@@ -41,6 +41,8 @@ DI_API const char *di_status_name(di_status status)
     case DI_ERR_THREAD: return "DI_ERR_THREAD";
     case DI_ERR_UNKNOWN_KEY: return "DI_ERR_UNKNOWN_KEY";
     case DI_ERR_INTERNAL: return "DI_ERR_INTERNAL";
+    case DI_ERR_BUFFER_TOO_SMALL: return "DI_ERR_BUFFER_TOO_SMALL";
+    case DI_ERR_TEXT: return "DI_ERR_TEXT";
     }
     return "DI_STATUS_UNKNOWN";
 }

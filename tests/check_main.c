@@ -7,20 +7,26 @@
 #include <stdlib.h>
 
 Suite *kernels_suite(void);
+Suite *quants_suite(void);
+Suite *tokenizer_suite(void);
 Suite *format_suite(void);
 Suite *api_suite(void);
 Suite *reference_suite(void);
 Suite *determinism_suite(void);
 Suite *install_suite(void);
+Suite *real_suite(void);
 
 int main(void)
 {
     SRunner *runner = srunner_create(kernels_suite());
+    srunner_add_suite(runner, quants_suite());
+    srunner_add_suite(runner, tokenizer_suite());
     srunner_add_suite(runner, format_suite());
     srunner_add_suite(runner, api_suite());
     srunner_add_suite(runner, reference_suite());
     srunner_add_suite(runner, determinism_suite());
     srunner_add_suite(runner, install_suite());
+    srunner_add_suite(runner, real_suite());
     srunner_set_fork_status(runner, CK_FORK);
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);

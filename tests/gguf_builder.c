@@ -311,6 +311,7 @@ static int type_layout(uint32_t type, uint64_t *elems, uint64_t *bytes)
     case GB_F32: *elems = 1; *bytes = 4; return 1;
     case GB_F16: case GB_BF16: *elems = 1; *bytes = 2; return 1;
     case GB_Q8_0: *elems = 32; *bytes = 34; return 1;
+    case GB_Q2_K: *elems = 256; *bytes = 84; return 1;
     case GB_Q4_K: *elems = 256; *bytes = 144; return 1;
     default: return 0;
     }

@@ -29,7 +29,7 @@ enum {
 };
 
 /* Tensor types (ggml numbering) the tests use. */
-enum { GB_F32 = 0, GB_F16 = 1, GB_Q8_0 = 8, GB_Q4_K = 12, GB_BF16 = 30 };
+enum { GB_F32 = 0, GB_F16 = 1, GB_Q8_0 = 8, GB_Q2_K = 10, GB_Q4_K = 12, GB_BF16 = 30 };
 
 #define GB_MAX_NAME 128 /* longest key or tensor name a gb_model holds */
 #define GB_MAX_DIMS 8   /* more than GGUF allows, so n_dims 5 can be written */

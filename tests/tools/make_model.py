@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Write small random Llama-architecture GGUF v3 models for libdetinfer tests.
+"""Write small random llama, qwen2 or gemma3 GGUF v3 models for libdetinfer tests.
 
 Usage:
   make_model.py --out PATH --type {f32,f16,bf16,q8_0} --n-vocab N --n-embd N
                 --n-layer N --n-head N --n-head-kv N --n-ff N
                 [--ctx N] [--untied] [--seed S] [--scale X] [--name S]
-                [--omit NAME ...]
+                [--omit NAME ...] [--arch {llama,qwen2,gemma3}]
+                [--head-dim N] [--window N]
 
 Layout convention (checked with gguf.GGUFReader): a numpy array of shape
 (rows, cols) given to GGUFWriter.add_tensor is stored with GGUF dims
@@ -25,12 +26,21 @@ WTYPES = {
     "f16": QT.F16,
     "bf16": QT.BF16,
     "q8_0": QT.Q8_0,
+    "q4_0": QT.Q4_0,
+    "q4_1": QT.Q4_1,
+    "q5_0": QT.Q5_0,
+    "q5_1": QT.Q5_1,
 }
+ARCHS = ("llama", "qwen2", "gemma3")
 
 
-def tensor_shapes(*, n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, tied):
-    """Name -> numpy shape, in file order. 2-D shapes are (rows, cols)."""
-    hd = n_embd // n_head
+def tensor_shapes(*, n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, tied,
+                  arch="llama", head_dim=None):
+    """Name -> numpy shape, in file order. 2-D shapes are (rows, cols).
+
+    qwen2 adds Q/K/V biases; gemma3 adds per-head QK-norm weights and the
+    post-attention and post-FFN norms."""
+    hd = head_dim or n_embd // n_head
     shapes = {"token_embd.weight": (n_vocab, n_embd)}
     for i in range(n_layer):
         p = f"blk.{i}."
@@ -38,11 +48,22 @@ def tensor_shapes(*, n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, tied):
         shapes[p + "attn_q.weight"] = (n_head * hd, n_embd)
         shapes[p + "attn_k.weight"] = (n_head_kv * hd, n_embd)
         shapes[p + "attn_v.weight"] = (n_head_kv * hd, n_embd)
+        if arch == "qwen2":
+            shapes[p + "attn_q.bias"] = (n_head * hd,)
+            shapes[p + "attn_k.bias"] = (n_head_kv * hd,)
+            shapes[p + "attn_v.bias"] = (n_head_kv * hd,)
+        if arch == "gemma3":
+            shapes[p + "attn_q_norm.weight"] = (hd,)
+            shapes[p + "attn_k_norm.weight"] = (hd,)
         shapes[p + "attn_output.weight"] = (n_embd, n_head * hd)
+        if arch == "gemma3":
+            shapes[p + "post_attention_norm.weight"] = (n_embd,)
         shapes[p + "ffn_norm.weight"] = (n_embd,)
         shapes[p + "ffn_gate.weight"] = (n_ff, n_embd)
         shapes[p + "ffn_up.weight"] = (n_ff, n_embd)
         shapes[p + "ffn_down.weight"] = (n_embd, n_ff)
+        if arch == "gemma3":
+            shapes[p + "post_ffw_norm.weight"] = (n_embd,)
     shapes["output_norm.weight"] = (n_embd,)
     if not tied:
         shapes["output.weight"] = (n_vocab, n_embd)
@@ -85,17 +106,22 @@ def encode(values, qtype):
 
 def write_model(path, *, wtype, n_vocab, n_embd, n_layer, n_head, n_head_kv,
                 n_ff, ctx=256, tied=True, seed=0, rope_base=10000.0,
-                eps=1e-5, omit=(), scale=1.0, name=None):
-    """Write one random llama model to path. Returns the tensor names written."""
+                eps=1e-5, omit=(), scale=1.0, name=None, arch="llama",
+                head_dim=None, window=0, tokenizer=None):
+    """Write one random llama model to path. Returns the tensor names written.
+
+    tokenizer: optional callable(writer) that adds tokenizer.ggml.* keys."""
     if wtype not in WTYPES:
         raise ValueError(f"wtype must be one of {sorted(WTYPES)}, not {wtype!r}")
-    if n_embd % n_head != 0 or n_head % n_head_kv != 0:
+    if arch not in ARCHS:
+        raise ValueError(f"arch must be one of {ARCHS}, not {arch!r}")
+    if (head_dim is None and n_embd % n_head != 0) or n_head % n_head_kv != 0:
         raise ValueError("n_embd must divide by n_head and n_head by n_head_kv")
     qtype = WTYPES[wtype]
-    hd = n_embd // n_head
+    hd = head_dim or n_embd // n_head
     rng = np.random.default_rng(seed)
 
-    writer = gguf.GGUFWriter(path, "llama")  # also writes general.architecture
+    writer = gguf.GGUFWriter(path, arch)  # also writes general.architecture
     writer.add_name(name or f"detinfer-test-{wtype}")
     writer.add_context_length(ctx)
     writer.add_embedding_length(n_embd)
@@ -106,10 +132,17 @@ def write_model(path, *, wtype, n_vocab, n_embd, n_layer, n_head, n_head_kv,
     writer.add_head_count_kv(n_head_kv)
     writer.add_layer_norm_rms_eps(eps)      # float32
     writer.add_rope_freq_base(rope_base)    # float32
+    if head_dim is not None:
+        writer.add_uint32(f"{arch}.attention.key_length", hd)
+        writer.add_uint32(f"{arch}.attention.value_length", hd)
+    if window:
+        writer.add_uint32(f"{arch}.attention.sliding_window", window)
+    if tokenizer is not None:
+        tokenizer(writer)
 
     shapes = tensor_shapes(n_vocab=n_vocab, n_embd=n_embd, n_layer=n_layer,
                            n_head=n_head, n_head_kv=n_head_kv, n_ff=n_ff,
-                           tied=tied)
+                           tied=tied, arch=arch, head_dim=head_dim)
     unknown = set(omit) - set(shapes)
     if unknown:
         raise ValueError(f"--omit names no tensor of this model: {sorted(unknown)}")
@@ -118,6 +151,8 @@ def write_model(path, *, wtype, n_vocab, n_embd, n_layer, n_head, n_head_kv,
         # Draw values even for omitted tensors so that omitting one tensor
         # leaves every other tensor identical to the full model.
         values = random_values(rng, shape, scale)
+        if tname.endswith(".bias"):
+            values -= np.float32(1.0)           # biases: N(0, 0.1), not 1 + ...
         if tname in omit:
             continue
         if len(shape) == 1:
@@ -155,12 +190,18 @@ def main(argv=None):
     ap.add_argument("--name", default=None, help="general.name")
     ap.add_argument("--omit", nargs="*", default=[],
                     help="tensor names to leave out")
+    ap.add_argument("--arch", default="llama", choices=ARCHS)
+    ap.add_argument("--head-dim", type=int, default=None,
+                    help="attention.key_length (default n_embd / n_head)")
+    ap.add_argument("--window", type=int, default=0,
+                    help="attention.sliding_window (gemma3)")
     a = ap.parse_args(argv)
     write_model(a.out, wtype=a.wtype, n_vocab=a.n_vocab, n_embd=a.n_embd,
                 n_layer=a.n_layer, n_head=a.n_head, n_head_kv=a.n_head_kv,
                 n_ff=a.n_ff, ctx=a.ctx, tied=not a.untied, seed=a.seed,
                 rope_base=a.rope_base, eps=a.eps, omit=tuple(a.omit),
-                scale=a.scale, name=a.name)
+                scale=a.scale, name=a.name, arch=a.arch, head_dim=a.head_dim,
+                window=a.window)
     return 0
 
 

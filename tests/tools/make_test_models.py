@@ -24,6 +24,7 @@ import numpy as np
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_model  # noqa: E402
+import make_quant_fixtures  # noqa: E402
 import reference  # noqa: E402
 
 PROMPT_LENGTH = 24
@@ -39,6 +40,16 @@ GQA_UNTIED = dict(n_vocab=128, n_embd=128, n_layer=2, n_head=8, n_head_kv=2,
 # Widths that are not multiples of 32 (so f32 only: Q8_0 needs 32-blocks).
 ODD = dict(n_vocab=50, n_embd=48, n_layer=1, n_head=4, n_head_kv=2, n_ff=72,
            tied=True, seed=3)
+# The legacy block types, on the multi-head family.
+LEGACY_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1")
+# qwen2: Q/K/V biases and NEOX RoPE.
+QWEN2 = dict(arch="qwen2", n_vocab=112, n_embd=64, n_layer=2, n_head=4, n_head_kv=2,
+             n_ff=96, tied=True, seed=4)
+# gemma3: 7 layers so that layer 5 is global and the others local; a head size
+# (48) that is not n_embd / n_head; a window of 5 keys, shorter than the prompt.
+GEMMA3 = dict(arch="gemma3", n_vocab=100, n_embd=64, n_layer=7, n_head=2, n_head_kv=1,
+              head_dim=48, window=5, n_ff=128, tied=True, seed=5, eps=1e-6,
+              rope_base=1e6)
 
 
 def model_specs():
@@ -48,6 +59,12 @@ def model_specs():
         specs.append((f"mha_tied_{t}", t, MHA_TIED))
         specs.append((f"gqa_untied_{t}", t, GQA_UNTIED))
     specs.append(("odd_f32", "f32", ODD))
+    for t in LEGACY_TYPES:
+        specs.append((f"mha_tied_{t}", t, MHA_TIED))
+    specs.append(("qwen2_f32", "f32", QWEN2))
+    specs.append(("qwen2_q8_0", "q8_0", QWEN2))
+    specs.append(("gemma3_f32", "f32", GEMMA3))
+    specs.append(("gemma3_q8_0", "q8_0", GEMMA3))
     return specs
 
 
@@ -63,7 +80,8 @@ def up_to_date(outdir):
         return False
     here = os.path.dirname(os.path.abspath(__file__))
     scripts = [os.path.join(here, f) for f in
-               ("make_model.py", "reference.py", "make_test_models.py")]
+               ("make_model.py", "reference.py", "make_test_models.py",
+                "make_quant_fixtures.py")]
     newest = max(os.path.getmtime(s) for s in scripts)
     return os.path.getmtime(stamp) > newest
 
@@ -88,6 +106,7 @@ def main(argv=None):
     specs = model_specs()
     for name, wtype, hp in specs:
         make_one(a.outdir, name, wtype, hp)
+    make_quant_fixtures.write_all(a.outdir)
     with open(os.path.join(a.outdir, "models.txt"), "w") as f:
         f.write("".join(name + "\n" for name, _, _ in specs))
     return 0

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent float64 forward pass of a llama GGUF model.
+"""Independent float64 forward pass of a llama, qwen2 or gemma3 GGUF model.
 
 Usage:
   reference.py MODEL.gguf --tokens 1,5,9,... --out REF.bin
@@ -26,26 +26,42 @@ import gguf
 MAGIC = b"DIREF001"
 
 
+ARCHS = ("llama", "qwen2", "gemma3")
+
+
 class Model:
     """Hyperparameters and lazily dequantized float64 weights of one file."""
 
     def __init__(self, path):
         self.reader = gguf.GGUFReader(path)
         arch = self.field("general.architecture")
-        if arch != "llama":
-            raise ValueError(f"{path}: architecture {arch!r}, expected 'llama'")
-        self.n_embd = int(self.field("llama.embedding_length"))
-        self.n_layer = int(self.field("llama.block_count"))
-        self.n_head = int(self.field("llama.attention.head_count"))
-        self.n_head_kv = int(self.field("llama.attention.head_count_kv"))
-        self.eps = float(self.field("llama.attention.layer_norm_rms_epsilon"))
-        self.rope_base = float(self.field("llama.rope.freq_base"))
+        if arch not in ARCHS:
+            raise ValueError(f"{path}: architecture {arch!r}, expected one of {ARCHS}")
+        self.arch = arch
+        a = arch + "."
+        self.n_embd = int(self.field(a + "embedding_length"))
+        self.n_layer = int(self.field(a + "block_count"))
+        self.n_head = int(self.field(a + "attention.head_count"))
+        self.n_head_kv = int(self.field(a + "attention.head_count_kv"))
+        self.hd = int(self.field(a + "attention.key_length", self.n_embd // self.n_head))
+        self.eps = float(self.field(a + "attention.layer_norm_rms_epsilon"))
+        default_base = 1e6 if arch == "gemma3" else 1e4
+        self.rope_base = float(self.field(a + "rope.freq_base", default_base))
+        # llama pairs (2i, 2i+1); qwen2 and gemma3 pair (i, i + hd/2) ("NEOX")
+        self.neox = arch != "llama"
+        self.window = int(self.field(a + "attention.sliding_window", 0))
         self.tensors = {t.name: t for t in self.reader.tensors}
         self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
 
-    def field(self, key):
+    def local(self, i):
+        """Gemma 3: layers with i % 6 < 5 use a sliding window and RoPE base 1e4."""
+        return self.arch == "gemma3" and i % 6 < 5
+
+    def field(self, key, default=None):
         f = self.reader.fields.get(key)
         if f is None:
+            if default is not None:
+                return default
             raise KeyError(f"missing metadata key {key}")
         return f.contents()
 
@@ -67,31 +83,35 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def rope(x, positions, base):
-    """Rotate pairs (2i, 2i+1) of every head; x has shape (n, heads, hd)."""
+def rope(x, positions, base, neox):
+    """Rotate pairs of every head of x (n, heads, hd): (2i, 2i+1), or
+    (i, i + hd/2) when neox, by the angle pos * base^(-2i/hd)."""
     hd = x.shape[-1]
     i = np.arange(hd // 2, dtype=np.float64)
     theta = positions[:, None].astype(np.float64) * base ** (-2.0 * i / hd)
     cos = np.cos(theta)[:, None, :]
     sin = np.sin(theta)[:, None, :]
-    a = x[..., 0::2]
-    b = x[..., 1::2]
+    first = np.s_[..., : hd // 2] if neox else np.s_[..., 0::2]
+    second = np.s_[..., hd // 2 :] if neox else np.s_[..., 1::2]
+    a, b = x[first], x[second]
     out = np.empty_like(x)
-    out[..., 0::2] = a * cos - b * sin
-    out[..., 1::2] = a * sin + b * cos
+    out[first] = a * cos - b * sin
+    out[second] = a * sin + b * cos
     return out
 
 
-def attention(q, k, v, n_head, n_head_kv):
-    """Causal grouped-query attention. q: (n, n_head, hd); k, v: (n, n_head_kv, hd)."""
+def attention(q, k, v, n_head, n_head_kv, window):
+    """Causal grouped-query attention, scale 1/sqrt(hd). q: (n, n_head, hd);
+    k, v: (n, n_head_kv, hd). A window > 0 keeps keys j with i - j < window."""
     n, _, hd = q.shape
     group = n_head // n_head_kv
     # Query head h reads kv head h // group.
     k = np.repeat(k, group, axis=1)
     v = np.repeat(v, group, axis=1)
     scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(hd)
-    future = np.triu(np.ones((n, n), dtype=bool), k=1)
-    scores[:, future] = -np.inf
+    i, j = np.indices((n, n))
+    masked = (j > i) | ((i - j >= window) if window > 0 else False)
+    scores[:, masked] = -np.inf
     scores -= scores.max(axis=-1, keepdims=True)
     p = np.exp(scores)
     p /= p.sum(axis=-1, keepdims=True)
@@ -102,25 +122,45 @@ def silu(z):
     return z / (1.0 + np.exp(-z))
 
 
+def gelu_tanh(z):
+    return 0.5 * z * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (z + 0.044715 * z ** 3)))
+
+
 def layer(m, i, x, positions):
     """One transformer block on the residual stream x of shape (n, n_embd)."""
     p = f"blk.{i}."
     n = x.shape[0]
-    hd = m.n_embd // m.n_head
+    hd = m.hd
+    gemma = m.arch == "gemma3"
+
+    def proj(h, name):
+        y = h @ m.weight(p + name + ".weight").T
+        return y + m.weight(p + name + ".bias") if m.has(p + name + ".bias") else y
 
     h = rmsnorm(x, m.weight(p + "attn_norm.weight"), m.eps)
-    q = (h @ m.weight(p + "attn_q.weight").T).reshape(n, m.n_head, hd)
-    k = (h @ m.weight(p + "attn_k.weight").T).reshape(n, m.n_head_kv, hd)
-    v = (h @ m.weight(p + "attn_v.weight").T).reshape(n, m.n_head_kv, hd)
-    q = rope(q, positions, m.rope_base)
-    k = rope(k, positions, m.rope_base)
-    att = attention(q, k, v, m.n_head, m.n_head_kv)
-    x = x + att @ m.weight(p + "attn_output.weight").T
+    q = proj(h, "attn_q").reshape(n, m.n_head, hd)
+    k = proj(h, "attn_k").reshape(n, m.n_head_kv, hd)
+    v = proj(h, "attn_v").reshape(n, m.n_head_kv, hd)
+    if gemma:  # QK-norm: RMSNorm of every head
+        q = rmsnorm(q, m.weight(p + "attn_q_norm.weight"), m.eps)
+        k = rmsnorm(k, m.weight(p + "attn_k_norm.weight"), m.eps)
+    base = 10000.0 if m.local(i) else m.rope_base
+    q = rope(q, positions, base, m.neox)
+    k = rope(k, positions, base, m.neox)
+    att = attention(q, k, v, m.n_head, m.n_head_kv, m.window if m.local(i) else 0)
+    out = att @ m.weight(p + "attn_output.weight").T
+    if gemma:
+        out = rmsnorm(out, m.weight(p + "post_attention_norm.weight"), m.eps)
+    x = x + out
 
     h = rmsnorm(x, m.weight(p + "ffn_norm.weight"), m.eps)
     gate = h @ m.weight(p + "ffn_gate.weight").T
     up = h @ m.weight(p + "ffn_up.weight").T
-    return x + (silu(gate) * up) @ m.weight(p + "ffn_down.weight").T
+    act = gelu_tanh(gate) if gemma else silu(gate)
+    out = (act * up) @ m.weight(p + "ffn_down.weight").T
+    if gemma:
+        out = rmsnorm(out, m.weight(p + "post_ffw_norm.weight"), m.eps)
+    return x + out
 
 
 def forward(m, tokens):
@@ -131,6 +171,8 @@ def forward(m, tokens):
     positions = np.arange(tokens.size)
     embd = m.weight("token_embd.weight")
     x = embd[tokens]
+    if m.arch == "gemma3":
+        x = x * np.sqrt(m.n_embd)
     for i in range(m.n_layer):
         x = layer(m, i, x, positions)
     x = rmsnorm(x, m.weight("output_norm.weight"), m.eps)
@@ -173,7 +215,7 @@ def parse_tokens(text):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="float64 reference logits of a llama GGUF model")
+    ap = argparse.ArgumentParser(description="float64 reference logits of a llama, qwen2 or gemma3 GGUF model")
     ap.add_argument("model")
     ap.add_argument("--tokens", required=True, help="comma-separated token ids")
     ap.add_argument("--out", required=True)

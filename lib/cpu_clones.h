@@ -1,0 +1,22 @@
+/*
+ * cpu_clones.h — DI_CLONES compiles a hot CPU function for baseline x86-64,
+ * x86-64-v3 (AVX2, FMA, F16C) and x86-64-v4 (AVX-512), chosen once at load
+ * time (GCC target_clones). Every clone performs the same correctly rounded
+ * operations: only independent lanes are vectorised, never a reduction
+ * reordered (no -ffast-math), and an explicit fmaf is a fused multiply-add
+ * in every clone (libm's correctly rounded fmaf in the baseline one).
+ */
+#ifndef DI_CPU_CLONES_H
+#define DI_CPU_CLONES_H
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DI_NO_CLONES)
+#define DI_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#else
+#define DI_CLONES
+#endif
+
+/* For helpers of a cloned function: inlined into each clone, so they are
+ * compiled for that clone's instruction set too. */
+#define DI_INLINE inline __attribute__((always_inline))
+
+#endif /* DI_CPU_CLONES_H */

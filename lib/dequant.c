@@ -1,0 +1,234 @@
+/*
+ * dequant.c — weight rows of every supported GGUF type to float32.
+ *
+ * A plain transcription of docs/QUANTS.md. Each block is read through byte
+ * loads (rows inside an mmapped file need not be aligned, and the file is
+ * little-endian whatever the host). The float operations are written in the
+ * documented order; in every type all products are exact and at most one
+ * addition rounds, so the bits do not depend on how a compiler or another
+ * backend groups the products, or on fma contraction (QUANTS.md says why).
+ */
+#include "cpu_clones.h"
+#include "dequant.h"
+
+#include <string.h>
+
+#include "numerics.h"
+
+/* ggml type ids (gguf.h names only the types the loader had before). */
+enum {
+    QT_F32 = 0, QT_F16 = 1, QT_Q4_0 = 2, QT_Q4_1 = 3, QT_Q5_0 = 6, QT_Q5_1 = 7,
+    QT_Q8_0 = 8, QT_Q4_K = 12, QT_Q5_K = 13, QT_Q6_K = 14, QT_BF16 = 30
+};
+
+#define QK 32   /* weights per block of the 32-blocks */
+#define QK_K 256 /* weights per super-block of the K types */
+
+/* ---- little-endian loads ------------------------------------------------- */
+
+static inline uint16_t load_u16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static inline uint32_t load_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+/* A binary16 scale field, exactly. */
+static inline float load_f16(const uint8_t *p)
+{
+    return di_f16_to_f32(load_u16(p));
+}
+
+/* ---- 32-weight blocks ----------------------------------------------------- */
+/* In Q4_x and Q5_x, byte j of the nibbles holds weight j (low nibble) and
+ * weight j + 16 (high nibble); Q5_x keeps the fifth bits of weight j in bit j
+ * of a little-endian u32. */
+
+/* Q4_0, 18 bytes: d, qs[16]. w = d * (q - 8): exact. */
+static DI_INLINE void block_q4_0(const uint8_t *b, float *y)
+{
+    const float d = load_f16(b);
+    const uint8_t *qs = b + 2;
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)((qs[j] & 0xf) - 8);
+        y[j + 16] = d * (float)((qs[j] >> 4) - 8);
+    }
+}
+
+/* Q4_1, 20 bytes: d, m, qs[16]. w = (d * q) + m: the product is exact, the
+ * addition rounds once. */
+static DI_INLINE void block_q4_1(const uint8_t *b, float *y)
+{
+    const float d = load_f16(b), m = load_f16(b + 2);
+    const uint8_t *qs = b + 4;
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)(qs[j] & 0xf) + m;
+        y[j + 16] = d * (float)(qs[j] >> 4) + m;
+    }
+}
+
+/* Q5_0, 22 bytes: d, qh (u32), qs[16]. w = d * (q - 16): exact. */
+static DI_INLINE void block_q5_0(const uint8_t *b, float *y)
+{
+    const float d = load_f16(b);
+    const uint32_t qh = load_u32(b + 2);
+    const uint8_t *qs = b + 6;
+    for (int j = 0; j < 16; j++) {
+        const int lo = (qs[j] & 0xf) | (int)((qh >> j) & 1u) << 4;
+        const int hi = (qs[j] >> 4) | (int)((qh >> (j + 16)) & 1u) << 4;
+        y[j] = d * (float)(lo - 16);
+        y[j + 16] = d * (float)(hi - 16);
+    }
+}
+
+/* Q5_1, 24 bytes: d, m, qh (u32), qs[16]. w = (d * q) + m: one rounding. */
+static DI_INLINE void block_q5_1(const uint8_t *b, float *y)
+{
+    const float d = load_f16(b), m = load_f16(b + 2);
+    const uint32_t qh = load_u32(b + 4);
+    const uint8_t *qs = b + 8;
+    for (int j = 0; j < 16; j++) {
+        const int lo = (qs[j] & 0xf) | (int)((qh >> j) & 1u) << 4;
+        const int hi = (qs[j] >> 4) | (int)((qh >> (j + 16)) & 1u) << 4;
+        y[j] = d * (float)lo + m;
+        y[j + 16] = d * (float)hi + m;
+    }
+}
+
+/* Q8_0, 34 bytes: d, int8 qs[32]. w = d * q: exact. */
+static DI_INLINE void block_q8_0(const uint8_t *b, float *y)
+{
+    const float d = load_f16(b);
+    for (int j = 0; j < QK; j++)
+        y[j] = d * (float)(int8_t)b[2 + j];
+}
+
+/* ---- 256-weight super-blocks ---------------------------------------------- */
+
+/* The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block, packed
+ * in 12 bytes: bytes 0-3 and 4-7 hold the low six bits of sc[0..3] and
+ * m[0..3]; sub-blocks 4..7 take their low nibbles from bytes 8-11 and their
+ * top two bits from the spare top bits of bytes 0-3 (sc) and 4-7 (m). */
+static DI_INLINE void k_scale_min(const uint8_t *s, int j, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0xf) | (s[j - 4] >> 6) << 4;
+        *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    }
+}
+
+/* Q4_K and Q5_K share everything but the fifth bit: sub-block j (32 weights)
+ * takes nibble (j % 2) of bytes qs[32*(j/2) .. +31], and in Q5_K bit j of
+ * qh[l] for its weight l. w = (d * sc) * q - (dmin * m): the three products
+ * are exact, the subtraction rounds once. qh is NULL for Q4_K. */
+static DI_INLINE void block_k(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, float *y)
+{
+    const float d = load_f16(b), dmin = load_f16(b + 2);
+    for (int j = 0; j < 8; j++) {
+        int sc, m;
+        k_scale_min(b + 4, j, &sc, &m);
+        const float dl = d * (float)sc, ml = dmin * (float)m;
+        const uint8_t *q = qs + 32 * (j / 2);
+        const int shift = 4 * (j % 2);
+        for (int l = 0; l < 32; l++) {
+            int v = (q[l] >> shift) & 0xf;
+            if (qh)
+                v |= ((qh[l] >> j) & 1) << 4;
+            y[32 * j + l] = dl * (float)v - ml;
+        }
+    }
+}
+
+/* Q4_K, 144 bytes: d, dmin, scales[12], qs[128]. */
+static DI_INLINE void block_q4_k(const uint8_t *b, float *y)
+{
+    block_k(b, NULL, b + 16, y);
+}
+
+/* Q5_K, 176 bytes: d, dmin, scales[12], qh[32], qs[128]. */
+static DI_INLINE void block_q5_k(const uint8_t *b, float *y)
+{
+    block_k(b, b + 16, b + 48, y);
+}
+
+/* Q6_K, 210 bytes: ql[128], qh[64], int8 scales[16], d. Each half of 128
+ * weights uses 64 bytes of ql and 32 of qh; its quarter k (32 weights)
+ * takes nibble k / 2 of ql[32 * (k % 2) + l] and bits 2k..2k+1 of qh[l].
+ * Weight i has scale scales[i / 16]. w = (d * sc) * (q - 32): exact. */
+static DI_INLINE void block_q6_k(const uint8_t *b, float *y)
+{
+    const float d = load_f16(b + 208);
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
+        for (int k = 0; k < 4; k++) {
+            const uint8_t *lo = ql + 32 * (k % 2);
+            const int shift = 4 * (k / 2);
+            for (int half = 0; half < 2; half++) { /* 16 weights share a scale */
+                const int i0 = 128 * h + 32 * k + 16 * half;
+                const float dl = d * (float)(int8_t)b[192 + i0 / 16];
+                for (int l = 16 * half; l < 16 * half + 16; l++) {
+                    const int q = ((lo[l] >> shift) & 0xf) | ((qh[l] >> (2 * k)) & 3) << 4;
+                    y[128 * h + 32 * k + l] = dl * (float)(q - 32);
+                }
+            }
+        }
+    }
+}
+
+/* ---- rows -------------------------------------------------------------------- */
+
+typedef void (*block_fn)(const uint8_t *block, float *out);
+
+/* Inlined with a constant fn in each case below, so no call per block. */
+static inline void convert_blocks(block_fn fn, uint32_t elems, uint32_t bytes, const uint8_t *row,
+                                  uint32_t n, float *out)
+{
+    for (uint32_t b = 0; b < n / elems; b++)
+        fn(row + (size_t)b * bytes, out + (size_t)b * elems);
+}
+
+int di_dequant_supported(uint32_t type)
+{
+    switch (type) {
+    case QT_F32: case QT_F16: case QT_BF16: case QT_Q4_0: case QT_Q4_1: case QT_Q5_0:
+    case QT_Q5_1: case QT_Q8_0: case QT_Q4_K: case QT_Q5_K: case QT_Q6_K:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+DI_CLONES void di_dequant_row(uint32_t type, const uint8_t *row, uint32_t n, float *out)
+{
+    switch (type) {
+    case QT_F32:
+        for (uint32_t i = 0; i < n; i++)
+            out[i] = di_float_from_bits(load_u32(row + 4 * (size_t)i));
+        break;
+    case QT_F16:
+        for (uint32_t i = 0; i < n; i++)
+            out[i] = di_f16_to_f32(load_u16(row + 2 * (size_t)i));
+        break;
+    case QT_BF16:
+        for (uint32_t i = 0; i < n; i++)
+            out[i] = di_bf16_to_f32(load_u16(row + 2 * (size_t)i));
+        break;
+    case QT_Q4_0: convert_blocks(block_q4_0, QK, 18, row, n, out); break;
+    case QT_Q4_1: convert_blocks(block_q4_1, QK, 20, row, n, out); break;
+    case QT_Q5_0: convert_blocks(block_q5_0, QK, 22, row, n, out); break;
+    case QT_Q5_1: convert_blocks(block_q5_1, QK, 24, row, n, out); break;
+    case QT_Q8_0: convert_blocks(block_q8_0, QK, 34, row, n, out); break;
+    case QT_Q4_K: convert_blocks(block_q4_k, QK_K, 144, row, n, out); break;
+    case QT_Q5_K: convert_blocks(block_q5_k, QK_K, 176, row, n, out); break;
+    case QT_Q6_K: convert_blocks(block_q6_k, QK_K, 210, row, n, out); break;
+    default:
+        memset(out, 0, (size_t)n * sizeof(float)); /* the loader admits no such type */
+        break;
+    }
+}

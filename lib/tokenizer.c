@@ -1,0 +1,961 @@
+/*
+ * tokenizer.c — the vocabulary of a GGUF file (tokenizer.ggml.*), the public
+ * di_model_* tokenizer calls, UTF-8 validation, and decoding.
+ *
+ * The reference is llama.cpp (src/llama-vocab.cpp): token ids must be the
+ * ones its llama_tokenize(parse_special=false) gives, and decoded text what
+ * its llama_detokenize(remove_special=false, unparse_special=false) gives.
+ * docs/TOKENIZER.md lists each rule and where it comes from. The encoders
+ * of the two kinds live in tokenizer_spm.c and tokenizer_bpe.c.
+ *
+ * Everything here is built once at load and read-only afterwards, so a
+ * shared model tokenizes from any number of threads; each call allocates
+ * its own scratch memory.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "model.h"
+#include "tokenizer_internal.h"
+
+#define HASH_SEED UINT64_C(14695981039346656037)
+#define HASH_PRIME UINT64_C(1099511628211)
+
+/* ---- small shared helpers ------------------------------------------------ */
+
+uint64_t di_tok_hash(const char *s, size_t n)
+{
+    uint64_t h = HASH_SEED;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * HASH_PRIME;
+    return h;
+}
+
+int di_tok_vec_push(di_tok_vec *vec, int32_t id)
+{
+    if (vec->n == vec->cap) {
+        size_t cap = vec->cap ? vec->cap * 2 : 64;
+        int32_t *v = realloc(vec->v, cap * sizeof *v);
+        if (!v)
+            return 0;
+        vec->v = v;
+        vec->cap = cap;
+    }
+    vec->v[vec->n++] = id;
+    return 1;
+}
+
+int32_t di_tok_find(const di_tokenizer *t, const char *s, size_t n)
+{
+    const di_tok_table *tab = &t->by_text;
+    for (uint64_t i = di_tok_hash(s, n) & tab->mask;; i = (i + 1) & tab->mask) {
+        uint32_t slot = tab->slots[i];
+        if (slot == 0)
+            return -1;
+        const di_tok_piece *p = &t->pieces[slot - 1];
+        if (p->len == n && memcmp(p->text, s, n) == 0)
+            return (int32_t)(slot - 1);
+    }
+}
+
+size_t di_utf8_len(unsigned char lead)
+{
+    static const unsigned char by_top_bits[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    return by_top_bits[lead >> 4];
+}
+
+int di_utf8_valid(const char *s, size_t n, size_t *bad_offset)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = p[i];
+        size_t len;
+        uint32_t cpt, min;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xE0) == 0xC0) {
+            len = 2, cpt = c & 0x1F, min = 0x80;
+        } else if ((c & 0xF0) == 0xE0) {
+            len = 3, cpt = c & 0x0F, min = 0x800;
+        } else if ((c & 0xF8) == 0xF0) {
+            len = 4, cpt = c & 0x07, min = 0x10000;
+        } else {
+            *bad_offset = i; /* a stray continuation byte, or 0xF8..0xFF */
+            return 0;
+        }
+        if (len > n - i) {
+            *bad_offset = i;
+            return 0;
+        }
+        for (size_t k = 1; k < len; k++) {
+            if ((p[i + k] & 0xC0) != 0x80) {
+                *bad_offset = i;
+                return 0;
+            }
+            cpt = (cpt << 6) | (p[i + k] & 0x3F);
+        }
+        if (cpt < min || cpt > 0x10FFFF || (cpt >= 0xD800 && cpt <= 0xDFFF)) {
+            *bad_offset = i;
+            return 0;
+        }
+        i += len;
+    }
+    return 1;
+}
+
+/* ---- reading metadata ---------------------------------------------------- */
+
+static uint64_t le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint32_t le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* A boolean key; absent leaves *out as it is (the kind's default). */
+static di_status read_bool(const di_gguf *g, const char *key, int *out, char *err, size_t es)
+{
+    const di_gguf_kv *kv = di_gguf_find_kv(g, key);
+    if (!kv)
+        return DI_OK;
+    if (kv->type != DI_GGUF_BOOL)
+        return di_error(err, es, DI_ERR_MODEL, "%s must be a bool (has type %u)", key, kv->type);
+    *out = kv->v.u64 != 0;
+    return DI_OK;
+}
+
+/* A token id key, checked against the vocabulary; *present says if given. */
+static di_status read_id(const di_gguf *g, const char *key, uint32_t n_vocab, int32_t *out,
+                         int *present, char *err, size_t es)
+{
+    const di_gguf_kv *kv = di_gguf_find_kv(g, key);
+    if (present)
+        *present = kv != NULL;
+    if (!kv)
+        return DI_OK;
+    if (!di_gguf_kv_is_integer(kv))
+        return di_error(err, es, DI_ERR_MODEL, "%s must be an integer (has type %u)", key, kv->type);
+    if ((di_gguf_kv_is_signed(kv) && kv->v.i64 < 0) || kv->v.u64 >= n_vocab)
+        return di_error(err, es, DI_ERR_MODEL, "%s = %lld is outside the vocabulary [0, %u)", key,
+                        di_gguf_kv_is_signed(kv) ? (long long)kv->v.i64 : (long long)kv->v.u64, n_vocab);
+    *out = (int32_t)kv->v.u64;
+    return DI_OK;
+}
+
+/* An array key of one element type with at least n elements; NULL if absent. */
+static di_status find_array(const di_gguf *g, const char *key, uint32_t type1, uint32_t type2,
+                            uint64_t n, const di_gguf_kv **out, char *err, size_t es)
+{
+    const di_gguf_kv *kv = di_gguf_find_kv(g, key);
+    *out = NULL;
+    if (!kv)
+        return DI_OK;
+    if (kv->type != DI_GGUF_ARRAY || (kv->v.arr.type != type1 && kv->v.arr.type != type2))
+        return di_error(err, es, DI_ERR_MODEL, "%s has the wrong type (%u, element type %u)", key,
+                        kv->type, kv->type == DI_GGUF_ARRAY ? kv->v.arr.type : 0u);
+    if (kv->v.arr.count < n)
+        return di_error(err, es, DI_ERR_MODEL, "%s has %llu elements, fewer than the %llu tokens", key,
+                        (unsigned long long)kv->v.arr.count, (unsigned long long)n);
+    *out = kv;
+    return DI_OK;
+}
+
+static void set_none(di_tokenizer *t, const char *why, const char *name)
+{
+    t->kind = DI_TOK_KIND_NONE;
+    snprintf(t->reason, sizeof t->reason, why, name);
+}
+
+/* ---- the vocabulary ------------------------------------------------------ */
+
+static uint32_t attr_of_type(int32_t type)
+{
+    switch (type) {
+    case 1: return DI_TOK_NORMAL;
+    case 2: return DI_TOK_UNKNOWN;
+    case 3: return DI_TOK_CONTROL;
+    case 4: return DI_TOK_USER_DEFINED;
+    case 5: return DI_TOK_UNUSED;
+    case 6: return DI_TOK_BYTE;
+    default: return DI_TOK_UNDEFINED;
+    }
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static di_status table_alloc(di_tok_table *tab, uint64_t n)
+{
+    uint64_t size = 16;
+    while (size < 2 * n) /* load factor at most one half */
+        size *= 2;
+    tab->slots = calloc((size_t)size, sizeof *tab->slots);
+    tab->mask = (uint32_t)(size - 1);
+    return tab->slots ? DI_OK : DI_ERR_OUT_OF_MEMORY;
+}
+
+/* Inserts token id; a text seen before gives its earlier id in *dup. */
+static int table_insert(di_tokenizer *t, uint32_t id, int32_t *dup)
+{
+    di_tok_table *tab = &t->by_text;
+    const di_tok_piece *p = &t->pieces[id];
+    for (uint64_t i = di_tok_hash(p->text, p->len) & tab->mask;; i = (i + 1) & tab->mask) {
+        uint32_t slot = tab->slots[i];
+        if (slot == 0) {
+            tab->slots[i] = id + 1;
+            return 1;
+        }
+        const di_tok_piece *q = &t->pieces[slot - 1];
+        if (q->len == p->len && memcmp(q->text, p->text, p->len) == 0) {
+            *dup = (int32_t)(slot - 1);
+            return 0;
+        }
+    }
+}
+
+/* llama.cpp names an empty token "[EMPTY_<id>]"; the names live in one block. */
+static di_status name_empty_tokens(di_tokenizer *t, char *err, size_t es)
+{
+    size_t n_empty = 0;
+    for (uint32_t i = 0; i < t->n_vocab; i++)
+        n_empty += t->pieces[i].len == 0;
+    if (n_empty == 0)
+        return DI_OK;
+    t->names = malloc(n_empty * 20);
+    if (!t->names)
+        return di_error(err, es, DI_ERR_OUT_OF_MEMORY, "out of memory naming empty tokens");
+    char *w = t->names;
+    for (uint32_t i = 0; i < t->n_vocab; i++) {
+        if (t->pieces[i].len != 0)
+            continue;
+        int len = snprintf(w, 20, "[EMPTY_%u]", i);
+        t->pieces[i].text = w;
+        t->pieces[i].len = (uint32_t)len;
+        w += 20;
+    }
+    return DI_OK;
+}
+
+static di_status load_pieces(di_tokenizer *t, const di_gguf *g, uint32_t n_vocab, char *err,
+                             size_t es)
+{
+    const di_gguf_kv *tokens, *scores, *types;
+    di_status st = find_array(g, "tokenizer.ggml.tokens", DI_GGUF_STRING, DI_GGUF_STRING, 0, &tokens,
+                              err, es);
+    if (st)
+        return st;
+    if (!tokens)
+        return di_error(err, es, DI_ERR_MODEL, "tokenizer.ggml.tokens is missing");
+    if (tokens->v.arr.count != n_vocab)
+        return di_error(err, es, DI_ERR_MODEL,
+                        "tokenizer.ggml.tokens has %llu tokens but the model has n_vocab = %u",
+                        (unsigned long long)tokens->v.arr.count, n_vocab);
+    if ((st = find_array(g, "tokenizer.ggml.scores", DI_GGUF_FLOAT32, DI_GGUF_INT32, n_vocab,
+                         &scores, err, es)) ||
+        (st = find_array(g, "tokenizer.ggml.token_type", DI_GGUF_INT32, DI_GGUF_INT32, n_vocab,
+                         &types, err, es)))
+        return st;
+
+    t->n_vocab = n_vocab;
+    t->pieces = calloc(n_vocab ? n_vocab : 1, sizeof *t->pieces);
+    if (!t->pieces)
+        return di_error(err, es, DI_ERR_OUT_OF_MEMORY, "out of memory for %u tokens", n_vocab);
+    const uint8_t *p = tokens->v.arr.data; /* the format layer checked every length */
+    for (uint32_t i = 0; i < n_vocab; i++) {
+        uint64_t len = le64(p);
+        if (len > UINT32_MAX)
+            return di_error(err, es, DI_ERR_MODEL, "token %u is %llu bytes long", i,
+                            (unsigned long long)len);
+        di_tok_piece *piece = &t->pieces[i];
+        piece->text = (const char *)p + 8;
+        piece->len = (uint32_t)len;
+        p += 8 + len;
+        piece->attr = types ? attr_of_type((int32_t)le32(types->v.arr.data + 4 * (size_t)i))
+                            : DI_TOK_NORMAL;
+        if (scores) {
+            uint32_t bits = le32(scores->v.arr.data + 4 * (size_t)i);
+            if (scores->v.arr.type == DI_GGUF_INT32) {
+                piece->score = (float)(int32_t)bits;
+            } else {
+                memcpy(&piece->score, &bits, sizeof bits);
+                if (isnan(piece->score))
+                    return di_error(err, es, DI_ERR_MODEL, "tokenizer.ggml.scores[%u] is NaN", i);
+            }
+        }
+        if (piece->attr & DI_TOK_BYTE) {
+            /* the byte tokens of SentencePiece vocabularies: "<0xHH>" */
+            int hi = len == 6 ? hex_value(piece->text[3]) : -1;
+            int lo = len == 6 ? hex_value(piece->text[4]) : -1;
+            if (hi < 0 || lo < 0 || memcmp(piece->text, "<0x", 3) != 0 || piece->text[5] != '>')
+                return di_error(err, es, DI_ERR_MODEL, "byte token %u is '%.*s', not <0xHH>", i,
+                                (int)len, piece->text);
+            piece->byte = (uint8_t)(hi * 16 + lo);
+        }
+    }
+    if ((st = name_empty_tokens(t, err, es)))
+        return st;
+    if (table_alloc(&t->by_text, n_vocab))
+        return di_error(err, es, DI_ERR_OUT_OF_MEMORY, "out of memory for the token table");
+    for (uint32_t i = 0; i < n_vocab; i++) {
+        int32_t dup;
+        if (!table_insert(t, i, &dup))
+            /* llama.cpp aborts on such a file (id_to_token.size() == token_to_id.size()) */
+            return di_error(err, es, DI_ERR_MODEL, "token %u '%.*s' repeats token %d", i,
+                            (int)t->pieces[i].len, t->pieces[i].text, dup);
+    }
+    return DI_OK;
+}
+
+/* ---- llama.cpp's by-name attribute fixes ---------------------------------
+ * llama.cpp overrides the file's token types for some well-known texts (its
+ * load(): the EOG list, FIM tokens, gpt-oss and Gemma/PLaMo markers). They
+ * change which tokens give text when decoding and which are matched first
+ * when encoding, so they are repeated here. */
+
+static int32_t find_z(const di_tokenizer *t, const char *z)
+{
+    return di_tok_find(t, z, strlen(z));
+}
+
+static void add_control(di_tokenizer *t, const char *const *names)
+{
+    for (; *names; names++) {
+        int32_t id = find_z(t, *names);
+        if (id >= 0)
+            t->pieces[id].attr |= DI_TOK_CONTROL;
+    }
+}
+
+static di_status apply_name_fixes(di_tokenizer *t, const di_gguf *g, char *err, size_t es)
+{
+    /* end-of-generation texts (a superset of llama.cpp's EOT and EOM lists) */
+    static const char *const eog[] = {
+        "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>",
+        "<|calls|>", "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>",
+        "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>",
+        "<|tool_response>", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+        "[e~[", NULL};
+    /* fill-in-the-middle texts, used only when the file does not name the id */
+    static const struct {
+        const char *keys[2];
+        const char *names[9];
+    } fim[] = {
+        {{"tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id"},
+         {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>",
+          "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>", NULL}},
+        {{"tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id"},
+         {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>",
+          "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>", NULL}},
+        {{"tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id"},
+         {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>",
+          "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>", NULL}},
+        {{"tokenizer.ggml.fim_pad_token_id", NULL},
+         {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", NULL}},
+        {{"tokenizer.ggml.fim_rep_token_id", NULL},
+         {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", NULL}},
+        {{"tokenizer.ggml.fim_sep_token_id", NULL}, {"<|file_sep|>", NULL}},
+    };
+    for (size_t i = 0; i < sizeof fim / sizeof fim[0]; i++) {
+        int named = 0;
+        for (int k = 0; k < 2 && fim[i].keys[k]; k++) {
+            int32_t id = -1;
+            int present;
+            di_status st = read_id(g, fim[i].keys[k], t->n_vocab, &id, &present, err, es);
+            if (st)
+                return st;
+            named |= present;
+        }
+        if (!named)
+            add_control(t, fim[i].names);
+    }
+    add_control(t, eog);
+
+    /* gpt-oss: these always render */
+    static const char *const rendered[] = {"<|channel|>", "<|message|>", "<|start|>",
+                                           "<|constrain|>", NULL};
+    for (const char *const *z = rendered; *z; z++) {
+        int32_t id = find_z(t, *z);
+        if (id >= 0)
+            t->pieces[id].attr = DI_TOK_USER_DEFINED;
+    }
+    /* o200k_harmony and solar-open: "<|end|>" is not an end of generation */
+    int32_t end = find_z(t, "<|end|>");
+    int has_call = find_z(t, "<|call|>") >= 0 || find_z(t, "<|calls|>") >= 0;
+    if (end >= 0 && has_call && (find_z(t, "<|return|>") >= 0 || find_z(t, "<|flush|>") >= 0))
+        t->pieces[end].attr = DI_TOK_USER_DEFINED;
+    /* Gemma 4 and PLaMo 2: "</s>" is a normal token */
+    int32_t s = find_z(t, "</s>");
+    int plamo_eos = t->eos >= 0 && t->pieces[t->eos].len == 13 &&
+                    memcmp(t->pieces[t->eos].text, "<|plamo:eos|>", 13) == 0;
+    if (s >= 0 && (find_z(t, "<|tool_response>") >= 0 || plamo_eos))
+        t->pieces[s].attr = DI_TOK_NORMAL;
+    return DI_OK;
+}
+
+/* Ids of user-defined tokens that plain text is split on, longest first. */
+static int cmp_longest_first(const void *a, const void *b, void *pieces)
+{
+    const di_tok_piece *p = pieces;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (p[x].len != p[y].len)
+        return p[x].len > p[y].len ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+static di_status collect_user_defined(di_tokenizer *t, char *err, size_t es)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < t->n_vocab; i++) {
+        uint32_t a = t->pieces[i].attr;
+        n += (a & DI_TOK_USER_DEFINED) && !(a & (DI_TOK_CONTROL | DI_TOK_UNKNOWN));
+    }
+    if (n == 0)
+        return DI_OK;
+    t->user_defined = malloc(n * sizeof *t->user_defined);
+    if (!t->user_defined)
+        return di_error(err, es, DI_ERR_OUT_OF_MEMORY, "out of memory for user-defined tokens");
+    for (uint32_t i = 0; i < t->n_vocab; i++) {
+        uint32_t a = t->pieces[i].attr;
+        if ((a & DI_TOK_USER_DEFINED) && !(a & (DI_TOK_CONTROL | DI_TOK_UNKNOWN)))
+            t->user_defined[t->n_user_defined++] = (int32_t)i;
+    }
+    qsort_r(t->user_defined, n, sizeof *t->user_defined, cmp_longest_first, t->pieces);
+    return DI_OK;
+}
+
+/* SentencePiece byte fallback: "<0xHH>", else the byte as a one-byte token. */
+static void find_byte_tokens(di_tokenizer *t)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (int b = 0; b < 256; b++) {
+        char name[6] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
+        char raw = (char)b;
+        int32_t id = di_tok_find(t, name, sizeof name);
+        t->byte_token[b] = id >= 0 ? id : di_tok_find(t, &raw, 1);
+    }
+}
+
+static di_status load_kind(di_tokenizer *t, const di_gguf *g, uint32_t n_vocab, char *err, size_t es)
+{
+    di_status st = load_pieces(t, g, n_vocab, err, es);
+    if (st)
+        return st;
+    /* llama.cpp's defaults per kind, before the file's keys */
+    int32_t default_bos, default_eos;
+    if (t->kind == DI_TOK_KIND_SPM) {
+        t->add_bos = 1;
+        t->add_space_prefix = 1;
+        default_bos = 1;
+        default_eos = 2;
+    } else {
+        t->clean_spaces = 1;
+        default_bos = 11;
+        default_eos = 11;
+        if ((st = di_bpe_load(t, g, err, es)))
+            return st;
+        if (t->kind == DI_TOK_KIND_NONE)
+            return DI_OK; /* an unknown pre-tokenizer: reason set */
+    }
+    t->bos = default_bos < (int32_t)n_vocab ? default_bos : -1;
+    t->eos = default_eos < (int32_t)n_vocab ? default_eos : -1;
+    int32_t unk = -1;
+    if ((st = read_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err, es)) ||
+        (st = read_id(g, "tokenizer.ggml.bos_token_id", n_vocab, &t->bos, NULL, err, es)) ||
+        (st = read_id(g, "tokenizer.ggml.eos_token_id", n_vocab, &t->eos, NULL, err, es)) ||
+        (st = read_id(g, "tokenizer.ggml.unknown_token_id", n_vocab, &unk, NULL, err, es)) ||
+        (st = read_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos, err, es)) ||
+        (st = read_bool(g, "tokenizer.ggml.add_eos_token", &t->add_eos, err, es)))
+        return st;
+    if (t->add_bos && t->bos < 0)
+        return di_error(err, es, DI_ERR_MODEL, "add_bos_token is set but there is no BOS token");
+    if (t->add_eos && t->eos < 0)
+        return di_error(err, es, DI_ERR_MODEL, "add_eos_token is set but there is no EOS token");
+    if ((st = apply_name_fixes(t, g, err, es)) || (st = collect_user_defined(t, err, es)))
+        return st;
+    if (t->kind == DI_TOK_KIND_SPM)
+        find_byte_tokens(t);
+    return DI_OK;
+}
+
+static void free_vocabulary(di_tokenizer *t)
+{
+    di_bpe_free(t);
+    free(t->pieces);
+    free(t->by_text.slots);
+    free(t->names);
+    free(t->user_defined);
+    t->pieces = NULL;
+    t->by_text.slots = NULL;
+    t->names = NULL;
+    t->user_defined = NULL;
+    t->n_vocab = t->n_user_defined = 0;
+    t->bos = t->eos = -1;
+}
+
+di_status di_tokenizer_load(const di_gguf *g, uint32_t n_vocab, di_tokenizer **out, char *err,
+                            size_t err_size)
+{
+    if (!g || !out)
+        return di_error(err, err_size, DI_ERR_INVALID_ARGUMENT, "di_tokenizer_load: NULL argument");
+    *out = NULL;
+    di_tokenizer *t = calloc(1, sizeof *t);
+    if (!t)
+        return di_error(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory for the tokenizer");
+    t->bos = t->eos = -1;
+    for (int b = 0; b < 256; b++)
+        t->byte_token[b] = -1;
+
+    const di_gguf_kv *kv = di_gguf_find_kv(g, "tokenizer.ggml.model");
+    di_status st = DI_OK;
+    if (!kv) {
+        set_none(t, "the model file has no tokenizer (no %s)", "tokenizer.ggml.model");
+    } else if (kv->type != DI_GGUF_STRING) {
+        st = di_error(err, err_size, DI_ERR_MODEL, "tokenizer.ggml.model must be a string (has type %u)",
+                      kv->type);
+    } else {
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(kv->v.str.len < 63 ? kv->v.str.len : 63),
+                 kv->v.str.ptr);
+        if (strcmp(name, "llama") == 0 && kv->v.str.len == 5) {
+            t->kind = DI_TOK_KIND_SPM;
+        } else if (strcmp(name, "gpt2") == 0 && kv->v.str.len == 4) {
+            t->kind = DI_TOK_KIND_BPE;
+        } else if (strcmp(name, "no_vocab") == 0 || strcmp(name, "none") == 0) {
+            set_none(t, "the model file says it has no vocabulary (tokenizer.ggml.model '%s')", name);
+        } else {
+            set_none(t, "tokenizer kind '%s' is not supported (supported: llama, gpt2)", name);
+        }
+        if (t->kind != DI_TOK_KIND_NONE)
+            st = load_kind(t, g, n_vocab, err, err_size);
+    }
+    if (st) {
+        di_tokenizer_free(t);
+        return st;
+    }
+    if (t->kind == DI_TOK_KIND_NONE)
+        free_vocabulary(t); /* an unknown pre-tokenizer: only the reason stays */
+    *out = t;
+    return DI_OK;
+}
+
+void di_tokenizer_free(di_tokenizer *t)
+{
+    if (!t)
+        return;
+    free_vocabulary(t);
+    free(t);
+}
+
+/* ---- encoding ------------------------------------------------------------ */
+
+/* A stretch of the input: plain text, or a user-defined token found in it. */
+typedef struct fragment {
+    size_t off, len;
+    int32_t token; /* -1: plain text */
+} fragment;
+
+typedef struct frag_vec {
+    fragment *v;
+    size_t n, cap;
+} frag_vec;
+
+static int frag_push(frag_vec *f, size_t off, size_t len, int32_t token)
+{
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? f->cap * 2 : 16;
+        fragment *v = realloc(f->v, cap * sizeof *v);
+        if (!v)
+            return 0;
+        f->v = v;
+        f->cap = cap;
+    }
+    f->v[f->n++] = (fragment){off, len, token};
+    return 1;
+}
+
+/* llama.cpp's tokenizer_st_partition with parse_special=false: each
+ * user-defined token in turn, longest first, cuts every plain stretch at each
+ * of its occurrences, left to right. */
+static int partition(const di_tokenizer *t, const char *text, size_t len, frag_vec *frags)
+{
+    frag_vec next = {0};
+    if (len > 0 && !frag_push(frags, 0, len, -1))
+        return 0;
+    for (uint32_t u = 0; u < t->n_user_defined && frags->n > 0; u++) {
+        int32_t id = t->user_defined[u];
+        const di_tok_piece *p = &t->pieces[id];
+        next.n = 0;
+        for (size_t i = 0; i < frags->n; i++) {
+            fragment f = frags->v[i];
+            if (f.token >= 0) {
+                if (!frag_push(&next, f.off, f.len, f.token))
+                    goto oom;
+                continue;
+            }
+            size_t off = f.off, end = f.off + f.len;
+            const char *hit;
+            while (off < end && (hit = memmem(text + off, end - off, p->text, p->len)) != NULL) {
+                size_t at = (size_t)(hit - text);
+                if ((at > off && !frag_push(&next, off, at - off, -1)) ||
+                    !frag_push(&next, at, p->len, id))
+                    goto oom;
+                off = at + p->len;
+            }
+            if (off < end && !frag_push(&next, off, end - off, -1))
+                goto oom;
+        }
+        frag_vec swap = *frags;
+        *frags = next;
+        next = swap;
+    }
+    free(next.v);
+    return 1;
+oom:
+    free(next.v);
+    return 0;
+}
+
+di_status di_tokenizer_encode(const di_tokenizer *t, const char *text, size_t text_len,
+                              uint32_t flags, di_tok_vec *out, char *err, size_t err_size)
+{
+    if (t->kind == DI_TOK_KIND_NONE)
+        return di_error(err, err_size, DI_ERR_UNSUPPORTED, "%s", t->reason);
+    if (flags & ~DI_TOKENIZE_ADD_BOS)
+        return di_error(err, err_size, DI_ERR_INVALID_ARGUMENT, "unknown tokenize flags 0x%x",
+                        flags & ~DI_TOKENIZE_ADD_BOS);
+    if (text_len > DI_TOK_MAX_TEXT)
+        return di_error(err, err_size, DI_ERR_INVALID_ARGUMENT,
+                        "text of %zu bytes is longer than the %u bytes one call takes", text_len,
+                        DI_TOK_MAX_TEXT);
+    size_t bad;
+    if (!di_utf8_valid(text, text_len, &bad))
+        return di_error(err, err_size, DI_ERR_TEXT, "text is not valid UTF-8 at byte %zu (0x%02x)",
+                        bad, (unsigned char)text[bad]);
+    int add_special = (flags & DI_TOKENIZE_ADD_BOS) != 0;
+    frag_vec frags = {0};
+    if (!partition(t, text, text_len, &frags)) {
+        free(frags.v);
+        return di_error(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory splitting the text");
+    }
+    di_status st = DI_OK;
+    if (add_special && t->add_bos && !di_tok_vec_push(out, t->bos))
+        st = DI_ERR_OUT_OF_MEMORY;
+    int prev_special = 1; /* SPM: the first text gets the space prefix */
+    for (size_t i = 0; i < frags.n && !st; i++) {
+        const fragment *f = &frags.v[i];
+        if (f->token >= 0) {
+            if (!di_tok_vec_push(out, f->token))
+                st = DI_ERR_OUT_OF_MEMORY;
+            prev_special = 1;
+        } else if (t->kind == DI_TOK_KIND_SPM) {
+            st = di_spm_encode(t, text + f->off, f->len, t->add_space_prefix && prev_special, out,
+                               err, err_size);
+            prev_special = 0;
+        } else {
+            st = di_bpe_encode(t, text + f->off, f->len, out, err, err_size);
+        }
+    }
+    if (!st && add_special && t->add_eos && !di_tok_vec_push(out, t->eos))
+        st = DI_ERR_OUT_OF_MEMORY;
+    free(frags.v);
+    if (st == DI_ERR_OUT_OF_MEMORY)
+        return di_error(err, err_size, st, "out of memory tokenizing %zu bytes", text_len);
+    return st;
+}
+
+/* ---- decoding ------------------------------------------------------------ */
+
+typedef struct text_buf {
+    char *p;
+    size_t n, cap;
+} text_buf;
+
+static int buf_reserve(text_buf *b, size_t more)
+{
+    if (more <= b->cap - b->n)
+        return 1;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap - b->n < more) {
+        if (cap > SIZE_MAX / 2)
+            return 0;
+        cap *= 2;
+    }
+    char *p = realloc(b->p, cap);
+    if (!p)
+        return 0;
+    b->p = p;
+    b->cap = cap;
+    return 1;
+}
+
+static int buf_put(text_buf *b, const char *s, size_t n)
+{
+    if (!buf_reserve(b, n))
+        return 0;
+    if (n > 0)
+        memcpy(b->p + b->n, s, n);
+    b->n += n;
+    return 1;
+}
+
+/* The text of one token (llama.cpp's token_to_piece with special=false):
+ * control and unknown tokens give nothing, user-defined tokens their text,
+ * byte tokens their byte, normal tokens their text with U+2581 as a space
+ * (SPM) or through the GPT-2 byte mapping (BPE). lstrip drops one leading
+ * space of the result. */
+static int append_piece(const di_tokenizer *t, int32_t id, int lstrip, text_buf *b)
+{
+    const di_tok_piece *p = &t->pieces[id];
+    size_t start = b->n;
+    if (p->attr & (DI_TOK_CONTROL | DI_TOK_UNKNOWN)) {
+        return 1;
+    } else if (p->attr & DI_TOK_USER_DEFINED) {
+        if (!buf_put(b, p->text, p->len))
+            return 0;
+    } else if (p->attr & DI_TOK_NORMAL) {
+        if (t->kind == DI_TOK_KIND_BPE) {
+            if (!di_bpe_decode_piece(p->text, p->len, &b->p, &b->n, &b->cap))
+                return 0;
+        } else {
+            for (uint32_t i = 0; i < p->len;) {
+                int marker = p->len - i >= 3 && memcmp(p->text + i, "\xe2\x96\x81", 3) == 0;
+                if (!buf_put(b, marker ? " " : p->text + i, 1))
+                    return 0;
+                i += marker ? 3 : 1;
+            }
+        }
+    } else if (p->attr & DI_TOK_BYTE) {
+        if (!buf_put(b, (const char *)&p->byte, 1))
+            return 0;
+    }
+    if (lstrip && b->n > start && b->p[start] == ' ') {
+        memmove(b->p + start, b->p + start + 1, b->n - start - 1);
+        b->n--;
+    }
+    return 1;
+}
+
+/* llama.cpp's clean_up_tokenization_spaces, three passes in place over the
+ * decoded bytes, kept index for index so that its edge cases agree. */
+static size_t clean_spaces(char *text, size_t total)
+{
+    size_t total1 = total;
+    total = total ? 1 : 0;
+    for (size_t i = 1; i < total1; ++i) { /* " ?", " !", " .", " ," */
+        char x = text[i];
+        if (text[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ','))
+            total--;
+        text[total++] = x;
+    }
+    size_t total2 = total;
+    total = total ? 1 : 0;
+    for (size_t i = 1; i < total2; ++i) { /* " ' " */
+        char x = text[i];
+        if (x == '\'' && i + 1 < total2 && text[i - 1] == ' ' && text[i + 1] == ' ') {
+            total--;
+            text[++i] = '\0';
+        }
+        text[total++] = x;
+    }
+    size_t total3 = total;
+    total = total ? 1 : 0;
+    for (size_t i = 1; i < total3; ++i) { /* " 's", " 'm", " 're", " 've" */
+        char x = text[i];
+        if (text[i - 1] == ' ' && x == '\'' && i + 1 < total3) {
+            char x1 = text[i + 1];
+            if (x1 == 's' || x1 == 'm')
+                total--;
+            else if (i + 2 < total3 && ((x1 == 'r' && text[i + 2] == 'e') ||
+                                        (x1 == 'v' && text[i + 2] == 'e')))
+                total--;
+        }
+        text[total++] = x;
+    }
+    return total;
+}
+
+static di_status check_ids(const di_tokenizer *t, const int32_t *tokens, size_t n, char *err,
+                           size_t es)
+{
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= t->n_vocab)
+            return di_error(err, es, DI_ERR_TOKEN_RANGE,
+                            "token %d at position %zu is outside the vocabulary [0, %u)", tokens[i], i,
+                            t->n_vocab);
+    return DI_OK;
+}
+
+di_status di_tokenizer_decode(const di_tokenizer *t, const int32_t *tokens, size_t n_tokens,
+                              char **text, size_t *len, char *err, size_t err_size)
+{
+    *text = NULL;
+    *len = 0;
+    if (t->kind == DI_TOK_KIND_NONE)
+        return di_error(err, err_size, DI_ERR_UNSUPPORTED, "%s", t->reason);
+    di_status st = check_ids(t, tokens, n_tokens, err, err_size);
+    if (st)
+        return st;
+    text_buf b = {0};
+    /* the space the encoder put in front goes again (first token only) */
+    int lstrip = t->add_space_prefix;
+    for (size_t i = 0; i < n_tokens; i++) {
+        if (!append_piece(t, tokens[i], lstrip, &b))
+            goto oom;
+        lstrip = 0;
+    }
+    if (t->clean_spaces)
+        b.n = clean_spaces(b.p, b.n);
+    if (!buf_reserve(&b, 1))
+        goto oom;
+    b.p[b.n] = '\0';
+    *text = b.p;
+    *len = b.n;
+    return DI_OK;
+oom:
+    free(b.p);
+    return di_error(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory decoding %zu tokens",
+                    n_tokens);
+}
+
+/* ---- the public calls ---------------------------------------------------- */
+
+static di_status model_tokenizer(const di_model *model, const di_tokenizer **t, char *err, size_t es)
+{
+    if (!model)
+        return di_error(err, es, DI_ERR_INVALID_ARGUMENT, "model is NULL");
+    if (!model->tokenizer)
+        return di_error(err, es, DI_ERR_INTERNAL, "the model has no tokenizer object");
+    *t = model->tokenizer;
+    if ((*t)->kind == DI_TOK_KIND_NONE)
+        return di_error(err, es, DI_ERR_UNSUPPORTED, "%s", (*t)->reason);
+    return DI_OK;
+}
+
+/* Copies text into the caller's buffer with its NUL, or says how much is needed. */
+static di_status give_text(const char *s, size_t n, char *text, size_t capacity, size_t *text_len,
+                           char *err, size_t es)
+{
+    *text_len = n;
+    if (capacity <= n) {
+        if (capacity > 0)
+            text[0] = '\0';
+        return di_error(err, es, DI_ERR_BUFFER_TOO_SMALL,
+                        "the text needs %zu bytes and its NUL; the buffer has %zu", n, capacity);
+    }
+    memcpy(text, s, n);
+    text[n] = '\0';
+    return DI_OK;
+}
+
+DI_API di_status di_model_tokenize(const di_model *model, const char *text, size_t text_len,
+                                   uint32_t flags, int32_t *tokens, size_t capacity,
+                                   size_t *n_tokens, char *errbuf, size_t errbuf_size)
+{
+    if (errbuf && errbuf_size > 0)
+        errbuf[0] = '\0';
+    if (!n_tokens || (!text && text_len > 0) || (!tokens && capacity > 0))
+        return di_error(errbuf, errbuf_size, DI_ERR_INVALID_ARGUMENT,
+                        "NULL n_tokens, text (with text_len > 0) or tokens (with capacity > 0)");
+    *n_tokens = 0;
+    const di_tokenizer *t = NULL;
+    di_status st = model_tokenizer(model, &t, errbuf, errbuf_size);
+    if (st)
+        return st;
+    di_tok_vec out = {0};
+    st = di_tokenizer_encode(t, text ? text : "", text_len, flags, &out, errbuf, errbuf_size);
+    if (!st) {
+        *n_tokens = out.n;
+        if (out.n > capacity)
+            st = di_error(errbuf, errbuf_size, DI_ERR_BUFFER_TOO_SMALL,
+                          "the text needs %zu tokens; the buffer has room for %zu", out.n, capacity);
+        else if (out.n > 0)
+            memcpy(tokens, out.v, out.n * sizeof *tokens);
+    }
+    free(out.v);
+    return st;
+}
+
+DI_API di_status di_model_detokenize(const di_model *model, const int32_t *tokens, size_t n_tokens,
+                                     char *text, size_t capacity, size_t *text_len, char *errbuf,
+                                     size_t errbuf_size)
+{
+    if (errbuf && errbuf_size > 0)
+        errbuf[0] = '\0';
+    if (!text_len || (!tokens && n_tokens > 0) || (!text && capacity > 0))
+        return di_error(errbuf, errbuf_size, DI_ERR_INVALID_ARGUMENT,
+                        "NULL text_len, tokens (with n_tokens > 0) or text (with capacity > 0)");
+    *text_len = 0;
+    const di_tokenizer *t = NULL;
+    di_status st = model_tokenizer(model, &t, errbuf, errbuf_size);
+    if (st)
+        return st;
+    char *s;
+    size_t n;
+    if ((st = di_tokenizer_decode(t, tokens, n_tokens, &s, &n, errbuf, errbuf_size)))
+        return st;
+    st = give_text(s, n, text, capacity, text_len, errbuf, errbuf_size);
+    free(s);
+    return st;
+}
+
+DI_API di_status di_model_token_piece(const di_model *model, int32_t token, char *text,
+                                      size_t capacity, size_t *text_len)
+{
+    if (!text_len || (!text && capacity > 0))
+        return DI_ERR_INVALID_ARGUMENT;
+    *text_len = 0;
+    const di_tokenizer *t = NULL;
+    di_status st = model_tokenizer(model, &t, NULL, 0);
+    if (st)
+        return st;
+    if ((st = check_ids(t, &token, 1, NULL, 0)))
+        return st;
+    text_buf b = {0};
+    if (!append_piece(t, token, 0, &b)) {
+        free(b.p);
+        return DI_ERR_OUT_OF_MEMORY;
+    }
+    st = give_text(b.p ? b.p : "", b.n, text, capacity, text_len, NULL, 0);
+    free(b.p);
+    return st;
+}
+
+DI_API di_status di_model_special_token(const di_model *model, di_special_token which, int32_t *token)
+{
+    if (!token)
+        return DI_ERR_INVALID_ARGUMENT;
+    *token = -1;
+    const di_tokenizer *t = NULL;
+    di_status st = model_tokenizer(model, &t, NULL, 0);
+    if (st)
+        return st;
+    int32_t id;
+    switch (which) {
+    case DI_TOKEN_BOS: id = t->bos; break;
+    case DI_TOKEN_EOS: id = t->eos; break;
+    default: return DI_ERR_INVALID_ARGUMENT;
+    }
+    if (id < 0)
+        return DI_ERR_UNSUPPORTED;
+    *token = id;
+    return DI_OK;
+}

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Compare libdetinfer with llama.cpp on the same GGUF file.
+
+    python compare_llamacpp.py MODEL.gguf [--lib lib/libdetinfer.so] [--new 32] [--threads 2]
+
+Runs with the Python that has llama-cpp-python installed (make check-peer builds that
+virtual environment in ~/.cache/detinfer/peer-venv; no llama.cpp code enters this
+repository). For each prompt it reports:
+  - whether both engines tokenize the prompt to the same ids;
+  - the greedy continuation of each engine (each on its own) and the first position
+    where they differ, with libdetinfer's top-2 logit gap there;
+  - teacher-forced logit differences: llama.cpp is fed libdetinfer's tokens (prompt
+    and continuation), and the logits of every position are compared: max and mean
+    absolute difference, and the share of positions whose argmax agrees.
+Prints a markdown table and a JSON summary; exit 0 unless an engine fails to run.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "python"))
+import detinfer  # noqa: E402  (the ctypes binding of the public API)
+
+PROMPTS = [
+    "The capital of France is",
+    "def fibonacci(n):",
+    "Once upon a time, in a small village by the sea,",
+    "The three primary colors are",
+    "Water boils at a temperature of",
+]
+
+
+def llamacpp_model(path, threads, n_ctx):
+    from llama_cpp import Llama
+    return Llama(model_path=path, n_ctx=n_ctx, n_batch=n_ctx, n_threads=threads,
+                 logits_all=True, verbose=False)
+
+
+def llamacpp_logits(llm, tokens):
+    """llama.cpp's float32 logits of every position of tokens (one eval)."""
+    llm.reset()
+    llm.eval(tokens)
+    return np.array(llm.scores[: len(tokens)], dtype=np.float64)
+
+
+def llamacpp_greedy(llm, prompt, n_new):
+    llm.reset()
+    llm.eval(prompt)
+    out = []
+    for _ in range(n_new):
+        t = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+        out.append(t)
+        llm.eval([t])
+    return out
+
+
+def ours_greedy(session, prompt, n_new):
+    """Greedy continuation and the logits of every position (prompt + new)."""
+    session.reset(0)
+    session.step({0: prompt}, all_logits=True)
+    rows = [session.logits(0, i)[0] for i in range(len(prompt))]
+    out = []
+    for _ in range(n_new):
+        t = session.greedy(0)
+        out.append(t)
+        session.step({0: [t]})
+        rows.append(session.logits(0)[0])
+    return out, np.array(rows[: len(prompt) + n_new - 1], dtype=np.float64)
+
+
+def top2_gap(row):
+    two = np.sort(row)[-2:]
+    return float(two[1] - two[0])
+
+
+def compare(path, lib_path, n_new, threads):
+    lib = detinfer.Library(lib_path)
+    model = lib.load(path)
+    session = model.session(threads=threads, context_length=512)
+    llm = llamacpp_model(path, threads, 512)
+    results = []
+    for text in PROMPTS:
+        ours_ids = model.tokenize(text)
+        theirs_ids = llm.tokenize(text.encode(), add_bos=True, special=False)
+        ours_new, ours_rows = ours_greedy(session, ours_ids, n_new)
+        theirs_new = llamacpp_greedy(llm, ours_ids, n_new)
+        # teacher forcing: llama.cpp sees exactly our sequence
+        forced = ours_ids + ours_new[:-1]
+        theirs_rows = llamacpp_logits(llm, forced)
+        diff = np.abs(ours_rows - theirs_rows)
+        argmax_agree = np.mean(np.argmax(ours_rows, 1) == np.argmax(theirs_rows, 1))
+        first = next((i for i, (a, b) in enumerate(zip(ours_new, theirs_new)) if a != b), None)
+        gap = top2_gap(ours_rows[len(ours_ids) - 1 + first]) if first is not None else None
+        results.append({
+            "prompt": text,
+            "tokens_equal": ours_ids == list(theirs_ids),
+            "greedy_agree": n_new if first is None else first,
+            "n_new": n_new,
+            "first_divergence": first,
+            "top2_gap_at_divergence": gap,
+            "max_abs_logit_diff": float(diff.max()),
+            "mean_abs_logit_diff": float(diff.mean()),
+            "argmax_agreement": float(argmax_agree),
+            "positions": int(diff.shape[0]),
+            "ours_text": model.detokenize(ours_new),
+            "llamacpp_text": model.detokenize(theirs_new),
+        })
+    return results
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model")
+    ap.add_argument("--lib", default=os.path.join(HERE, "..", "..", "lib", "libdetinfer.so"))
+    ap.add_argument("--new", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json", help="also write the results to this file")
+    a = ap.parse_args(argv)
+    import llama_cpp
+    results = compare(a.model, a.lib, a.new, a.threads)
+    print(f"libdetinfer {detinfer.Library(a.lib).version()} vs llama.cpp "
+          f"(llama-cpp-python {llama_cpp.__version__}), {os.path.basename(a.model)}, "
+          f"{a.new} greedy tokens, {a.threads} threads\n")
+    print("| prompt | same ids | greedy agree | first diff (top-2 gap) | max abs diff | mean abs diff | argmax agree |")
+    print("| --- | --- | ---: | --- | ---: | ---: | ---: |")
+    for r in results:
+        div = "none" if r["first_divergence"] is None else \
+            f"{r['first_divergence']} ({r['top2_gap_at_divergence']:.3g})"
+        print(f"| {r['prompt'][:32]} | {'yes' if r['tokens_equal'] else 'NO'} | "
+              f"{r['greedy_agree']}/{r['n_new']} | {div} | {r['max_abs_logit_diff']:.4f} | "
+              f"{r['mean_abs_logit_diff']:.5f} | {100 * r['argmax_agreement']:.1f}% |")
+    total = sum(r["greedy_agree"] for r in results)
+    print(f"\ngreedy tokens agreeing before the first divergence: {total}/{a.new * len(results)}")
+    for r in results:
+        print(f"\n> {r['prompt']}\n  libdetinfer: {r['ours_text']!r}\n  llama.cpp:   {r['llamacpp_text']!r}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
