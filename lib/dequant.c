@@ -183,15 +183,12 @@ static DI_INLINE void block_q6_k(const uint8_t *b, float *y)
 
 /* ---- rows -------------------------------------------------------------------- */
 
-typedef void (*block_fn)(const uint8_t *block, float *out);
-
-/* Inlined with a constant fn in each case below, so no call per block. */
-static inline void convert_blocks(block_fn fn, uint32_t elems, uint32_t bytes, const uint8_t *row,
-                                  uint32_t n, float *out)
-{
-    for (uint32_t b = 0; b < n / elems; b++)
-        fn(row + (size_t)b * bytes, out + (size_t)b * elems);
-}
+/* Converts the row block by block. A macro rather than a function taking a
+ * function pointer, so each block function is inlined into every clone of
+ * di_dequant_row at any optimisation level. */
+#define CONVERT_BLOCKS(block_fn, elems, bytes)                                   \
+    for (uint32_t b = 0; b < n / (elems); b++)                                   \
+        block_fn(row + (size_t)b * (bytes), out + (size_t)b * (elems))
 
 int di_dequant_supported(uint32_t type)
 {
@@ -219,14 +216,14 @@ DI_CLONES void di_dequant_row(uint32_t type, const uint8_t *row, uint32_t n, flo
         for (uint32_t i = 0; i < n; i++)
             out[i] = di_bf16_to_f32(load_u16(row + 2 * (size_t)i));
         break;
-    case QT_Q4_0: convert_blocks(block_q4_0, QK, 18, row, n, out); break;
-    case QT_Q4_1: convert_blocks(block_q4_1, QK, 20, row, n, out); break;
-    case QT_Q5_0: convert_blocks(block_q5_0, QK, 22, row, n, out); break;
-    case QT_Q5_1: convert_blocks(block_q5_1, QK, 24, row, n, out); break;
-    case QT_Q8_0: convert_blocks(block_q8_0, QK, 34, row, n, out); break;
-    case QT_Q4_K: convert_blocks(block_q4_k, QK_K, 144, row, n, out); break;
-    case QT_Q5_K: convert_blocks(block_q5_k, QK_K, 176, row, n, out); break;
-    case QT_Q6_K: convert_blocks(block_q6_k, QK_K, 210, row, n, out); break;
+    case QT_Q4_0: CONVERT_BLOCKS(block_q4_0, QK, 18); break;
+    case QT_Q4_1: CONVERT_BLOCKS(block_q4_1, QK, 20); break;
+    case QT_Q5_0: CONVERT_BLOCKS(block_q5_0, QK, 22); break;
+    case QT_Q5_1: CONVERT_BLOCKS(block_q5_1, QK, 24); break;
+    case QT_Q8_0: CONVERT_BLOCKS(block_q8_0, QK, 34); break;
+    case QT_Q4_K: CONVERT_BLOCKS(block_q4_k, QK_K, 144); break;
+    case QT_Q5_K: CONVERT_BLOCKS(block_q5_k, QK_K, 176); break;
+    case QT_Q6_K: CONVERT_BLOCKS(block_q6_k, QK_K, 210); break;
     default:
         memset(out, 0, (size_t)n * sizeof(float)); /* the loader admits no such type */
         break;

@@ -14,6 +14,7 @@ Suite *api_suite(void);
 Suite *reference_suite(void);
 Suite *determinism_suite(void);
 Suite *install_suite(void);
+Suite *cli_suite(void);
 Suite *real_suite(void);
 
 int main(void)
@@ -26,6 +27,7 @@ int main(void)
     srunner_add_suite(runner, reference_suite());
     srunner_add_suite(runner, determinism_suite());
     srunner_add_suite(runner, install_suite());
+    srunner_add_suite(runner, cli_suite());
     srunner_add_suite(runner, real_suite());
     srunner_set_fork_status(runner, CK_FORK);
     srunner_run_all(runner, CK_NORMAL);

@@ -24,7 +24,9 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 import detinfer  # noqa: E402  (the ctypes binding of the public API)
+import reference  # noqa: E402  (the float64 forward pass)
 
 PROMPTS = [
     "The capital of France is",
@@ -113,6 +115,24 @@ def compare(path, lib_path, n_new, threads):
     return results
 
 
+def against_float64(path, lib_path, threads):
+    """Distances of both engines' prompt logits to the float64 forward pass."""
+    lib = detinfer.Library(lib_path)
+    model = lib.load(path)
+    ids = model.tokenize(PROMPTS[0])
+    exact = reference.forward(reference.Model(path), ids)
+    session = model.session(threads=threads, context_length=512)
+    session.step({0: ids}, all_logits=True)
+    ours = np.array([session.logits(0, i)[0] for i in range(len(ids))], dtype=np.float64)
+    theirs = llamacpp_logits(llamacpp_model(path, threads, 512), ids)
+    out = {}
+    for name, rows in (("libdetinfer", ours), ("llama.cpp", theirs)):
+        d = np.abs(rows - exact)
+        out[name] = {"max_abs": float(d.max()), "mean_abs": float(d.mean()),
+                     "max_rel": float((d.max(1) / np.abs(exact).max(1)).max())}
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model")
@@ -138,9 +158,14 @@ def main(argv=None):
     print(f"\ngreedy tokens agreeing before the first divergence: {total}/{a.new * len(results)}")
     for r in results:
         print(f"\n> {r['prompt']}\n  libdetinfer: {r['ours_text']!r}\n  llama.cpp:   {r['llamacpp_text']!r}")
+    exact = against_float64(a.model, a.lib, a.threads)
+    print(f"\nagainst an independent float64 forward pass, prompt {PROMPTS[0]!r}:")
+    for name, r in exact.items():
+        print(f"  {name:12s} max abs {r['max_abs']:.3e}  mean abs {r['mean_abs']:.3e}  "
+              f"max normwise relative {r['max_rel']:.3e}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(results, f, indent=1)
+            json.dump({"prompts": results, "float64": exact}, f, indent=1)
     return 0
 
 

@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# Tests of the detinfer command (tools/detinfer*.c), one section per call,
+# run by tests/check_cli.c:
+#   cli_test.sh SECTION ROOT TOOL MODELS_DIR [SANITIZE] [EXAMPLE]
+# Sections: usage run verify verify-fails doctor bench install.
+# Each check prints what it ran and what it expected when it fails.
+set -uo pipefail
+section=$1 root=$2 tool=$3 models=$4 sanitize=${5:-} example=${6:-}
+model=$models/gqa_untied_q8_0.gguf
+gemma=$models/gemma3_q8_0.gguf
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+fail() { echo "FAIL [$section]: $*"; failures=$((failures + 1)); }
+
+# expect_rc WANT ARGS...: runs the tool; stdout in $work/out, stderr in $work/err.
+expect_rc() {
+    local want=$1; shift
+    "$tool" "$@" </dev/null >"$work/out" 2>"$work/err"
+    local rc=$?
+    if [ "$rc" != "$want" ]; then
+        fail "detinfer $* exited $rc, wanted $want"
+        sed 's/^/    stdout: /' "$work/out" | tail -20
+        sed 's/^/    stderr: /' "$work/err" | tail -20
+        return 1
+    fi
+    return 0
+}
+
+# has FILE PATTERN: grep -E, reporting the miss.
+has() {
+    grep -qE -- "$2" "$work/$1" || { fail "$1 lacks /$2/"; sed 's/^/    | /' "$work/$1" | tail -30; }
+}
+
+# json EXPRESSION: a Python assertion about the JSON in $work/out (bound to d).
+json() {
+    python3 - "$work/out" "$1" <<'EOF' || fail "JSON check failed: $1"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert eval(sys.argv[2]), sys.argv[2]
+EOF
+}
+
+test -x "$tool" || { echo "FAIL: $tool is not built (make detinfer)"; exit 1; }
+test -f "$model" || { echo "FAIL: $model missing (make check generates the test models)"; exit 1; }
+
+case $section in
+usage)
+    expect_rc 2 && has err 'a command is required'
+    expect_rc 0 --help && has out 'verify' && has out 'doctor'
+    expect_rc 0 --version && has out 'libdetinfer'
+    for sub in run verify doctor bench; do
+        expect_rc 0 "$sub" --help && has out "^usage: detinfer $sub" && has out 'exit status'
+    done
+    expect_rc 2 bogus && has err "unknown command 'bogus'"
+    # every bad argument: exit 2, a message naming it, the usage line
+    while IFS='|' read -r args pattern; do
+        # shellcheck disable=SC2086
+        expect_rc 2 $args && has err "$pattern" && has err '^usage: detinfer'
+    done <<EOF
+run|--model is required
+run --model $model|exactly one of --prompt TEXT or --tokens LIST
+run --model $model --tokens 1,2 --max-new abc|--max-new wants an integer
+run --model $model --tokens 1,x|--tokens wants token ids
+run --model $model --tokens|--tokens needs a value
+run --model $model --tokens 1 --threads 0|--threads wants an integer in 1..256
+run --model $model --tokens 1 --backend tpu|--backend wants cpu or cuda
+run --model $model --tokens 1 --frobnicate|unknown option '--frobnicate'
+verify|--model is required
+verify --model $model --reps 0|--reps wants an integer
+verify --model $model --batch-sizes 1,,2|--batch-sizes wants
+verify --model $model --profile fast|--profile wants portable or device
+verify --model $model --backends cpu,tpu|--backends wants cpu or cuda
+doctor --profile fast|--profile wants portable or device
+doctor --json=yes|--json takes no value
+doctor stray|unexpected argument 'stray'
+bench|--model is required
+bench --model $model --threads 0|--threads wants
+bench --model $model --reps 0|--reps wants an integer
+EOF
+    DETINFER_TEST_PERTURB=nonsense expect_rc 2 verify --model "$model" && has err 'DETINFER_TEST_PERTURB'
+    ;;
+
+run)
+    tokens=$(tr ' ' ',' < "$models/gqa_untied_q8_0.tokens")
+    expect_rc 0 run --model "$model" --tokens "$tokens" --max-new 5 || exit 1
+    has out '^step 4 token [0-9]+ logits [0-9a-f]{32}$'
+    has out '^sequence 29 tokens digest [0-9a-f]{32}$'
+    grep -E '^(step|sequence)' "$work/out" > "$work/one"
+    # the same digests as the example program and with another thread count
+    if [ -n "$example" ]; then
+        "$example" --model "$model" --tokens "$tokens" --max-new 5 | grep -E '^(step|sequence)' > "$work/ex"
+        cmp -s "$work/one" "$work/ex" || { fail "run and examples/generate disagree"; diff "$work/one" "$work/ex"; }
+    fi
+    expect_rc 0 run --model "$model" --tokens "$tokens" --max-new 5 --threads 3
+    grep -E '^(step|sequence)' "$work/out" | cmp -s - "$work/one" || fail "run with 3 threads differs"
+    seq_digest=$(sed -n 's/^sequence .* digest //p' "$work/one")
+    expect_rc 0 run --model "$model" --tokens "$tokens" --max-new 5 --json &&
+        json "len(d['steps']) == 5 and d['sequence_digest'] == '$seq_digest' and d['sequence_length'] == 29"
+    expect_rc 0 run --model "$gemma" --tokens 1,2,3 --max-new 4 && has out '^sequence 7 tokens'
+    expect_rc 1 run --model "$model" --prompt hello && has err 'no tokenizer'
+    expect_rc 1 run --model "$work/missing.gguf" --tokens 1 && has err "missing.gguf.*DI_ERR_IO"
+    expect_rc 1 run --model "$model" --tokens 1,100000 --max-new 1 && has err 'DI_ERR_TOKEN_RANGE'
+    ;;
+
+verify)
+    # the defaults (50 repetitions, batch 1..16, ...) where time allows, --quick under sanitizers
+    quick=; [ -n "$sanitize" ] && quick=--quick
+    expect_rc 0 verify --model "$model" $quick --no-progress || exit 1
+    for axis in repeat batch threads chunk process mixed; do
+        has out "^$axis .* ok$"
+    done
+    has out '^backend +cuda .*skipped'
+    has out '^near ties'
+    has out '(yes|NO) \([0-9]+/[0-9]+ runs\)'
+    has out '^PASS: '
+    [ -z "$quick" ] && has out '^repeat +50x' && has out '^batch +16 '
+    expect_rc 0 verify --model "$gemma" --quick --json &&
+        json "d['result'] == 'pass' and d['first_mismatch'] is None and all(a['result'] in ('ok', 'skipped') for a in d['axes']) and len(d['near_ties']) == 5 and all(t['held'] for t in d['near_ties'])"
+    printf '# two prompts\ntokens: 1,2,3\n\ntokens: 5 6 7 8 9\n' > "$work/prompts"
+    expect_rc 0 verify --model "$model" --prompts "$work/prompts" --quick --json &&
+        json "len(d['prompts']) == 2 and d['prompts'][1]['tokens'] == [5, 6, 7, 8, 9] and d['result'] == 'pass'"
+    printf 'a text line\n' > "$work/text"
+    expect_rc 1 verify --model "$model" --prompts "$work/text" && has err 'line 1 is text, but the model has no tokenizer'
+    ;;
+
+verify-fails)
+    # TEST ONLY hook: one logit of batch slot 3 at position 5 is off by one ulp
+    DETINFER_TEST_PERTURB=3:5 expect_rc 1 verify --model "$model" --quick --no-progress
+    has out '^batch +1 .* ok$'
+    has out '^batch +4 .*MISMATCH'
+    has out '^first divergence: batch 4 .* in slot 3$'
+    has out 'position 5 '
+    has out 'logits digest: reference [0-9a-f]{32}, this run [0-9a-f]{32}'
+    has out '^FAIL: '
+    a=$(sed -n 's/.*logits digest: reference \([0-9a-f]*\), this run \([0-9a-f]*\)/\1 \2/p' "$work/out")
+    [ "${a% *}" != "${a#* }" ] || fail "the two digests of the divergence are equal: $a"
+    DETINFER_TEST_PERTURB=3:5 expect_rc 1 verify --model "$gemma" --quick --json &&
+        json "d['result'] == 'fail' and d['first_mismatch']['axis'] == 'batch' and d['first_mismatch']['slot'] == 3 and d['first_mismatch']['position'] == 5 and d['first_mismatch']['digest'] != d['first_mismatch']['reference_digest']"
+    # the fresh-process axis can fail too
+    DETINFER_TEST_PERTURB=child:2 expect_rc 1 verify --model "$model" --quick --no-progress
+    has out '^process +fresh #1 .*MISMATCH'
+    has out '^first divergence: process fresh #1'
+    ;;
+
+doctor)
+    expect_rc 0 doctor || exit 1
+    has out '^  OK +library +libdetinfer'
+    has out '^  (OK|WARN) +build flags'
+    has out '^  (OK|WARN) +floating point'
+    has out '^  INFO +cpu '
+    has out '^  INFO +simd path'
+    has out '^  INFO +os '
+    has out '^  INFO +libc '
+    has out '^  (OK|INFO|WARN) +cuda driver'
+    has out '^fingerprint \(portable profile\): [0-9a-f]{32}$'
+    fp=$(sed -n 's/^fingerprint (portable profile): //p' "$work/out")
+    expect_rc 0 doctor --json &&
+        json "d['fingerprint'] == '$fp' and d['profile'] == 'portable' and 'cpu.model' in d['facts'] and all(c['status'] in ('OK', 'INFO', 'WARN') for c in d['checks'])"
+    expect_rc 0 doctor --save "$work/fp.txt" && has out "$fp"
+    # the digest is xxh128sum of the canonical text (the portable keys, sorted, padded to 4 bytes)
+    python3 - "$work/fp.txt" "$fp" <<'EOF' || fail "the fingerprint is not the XXH3-128 of its canonical text"
+import sys, xxhash
+keys = ["profile", "library.version", "library.numerics", "library.fast_math", "library.fp_contract",
+        "float.rounding", "float.denormals", "libm.fmaf"]
+facts = dict(l.split("=", 1) for l in open(sys.argv[1]).read().splitlines() if l and not l.startswith("#"))
+text = "".join(f"{k}={facts[k]}\n" for k in sorted(keys)).encode()
+text += b"\n" * (-len(text) % 4)
+assert xxhash.xxh3_128_hexdigest(text) == sys.argv[2]
+EOF
+    expect_rc 0 doctor --compare "$work/fp.txt" && has out '^EQUAL DIGESTS PROMISED'
+    # other hardware: still equal digests in the portable profile
+    sed -e 's/^cpu.model=.*/cpu.model=Some Other CPU/' -e 's/^gpu.name=.*/gpu.name=NVIDIA H100/' \
+        "$work/fp.txt" > "$work/hw.txt"
+    expect_rc 0 doctor --compare "$work/hw.txt" && has out '^  INFO +cpu.model' && has out '^EQUAL DIGESTS PROMISED'
+    # but not in the device profile
+    expect_rc 0 doctor --profile device --save "$work/dev.txt"
+    sed -e 's/^gpu.name=.*/gpu.name=NVIDIA H100/' "$work/dev.txt" > "$work/dev-hw.txt"
+    expect_rc 1 doctor --profile device --compare "$work/dev-hw.txt" && has out '^  DIFF +gpu.name' &&
+        has out 'NOT PROMISED'
+    # another library version or a flushed-denormal environment: not promised
+    sed -e 's/^library.version=.*/library.version=9.9.9/' -e 's/^float.denormals=.*/float.denormals=flushed/' \
+        "$work/fp.txt" > "$work/lib.txt"
+    expect_rc 1 doctor --compare "$work/lib.txt" && has out '^  DIFF +library.version' &&
+        has out '^  DIFF +float.denormals' && has out 'NOT PROMISED'
+    expect_rc 1 doctor --compare "$work/dev.txt" && has out 'NOT COMPARABLE'
+    expect_rc 1 doctor --compare "$work/nonexistent" && has err 'cannot read'
+    echo "hello" > "$work/junk.txt"
+    expect_rc 1 doctor --compare "$work/junk.txt" && has err 'not a fingerprint'
+    ;;
+
+bench)
+    expect_rc 0 bench --model "$model" --threads 1,2 --pp 16 --tg 8 --reps 2 || exit 1
+    has out '^memory bandwidth'
+    has out '\| +1 \| +pp16 \| +[0-9.]+ ± +[0-9.]+ \|'
+    has out '\| +2 \| +tg8 \| +[0-9.]+ ± +[0-9.]+ \| +[0-9.]+% of [0-9.]+ t/s'
+    has out 'sequence digests of the tg runs: equal across 4 runs'
+    expect_rc 0 bench --model "$model" --pp 8,16 --tg 4 --reps 3 --bandwidth 10 --json &&
+        json "len(d['results']) == 3 and all(r['avg_ts'] > 0 and len(r['samples_ts']) == 3 for r in d['results']) and d['results'][2]['n_gen'] == 4 and d['results'][2]['bandwidth_gbs'] == 10 and 0 < d['results'][2]['bandwidth_fraction'] and d['tg_digests_equal']"
+    ;;
+
+install)
+    stage=$work/stage prefix=/opt/detinfer-cli-test
+    mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$root" "$@" DESTDIR="$stage" PREFIX="$prefix" \
+           SANITIZE="$sanitize" >/dev/null; }
+    mk install install-tools || { fail "make install install-tools"; exit 1; }
+    bin=$stage$prefix/bin/detinfer
+    test -x "$bin" || fail "install-tools did not install $bin"
+    readelf -d "$bin" | grep -qE "(RUNPATH|RPATH).*\[$prefix/lib\]" || fail "$bin does not look in $prefix/lib"
+    LD_LIBRARY_PATH=$stage$prefix/lib "$bin" doctor > "$work/out" 2>&1 || fail "the installed tool does not run"
+    has out '^fingerprint'
+    mk uninstall-tools uninstall || fail "make uninstall-tools uninstall"
+    test ! -e "$bin" || fail "uninstall-tools left $bin"
+    ;;
+
+*)
+    echo "cli_test.sh: unknown section '$section'"
+    exit 2
+    ;;
+esac
+
+if [ "$failures" -gt 0 ]; then
+    echo "cli $section: $failures failure(s)"
+    exit 1
+fi
+echo "cli $section: OK"

@@ -1,0 +1,418 @@
+/*
+ * detinfer_bench.c — `detinfer bench`: prompt processing and generation
+ * speed in the style of llama-bench. "pp N" is one step of N prompt tokens;
+ * "tg N" is N decode steps of one token each (after a one-token prompt that
+ * is not timed). Tokens per second, mean ± sample standard deviation over
+ * the repetitions, per thread count.
+ *
+ * Decoding one token reads every weight once, so its speed is bounded by
+ * memory bandwidth: the tg figure is also given as a fraction of
+ * bandwidth / weight bytes, with the bandwidth measured here (a read of a
+ * large buffer with the same number of threads) and the weight bytes taken
+ * as the model file's size (the token embedding table, read one row per
+ * token when the output is untied, makes this an upper bound).
+ *
+ * The sequence digest of every tg run is compared too: all repetitions and
+ * thread counts must agree (exit 1 otherwise).
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "detinfer_common.h"
+
+#define MAX_LIST 16
+#define MAX_REPS 1000
+#define BANDWIDTH_BYTES (256u << 20)
+
+enum { OPT_MODEL, OPT_THREADS, OPT_PP, OPT_TG, OPT_REPS, OPT_BACKEND, OPT_PROFILE, OPT_BANDWIDTH, OPT_JSON };
+
+static const dt_option options[] = {
+    [OPT_MODEL] = {"--model", "FILE", "GGUF model file (required)"},
+    [OPT_THREADS] = {"--threads", "LIST", "thread counts (default 1)"},
+    [OPT_PP] = {"--pp", "LIST", "prompt lengths to time, 0 for none (default 128)"},
+    [OPT_TG] = {"--tg", "LIST", "generation lengths to time, 0 for none (default 32)"},
+    [OPT_REPS] = {"--reps", "N", "repetitions of each test (default 3)"},
+    [OPT_BACKEND] = {"--backend", "NAME", "cpu (default) or cuda"},
+    [OPT_PROFILE] = {"--profile", "NAME", "portable (default) or device"},
+    [OPT_BANDWIDTH] = {"--bandwidth", "GB/S", "memory bandwidth to use instead of measuring it"},
+    [OPT_JSON] = {"--json", NULL, "results as one JSON object (llama-bench-like fields)"},
+    {NULL, NULL, NULL},
+};
+
+static const dt_command command = {
+    "bench",
+    "--model FILE [--threads LIST] [--pp LIST] [--tg LIST] [--reps N] [--json]",
+    "Prompt processing (pp N: N tokens in one step) and generation (tg N: N\n"
+    "one-token steps) in tokens per second, mean ± std over --reps repetitions,\n"
+    "per thread count; generation also as a fraction of the memory-bandwidth\n"
+    "limit (measured bandwidth / model bytes read per token).",
+    options,
+};
+
+typedef struct bench_opts {
+    const char *model;
+    long threads[MAX_LIST], pp[MAX_LIST], tg[MAX_LIST];
+    int n_threads, n_pp, n_tg;
+    long reps;
+    double bandwidth; /* GB/s; 0: measure */
+    di_backend backend;
+    di_profile profile;
+    int json;
+} bench_opts;
+
+typedef struct result {
+    long threads, n_prompt, n_gen;
+    double mean, std, bandwidth; /* t/s, t/s, GB/s */
+    double samples[MAX_REPS];
+    int n_samples;
+} result;
+
+typedef struct bench {
+    bench_opts o;
+    di_model *model;
+    int64_t n_vocab, file_size, n_params;
+    int32_t *prompt;
+    long max_pp, max_tg;
+    result results[2 * MAX_LIST * MAX_LIST];
+    int n_results;
+    di_digest tg_digest[MAX_LIST]; /* per tg length: the first run's sequence digest */
+    int have_digest[MAX_LIST], digests_equal, tg_runs;
+} bench;
+
+static int apply_option(int k, const char *v, void *opts)
+{
+    bench_opts *o = opts;
+    const char *name = options[k].name;
+    long bw;
+    switch (k) {
+    case OPT_MODEL: o->model = v; return 1;
+    case OPT_THREADS: return dt_parse_long_list(&command, name, v, 1, 256, o->threads, MAX_LIST, &o->n_threads);
+    case OPT_PP: return dt_parse_long_list(&command, name, v, 0, 1 << 16, o->pp, MAX_LIST, &o->n_pp);
+    case OPT_TG: return dt_parse_long_list(&command, name, v, 0, 1 << 16, o->tg, MAX_LIST, &o->n_tg);
+    case OPT_REPS: return dt_parse_long(&command, name, v, 1, MAX_REPS, &o->reps);
+    case OPT_BACKEND: return dt_parse_backend(&command, name, v, &o->backend);
+    case OPT_PROFILE: return dt_parse_profile(&command, name, v, &o->profile);
+    case OPT_BANDWIDTH:
+        if (!dt_parse_long(&command, name, v, 1, 1000000, &bw))
+            return 0;
+        o->bandwidth = (double)bw;
+        return 1;
+    case OPT_JSON: o->json = 1; return 1;
+    }
+    return 1;
+}
+
+static int parse(int argc, char **argv, bench_opts *o)
+{
+    *o = (bench_opts){.threads = {1}, .n_threads = 1, .pp = {128}, .n_pp = 1, .tg = {32}, .n_tg = 1,
+                      .reps = 3, .backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE};
+    int rc = dt_parse_options(&command, argc, argv, apply_option, o, NULL);
+    if (rc != DT_EXIT_OK)
+        return rc;
+    if (!o->model)
+        return dt_usage(&command, "--model is required");
+    return DT_EXIT_OK;
+}
+
+/* ---- Memory bandwidth ------------------------------------------------------ */
+
+typedef struct reader {
+    const uint64_t *words;
+    size_t n;
+    uint64_t sum;
+} reader;
+
+static void *read_words(void *arg)
+{
+    reader *r = arg;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0; /* four sums: independent loads in flight */
+    size_t i = 0;
+    for (; i + 4 <= r->n; i += 4) {
+        s0 += r->words[i];
+        s1 += r->words[i + 1];
+        s2 += r->words[i + 2];
+        s3 += r->words[i + 3];
+    }
+    for (; i < r->n; i++)
+        s0 += r->words[i];
+    r->sum = s0 + s1 + s2 + s3;
+    return NULL;
+}
+
+/* GB/s reading `bytes` with `threads` threads, best of three. */
+static double measure_bandwidth(const uint64_t *buf, size_t bytes, long threads)
+{
+    pthread_t tid[256];
+    reader r[256];
+    size_t words = bytes / sizeof *buf, per = words / (size_t)threads;
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = dt_now();
+        long started = 0;
+        for (long t = 0; t < threads; t++) {
+            r[t] = (reader){buf + per * (size_t)t, t == threads - 1 ? words - per * (size_t)t : per, 0};
+            if (t > 0 && pthread_create(&tid[t], NULL, read_words, &r[t]) == 0)
+                started = t;
+            else if (t > 0)
+                read_words(&r[t]); /* no thread: read it here */
+        }
+        read_words(&r[0]);
+        for (long t = 1; t <= started; t++)
+            pthread_join(tid[t], NULL);
+        double dt = dt_now() - t0;
+        volatile uint64_t sink = 0;
+        for (long t = 0; t < threads; t++)
+            sink += r[t].sum; /* keeps the reads */
+        (void)sink;
+        if (dt > 0 && (double)bytes / dt / 1e9 > best)
+            best = (double)bytes / dt / 1e9;
+    }
+    return best;
+}
+
+/* ---- Timing -------------------------------------------------------------- */
+
+static void mean_std(const double *x, int n, double *mean, double *std)
+{
+    double sum = 0, sq = 0;
+    for (int i = 0; i < n; i++)
+        sum += x[i];
+    *mean = sum / n;
+    for (int i = 0; i < n; i++)
+        sq += (x[i] - *mean) * (x[i] - *mean);
+    *std = n > 1 ? sqrt(sq / (n - 1)) : 0.0;
+}
+
+static di_status time_pp(di_session *s, const int32_t *prompt, uint32_t n, double *tps)
+{
+    const uint32_t seq = 0;
+    di_status st = di_session_seq_reset(s, seq);
+    double t0 = dt_now();
+    if (!st)
+        st = di_session_step(s, 1, &seq, &n, prompt, 0);
+    double dt = dt_now() - t0;
+    *tps = n / dt;
+    return st;
+}
+
+/* One untimed prompt token, then n timed decode steps; the sequence digest. */
+static di_status time_tg(di_session *s, int32_t first, uint32_t n, double *tps, di_digest *digest)
+{
+    const uint32_t seq = 0, one = 1;
+    di_status st = di_session_seq_reset(s, seq);
+    if (!st)
+        st = di_session_step(s, 1, &seq, &one, &first, 0);
+    double t0 = dt_now();
+    for (uint32_t i = 0; i < n && !st; i++) {
+        int32_t next;
+        st = di_session_greedy_token(s, seq, &next);
+        if (!st)
+            st = di_session_step(s, 1, &seq, &one, &next, 0);
+    }
+    double dt = dt_now() - t0;
+    *tps = n / dt;
+    if (!st)
+        st = di_session_seq_digest(s, seq, digest);
+    return st;
+}
+
+static result *new_result(bench *b, long threads, long pp, long tg, double bandwidth)
+{
+    result *r = &b->results[b->n_results++];
+    *r = (result){.threads = threads, .n_prompt = pp, .n_gen = tg, .bandwidth = bandwidth};
+    return r;
+}
+
+static int run_threads(bench *b, long threads, double bandwidth)
+{
+    /* room for the longest pp, or the 8-token warm-up, and the longest tg */
+    dt_session_opts so = {b->o.backend, b->o.profile, threads, 1, (b->max_pp > 8 ? b->max_pp : 8) + b->max_tg + 2};
+    di_session *s = NULL;
+    char err[512] = "";
+    di_status st = dt_open_session(b->model, &so, &s, err, sizeof err);
+    if (st)
+        return dt_fail(&command, "creating the session", st, err);
+    double tps;
+    di_digest dg;
+    st = time_pp(s, b->prompt, 8, &tps); /* warm-up: page the weights in */
+    for (int i = 0; i < b->o.n_pp && !st; i++) {
+        if (b->o.pp[i] == 0)
+            continue;
+        result *r = new_result(b, threads, b->o.pp[i], 0, bandwidth);
+        for (long rep = 0; rep < b->o.reps && !st; rep++)
+            st = time_pp(s, b->prompt, (uint32_t)b->o.pp[i], &r->samples[r->n_samples++]);
+        mean_std(r->samples, r->n_samples, &r->mean, &r->std);
+    }
+    for (int i = 0; i < b->o.n_tg && !st; i++) {
+        if (b->o.tg[i] == 0)
+            continue;
+        result *r = new_result(b, threads, 0, b->o.tg[i], bandwidth);
+        for (long rep = 0; rep < b->o.reps && !st; rep++) {
+            st = time_tg(s, b->prompt[0], (uint32_t)b->o.tg[i], &r->samples[r->n_samples++], &dg);
+            if (st)
+                break;
+            b->tg_runs++;
+            if (!b->have_digest[i]) {
+                b->tg_digest[i] = dg;
+                b->have_digest[i] = 1;
+            } else if (!di_digest_equal(&b->tg_digest[i], &dg)) {
+                b->digests_equal = 0;
+            }
+        }
+        mean_std(r->samples, r->n_samples, &r->mean, &r->std);
+    }
+    if (st)
+        dt_fail(&command, "step", st, di_session_errmsg(s));
+    di_session_free(s);
+    return st ? DT_EXIT_FAIL : DT_EXIT_OK;
+}
+
+/* ---- Output -------------------------------------------------------------- */
+
+static double limit_tps(const bench *b, const result *r)
+{
+    return r->bandwidth * 1e9 / (double)b->file_size;
+}
+
+static void print_text(const bench *b)
+{
+    printf("| %-10s | %10s | %9s | %-7s | %7s | %7s | %18s | %-24s |\n", "model", "size", "params", "backend",
+           "threads", "test", "t/s", "of the bandwidth limit");
+    printf("| ---------- | ---------: | --------: | ------- | ------: | ------: | -----------------: | "
+           "------------------------ |\n");
+    for (int i = 0; i < b->n_results; i++) {
+        const result *r = &b->results[i];
+        char test[32], frac[64] = "";
+        snprintf(test, sizeof test, r->n_gen ? "tg%ld" : "pp%ld", r->n_gen ? r->n_gen : r->n_prompt);
+        if (r->n_gen && r->bandwidth > 0)
+            snprintf(frac, sizeof frac, "%.1f%% of %.1f t/s", 100.0 * r->mean / limit_tps(b, r), limit_tps(b, r));
+        printf("| %-10.10s | %6.2f MiB | %7.2f M | %-7s | %7ld | %7s | %9.2f ± %6.2f | %-24s |\n",
+               di_model_architecture(b->model), (double)b->file_size / 1048576.0, (double)b->n_params / 1e6,
+               dt_backend_name(b->o.backend), r->threads, test, r->mean, r->std, frac);
+    }
+    if (b->tg_runs)
+        printf("\nsequence digests of the tg runs: %s across %d runs\n",
+               b->digests_equal ? "equal" : "DIFFERENT (determinism broken)", b->tg_runs);
+}
+
+static void print_json(const bench *b)
+{
+    dt_json j;
+    dt_json_init(&j, stdout);
+    dt_json_begin_object(&j, NULL);
+    dt_json_string(&j, "command", "bench");
+    dt_json_string(&j, "library_version", di_version_string());
+    dt_json_string(&j, "build_info", di_build_info());
+    dt_json_string(&j, "model_filename", b->o.model);
+    dt_json_string(&j, "model_type", di_model_architecture(b->model));
+    dt_json_int(&j, "model_size", b->file_size);
+    dt_json_int(&j, "model_n_params", b->n_params);
+    dt_json_string(&j, "backend", dt_backend_name(b->o.backend));
+    dt_json_string(&j, "profile", dt_profile_name(b->o.profile));
+    dt_json_int(&j, "repetitions", b->o.reps);
+    dt_json_begin_array(&j, "results", 0);
+    for (int i = 0; i < b->n_results; i++) {
+        const result *r = &b->results[i];
+        dt_json_begin_object(&j, NULL);
+        dt_json_int(&j, "n_threads", r->threads);
+        dt_json_int(&j, "n_prompt", r->n_prompt);
+        dt_json_int(&j, "n_gen", r->n_gen);
+        dt_json_number(&j, "avg_ts", r->mean);
+        dt_json_number(&j, "stddev_ts", r->std);
+        dt_json_begin_array(&j, "samples_ts", 1);
+        for (int k = 0; k < r->n_samples; k++)
+            dt_json_number(&j, NULL, r->samples[k]);
+        dt_json_end_array(&j);
+        if (r->n_gen && r->bandwidth > 0) {
+            dt_json_number(&j, "bandwidth_gbs", r->bandwidth);
+            dt_json_int(&j, "weight_bytes_per_token", b->file_size);
+            dt_json_number(&j, "bandwidth_limit_ts", limit_tps(b, r));
+            dt_json_number(&j, "bandwidth_fraction", r->mean / limit_tps(b, r));
+        }
+        dt_json_end_object(&j);
+    }
+    dt_json_end_array(&j);
+    dt_json_bool(&j, "tg_digests_equal", b->digests_equal);
+    dt_json_end_object(&j);
+    dt_json_finish(&j);
+}
+
+static long list_max(const long *x, int n)
+{
+    long m = 0;
+    for (int i = 0; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+/* Bandwidth per thread count: given, or measured on a large buffer. */
+static void bandwidths(const bench *b, double *bw)
+{
+    uint64_t *buf = NULL;
+    size_t bytes = BANDWIDTH_BYTES;
+    if (b->o.bandwidth <= 0 && b->max_tg > 0) {
+        while (bytes >= (16u << 20) && !(buf = malloc(bytes)))
+            bytes /= 2;
+        if (buf)
+            memset(buf, 1, bytes); /* touch every page before timing */
+    }
+    for (int k = 0; k < b->o.n_threads; k++)
+        bw[k] = b->o.bandwidth > 0 ? b->o.bandwidth : buf ? measure_bandwidth(buf, bytes, b->o.threads[k]) : 0;
+    if (!b->o.json && b->o.bandwidth <= 0 && buf) {
+        printf("memory bandwidth (a read of %zu MiB, best of 3):", bytes >> 20);
+        for (int k = 0; k < b->o.n_threads; k++)
+            printf("%s %ld thread%s %.1f GB/s", k ? "," : "", b->o.threads[k], b->o.threads[k] == 1 ? "" : "s",
+                   bw[k]);
+        printf("\n\n");
+    }
+    free(buf);
+}
+
+int dt_cmd_bench(int argc, char **argv)
+{
+    bench *b = calloc(1, sizeof *b);
+    if (!b)
+        return dt_fail(&command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
+    int rc = parse(argc, argv, &b->o);
+    if (rc == DT_EXIT_OK)
+        rc = dt_load_model(&command, b->o.model, &b->model);
+    if (rc == DT_EXIT_OK) {
+        b->n_vocab = dt_model_int(b->model, DI_MODEL_N_VOCAB);
+        b->file_size = dt_model_int(b->model, DI_MODEL_FILE_SIZE);
+        b->n_params = dt_model_int(b->model, DI_MODEL_N_PARAMS);
+        b->max_pp = list_max(b->o.pp, b->o.n_pp);
+        b->max_tg = list_max(b->o.tg, b->o.n_tg);
+        b->digests_equal = 1;
+        b->prompt = malloc((size_t)(b->max_pp > 8 ? b->max_pp : 8) * sizeof *b->prompt);
+        if (!b->prompt)
+            rc = dt_fail(&command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
+        for (long i = 0; b->prompt && i < (b->max_pp > 8 ? b->max_pp : 8); i++)
+            b->prompt[i] = (int32_t)((i * 7919 + 13) % b->n_vocab);
+    }
+    if (rc == DT_EXIT_OK) {
+        double bw[MAX_LIST];
+        if (!b->o.json)
+            printf("model %s: %s, %.1fM parameters, %.1f MiB; libdetinfer %s; backend %s, profile %s; %ld "
+                   "repetitions\n",
+                   b->o.model, di_model_architecture(b->model), (double)b->n_params / 1e6,
+                   (double)b->file_size / 1048576.0, di_version_string(), dt_backend_name(b->o.backend),
+                   dt_profile_name(b->o.profile), b->o.reps);
+        bandwidths(b, bw);
+        for (int k = 0; k < b->o.n_threads && rc == DT_EXIT_OK; k++)
+            rc = run_threads(b, b->o.threads[k], bw[k]);
+    }
+    if (rc == DT_EXIT_OK) {
+        if (b->o.json)
+            print_json(b);
+        else
+            print_text(b);
+        if (!b->digests_equal)
+            rc = DT_EXIT_FAIL;
+    }
+    free(b->prompt);
+    di_model_free(b->model);
+    free(b);
+    return rc < 0 ? DT_EXIT_OK : rc;
+}

@@ -1,0 +1,284 @@
+/*
+ * detinfer_run.c — `detinfer run`: the greedy continuation of one prompt,
+ * with the digest of the logits row each token was chosen from and the
+ * digest of the whole sequence (prompt and generated tokens).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "detinfer_common.h"
+
+enum { OPT_MODEL, OPT_PROMPT, OPT_TOKENS, OPT_MAX_NEW, OPT_THREADS, OPT_BACKEND, OPT_PROFILE, OPT_NO_BOS,
+       OPT_IGNORE_EOS, OPT_JSON };
+
+static const dt_option options[] = {
+    [OPT_MODEL] = {"--model", "FILE", "GGUF model file (required)"},
+    [OPT_PROMPT] = {"--prompt", "TEXT", "prompt text (needs a model with a tokenizer)"},
+    [OPT_TOKENS] = {"--tokens", "LIST", "prompt as token ids, e.g. 1,17,42"},
+    [OPT_MAX_NEW] = {"--max-new", "N", "tokens to generate (default 32)"},
+    [OPT_THREADS] = {"--threads", "N", "worker threads, 1..256 (default 1); results do not depend on it"},
+    [OPT_BACKEND] = {"--backend", "NAME", "cpu (default) or cuda"},
+    [OPT_PROFILE] = {"--profile", "NAME", "numerics profile: portable (default) or device"},
+    [OPT_NO_BOS] = {"--no-bos", NULL, "do not prepend BOS to a text prompt"},
+    [OPT_IGNORE_EOS] = {"--ignore-eos", NULL, "keep generating after the end-of-sequence token"},
+    [OPT_JSON] = {"--json", NULL, "one JSON object on stdout instead of text"},
+    {NULL, NULL, NULL},
+};
+
+static const dt_command command = {
+    "run",
+    "--model FILE (--prompt TEXT | --tokens LIST) [options]",
+    "Greedy generation (temperature 0: argmax, ties to the lowest id). Prints each\n"
+    "generated token with the XXH3-128 digest of the logits row it was chosen from,\n"
+    "then the digest of the whole sequence (prompt and generated token ids as\n"
+    "little-endian int32). Generation stops after --max-new tokens or at the model's\n"
+    "end-of-sequence token.",
+    options,
+};
+
+typedef struct run_opts {
+    const char *model, *prompt_text, *tokens_text;
+    long max_new, threads;
+    di_backend backend;
+    di_profile profile;
+    int add_bos, stop_at_eos, json;
+} run_opts;
+
+typedef struct run_result {
+    int32_t *prompt;
+    uint32_t n_prompt;
+    int32_t *generated;
+    di_digest *digests;
+    uint32_t n_generated;
+    int stopped_at_eos;
+    di_digest sequence;
+} run_result;
+
+static int apply_option(int k, const char *v, void *opts)
+{
+    run_opts *o = opts;
+    switch (k) {
+    case OPT_MODEL: o->model = v; return 1;
+    case OPT_PROMPT: o->prompt_text = v; return 1;
+    case OPT_TOKENS: o->tokens_text = v; return 1;
+    case OPT_MAX_NEW: return dt_parse_long(&command, options[k].name, v, 1, 1 << 20, &o->max_new);
+    case OPT_THREADS: return dt_parse_long(&command, options[k].name, v, 1, 256, &o->threads);
+    case OPT_BACKEND: return dt_parse_backend(&command, options[k].name, v, &o->backend);
+    case OPT_PROFILE: return dt_parse_profile(&command, options[k].name, v, &o->profile);
+    case OPT_NO_BOS: o->add_bos = 0; return 1;
+    case OPT_IGNORE_EOS: o->stop_at_eos = 0; return 1;
+    case OPT_JSON: o->json = 1; return 1;
+    }
+    return 1;
+}
+
+static int parse(int argc, char **argv, run_opts *o)
+{
+    *o = (run_opts){.max_new = 32, .threads = 1, .backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE,
+                    .add_bos = 1, .stop_at_eos = 1};
+    int rc = dt_parse_options(&command, argc, argv, apply_option, o, NULL);
+    if (rc != DT_EXIT_OK)
+        return rc;
+    if (!o->model)
+        return dt_usage(&command, "--model is required");
+    if (!o->prompt_text == !o->tokens_text)
+        return dt_usage(&command, "give the prompt as exactly one of --prompt TEXT or --tokens LIST");
+    return DT_EXIT_OK;
+}
+
+static int read_prompt(const run_opts *o, const di_model *model, run_result *r)
+{
+    if (o->tokens_text)
+        return dt_parse_tokens(&command, "--tokens", o->tokens_text, &r->prompt, &r->n_prompt)
+                   ? DT_EXIT_OK
+                   : DT_EXIT_USAGE;
+    char err[512] = "";
+    di_status st = dt_tokenize(model, o->prompt_text, o->add_bos, &r->prompt, &r->n_prompt, err, sizeof err);
+    if (st == DI_ERR_UNSUPPORTED)
+        return dt_fail(&command, "this model cannot take a text prompt (give it as --tokens)", st, err);
+    if (st)
+        return dt_fail(&command, "tokenizing the prompt", st, err);
+    if (r->n_prompt == 0) {
+        fprintf(stderr, "detinfer run: the prompt gives no tokens\n");
+        return DT_EXIT_FAIL;
+    }
+    return DT_EXIT_OK;
+}
+
+static void print_piece(const di_model *model, int32_t token)
+{
+    char *piece = dt_token_piece(model, token);
+    if (piece) {
+        putchar(' ');
+        dt_print_quoted(stdout, piece, strlen(piece));
+        free(piece);
+    }
+}
+
+/* The prompt in one step, then one token per step, printing as it goes. */
+static int generate(const run_opts *o, const di_model *model, di_session *s, run_result *r)
+{
+    const uint32_t seq = 0;
+    int32_t eos = -1;
+    if (o->stop_at_eos && di_model_special_token(model, DI_TOKEN_EOS, &eos) != DI_OK)
+        eos = -1;
+    uint32_t n = r->n_prompt;
+    const int32_t *feed = r->prompt;
+    for (long step = 0; step < o->max_new; step++) {
+        di_status st = di_session_step(s, 1, &seq, &n, feed, 0);
+        int32_t token;
+        const float *logits;
+        if (!st)
+            st = di_session_logits(s, seq, &logits, &r->digests[step]);
+        if (!st)
+            st = di_session_greedy_token(s, seq, &token);
+        if (st)
+            return dt_fail(&command, "step", st, di_session_errmsg(s));
+        r->generated[r->n_generated++] = token;
+        if (!o->json) {
+            char hex[DI_DIGEST_HEX_SIZE];
+            dt_hex(&r->digests[step], hex);
+            printf("step %ld token %d logits %s", step, token, hex);
+            print_piece(model, token);
+            putchar('\n');
+            fflush(stdout);
+        }
+        if (token == eos) {
+            r->stopped_at_eos = 1;
+            break;
+        }
+        n = 1;
+        feed = &r->generated[step];
+    }
+    return DT_EXIT_OK;
+}
+
+static di_status sequence_digest(run_result *r)
+{
+    uint32_t n = r->n_prompt + r->n_generated;
+    int32_t *all = malloc(n * sizeof *all);
+    if (!all)
+        return DI_ERR_OUT_OF_MEMORY;
+    memcpy(all, r->prompt, r->n_prompt * sizeof *all);
+    memcpy(all + r->n_prompt, r->generated, r->n_generated * sizeof *all);
+    di_status st = di_digest_tokens(all, n, &r->sequence);
+    free(all);
+    return st;
+}
+
+static void print_header(const run_opts *o, const di_model *model, const run_result *r)
+{
+    printf("model %s: %s, %lld layers, vocabulary %lld; libdetinfer %s; backend %s, profile %s, %ld thread%s\n",
+           o->model, di_model_architecture(model), (long long)dt_model_int(model, DI_MODEL_N_LAYER),
+           (long long)dt_model_int(model, DI_MODEL_N_VOCAB), di_version_string(), dt_backend_name(o->backend),
+           dt_profile_name(o->profile), o->threads, o->threads == 1 ? "" : "s");
+    printf("prompt %u tokens:", r->n_prompt);
+    for (uint32_t i = 0; i < r->n_prompt; i++)
+        printf(" %d", r->prompt[i]);
+    putchar('\n');
+}
+
+static void print_footer(const di_model *model, const run_result *r)
+{
+    char hex[DI_DIGEST_HEX_SIZE];
+    dt_hex(&r->sequence, hex);
+    printf("sequence %u tokens digest %s\n", r->n_prompt + r->n_generated, hex);
+    char *text = dt_detokenize(model, r->generated, r->n_generated);
+    if (text) {
+        printf("text ");
+        dt_print_quoted(stdout, text, strlen(text));
+        putchar('\n');
+        free(text);
+    }
+    if (r->stopped_at_eos)
+        printf("stopped at the end-of-sequence token\n");
+}
+
+static void print_json(const run_opts *o, const di_model *model, const run_result *r)
+{
+    dt_json j;
+    dt_json_init(&j, stdout);
+    dt_json_begin_object(&j, NULL);
+    dt_json_string(&j, "model", o->model);
+    dt_json_string(&j, "architecture", di_model_architecture(model));
+    dt_json_string(&j, "library_version", di_version_string());
+    dt_json_string(&j, "backend", dt_backend_name(o->backend));
+    dt_json_string(&j, "profile", dt_profile_name(o->profile));
+    dt_json_int(&j, "threads", o->threads);
+    dt_json_string(&j, "prompt_text", o->prompt_text);
+    dt_json_begin_array(&j, "prompt_tokens", 1);
+    for (uint32_t i = 0; i < r->n_prompt; i++)
+        dt_json_int(&j, NULL, r->prompt[i]);
+    dt_json_end_array(&j);
+    dt_json_begin_array(&j, "steps", 0);
+    for (uint32_t i = 0; i < r->n_generated; i++) {
+        dt_json_begin_object(&j, NULL);
+        dt_json_int(&j, "step", i);
+        dt_json_int(&j, "token", r->generated[i]);
+        dt_json_digest(&j, "logits_digest", &r->digests[i]);
+        char *piece = dt_token_piece(model, r->generated[i]);
+        dt_json_string(&j, "piece", piece);
+        free(piece);
+        dt_json_end_object(&j);
+    }
+    dt_json_end_array(&j);
+    dt_json_begin_array(&j, "tokens", 1);
+    for (uint32_t i = 0; i < r->n_generated; i++)
+        dt_json_int(&j, NULL, r->generated[i]);
+    dt_json_end_array(&j);
+    char *text = dt_detokenize(model, r->generated, r->n_generated);
+    dt_json_string(&j, "text", text);
+    free(text);
+    dt_json_string(&j, "stopped", r->stopped_at_eos ? "eos" : "max_new");
+    dt_json_int(&j, "sequence_length", r->n_prompt + r->n_generated);
+    dt_json_digest(&j, "sequence_digest", &r->sequence);
+    dt_json_end_object(&j);
+    dt_json_finish(&j);
+}
+
+int dt_cmd_run(int argc, char **argv)
+{
+    run_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? DT_EXIT_OK : rc;
+    di_model *model = NULL;
+    di_session *s = NULL;
+    run_result r = {0};
+    if ((rc = dt_load_model(&command, o.model, &model)))
+        return rc;
+    if ((rc = read_prompt(&o, model, &r)))
+        goto out;
+    r.generated = calloc((size_t)o.max_new, sizeof *r.generated);
+    r.digests = calloc((size_t)o.max_new, sizeof *r.digests);
+    if (!r.generated || !r.digests) {
+        rc = dt_fail(&command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
+        goto out;
+    }
+    dt_session_opts so = {o.backend, o.profile, o.threads, 1, (int64_t)r.n_prompt + o.max_new};
+    char err[512] = "";
+    di_status st = dt_open_session(model, &so, &s, err, sizeof err);
+    if (st) {
+        rc = dt_fail(&command, "creating the session", st, err);
+        goto out;
+    }
+    if (!o.json)
+        print_header(&o, model, &r);
+    if ((rc = generate(&o, model, s, &r)))
+        goto out;
+    if ((st = sequence_digest(&r))) {
+        rc = dt_fail(&command, "sequence digest", st, "");
+        goto out;
+    }
+    if (o.json)
+        print_json(&o, model, &r);
+    else
+        print_footer(model, &r);
+out:
+    free(r.prompt);
+    free(r.generated);
+    free(r.digests);
+    di_session_free(s);
+    di_model_free(model);
+    return rc;
+}

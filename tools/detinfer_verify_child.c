@@ -1,0 +1,363 @@
+/*
+ * detinfer_verify_child.c — the fresh-process axis of `detinfer verify`,
+ * and the test-only fault hook.
+ *
+ * The parent re-executes this program (/proc/self/exe) with the hidden
+ * subcommand `__verify-child`, writes the prompts on its stdin as token ids
+ * (one line each: "N t0 t1 ..."), and reads one line per prompt back:
+ *
+ *   trace PROMPT N_POS MAX_NEW SEQUENCE_HEX DIGEST_HEX x N_POS TOKEN x MAX_NEW
+ *
+ * so nothing but the model file and the settings is shared between the two
+ * processes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "detinfer_verify.h"
+
+extern char **environ;
+
+/* ---- The test-only fault hook ------------------------------------------- */
+
+int dt_perturb_from_env(dt_perturb *batched, dt_perturb *child, char *err, size_t err_size)
+{
+    memset(batched, 0, sizeof *batched);
+    memset(child, 0, sizeof *child);
+    const char *spec = getenv("DETINFER_TEST_PERTURB");
+    if (!spec || !*spec)
+        return 1;
+    unsigned long slot = 0, pos;
+    char tail;
+    int is_child = !strncmp(spec, "child:", 6);
+    if (is_child ? sscanf(spec + 6, "%lu%c", &pos, &tail) != 1
+                 : sscanf(spec, "%lu:%lu%c", &slot, &pos, &tail) != 2 || slot > 4095) {
+        snprintf(err, err_size, "DETINFER_TEST_PERTURB (test only) wants SLOT:POS or child:POS, not '%s'", spec);
+        return 0;
+    }
+    dt_perturb *p = is_child ? child : batched;
+    *p = (dt_perturb){1, (uint32_t)slot, (uint32_t)pos};
+    return 1;
+}
+
+/* ---- Parent side --------------------------------------------------------- */
+
+static int parse_hex(const char *s, di_digest *d)
+{
+    if (strlen(s) != 32)
+        return 0;
+    for (int i = 0; i < 16; i++) {
+        unsigned v;
+        if (sscanf(s + 2 * i, "%2x", &v) != 1)
+            return 0;
+        d->bytes[i] = (uint8_t)v;
+    }
+    return 1;
+}
+
+/* One "trace ..." line into t (allocated here). */
+static int parse_trace(char *line, uint32_t n_prompts, const dt_prompt *prompts, dt_trace *t)
+{
+    char *save, *tok = strtok_r(line, " \n", &save);
+    unsigned long prompt, n_pos, max_new;
+    if (!tok || strcmp(tok, "trace") || !(tok = strtok_r(NULL, " \n", &save)) ||
+        sscanf(tok, "%lu", &prompt) != 1 || prompt >= n_prompts || !(tok = strtok_r(NULL, " \n", &save)) ||
+        sscanf(tok, "%lu", &n_pos) != 1 || !(tok = strtok_r(NULL, " \n", &save)) ||
+        sscanf(tok, "%lu", &max_new) != 1 || max_new == 0 || n_pos != prompts[prompt].n + max_new - 1)
+        return 0;
+    if (!dt_trace_init(t, prompts[prompt].n, (uint32_t)max_new))
+        return 0;
+    t->prompt = (uint32_t)prompt;
+    if (!(tok = strtok_r(NULL, " \n", &save)) || !parse_hex(tok, &t->sequence))
+        return 0;
+    for (uint32_t i = 0; i < t->n_pos; i++)
+        if (!(tok = strtok_r(NULL, " \n", &save)) || !parse_hex(tok, &t->digests[i]))
+            return 0;
+    for (uint32_t i = 0; i < t->max_new; i++) {
+        long v;
+        if (!(tok = strtok_r(NULL, " \n", &save)) || sscanf(tok, "%ld", &v) != 1)
+            return 0;
+        t->tokens[i] = (int32_t)v;
+    }
+    return strtok_r(NULL, " \n", &save) == NULL;
+}
+
+/* Writes all of buf; a child that died early gives EPIPE, not SIGPIPE. */
+static int write_all(int fd, const char *buf, size_t n)
+{
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    int ok = 1;
+    while (n > 0 && ok) {
+        ssize_t w = write(fd, buf, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        ok = w > 0;
+        if (ok) {
+            buf += w;
+            n -= (size_t)w;
+        }
+    }
+    if (!ok && errno == EPIPE) { /* take the pending SIGPIPE before unblocking */
+        struct timespec zero = {0, 0};
+        sigtimedwait(&pipe_set, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return ok;
+}
+
+static int send_prompts(int fd, const dt_prompt *prompts, uint32_t n_prompts)
+{
+    int ok = 1;
+    for (uint32_t p = 0; p < n_prompts && ok; p++) {
+        char num[16];
+        snprintf(num, sizeof num, "%u", prompts[p].n);
+        ok = write_all(fd, num, strlen(num));
+        for (uint32_t i = 0; i < prompts[p].n && ok; i++) {
+            snprintf(num, sizeof num, " %d", prompts[p].tokens[i]);
+            ok = write_all(fd, num, strlen(num));
+        }
+        ok = ok && write_all(fd, "\n", 1);
+    }
+    return ok;
+}
+
+static di_status spawn_child(char *const argv[], pid_t *pid, int *to_child, int *from_child, char *err,
+                             size_t err_size)
+{
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) {
+        snprintf(err, err_size, "pipe: %s", strerror(errno));
+        return DI_ERR_IO;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+    int rc = posix_spawn(pid, "/proc/self/exe", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(out[1]);
+    if (rc) {
+        close(in[1]);
+        close(out[0]);
+        snprintf(err, err_size, "cannot start a fresh process (/proc/self/exe): %s", strerror(rc));
+        return DI_ERR_IO;
+    }
+    *to_child = in[1];
+    *from_child = out[0];
+    return DI_OK;
+}
+
+/* Reads the child's traces; returns how many were well formed. */
+static uint32_t read_traces(FILE *f, const dt_prompt *prompts, uint32_t n_prompts, dt_done_fn done, void *ctx,
+                            int *malformed)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    uint32_t got = 0;
+    *malformed = 0;
+    while (getline(&line, &cap, f) >= 0) {
+        dt_trace t = {0};
+        if (parse_trace(line, n_prompts, prompts, &t)) {
+            done(ctx, got++, &t);
+        } else {
+            *malformed = 1;
+        }
+        dt_trace_free(&t);
+    }
+    free(line);
+    return got;
+}
+
+di_status dt_child_traces(const char *model_path, uint32_t max_new, long threads, di_backend backend,
+                          di_profile profile, const dt_prompt *prompts, uint32_t n_prompts, dt_done_fn done,
+                          void *ctx, char *err, size_t err_size)
+{
+    char max_new_s[16], threads_s[16];
+    snprintf(max_new_s, sizeof max_new_s, "%u", max_new);
+    snprintf(threads_s, sizeof threads_s, "%ld", threads);
+    char *const argv[] = {"detinfer", "__verify-child", "--model", (char *)model_path, "--max-new", max_new_s,
+                          "--threads", threads_s, "--backend", (char *)dt_backend_name(backend), "--profile",
+                          (char *)dt_profile_name(profile), NULL};
+    pid_t pid;
+    int to_child, from_child;
+    di_status st = spawn_child(argv, &pid, &to_child, &from_child, err, err_size);
+    if (st)
+        return st;
+    int sent = send_prompts(to_child, prompts, n_prompts);
+    close(to_child);
+    FILE *f = fdopen(from_child, "r");
+    int malformed = 0;
+    uint32_t got = 0;
+    if (f) {
+        got = read_traces(f, prompts, n_prompts, done, ctx, &malformed);
+        fclose(f);
+    } else {
+        close(from_child);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        snprintf(err, err_size, "the fresh process %s %d (its messages are above)",
+                 WIFEXITED(status) ? "exited with status" : "was killed by signal",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+        return DI_ERR_INTERNAL;
+    }
+    if (!sent || malformed || got != n_prompts) {
+        snprintf(err, err_size, "the fresh process gave %u well-formed traces for %u prompts", got, n_prompts);
+        return DI_ERR_INTERNAL;
+    }
+    return DI_OK;
+}
+
+/* ---- Child side: `detinfer __verify-child` -------------------------------- */
+
+enum { OPT_MODEL, OPT_MAX_NEW, OPT_THREADS, OPT_BACKEND, OPT_PROFILE };
+
+static const dt_option child_options[] = {
+    [OPT_MODEL] = {"--model", "FILE", "GGUF model file"},
+    [OPT_MAX_NEW] = {"--max-new", "N", "tokens to generate per prompt"},
+    [OPT_THREADS] = {"--threads", "N", "worker threads"},
+    [OPT_BACKEND] = {"--backend", "NAME", "cpu or cuda"},
+    [OPT_PROFILE] = {"--profile", "NAME", "portable or device"},
+    {NULL, NULL, NULL},
+};
+
+static const dt_command child_command = {
+    "__verify-child",
+    "--model FILE --max-new N [--threads N] [--backend NAME] [--profile NAME] < prompts",
+    "Internal to 'detinfer verify' (the fresh-process axis): reads prompts as token\n"
+    "ids, one per line \"N t0 t1 ...\", runs each alone and prints its trace.",
+    child_options,
+};
+
+static void print_trace(void *ctx, uint32_t request, const dt_trace *t)
+{
+    (void)ctx;
+    (void)request;
+    char hex[DI_DIGEST_HEX_SIZE];
+    dt_hex(&t->sequence, hex);
+    printf("trace %u %u %u %s", t->prompt, t->n_pos, t->max_new, hex);
+    for (uint32_t i = 0; i < t->n_pos; i++) {
+        dt_hex(&t->digests[i], hex);
+        printf(" %s", hex);
+    }
+    for (uint32_t i = 0; i < t->max_new; i++)
+        printf(" %d", t->tokens[i]);
+    putchar('\n');
+}
+
+/* Prompts from stdin, each line "N t0 ... t(N-1)". */
+static int read_prompts(dt_prompt_set *set)
+{
+    unsigned long n;
+    while (scanf("%lu", &n) == 1) {
+        if (n == 0 || n > (1u << 24))
+            return 0;
+        if (set->n == set->cap) {
+            uint32_t cap = set->cap ? 2 * set->cap : 16;
+            dt_prompt *p = realloc(set->p, cap * sizeof *p);
+            if (!p)
+                return 0;
+            set->p = p;
+            set->cap = cap;
+        }
+        dt_prompt *p = &set->p[set->n];
+        *p = (dt_prompt){NULL, NULL, malloc(n * sizeof(int32_t)), (uint32_t)n, -1.0f};
+        if (!p->tokens)
+            return 0;
+        set->n++;
+        for (unsigned long i = 0; i < n; i++)
+            if (scanf("%d", &p->tokens[i]) != 1)
+                return 0;
+    }
+    return feof(stdin) && set->n > 0;
+}
+
+int dt_cmd_verify_child(int argc, char **argv)
+{
+    const char *model_path = NULL;
+    long max_new = 0, threads = 1;
+    dt_session_opts so = {DI_BACKEND_CPU, DI_PROFILE_PORTABLE, 1, 1, 0};
+    dt_parser p;
+    dt_parser_init(&p, &child_command, argc, argv);
+    const char *v;
+    for (int k; (k = dt_next_option(&p, &v)) != DT_OPT_END;) {
+        int ok = 1;
+        if (k == DT_OPT_BAD)
+            return DT_EXIT_USAGE;
+        if (k == DT_OPT_HELP) {
+            dt_print_help(&child_command, stdout);
+            return DT_EXIT_OK;
+        }
+        if (k == OPT_MODEL)
+            model_path = v;
+        else if (k == OPT_MAX_NEW)
+            ok = dt_parse_long(&child_command, "--max-new", v, 1, 1 << 20, &max_new);
+        else if (k == OPT_THREADS)
+            ok = dt_parse_long(&child_command, "--threads", v, 1, 256, &threads);
+        else if (k == OPT_BACKEND)
+            ok = dt_parse_backend(&child_command, "--backend", v, &so.backend);
+        else if (k == OPT_PROFILE)
+            ok = dt_parse_profile(&child_command, "--profile", v, &so.profile);
+        if (!ok)
+            return DT_EXIT_USAGE;
+    }
+    if (!model_path || !max_new)
+        return dt_usage(&child_command, "--model and --max-new are required");
+
+    char err[512] = "";
+    dt_perturb batched, child;
+    if (!dt_perturb_from_env(&batched, &child, err, sizeof err))
+        return dt_usage(&child_command, "%s", err);
+    di_model *model = NULL;
+    int rc = dt_load_model(&child_command, model_path, &model);
+    if (rc)
+        return rc;
+    dt_prompt_set set = {0};
+    di_session *s = NULL;
+    if (!read_prompts(&set)) {
+        fprintf(stderr, "detinfer __verify-child: malformed prompts on stdin\n");
+        rc = DT_EXIT_FAIL;
+        goto out;
+    }
+    uint32_t longest = 0;
+    for (uint32_t i = 0; i < set.n; i++)
+        longest = set.p[i].n > longest ? set.p[i].n : longest;
+    so.threads = threads;
+    so.context_length = (int64_t)longest + max_new;
+    di_status st = dt_open_session(model, &so, &s, err, sizeof err);
+    if (st) {
+        rc = dt_fail(&child_command, "creating the session", st, err);
+        goto out;
+    }
+    uint32_t *queue = malloc(set.n * sizeof *queue);
+    for (uint32_t i = 0; queue && i < set.n; i++)
+        queue[i] = i;
+    child.slot = 0; /* alone: every request runs in slot 0 */
+    dt_engine_cfg cfg = {1, 0, (uint32_t)max_new, 1, child, print_trace, NULL};
+    st = queue ? dt_engine_run(s, dt_model_int(model, DI_MODEL_N_VOCAB), set.p, queue, set.n, &cfg, err,
+                               sizeof err)
+               : DI_ERR_OUT_OF_MEMORY;
+    free(queue);
+    if (st)
+        rc = dt_fail(&child_command, "running the prompts", st, err);
+out:
+    fflush(stdout);
+    dt_prompts_free(&set);
+    di_session_free(s);
+    di_model_free(model);
+    return rc;
+}

@@ -1,0 +1,312 @@
+/*
+ * detinfer_verify_prompts.c — the prompts `detinfer verify` checks: the
+ * built-in list, prompts read from a file, and near-tie prompts found by
+ * searching random token-id prompts for the smallest top-2 logit gap (the
+ * places where a one-ulp difference would change the greedy token).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "detinfer_verify.h"
+
+/* Text prompts for a model with a tokenizer. The last four are confusable
+ * on purpose: two answers are about equally likely, so the top-2 logit gap
+ * of their first tokens is small. */
+static const char *const builtin_text[] = {
+    "The capital of France is",
+    "Once upon a time, in a small village by the sea,",
+    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+    "1, 2, 3, 5, 8, 13,",
+    "The capital of Australia is",
+    "Is 9.11 larger than 9.9? Answer:",
+    "Heads or tails? I pick",
+    "Pick a random number between 1 and 10:",
+};
+
+/* Lengths of the built-in token-id prompts (for models without a tokenizer). */
+static const uint32_t builtin_lengths[] = {1, 5, 13, 24};
+
+#define NEAR_TIE_LENGTH 6 /* tokens in a searched prompt */
+#define NEAR_TIE_BATCH 16 /* candidates evaluated per step */
+
+void dt_prompts_free(dt_prompt_set *set)
+{
+    for (uint32_t i = 0; i < set->n; i++) {
+        free(set->p[i].label);
+        free(set->p[i].text);
+        free(set->p[i].tokens);
+    }
+    free(set->p);
+    memset(set, 0, sizeof *set);
+}
+
+/* "tokens[13] 5,99,1,7,42,8,…": the start of a token-id prompt. */
+static char *token_label(const char *prefix, const int32_t *tokens, uint32_t n)
+{
+    char buf[160];
+    int at = snprintf(buf, sizeof buf, "%stokens[%u] ", prefix, n);
+    for (uint32_t i = 0; i < n && i < 6 && at < (int)sizeof buf - 16; i++)
+        at += snprintf(buf + at, sizeof buf - (size_t)at, "%s%d", i ? "," : "", tokens[i]);
+    if (n > 6)
+        snprintf(buf + at, sizeof buf - (size_t)at, ",...");
+    return strdup(buf);
+}
+
+/* Takes ownership of tokens (and of text, which may be NULL). */
+static di_status add_prompt(dt_prompt_set *set, char *label, char *text, int32_t *tokens, uint32_t n,
+                            float search_gap, char *err, size_t err_size)
+{
+    if (set->n == set->cap) {
+        uint32_t cap = set->cap ? 2 * set->cap : 16;
+        dt_prompt *p = realloc(set->p, cap * sizeof *p);
+        if (!p)
+            goto oom;
+        set->p = p;
+        set->cap = cap;
+    }
+    if (!label)
+        goto oom;
+    set->p[set->n++] = (dt_prompt){label, text, tokens, n, search_gap};
+    return DI_OK;
+oom:
+    free(label);
+    free(text);
+    free(tokens);
+    snprintf(err, err_size, "out of memory");
+    return DI_ERR_OUT_OF_MEMORY;
+}
+
+static di_status add_text(const di_model *model, dt_prompt_set *set, const char *text, char *err,
+                          size_t err_size)
+{
+    int32_t *tokens;
+    uint32_t n;
+    di_status st = dt_tokenize(model, text, 1, &tokens, &n, err, err_size);
+    if (st)
+        return st;
+    if (n == 0) {
+        free(tokens);
+        snprintf(err, err_size, "the prompt \"%.40s\" gives no tokens", text);
+        return DI_ERR_INVALID_ARGUMENT;
+    }
+    return add_prompt(set, strdup(text), strdup(text), tokens, n, -1.0f, err, err_size);
+}
+
+di_status dt_prompts_builtin(const di_model *model, uint32_t max_len, uint64_t seed, dt_prompt_set *set,
+                             char *err, size_t err_size)
+{
+    int32_t probe[8];
+    size_t n_probe = 0;
+    di_status st = di_model_tokenize(model, "a", 1, 0, probe, 8, &n_probe, err, err_size);
+    if (st == DI_OK) {
+        set->text = 1;
+        snprintf(set->note, sizeof set->note, "%zu built-in text prompts (4 of them confusable)",
+                 sizeof builtin_text / sizeof *builtin_text);
+        for (size_t i = 0; i < sizeof builtin_text / sizeof *builtin_text && st == DI_OK; i++)
+            st = add_text(model, set, builtin_text[i], err, err_size);
+        return st;
+    }
+    if (st != DI_ERR_UNSUPPORTED)
+        return st;
+    /* No tokenizer (the generated test models): token ids, a few lengths. */
+    int64_t n_vocab = dt_model_int(model, DI_MODEL_N_VOCAB);
+    uint64_t rng = seed ^ 0x70726f6d707473ull;
+    uint32_t last = 0;
+    st = DI_OK;
+    for (size_t k = 0; k < sizeof builtin_lengths / sizeof *builtin_lengths && st == DI_OK; k++) {
+        uint32_t len = builtin_lengths[k] < max_len ? builtin_lengths[k] : max_len;
+        if (len == 0 || len == last)
+            continue;
+        last = len;
+        int32_t *tokens = malloc(len * sizeof *tokens);
+        if (!tokens) {
+            snprintf(err, err_size, "out of memory");
+            return DI_ERR_OUT_OF_MEMORY;
+        }
+        for (uint32_t i = 0; i < len; i++)
+            tokens[i] = (int32_t)(dt_rand(&rng) % (uint64_t)n_vocab);
+        st = add_prompt(set, token_label("", tokens, len), NULL, tokens, len, -1.0f, err, err_size);
+    }
+    snprintf(set->note, sizeof set->note,
+             "%u built-in token-id prompts (the model has no tokenizer)", set->n);
+    err[0] = '\0';
+    return st;
+}
+
+/* In place: \n, \t and \\ become their characters. */
+static void unescape(char *s)
+{
+    char *w = s;
+    for (; *s; s++) {
+        if (*s == '\\' && (s[1] == 'n' || s[1] == 't' || s[1] == '\\')) {
+            s++;
+            *w++ = *s == 'n' ? '\n' : *s == 't' ? '\t' : '\\';
+        } else {
+            *w++ = *s;
+        }
+    }
+    *w = '\0';
+}
+
+static di_status parse_id_line(const char *s, int64_t n_vocab, int32_t **out, uint32_t *n)
+{
+    size_t cap = strlen(s) / 2 + 1;
+    int32_t *t = malloc(cap * sizeof *t);
+    uint32_t count = 0;
+    if (!t)
+        return DI_ERR_OUT_OF_MEMORY;
+    for (;;) {
+        while (*s == ' ' || *s == ',' || *s == '\t')
+            s++;
+        if (!*s)
+            break;
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (end == s || errno || v < 0 || v >= n_vocab) {
+            free(t);
+            return DI_ERR_TOKEN_RANGE;
+        }
+        t[count++] = (int32_t)v;
+        s = end;
+    }
+    if (count == 0) {
+        free(t);
+        return DI_ERR_INVALID_ARGUMENT;
+    }
+    *out = t;
+    *n = count;
+    return DI_OK;
+}
+
+static di_status file_line(const di_model *model, dt_prompt_set *set, char *line, unsigned lineno, char *err,
+                           size_t err_size)
+{
+    if (!strncmp(line, "tokens:", 7)) {
+        int32_t *tokens;
+        uint32_t n;
+        di_status st = parse_id_line(line + 7, dt_model_int(model, DI_MODEL_N_VOCAB), &tokens, &n);
+        if (st)
+            snprintf(err, err_size, "line %u: 'tokens:' wants ids in [0, n_vocab) separated by commas", lineno);
+        return st ? st : add_prompt(set, token_label("", tokens, n), NULL, tokens, n, -1.0f, err, err_size);
+    }
+    unescape(line);
+    char detail[256] = "";
+    di_status st = add_text(model, set, line, detail, sizeof detail);
+    if (st == DI_ERR_UNSUPPORTED)
+        snprintf(err, err_size, "line %u is text, but the model has no tokenizer (write 'tokens: 1,2,3'): %s",
+                 lineno, detail);
+    else if (st)
+        snprintf(err, err_size, "line %u: %s", lineno, detail);
+    return st;
+}
+
+di_status dt_prompts_file(const di_model *model, const char *path, dt_prompt_set *set, char *err,
+                          size_t err_size)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, err_size, "cannot open the prompt file '%s': %s", path, strerror(errno));
+        return DI_ERR_IO;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    unsigned lineno = 0;
+    di_status st = DI_OK;
+    while (st == DI_OK && (len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = '\0';
+        if (len == 0 || line[0] == '#')
+            continue;
+        st = file_line(model, set, line, lineno, err, err_size);
+    }
+    free(line);
+    fclose(f);
+    if (st == DI_OK && set->n == 0) {
+        snprintf(err, err_size, "the prompt file '%s' has no prompts", path);
+        st = DI_ERR_INVALID_ARGUMENT;
+    }
+    snprintf(set->note, sizeof set->note, "%u prompt%s from %s", set->n, set->n == 1 ? "" : "s", path);
+    return st;
+}
+
+/* The top-2 gap of the last logits of each candidate, NEAR_TIE_BATCH at a time. */
+static di_status candidate_gaps(di_session *s, const int32_t *cand, uint32_t candidates, int64_t n_vocab,
+                                double *gaps, char *err, size_t err_size)
+{
+    uint32_t seq[NEAR_TIE_BATCH], len[NEAR_TIE_BATCH];
+    for (uint32_t start = 0; start < candidates; start += NEAR_TIE_BATCH) {
+        uint32_t n = candidates - start < NEAR_TIE_BATCH ? candidates - start : NEAR_TIE_BATCH;
+        for (uint32_t i = 0; i < n; i++) {
+            seq[i] = i;
+            len[i] = NEAR_TIE_LENGTH;
+            di_session_seq_reset(s, i);
+        }
+        di_status st = di_session_step(s, n, seq, len, cand + (size_t)start * NEAR_TIE_LENGTH, 0);
+        for (uint32_t i = 0; i < n && st == DI_OK; i++) {
+            const float *row;
+            int32_t best, second;
+            float bv, sv;
+            if ((st = di_session_logits(s, i, &row, NULL)))
+                break;
+            dt_top2(row, n_vocab, &best, &second, &bv, &sv);
+            gaps[start + i] = second < 0 ? 1e30 : (double)bv - (double)sv;
+        }
+        if (st) {
+            snprintf(err, err_size, "near-tie search: %s", di_session_errmsg(s));
+            return st;
+        }
+    }
+    return DI_OK;
+}
+
+di_status dt_prompts_near_ties(const di_model *model, const dt_session_opts *opts, uint32_t candidates,
+                               uint32_t keep, uint64_t seed, dt_prompt_set *set, char *err, size_t err_size)
+{
+    if (candidates == 0 || keep == 0)
+        return DI_OK;
+    int64_t n_vocab = dt_model_int(model, DI_MODEL_N_VOCAB);
+    int32_t bos = -1;
+    if (di_model_special_token(model, DI_TOKEN_BOS, &bos) != DI_OK)
+        bos = -1;
+    int32_t *cand = malloc((size_t)candidates * NEAR_TIE_LENGTH * sizeof *cand);
+    double *gaps = malloc(candidates * sizeof *gaps);
+    di_session *s = NULL;
+    dt_session_opts so = *opts;
+    so.max_sequences = NEAR_TIE_BATCH;
+    so.context_length = NEAR_TIE_LENGTH;
+    di_status st = !cand || !gaps ? DI_ERR_OUT_OF_MEMORY : dt_open_session(model, &so, &s, err, err_size);
+    if (st == DI_ERR_OUT_OF_MEMORY)
+        snprintf(err, err_size, "out of memory");
+    uint64_t rng = seed ^ 0x6e6561722d746965ull;
+    for (size_t i = 0; st == DI_OK && i < (size_t)candidates * NEAR_TIE_LENGTH; i++)
+        cand[i] = i % NEAR_TIE_LENGTH == 0 && bos >= 0 ? bos : (int32_t)(dt_rand(&rng) % (uint64_t)n_vocab);
+    if (st == DI_OK)
+        st = candidate_gaps(s, cand, candidates, n_vocab, gaps, err, err_size);
+    uint32_t kept = 0;
+    for (; st == DI_OK && kept < keep && kept < candidates; kept++) {
+        uint32_t pick = 0;
+        for (uint32_t c = 1; c < candidates; c++)
+            if (gaps[c] < gaps[pick])
+                pick = c;
+        int32_t *tokens = malloc(NEAR_TIE_LENGTH * sizeof *tokens);
+        if (tokens)
+            memcpy(tokens, cand + (size_t)pick * NEAR_TIE_LENGTH, NEAR_TIE_LENGTH * sizeof *tokens);
+        st = add_prompt(set, tokens ? token_label("near-tie ", tokens, NEAR_TIE_LENGTH) : NULL, NULL, tokens,
+                        NEAR_TIE_LENGTH, (float)gaps[pick], err, err_size);
+        gaps[pick] = 2e30; /* taken */
+    }
+    if (st == DI_OK) {
+        size_t at = strlen(set->note);
+        snprintf(set->note + at, sizeof set->note - at, ", and %u near-tie prompts chosen among %u random ones",
+                 kept, candidates);
+    }
+    di_session_free(s);
+    free(cand);
+    free(gaps);
+    return st;
+}
