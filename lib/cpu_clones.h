@@ -3,7 +3,7 @@
  * x86-64-v3 (AVX2, FMA, F16C) and x86-64-v4 (AVX-512), chosen once at load
  * time (GCC target_clones). Every clone performs the same correctly rounded
  * operations: only independent lanes are vectorised, never a reduction
- * reordered (no -ffast-math), and an explicit fmaf is a fused multiply-add
+ * reordered (fast-math is never on), and an explicit fmaf is a fused multiply-add
  * in every clone (libm's correctly rounded fmaf in the baseline one).
  */
 #ifndef DI_CPU_CLONES_H
