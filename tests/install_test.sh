@@ -30,6 +30,18 @@ LD_LIBRARY_PATH="$stage$prefix/lib" "$stage/generate" --model "$model" --tokens 
 grep -q '^sequence 6 tokens digest [0-9a-f]\{32\}$' "$stage/out" || { cat "$stage/out"; exit 1; }
 python3 "$root/tests/test_ffi.py" "$stage$prefix/lib/libdetinfer.so.1" "$model"
 
+# The Rust example (no crates: the C API declared by hand, found by pkg-config)
+# prints the same step lines, digests included, as the C example.
+if command -v cargo >/dev/null; then
+    # cargo itself runs without the ASan preload a sanitized build sets above
+    env -u LD_PRELOAD CARGO_TARGET_DIR="$stage/rust" cargo build --offline -q --manifest-path "$root/examples/rust/Cargo.toml"
+    "$stage/rust/debug/detinfer-example" "$model" tokens:1,2,3 3 | grep '^step' > "$stage/rust.out"
+    test "$(wc -l < "$stage/rust.out")" -eq 3 && grep '^step' "$stage/out" | cmp - "$stage/rust.out" ||
+        { echo "install: the Rust example's digests differ from the C example's"; exit 1; }
+else
+    echo "install: cargo not found: Rust example not built"
+fi
+
 env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$root" uninstall DESTDIR="$stage" PREFIX="$prefix" SANITIZE="$sanitize" >/dev/null
 left=$(find "$stage$prefix" -type f -o -type l)
 test -z "$left" || { echo "uninstall left: $left"; exit 1; }
