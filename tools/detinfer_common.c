@@ -163,17 +163,13 @@ int dt_parse_long_list(const dt_command *cmd, const char *opt, const char *text,
     return 1;
 }
 
-int dt_parse_tokens(const dt_command *cmd, const char *opt, const char *text, int32_t **tokens,
-                    uint32_t *n)
+di_status dt_token_list(const char *s, int64_t limit, int32_t **out, uint32_t *n)
 {
-    size_t cap = strlen(text) / 2 + 1;
+    size_t cap = strlen(s) / 2 + 1;
     int32_t *t = malloc(cap * sizeof *t);
     uint32_t count = 0;
-    const char *s = text;
-    if (!t) {
-        dt_usage(cmd, "%s: out of memory", opt);
-        return 0;
-    }
+    if (!t)
+        return DI_ERR_OUT_OF_MEMORY;
     for (;;) {
         while (*s == ' ' || *s == ',' || *s == '\t')
             s++;
@@ -182,22 +178,38 @@ int dt_parse_tokens(const dt_command *cmd, const char *opt, const char *text, in
         char *end;
         errno = 0;
         long v = strtol(s, &end, 10);
-        if (end == s || errno || v < 0 || v > INT32_MAX || (*end && *end != ',' && *end != ' ' && *end != '\t')) {
+        if (end == s || errno || v < 0 || v >= limit || (*end && *end != ',' && *end != ' ' && *end != '\t')) {
             free(t);
-            dt_usage(cmd, "%s wants token ids like 1,17,42, not '%s'", opt, text);
-            return 0;
+            return DI_ERR_TOKEN_RANGE;
         }
         t[count++] = (int32_t)v;
         s = end;
     }
     if (count == 0) {
         free(t);
+        return DI_ERR_INVALID_ARGUMENT;
+    }
+    *out = t;
+    *n = count;
+    return DI_OK;
+}
+
+int dt_parse_tokens(const dt_command *cmd, const char *opt, const char *text, int32_t **tokens,
+                    uint32_t *n)
+{
+    switch (dt_token_list(text, (int64_t)INT32_MAX + 1, tokens, n)) {
+    case DI_OK:
+        return 1;
+    case DI_ERR_OUT_OF_MEMORY:
+        dt_usage(cmd, "%s: out of memory", opt);
+        return 0;
+    case DI_ERR_INVALID_ARGUMENT:
         dt_usage(cmd, "%s wants at least one token id", opt);
         return 0;
+    default:
+        dt_usage(cmd, "%s wants token ids like 1,17,42, not '%s'", opt, text);
+        return 0;
     }
-    *tokens = t;
-    *n = count;
-    return 1;
 }
 
 int dt_parse_backend(const dt_command *cmd, const char *opt, const char *text, di_backend *out)

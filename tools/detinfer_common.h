@@ -67,6 +67,10 @@ int dt_parse_long(const dt_command *cmd, const char *opt, const char *text, long
 int dt_parse_long_list(const dt_command *cmd, const char *opt, const char *text, long lo, long hi,
                        long *out, int max, int *n);
 /* Token ids separated by commas or spaces; *tokens is malloc'ed. */
+/* Token ids separated by commas, spaces or tabs, each in [0, limit), into a
+ * new array: DI_OK, DI_ERR_TOKEN_RANGE (malformed or out of range),
+ * DI_ERR_INVALID_ARGUMENT (no ids) or DI_ERR_OUT_OF_MEMORY. */
+di_status dt_token_list(const char *text, int64_t limit, int32_t **out, uint32_t *n);
 int dt_parse_tokens(const dt_command *cmd, const char *opt, const char *text, int32_t **tokens,
                     uint32_t *n);
 int dt_parse_backend(const dt_command *cmd, const char *opt, const char *text, di_backend *out);

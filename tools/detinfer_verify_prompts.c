@@ -150,44 +150,13 @@ static void unescape(char *s)
     *w = '\0';
 }
 
-static di_status parse_id_line(const char *s, int64_t n_vocab, int32_t **out, uint32_t *n)
-{
-    size_t cap = strlen(s) / 2 + 1;
-    int32_t *t = malloc(cap * sizeof *t);
-    uint32_t count = 0;
-    if (!t)
-        return DI_ERR_OUT_OF_MEMORY;
-    for (;;) {
-        while (*s == ' ' || *s == ',' || *s == '\t')
-            s++;
-        if (!*s)
-            break;
-        char *end;
-        errno = 0;
-        long v = strtol(s, &end, 10);
-        if (end == s || errno || v < 0 || v >= n_vocab) {
-            free(t);
-            return DI_ERR_TOKEN_RANGE;
-        }
-        t[count++] = (int32_t)v;
-        s = end;
-    }
-    if (count == 0) {
-        free(t);
-        return DI_ERR_INVALID_ARGUMENT;
-    }
-    *out = t;
-    *n = count;
-    return DI_OK;
-}
-
 static di_status file_line(const di_model *model, dt_prompt_set *set, char *line, unsigned lineno, char *err,
                            size_t err_size)
 {
     if (!strncmp(line, "tokens:", 7)) {
         int32_t *tokens;
         uint32_t n;
-        di_status st = parse_id_line(line + 7, dt_model_int(model, DI_MODEL_N_VOCAB), &tokens, &n);
+        di_status st = dt_token_list(line + 7, dt_model_int(model, DI_MODEL_N_VOCAB), &tokens, &n);
         if (st)
             snprintf(err, err_size, "line %u: 'tokens:' wants ids in [0, n_vocab) separated by commas", lineno);
         return st ? st : add_prompt(set, token_label("", tokens, n), NULL, tokens, n, -1.0f, err, err_size);
