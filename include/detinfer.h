@@ -68,10 +68,10 @@ extern "C" {
  * Compare DI_VERSION_NUMBER (the header you compiled with) against
  * di_version_number() (the library you loaded). */
 #define DI_VERSION_MAJOR 0
-#define DI_VERSION_MINOR 1
+#define DI_VERSION_MINOR 2
 #define DI_VERSION_PATCH 0
 #define DI_VERSION_NUMBER (DI_VERSION_MAJOR * 10000 + DI_VERSION_MINOR * 100 + DI_VERSION_PATCH)
-#define DI_VERSION_STRING "0.1.0"
+#define DI_VERSION_STRING "0.2.0"
 #define DI_ABI_VERSION 1
 
 #if defined(DI_BUILDING_LIBRARY) && defined(__GNUC__)
@@ -243,13 +243,30 @@ typedef enum di_config_key {
     DI_CONFIG_TOP_P = 8,            /* float; only 1.0 (no filter) is accepted */
     DI_CONFIG_TOP_K = 9,            /* int; only 0 (no filter) is accepted */
     DI_CONFIG_REPETITION_PENALTY = 10, /* float; only 1.0 (none) is accepted */
-    DI_CONFIG_SEED = 11             /* int, any; recorded, unused by greedy */
+    DI_CONFIG_SEED = 11,            /* int, any; recorded, unused by greedy */
+    DI_CONFIG_CPU_PATH = 12,        /* int, a di_cpu_path; default DI_CPU_PATH_AUTO.
+                                       Every path gives the same bits; this
+                                       only chooses the instructions. */
+    DI_CONFIG_DEVICE = 13           /* int, 0..255: the CUDA device ordinal;
+                                       default 0 */
 } di_config_key;
+
+/* CPU kernel paths. AUTO takes the environment variable DETINFER_CPU_PATH
+ * (scalar, avx2 or avx512) when it is set, else the widest path this CPU
+ * runs. Forcing a path the CPU lacks makes session creation fail with
+ * DI_ERR_UNSUPPORTED. */
+typedef enum di_cpu_path {
+    DI_CPU_PATH_AUTO = 0,
+    DI_CPU_PATH_SCALAR = 1,         /* portable C, the reference */
+    DI_CPU_PATH_AVX2 = 2,           /* AVX2 + FMA + F16C */
+    DI_CPU_PATH_AVX512 = 3          /* AVX-512 F/BW/VL/DQ */
+} di_cpu_path;
 
 typedef enum di_backend {
     DI_BACKEND_CPU = 1,
-    DI_BACKEND_CUDA = 2             /* not in this build: session creation gives
-                                       DI_ERR_BACKEND_UNAVAILABLE */
+    DI_BACKEND_CUDA = 2             /* loaded on demand (libdetinfer-cuda.so.1);
+                                       without it, a driver or a device, session
+                                       creation gives DI_ERR_BACKEND_UNAVAILABLE */
 } di_backend;
 
 typedef enum di_profile {
@@ -282,6 +299,12 @@ DI_API void di_session_free(di_session *session);
 /* Detail of the last failed call on this session; "" when none. Valid until
  * the next call on the session. */
 DI_API const char *di_session_errmsg(const di_session *session);
+
+/* One line naming what computes this session's results, for logs and
+ * fingerprints, e.g. "backend=cpu path=avx512 threads=2". A CUDA session
+ * adds the profile, GPU, SM count and library versions its results depend
+ * on. Owned by the session; valid until it is freed. */
+DI_API const char *di_session_backend_info(const di_session *session);
 
 /* Step flags (bits; never renumbered). */
 #define DI_STEP_ALL_LOGITS 0x1u /* keep the logits of every position of the

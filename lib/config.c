@@ -105,6 +105,16 @@ DI_API di_status di_config_set_int(di_config *c, di_config_key key, int64_t v)
     case DI_CONFIG_SEED:
         c->seed = v;
         return DI_OK;
+    case DI_CONFIG_CPU_PATH:
+        if (v < DI_CPU_PATH_AUTO || v > DI_CPU_PATH_AVX512)
+            return out_of_range(c, "cpu_path", v, DI_CPU_PATH_AUTO, DI_CPU_PATH_AVX512);
+        c->cpu_path = v;
+        return DI_OK;
+    case DI_CONFIG_DEVICE:
+        if (v < 0 || v > DI_MAX_DEVICE)
+            return out_of_range(c, "device", v, 0, DI_MAX_DEVICE);
+        c->device = v;
+        return DI_OK;
     default:
         return wrong_type(c, (int)key, "an integer key");
     }
@@ -150,6 +160,8 @@ DI_API di_status di_config_get_int(const di_config *c, di_config_key key, int64_
     case DI_CONFIG_DO_SAMPLE: *out = c->do_sample; return DI_OK;
     case DI_CONFIG_TOP_K: *out = c->top_k; return DI_OK;
     case DI_CONFIG_SEED: *out = c->seed; return DI_OK;
+    case DI_CONFIG_CPU_PATH: *out = c->cpu_path; return DI_OK;
+    case DI_CONFIG_DEVICE: *out = c->device; return DI_OK;
     default: return DI_ERR_UNKNOWN_KEY;
     }
 }

@@ -12,6 +12,7 @@
 #define DI_MAX_SEQUENCES 4096
 #define DI_MAX_CONTEXT (1 << 24)
 #define DI_DEFAULT_CONTEXT_CAP 4096
+#define DI_MAX_DEVICE 255
 
 struct di_config {
     int64_t threads;
@@ -22,6 +23,8 @@ struct di_config {
     int64_t do_sample;
     int64_t top_k;
     int64_t seed;
+    int64_t cpu_path;         /* a di_cpu_path; DI_CPU_PATH_AUTO (0) by default */
+    int64_t device;           /* CUDA device ordinal */
     double temperature;
     double top_p;
     double repetition_penalty;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cpu_clones.h"
+#include "cpu_ops.h"
 #include "dequant.h"
 #include "numerics.h"
 
@@ -105,7 +106,21 @@ void di_cpu_rope(float *v, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot,
 
 /* ---- matrix product ------------------------------------------------------ */
 
+/* Scalar path: each row is converted to float32 once, then dotted with every
+ * token. */
+void di_cpu_matmul_rows(const di_weight *w, uint32_t r0, uint32_t r1, const float *x,
+                        uint32_t n_tokens, float *y, float *scratch)
+{
+    const uint32_t n_in = w->n_in, n_out = w->n_out;
+    for (uint32_t r = r0; r < r1; r++) {
+        di_cpu_dequant_row(w, r, scratch);
+        for (uint32_t t = 0; t < n_tokens; t++)
+            y[(size_t)t * n_out + r] = di_cpu_dot(scratch, x + (size_t)t * n_in, n_in);
+    }
+}
+
 typedef struct matmul_job {
+    const di_cpu_ops *ops;
     const di_weight *w;
     const float *x;
     uint32_t n_tokens;
@@ -113,23 +128,18 @@ typedef struct matmul_job {
     float *scratch;
 } matmul_job;
 
-static void matmul_rows(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
+static void matmul_range(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
 {
     const matmul_job *job = ctx;
-    const uint32_t n_in = job->w->n_in, n_out = job->w->n_out;
-    float *row = job->scratch + (size_t)thread * n_in;
-    for (uint32_t r = begin; r < end; r++) {
-        di_cpu_dequant_row(job->w, r, row);
-        for (uint32_t t = 0; t < job->n_tokens; t++)
-            job->y[(size_t)t * n_out + r] = di_cpu_dot(row, job->x + (size_t)t * n_in, n_in);
-    }
+    job->ops->matmul_rows(job->w, begin, end, job->x, job->n_tokens, job->y,
+                          job->scratch + (size_t)thread * DI_MATMUL_SCRATCH(job->w->n_in));
 }
 
-void di_cpu_matmul(di_pool *pool, const di_weight *w, const float *x, uint32_t n_tokens, float *y,
-                   float *scratch)
+void di_cpu_matmul(di_pool *pool, const di_cpu_ops *ops, const di_weight *w, const float *x,
+                   uint32_t n_tokens, float *y, float *scratch)
 {
-    matmul_job job = {w, x, n_tokens, y, scratch};
-    di_pool_run(pool, w->n_out, matmul_rows, &job);
+    matmul_job job = {ops, w, x, n_tokens, y, scratch};
+    di_pool_run(pool, w->n_out, matmul_range, &job);
 }
 
 /* ---- attention ------------------------------------------------------------ */
@@ -196,3 +206,38 @@ uint32_t di_cpu_argmax(const float *x, uint32_t n)
     }
     return best;
 }
+
+/* ---- elementwise ------------------------------------------------------------ */
+
+void di_cpu_silu_mul(float *gate, const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        gate[i] = di_silu(gate[i]) * up[i];
+}
+
+void di_cpu_gelu_mul(float *gate, const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        gate[i] = di_gelu_tanh(gate[i]) * up[i];
+}
+
+void di_cpu_add(float *dst, const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = a[i] + b[i];
+}
+
+const di_cpu_ops di_cpu_ops_scalar = {
+    .path = DI_CPU_PATH_SCALAR,
+    .name = "scalar",
+    .dot = di_cpu_dot,
+    .sum = di_cpu_sum,
+    .matmul_rows = di_cpu_matmul_rows,
+    .rmsnorm = di_cpu_rmsnorm,
+    .rope = di_cpu_rope,
+    .attention_head = di_cpu_attention_head,
+    .silu_mul = di_cpu_silu_mul,
+    .gelu_mul = di_cpu_gelu_mul,
+    .add = di_cpu_add,
+    .argmax = di_cpu_argmax,
+};

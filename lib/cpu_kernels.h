@@ -6,6 +6,7 @@
 #ifndef DI_CPU_KERNELS_H
 #define DI_CPU_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "model.h"
 #include "threadpool.h"
@@ -21,10 +22,15 @@ void di_cpu_dequant_row(const di_weight *w, uint32_t row, float *out);
 /* out = (x * scale) * w with scale = di_rms_scale(dot(x, x), n, eps). */
 void di_cpu_rmsnorm(const float *x, const float *w, uint32_t n, float eps, float *out);
 
-/* y[t][r] = dot(row r of w, x[t]) for t < n_tokens, r < w->n_out; parallel
- * over r. scratch holds n_threads * w->n_in floats. */
-void di_cpu_matmul(di_pool *pool, const di_weight *w, const float *x, uint32_t n_tokens, float *y,
-                   float *scratch);
+/* y[t][r] = dot(row r of w, x[t]) for t < n_tokens, r < w->n_out, with the
+ * path's matmul_rows, parallel over r. scratch holds n_threads *
+ * DI_MATMUL_SCRATCH(w->n_in) floats. */
+struct di_cpu_ops;
+void di_cpu_matmul(di_pool *pool, const struct di_cpu_ops *ops, const di_weight *w, const float *x,
+                   uint32_t n_tokens, float *y, float *scratch);
+/* The scalar path's matmul_rows (cpu_ops.h). */
+void di_cpu_matmul_rows(const di_weight *w, uint32_t r0, uint32_t r1, const float *x,
+                        uint32_t n_tokens, float *y, float *scratch);
 
 /* Rotates the first n_rot dims of each of n_heads heads of head_dim values,
  * pair i being (2i, 2i+1) (DI_ROPE_NORMAL) or (i, i + n_rot/2) (DI_ROPE_NEOX),
@@ -44,5 +50,11 @@ void di_cpu_attention_head(const float *q, const float *k, const float *v, uint3
 /* Index of the largest value, lowest index on ties; NaN never chosen; 0 for
  * an all-NaN row. */
 uint32_t di_cpu_argmax(const float *x, uint32_t n);
+
+/* gate[i] = silu(gate[i]) * up[i]; gate[i] = gelu_tanh(gate[i]) * up[i];
+ * dst[i] = a[i] + b[i]. */
+void di_cpu_silu_mul(float *gate, const float *up, size_t n);
+void di_cpu_gelu_mul(float *gate, const float *up, size_t n);
+void di_cpu_add(float *dst, const float *a, const float *b, size_t n);
 
 #endif /* DI_CPU_KERNELS_H */

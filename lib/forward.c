@@ -34,11 +34,12 @@ static void fill_rope_tables(di_forward *f, uint32_t set)
     }
 }
 
-di_status di_forward_init(di_forward *f, const di_model *m, di_pool *pool, uint32_t ctx_len,
-                          uint32_t max_rows)
+di_status di_forward_init(di_forward *f, const di_model *m, const di_cpu_ops *ops, di_pool *pool,
+                          uint32_t ctx_len, uint32_t max_rows)
 {
     memset(f, 0, sizeof *f);
     f->model = m;
+    f->ops = ops;
     f->pool = pool;
     f->ctx_len = ctx_len;
     f->max_rows = max_rows;
@@ -67,7 +68,7 @@ di_status di_forward_init(di_forward *f, const di_model *m, di_pool *pool, uint3
     f->v = alloc_floats(max_rows * kv_dim);
     f->gate = alloc_floats(max_rows * (size_t)m->n_ff);
     f->up = alloc_floats(max_rows * (size_t)m->n_ff);
-    f->matmul_scratch = alloc_floats(threads * max_in);
+    f->matmul_scratch = alloc_floats(threads * DI_MATMUL_SCRATCH(max_in));
     f->attn_scratch = alloc_floats(threads * f->attn_scratch_size);
     if (!ok || !f->x || !f->xn || !f->tmp || !f->q || !f->att || !f->k || !f->v || !f->gate ||
         !f->up || !f->matmul_scratch || !f->attn_scratch) {
@@ -107,8 +108,8 @@ static void norm_rows(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
     const step_job *job = ctx;
     const di_model *m = job->f->model;
     for (uint32_t r = begin; r < end; r++)
-        di_cpu_rmsnorm(job->src + (size_t)r * m->n_embd, job->w, m->n_embd, m->rms_eps,
-                       job->dst + (size_t)r * m->n_embd);
+        job->f->ops->rmsnorm(job->src + (size_t)r * m->n_embd, job->w, m->n_embd, m->rms_eps,
+                             job->dst + (size_t)r * m->n_embd);
 }
 
 void di_step_norm(di_forward *f, const float *src, const float *w, uint32_t n_rows, float *dst)
@@ -120,7 +121,7 @@ void di_step_norm(di_forward *f, const float *src, const float *w, uint32_t n_ro
 void di_step_matmul(di_forward *f, const di_weight *w, const float *bias, const float *x,
                     uint32_t n_rows, float *y)
 {
-    di_cpu_matmul(f->pool, w, x, n_rows, y, f->matmul_scratch);
+    di_cpu_matmul(f->pool, f->ops, w, x, n_rows, y, f->matmul_scratch);
     if (!bias)
         return;
     for (uint32_t t = 0; t < n_rows; t++)
@@ -129,11 +130,12 @@ void di_step_matmul(di_forward *f, const di_weight *w, const float *bias, const 
 }
 
 /* RMSNorm of each head of head_dim values in place (QK-norm). */
-static void norm_heads(float *v, uint32_t n_heads, uint32_t head_dim, const float *w, float eps)
+static void norm_heads(const di_cpu_ops *ops, float *v, uint32_t n_heads, uint32_t head_dim,
+                       const float *w, float eps)
 {
     for (uint32_t h = 0; h < n_heads; h++) {
         float *x = v + (size_t)h * head_dim;
-        di_cpu_rmsnorm(x, w, head_dim, eps, x); /* reads x[i] before writing it */
+        ops->rmsnorm(x, w, head_dim, eps, x); /* reads x[i] before writing it */
     }
 }
 
@@ -150,13 +152,13 @@ static void qk_rope_store_rows(void *ctx, uint32_t begin, uint32_t end, uint32_t
         const di_forward_row *row = &job->rows[r];
         float *q = f->q + r * q_dim, *k = f->k + r * kv_dim;
         if (ly->q_norm) {
-            norm_heads(q, m->n_head, m->head_dim, ly->q_norm, m->rms_eps);
-            norm_heads(k, m->n_head_kv, m->head_dim, ly->k_norm, m->rms_eps);
+            norm_heads(f->ops, q, m->n_head, m->head_dim, ly->q_norm, m->rms_eps);
+            norm_heads(f->ops, k, m->n_head_kv, m->head_dim, ly->k_norm, m->rms_eps);
         }
         const float *c = f->rope_cos[ly->rope_set] + (size_t)row->pos * half;
         const float *s = f->rope_sin[ly->rope_set] + (size_t)row->pos * half;
-        di_cpu_rope(q, m->n_head, m->head_dim, m->n_rot, m->rope_pairing, c, s);
-        di_cpu_rope(k, m->n_head_kv, m->head_dim, m->n_rot, m->rope_pairing, c, s);
+        f->ops->rope(q, m->n_head, m->head_dim, m->n_rot, m->rope_pairing, c, s);
+        f->ops->rope(k, m->n_head_kv, m->head_dim, m->n_rot, m->rope_pairing, c, s);
         const size_t at = ((size_t)job->layer * f->ctx_len + row->pos) * kv_dim;
         memcpy(row->k_cache + at, k, kv_dim * sizeof(float));
         memcpy(row->v_cache + at, f->v + r * kv_dim, kv_dim * sizeof(float));
@@ -186,9 +188,9 @@ static void attention_items(void *ctx, uint32_t begin, uint32_t end, uint32_t th
         const di_forward_row *row = &job->rows[r];
         const uint32_t first = window && row->pos + 1 > window ? row->pos + 1 - window : 0;
         const size_t base = ((size_t)job->layer * f->ctx_len + first) * kv_dim + (size_t)kvh * hd;
-        di_cpu_attention_head(f->q + r * q_dim + (size_t)h * hd, row->k_cache + base, row->v_cache + base,
-                              (uint32_t)kv_dim, row->pos + 1 - first, hd, m->attn_scale,
-                              f->att + r * q_dim + (size_t)h * hd, scratch);
+        f->ops->attention_head(f->q + r * q_dim + (size_t)h * hd, row->k_cache + base,
+                               row->v_cache + base, (uint32_t)kv_dim, row->pos + 1 - first, hd,
+                               m->attn_scale, f->att + r * q_dim + (size_t)h * hd, scratch);
     }
 }
 
@@ -201,9 +203,25 @@ void di_step_attention(di_forward *f, const di_forward_row *rows, uint32_t n_row
 
 void di_step_residual(di_forward *f, const float *y, uint32_t n_rows)
 {
-    const size_t n = (size_t)n_rows * f->model->n_embd;
-    for (size_t i = 0; i < n; i++)
-        f->x[i] = f->x[i] + y[i];
+    f->ops->add(f->x, f->x, y, (size_t)n_rows * f->model->n_embd);
+}
+
+static void glu_rows(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
+{
+    (void)thread;
+    const step_job *job = ctx;
+    di_forward *f = job->f;
+    const size_t n_ff = f->model->n_ff, at = begin * n_ff, n = (end - begin) * n_ff;
+    if (job->layer == DI_GLU_GELU)
+        f->ops->gelu_mul(f->gate + at, f->up + at, n);
+    else
+        f->ops->silu_mul(f->gate + at, f->up + at, n);
+}
+
+void di_step_glu(di_forward *f, di_glu kind, uint32_t n_rows)
+{
+    step_job job = {.f = f, .layer = kind};
+    di_pool_run(f->pool, n_rows, glu_rows, &job);
 }
 
 /* ---- the pass ----------------------------------------------------------------- */
@@ -230,7 +248,7 @@ void di_forward_logits(di_forward *f, const uint32_t *row_idx, uint32_t n, float
 {
     const di_model *m = f->model;
     for (uint32_t i = 0; i < n; i++)
-        di_cpu_rmsnorm(f->x + (size_t)row_idx[i] * m->n_embd, m->output_norm, m->n_embd, m->rms_eps,
-                       f->xn + (size_t)i * m->n_embd);
-    di_cpu_matmul(f->pool, &m->output, f->xn, n, logits, f->matmul_scratch);
+        f->ops->rmsnorm(f->x + (size_t)row_idx[i] * m->n_embd, m->output_norm, m->n_embd, m->rms_eps,
+                        f->xn + (size_t)i * m->n_embd);
+    di_cpu_matmul(f->pool, f->ops, &m->output, f->xn, n, logits, f->matmul_scratch);
 }

@@ -9,6 +9,7 @@
 #define DI_FORWARD_H
 
 #include <stdint.h>
+#include "cpu_ops.h"
 #include "model.h"
 #include "threadpool.h"
 
@@ -21,6 +22,7 @@ typedef struct di_forward_row {
 
 typedef struct di_forward {
     const di_model *model;
+    const di_cpu_ops *ops;  /* the session's CPU kernel path */
     di_pool *pool;
     uint32_t ctx_len;
     uint32_t max_rows;     /* rows per di_forward_rows call */
@@ -29,14 +31,14 @@ typedef struct di_forward {
     /* activations, max_rows rows each */
     float *x, *xn, *q, *k, *v, *att, *gate, *up, *tmp;
     /* per-thread scratch */
-    float *matmul_scratch; /* [threads][max reduction length] */
+    float *matmul_scratch; /* [threads][DI_MATMUL_SCRATCH(max reduction length)] */
     float *attn_scratch;   /* [threads][attn_scratch_size] */
     size_t attn_scratch_size;
 } di_forward;
 
 /* Allocates tables and scratch; DI_ERR_OUT_OF_MEMORY on failure. */
-di_status di_forward_init(di_forward *f, const di_model *model, di_pool *pool, uint32_t ctx_len,
-                          uint32_t max_rows);
+di_status di_forward_init(di_forward *f, const di_model *model, const di_cpu_ops *ops,
+                          di_pool *pool, uint32_t ctx_len, uint32_t max_rows);
 void di_forward_release(di_forward *f);
 
 /* Runs rows[0..n_rows) (n_rows <= max_rows) through every layer, appending

@@ -28,9 +28,7 @@ void di_llama_layer(di_forward *f, const di_forward_row *rows, uint32_t n_rows, 
     di_step_norm(f, f->x, ly->ffn_norm, n_rows, f->xn);
     di_step_matmul(f, &ly->ffn_gate, NULL, f->xn, n_rows, f->gate);
     di_step_matmul(f, &ly->ffn_up, NULL, f->xn, n_rows, f->up);
-    const size_t n = (size_t)n_rows * m->n_ff;
-    for (size_t i = 0; i < n; i++)
-        f->gate[i] = di_silu(f->gate[i]) * f->up[i];
+    di_step_glu(f, DI_GLU_SILU, n_rows);
     di_step_matmul(f, &ly->ffn_down, NULL, f->gate, n_rows, f->tmp);
     di_step_residual(f, f->tmp, n_rows);
 }

@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "cpu_kernels.h"
+#include "cpu_ops.h"
 #include "digest.h"
 #include "errors.h"
 #include "forward.h"
@@ -47,6 +48,7 @@ struct di_session {
     uint32_t max_sequences;
     uint32_t ctx_len;
     di_pool *pool;
+    const di_cpu_ops *ops;      /* the CPU kernel path */
     di_forward fwd;
     sequence *seqs;
     uint64_t serial;            /* number of steps so far */
@@ -60,6 +62,7 @@ struct di_session {
     di_digest *all_digests;
     size_t all_capacity;        /* rows */
     char errmsg[DI_ERRMSG_SIZE];
+    char backend_info[256];     /* di_session_backend_info */
 };
 
 static di_status fail(di_session *s, di_status st, const char *fmt, ...)
@@ -131,10 +134,16 @@ DI_API di_status di_session_create(const di_model *model, const di_config *confi
     if (st)
         return st;
 
+    const di_cpu_ops *ops = NULL;
+    st = di_cpu_ops_select((di_cpu_path)c->cpu_path, &ops, errbuf, errbuf_size);
+    if (st)
+        return st;
+
     di_session *s = calloc(1, sizeof *s);
     if (!s)
         return di_error(errbuf, errbuf_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
     s->model = model;
+    s->ops = ops;
     s->n_threads = (uint32_t)c->threads;
     s->max_sequences = (uint32_t)c->max_sequences;
     s->ctx_len = context_length(model, c);
@@ -149,7 +158,9 @@ DI_API di_status di_session_create(const di_model *model, const di_config *confi
         di_session_free(s);
         return di_error(errbuf, errbuf_size, st, "cannot start %u threads", (unsigned)c->threads);
     }
-    st = di_forward_init(&s->fwd, model, s->pool, s->ctx_len, SLICE_ROWS);
+    snprintf(s->backend_info, sizeof s->backend_info, "backend=cpu path=%s threads=%u", ops->name,
+             s->n_threads);
+    st = di_forward_init(&s->fwd, model, ops, s->pool, s->ctx_len, SLICE_ROWS);
     if (!st)
         st = alloc_sequences(s);
     s->rows = calloc(SLICE_ROWS, sizeof *s->rows);
@@ -194,6 +205,11 @@ DI_API void di_session_free(di_session *s)
 DI_API const char *di_session_errmsg(const di_session *s)
 {
     return s ? s->errmsg : "session is NULL";
+}
+
+DI_API const char *di_session_backend_info(const di_session *s)
+{
+    return s ? s->backend_info : "session is NULL";
 }
 
 /* ---- the step ---------------------------------------------------------------- */
@@ -271,7 +287,7 @@ static void store_logits(di_session *s, const float *row, sequence *q, int is_la
     if (is_last) {
         memcpy(q->last_logits, row, (size_t)n_vocab * sizeof(float));
         q->last_digest = d;
-        q->greedy = (int32_t)di_cpu_argmax(row, n_vocab);
+        q->greedy = (int32_t)s->ops->argmax(row, n_vocab);
         q->has_result = 1;
     }
 }

@@ -389,6 +389,7 @@ END_TEST
 static const di_config_key INT_KEYS[] = {
     DI_CONFIG_THREADS, DI_CONFIG_MAX_SEQUENCES, DI_CONFIG_CONTEXT_LENGTH, DI_CONFIG_BACKEND,
     DI_CONFIG_PROFILE, DI_CONFIG_DO_SAMPLE,     DI_CONFIG_TOP_K,          DI_CONFIG_SEED,
+    DI_CONFIG_CPU_PATH, DI_CONFIG_DEVICE,
 };
 static const di_config_key FLOAT_KEYS[] = {
     DI_CONFIG_TEMPERATURE, DI_CONFIG_TOP_P, DI_CONFIG_REPETITION_PENALTY,
@@ -409,7 +410,7 @@ START_TEST(test_config_wrong_type_and_unknown_key)
         ck_assert_int_eq(di_config_set_int(c, FLOAT_KEYS[k], 1), DI_ERR_UNKNOWN_KEY);
         ck_assert_int_eq(di_config_get_int(c, FLOAT_KEYS[k], &i), DI_ERR_UNKNOWN_KEY);
     }
-    static const int unknown[] = {0, 12, 999, -1};
+    static const int unknown[] = {0, 14, 999, -1};
     for (size_t k = 0; k < sizeof unknown / sizeof unknown[0]; k++) {
         di_config_key key = (di_config_key)unknown[k];
         ck_assert_int_eq(di_config_set_int(c, key, 1), DI_ERR_UNKNOWN_KEY);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "cpu_ops.h"
 #include "numerics.h"
 #include "test_util.h"
 
@@ -214,7 +215,9 @@ END_TEST
 START_TEST(test_matmul_thread_invariance)
 {
     enum { IN = 1100, OUT = 37, T = 5 };
-    static float w[OUT * IN], x[T * IN], y1[T * OUT], yn[T * OUT], scratch[8 * IN];
+    static float w[OUT * IN], x[T * IN], y1[T * OUT], yn[T * OUT];
+    float *scratch = malloc(8 * DI_MATMUL_SCRATCH(IN) * sizeof(float));
+    ck_assert_ptr_nonnull(scratch);
     uint64_t rng = 11;
     for (int i = 0; i < OUT * IN; i++)
         w[i] = random_float(&rng);
@@ -224,11 +227,12 @@ START_TEST(test_matmul_thread_invariance)
     for (uint32_t threads = 1; threads <= 8; threads++) {
         di_pool *pool;
         ck_assert_int_eq(di_pool_create(threads, &pool), DI_OK);
-        di_cpu_matmul(pool, &wt, x, T, threads == 1 ? y1 : yn, scratch);
+        di_cpu_matmul(pool, &di_cpu_ops_scalar, &wt, x, T, threads == 1 ? y1 : yn, scratch);
         di_pool_free(pool);
         if (threads > 1)
             ck_assert_int_eq(memcmp(y1, yn, sizeof y1), 0);
     }
+    free(scratch);
     for (int t = 0; t < T; t++)
         for (int r = 0; r < OUT; r++)
             ck_assert_uint_eq(bits(y1[t * OUT + r]), bits(naive_reduce(w + r * IN, x + t * IN, IN, 1)));

@@ -1,0 +1,67 @@
+/*
+ * cpu_ops.h — the CPU kernel paths behind one table of operations.
+ *
+ * The scalar path (cpu_kernels.c, portable C) is the reference; the AVX2 and
+ * AVX-512 paths (cpu_avx2.c, cpu_avx512.c) implement the same canonical order
+ * of docs/DETERMINISM.md with intrinsics and give the same bits for every
+ * input. A session picks one table when it is created (di_cpu_ops_select).
+ */
+#ifndef DI_CPU_OPS_H
+#define DI_CPU_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "detinfer.h"
+#include "model.h"
+
+/* Floats of per-thread scratch a matmul_rows call may use, for rows of n_in. */
+#define DI_MATMUL_TILE_ROWS 16u
+#define DI_MATMUL_SCRATCH(n_in) ((size_t)(n_in) * DI_MATMUL_TILE_ROWS + 64u * 32u)
+
+typedef struct di_cpu_ops {
+    di_cpu_path path;
+    const char *name; /* "scalar", "avx2", "avx512" */
+    /* canonical fma-form dot product and plain sum (numerics.h) */
+    float (*dot)(const float *a, const float *b, uint32_t n);
+    float (*sum)(const float *x, uint32_t n);
+    /* y[t * w->n_out + r] = dot(row r of w, x[t * w->n_in ..]) for r in
+     * [r0, r1) and t < n_tokens; scratch holds DI_MATMUL_SCRATCH(w->n_in). */
+    void (*matmul_rows)(const di_weight *w, uint32_t r0, uint32_t r1, const float *x,
+                        uint32_t n_tokens, float *y, float *scratch);
+    /* out = (x * scale) * w, scale = di_rms_scale(dot(x, x), n, eps); out may be x */
+    void (*rmsnorm)(const float *x, const float *w, uint32_t n, float eps, float *out);
+    /* see di_cpu_rope and di_cpu_attention_head in cpu_kernels.h */
+    void (*rope)(float *v, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot,
+                 di_rope_pairing pairing, const float *cos_t, const float *sin_t);
+    void (*attention_head)(const float *q, const float *k, const float *v, uint32_t kv_stride,
+                           uint32_t n_keys, uint32_t head_dim, float scale, float *out,
+                           float *scratch);
+    /* gate[i] = act(gate[i]) * up[i], act = di_silu or di_gelu_tanh */
+    void (*silu_mul)(float *gate, const float *up, size_t n);
+    void (*gelu_mul)(float *gate, const float *up, size_t n);
+    /* dst[i] = a[i] + b[i] */
+    void (*add)(float *dst, const float *a, const float *b, size_t n);
+    /* lowest index of the largest non-NaN value; 0 when all are NaN */
+    uint32_t (*argmax)(const float *x, uint32_t n);
+} di_cpu_ops;
+
+/* The table for a path, or NULL when this CPU or build cannot run it. */
+const di_cpu_ops *di_cpu_ops_for(di_cpu_path path);
+
+/* The table a session gets for `requested` (DI_CPU_PATH_AUTO: the variable
+ * DETINFER_CPU_PATH when set, else the widest available path). On failure a
+ * message goes to errbuf and the status is DI_ERR_UNSUPPORTED (the path is
+ * not available here) or DI_ERR_INVALID_ARGUMENT (a bad variable value). */
+di_status di_cpu_ops_select(di_cpu_path requested, const di_cpu_ops **out, char *errbuf,
+                            size_t errbuf_size);
+
+/* The tables of each path (NULL-free only where compiled in). */
+extern const di_cpu_ops di_cpu_ops_scalar;
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DI_HAVE_X86_PATHS 1
+extern const di_cpu_ops di_cpu_ops_avx2;
+extern const di_cpu_ops di_cpu_ops_avx512;
+#endif
+
+#endif /* DI_CPU_OPS_H */
