@@ -25,7 +25,7 @@ CFLAGS  ?= -O3 -g
 DI_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
              -fPIC -fvisibility=hidden -ffp-contract=off -fno-fast-math \
              -DDI_BUILDING_LIBRARY -Iinclude -Ilib
-LIBS    := -lpcre2-8 -lpthread -lm
+LIBS    := -lpcre2-8 -lpthread -lm -ldl
 
 SANITIZE ?=
 ifeq ($(SANITIZE),1)
@@ -99,8 +99,12 @@ $(MODELS)/real.txt: tools/fetch-model.sh tests/tools/reference.py
 	else echo "check: the real model could not be fetched; its suite will be skipped" >&2; : > $@; fi
 
 # The Check suite reads its inputs from the environment so it can be run by hand.
-check: $(TEST_BIN) $(EXAMPLE) $(SHARED) $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt detinfer
+# The CUDA suite uses the plugin when `make cuda` built it, and nvcc's host build of
+# the shared numerics when nvcc is here (cuda-numerics says so when it is not).
+check: $(TEST_BIN) $(EXAMPLE) $(SHARED) $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt detinfer \
+       cuda-numerics
 	DI_TEST_MODELS=$(abspath $(MODELS)) DI_TEST_EXAMPLE=$(abspath $(EXAMPLE)) \
+	DI_TEST_CUDA_PLUGIN=$(abspath $(CUDA_PLUGIN)) DI_TEST_NUMERICS_NVCC=$(abspath $(NUMERICS_NVCC)) \
 	DI_TEST_ROOT=$(CURDIR) DI_TEST_SANITIZE=$(SANITIZE) \
 	DI_TEST_REAL_MODEL="$$(cat $(MODELS)/real.txt)" DI_TEST_REAL_REF=$(abspath $(MODELS))/real.ref \
 	$(TEST_BIN)
@@ -168,12 +172,6 @@ check-peer: $(SHARED) $(PEER_VENV)/ok
 	$(PEER_VENV)/bin/python tests/peer/compare_llamacpp.py "$$(tools/fetch-model.sh)" \
 	    --lib $(SHARED) --new 32 --threads 2
 
-# The shared numerics header must stay compilable by nvcc with the contract's flags.
-cuda-syntax:
-	@mkdir -p $(BUILD)/kernels
-	$(NVCC) -arch=sm_90 -fmad=false -ftz=false -prec-div=true -prec-sqrt=true -Iinclude -Ilib \
-	    -c kernels/numerics_check.cu -o $(BUILD)/kernels/numerics_check.o
-
 # libFuzzer over the GGUF parser (clang); FUZZ_SECONDS of fuzzing from a seed corpus.
 FUZZ_SECONDS ?= 60
 fuzz: $(MODELS)/models.txt
@@ -194,3 +192,5 @@ clean:
 
 # The detinfer command (tools/): its rules live in their own file.
 include tools/detinfer.mk
+# The CUDA plugin (kernels/): make cuda.
+include kernels/cuda.mk

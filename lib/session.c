@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "config.h"
 #include "cpu_kernels.h"
 #include "cpu_ops.h"
@@ -63,6 +64,12 @@ struct di_session {
     size_t all_capacity;        /* rows */
     char errmsg[DI_ERRMSG_SIZE];
     char backend_info[256];     /* di_session_backend_info */
+    /* The CUDA backend (NULL on the CPU): it owns the KV caches and runs the
+     * forward pass; digests and results stay here. */
+    const di_backend_ops *backend;
+    void *backend_state;
+    di_backend_row *backend_rows; /* [SLICE_ROWS] */
+    int32_t *greedy_tmp;        /* [logits_group] */
 };
 
 static di_status fail(di_session *s, di_status st, const char *fmt, ...)
@@ -88,17 +95,15 @@ static uint32_t context_length(const di_model *m, const struct di_config *c)
 
 static di_status check_backend(const struct di_config *c, char *errbuf, size_t errbuf_size)
 {
-    if (c->backend == DI_BACKEND_CUDA)
-        return di_error(errbuf, errbuf_size, DI_ERR_BACKEND_UNAVAILABLE,
-                        "the CUDA backend is not built into this library (CPU only)");
-    if (c->profile == DI_PROFILE_DEVICE)
+    if (c->profile == DI_PROFILE_DEVICE && c->backend != DI_BACKEND_CUDA)
         return di_error(errbuf, errbuf_size, DI_ERR_UNSUPPORTED,
                         "the device numerics profile needs the CUDA backend; the CPU backend runs "
                         "the portable profile only");
     return DI_OK;
 }
 
-static di_status alloc_sequences(di_session *s)
+/* On the CUDA backend the caches live on the device: only token histories here. */
+static di_status alloc_sequences(di_session *s, int with_caches)
 {
     const di_model *m = s->model;
     const size_t cache_floats = (size_t)m->n_layer * s->ctx_len * m->n_head_kv * m->head_dim;
@@ -109,11 +114,45 @@ static di_status alloc_sequences(di_session *s)
         sequence *q = &s->seqs[i];
         /* calloc: the pages are only touched as the cache fills */
         q->tokens = calloc(s->ctx_len, sizeof *q->tokens);
+        if (!with_caches) {
+            if (!q->tokens)
+                return DI_ERR_OUT_OF_MEMORY;
+            continue;
+        }
         q->k_cache = calloc(cache_floats, sizeof(float));
         q->v_cache = calloc(cache_floats, sizeof(float));
         if (!q->tokens || !q->k_cache || !q->v_cache)
             return DI_ERR_OUT_OF_MEMORY;
     }
+    return DI_OK;
+}
+
+/* Loads the CUDA plugin and creates its state: device, weights, caches. The
+ * RoPE tables are the ones di_forward_init computed, so every backend uses
+ * the same bits. */
+static di_status start_cuda(di_session *s, const struct di_config *c, char *errbuf, size_t errbuf_size)
+{
+    const di_backend_ops *ops = NULL;
+    di_status st = di_backend_load_cuda(&ops, errbuf, errbuf_size);
+    if (st)
+        return st;
+    s->backend_rows = calloc(SLICE_ROWS, sizeof *s->backend_rows);
+    s->greedy_tmp = calloc(s->logits_group, sizeof *s->greedy_tmp);
+    if (!s->backend_rows || !s->greedy_tmp)
+        return di_error(errbuf, errbuf_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
+    di_backend_params p = {
+        .max_sequences = s->max_sequences, .ctx_len = s->ctx_len, .max_rows = SLICE_ROWS,
+        .max_logits = s->logits_group, .profile = c->profile, .device = c->device,
+    };
+    for (uint32_t set = 0; set < s->model->n_rope_sets; set++) {
+        p.rope_cos[set] = s->fwd.rope_cos[set];
+        p.rope_sin[set] = s->fwd.rope_sin[set];
+    }
+    st = ops->create(s->model, &p, &s->backend_state, errbuf, errbuf_size);
+    if (st)
+        return st;
+    s->backend = ops;
+    snprintf(s->backend_info, sizeof s->backend_info, "%s", ops->info(s->backend_state));
     return DI_OK;
 }
 
@@ -162,7 +201,7 @@ DI_API di_status di_session_create(const di_model *model, const di_config *confi
              s->n_threads);
     st = di_forward_init(&s->fwd, model, ops, s->pool, s->ctx_len, SLICE_ROWS);
     if (!st)
-        st = alloc_sequences(s);
+        st = alloc_sequences(s, c->backend != DI_BACKEND_CUDA);
     s->rows = calloc(SLICE_ROWS, sizeof *s->rows);
     s->logit_rows = calloc(SLICE_ROWS, sizeof *s->logit_rows);
     s->logit_seq = calloc(SLICE_ROWS, sizeof *s->logit_seq);
@@ -174,6 +213,10 @@ DI_API di_status di_session_create(const di_model *model, const di_config *confi
         return di_error(errbuf, errbuf_size, st, "out of memory for %u sequences of context %u",
                         (unsigned)c->max_sequences, context_length(model, c));
     }
+    if (c->backend == DI_BACKEND_CUDA && (st = start_cuda(s, c, errbuf, errbuf_size))) {
+        di_session_free(s);
+        return st;
+    }
     *out = s;
     return DI_OK;
 }
@@ -182,6 +225,10 @@ DI_API void di_session_free(di_session *s)
 {
     if (!s)
         return;
+    if (s->backend)
+        s->backend->destroy(s->backend_state);
+    free(s->backend_rows);
+    free(s->greedy_tmp);
     if (s->seqs) {
         for (uint32_t i = 0; i < s->max_sequences; i++) {
             free(s->seqs[i].tokens);
@@ -274,8 +321,9 @@ static di_status validate_step(di_session *s, uint32_t n_entries, const uint32_t
 }
 
 /* Digest and greedy token of a finished logits row, stored where it belongs. */
+/* greedy < 0: the CPU's argmax of the row; otherwise the backend's. */
 static void store_logits(di_session *s, const float *row, sequence *q, int is_last, size_t all_index,
-                         int keep_all)
+                         int keep_all, int32_t greedy)
 {
     const uint32_t n_vocab = s->model->n_vocab;
     di_digest d;
@@ -287,25 +335,33 @@ static void store_logits(di_session *s, const float *row, sequence *q, int is_la
     if (is_last) {
         memcpy(q->last_logits, row, (size_t)n_vocab * sizeof(float));
         q->last_digest = d;
-        q->greedy = (int32_t)s->ops->argmax(row, n_vocab);
+        q->greedy = greedy >= 0 ? greedy : (int32_t)s->ops->argmax(row, n_vocab);
         q->has_result = 1;
     }
 }
 
 /* Logits for the slice rows that need them, in groups of logits_group. */
-static void slice_logits(di_session *s, const uint32_t *seq_ids, uint32_t n_logit,
-                         const size_t *all_index, const int *is_last, int keep_all)
+static di_status slice_logits(di_session *s, const uint32_t *seq_ids, uint32_t n_logit,
+                              const size_t *all_index, const int *is_last, int keep_all)
 {
     const uint32_t n_vocab = s->model->n_vocab;
     for (uint32_t g0 = 0; g0 < n_logit; g0 += s->logits_group) {
         uint32_t n = n_logit - g0 < s->logits_group ? n_logit - g0 : s->logits_group;
-        di_forward_logits(&s->fwd, s->logit_rows + g0, n, s->logits_tmp);
+        if (s->backend) {
+            di_status st = s->backend->logits(s->backend_state, s->logit_rows + g0, n, s->logits_tmp,
+                                              s->greedy_tmp, s->errmsg, sizeof s->errmsg);
+            if (st)
+                return st;
+        } else {
+            di_forward_logits(&s->fwd, s->logit_rows + g0, n, s->logits_tmp);
+        }
         for (uint32_t i = 0; i < n; i++) {
             const uint32_t k = g0 + i;
             store_logits(s, s->logits_tmp + (size_t)i * n_vocab, &s->seqs[seq_ids[s->logit_seq[k]]],
-                         is_last[k], all_index[k], keep_all);
+                         is_last[k], all_index[k], keep_all, s->backend ? s->greedy_tmp[i] : -1);
         }
     }
+    return DI_OK;
 }
 
 DI_API di_status di_session_step(di_session *s, uint32_t n_entries, const uint32_t *seq_ids,
@@ -341,6 +397,8 @@ DI_API di_status di_session_step(di_session *s, uint32_t n_entries, const uint32
             row->pos = q->length;
             row->k_cache = q->k_cache;
             row->v_cache = q->v_cache;
+            if (s->backend)
+                s->backend_rows[n_rows] = (di_backend_row){tokens[flat], q->length, seq_ids[e]};
             q->tokens[q->length++] = tokens[flat];
             const int last = i + 1 == n_tokens[e];
             if (last || keep_all) {
@@ -359,8 +417,15 @@ DI_API di_status di_session_step(di_session *s, uint32_t n_entries, const uint32
                 i++;
             }
         }
-        di_forward_rows(&s->fwd, s->rows, n_rows);
-        slice_logits(s, seq_ids, n_logit, all_index, is_last, keep_all);
+        if (s->backend)
+            st = s->backend->forward(s->backend_state, s->backend_rows, n_rows, s->errmsg,
+                                     sizeof s->errmsg);
+        else
+            di_forward_rows(&s->fwd, s->rows, n_rows);
+        if (!st)
+            st = slice_logits(s, seq_ids, n_logit, all_index, is_last, keep_all);
+        if (st)
+            return st; /* a device failure: the stepped sequences' state is undefined */
     }
     return DI_OK;
 }
@@ -493,7 +558,10 @@ DI_API di_status di_session_seq_copy(di_session *s, uint32_t src, uint32_t dst, 
                     from->length, length);
     const di_model *m = s->model;
     const size_t kv_dim = (size_t)m->n_head_kv * m->head_dim;
-    for (uint32_t il = 0; il < m->n_layer; il++) {
+    if (s->backend && (st = s->backend->seq_copy(s->backend_state, src, dst, length, s->errmsg,
+                                                 sizeof s->errmsg)))
+        return st;
+    for (uint32_t il = 0; s->backend == NULL && il < m->n_layer; il++) {
         const size_t at = (size_t)il * s->ctx_len * kv_dim;
         memcpy(to->k_cache + at, from->k_cache + at, (size_t)length * kv_dim * sizeof(float));
         memcpy(to->v_cache + at, from->v_cache + at, (size_t)length * kv_dim * sizeof(float));

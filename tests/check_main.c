@@ -16,6 +16,7 @@ Suite *determinism_suite(void);
 Suite *install_suite(void);
 Suite *cli_suite(void);
 Suite *real_suite(void);
+Suite *cuda_suite(void);
 
 int main(void)
 {
@@ -29,6 +30,7 @@ int main(void)
     srunner_add_suite(runner, install_suite());
     srunner_add_suite(runner, cli_suite());
     srunner_add_suite(runner, real_suite());
+    srunner_add_suite(runner, cuda_suite());
     srunner_set_fork_status(runner, CK_FORK);
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);

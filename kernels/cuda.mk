@@ -1,0 +1,57 @@
+# kernels/cuda.mk — the CUDA backend plugin, lib/libdetinfer-cuda.so.1 (included
+# from the Makefile). libdetinfer.so loads it with dlopen when a session asks for
+# DI_BACKEND_CUDA, so nothing here is needed to build, load or test the CPU library.
+#
+#   make cuda                       sm_80, sm_86, sm_89, sm_90 and compute_90 PTX
+#   make cuda CUDA_ARCHS=sm_90      one architecture (the GPU script)
+#   make cuda-syntax                lib/numerics.h through nvcc (kept for CI)
+#
+# The contract's flags: no fused multiply-add behind our back, denormals kept,
+# correctly rounded division and square root. The CUDA runtime is linked
+# statically, so the plugin needs only the driver (libcuda.so.1) at run time.
+
+CUDA_ARCHS ?= sm_80 sm_86 sm_89 sm_90
+CUDA_PTX   ?= compute_90
+NVCC_CONTRACT := -fmad=false -ftz=false -prec-div=true -prec-sqrt=true
+comma := ,
+NVCC_GENCODE := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(subst sm_,,$(a))$(comma)code=$(a)) \
+                $(if $(CUDA_PTX),-gencode arch=$(CUDA_PTX)$(comma)code=$(CUDA_PTX))
+NVCC_FLAGS := -O3 -std=c++17 $(NVCC_CONTRACT) -Iinclude -Ilib -Ikernels -DDI_BUILDING_LIBRARY \
+              -Xcompiler -fPIC,-fvisibility=hidden,-ffp-contract=off,-Wall
+HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
+
+CUDA_PLUGIN := lib/libdetinfer-cuda.so.1
+CUDA_SRC := $(wildcard kernels/cuda_*.cu)
+CUDA_OBJ := $(CUDA_SRC:kernels/%.cu=build/kernels/%.o)
+CUDA_DEPS := $(wildcard kernels/*.cuh) lib/numerics.h lib/canon_order.h lib/dequant_blocks.h \
+             lib/canon_rows.h lib/backend.h lib/model.h lib/gguf.h include/detinfer.h
+# The shared numerics compiled as host code by nvcc, for tests/check_cuda.c.
+NUMERICS_NVCC := build/kernels/libnumerics-nvcc.so
+
+.PHONY: cuda cuda-syntax cuda-numerics
+
+build/kernels/%.o: kernels/%.cu $(CUDA_DEPS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_GENCODE) -c $< -o $@
+
+$(CUDA_PLUGIN): $(CUDA_OBJ)
+	$(NVCC) -shared -cudart static $(NVCC_GENCODE) -Xlinker -soname,libdetinfer-cuda.so.1 \
+	    -Xlinker -z,defs $(CUDA_OBJ) -o $@ -lrt -lpthread -ldl
+
+$(NUMERICS_NVCC): kernels/numerics_host.cu lib/numerics.h lib/canon_order.h lib/dequant_blocks.h
+	@mkdir -p $(dir $@)
+	$(NVCC) -shared -O3 $(NVCC_CONTRACT) -Ilib -Xcompiler -fPIC,-fvisibility=hidden,-ffp-contract=off \
+	    kernels/numerics_host.cu -o $@
+
+ifeq ($(HAVE_NVCC),1)
+cuda: $(CUDA_PLUGIN) $(NUMERICS_NVCC)
+cuda-numerics: $(NUMERICS_NVCC)
+else
+cuda cuda-numerics:
+	@echo "cuda: $(NVCC) not found: the CUDA plugin is not built (the CPU library needs none)"
+endif
+
+cuda-syntax:
+	@mkdir -p build/kernels
+	$(NVCC) -arch=sm_90 $(NVCC_CONTRACT) -Iinclude -Ilib \
+	    -c kernels/numerics_check.cu -o build/kernels/numerics_check.o

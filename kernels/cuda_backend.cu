@@ -1,0 +1,333 @@
+/*
+ * cuda_backend.cu — the plugin's entry (lib/backend.h): device selection,
+ * uploads, the KV caches, and the forward, logits and copy calls the
+ * session makes. Linked with the static CUDA runtime, so the plugin needs
+ * only the driver (libcuda.so.1) at run time; without a driver or a device,
+ * create() reports DI_ERR_BACKEND_UNAVAILABLE and nothing else happens.
+ *
+ * Only the portable profile is implemented: the device profile (cuBLASLt
+ * matrix products on tensor cores) is refused with DI_ERR_UNSUPPORTED.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_state.cuh"
+#include "dequant_blocks.h"
+
+/* ---- errors ------------------------------------------------------------------ */
+
+static di_status failf(char *err, size_t err_size, di_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static di_status failf(char *err, size_t err_size, di_status st, const char *fmt, ...)
+{
+    if (err && err_size) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, err_size, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+/* A CUDA error as a status: out of memory, or a device failure. */
+static di_status cuda_fail(char *err, size_t err_size, cudaError_t e, const char *what)
+{
+    return failf(err, err_size, e == cudaErrorMemoryAllocation ? DI_ERR_OUT_OF_MEMORY : DI_ERR_INTERNAL,
+                 "CUDA: %s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+#define TRY(call, what)                                          \
+    do {                                                         \
+        cudaError_t e_ = (call);                                 \
+        if (e_ != cudaSuccess)                                   \
+            return cuda_fail(err, err_size, e_, what);           \
+    } while (0)
+
+/* ---- allocations --------------------------------------------------------------- */
+
+static cudaError_t dev_alloc(dc_state *s, size_t bytes, void **out)
+{
+    *out = NULL;
+    if (s->n_allocations == s->cap_allocations) {
+        size_t cap = s->cap_allocations ? 2 * s->cap_allocations : 64;
+        void **grown = (void **)realloc(s->allocations, cap * sizeof *grown);
+        if (!grown)
+            return cudaErrorMemoryAllocation;
+        s->allocations = grown;
+        s->cap_allocations = cap;
+    }
+    cudaError_t e = cudaMalloc(out, bytes ? bytes : 1);
+    if (e == cudaSuccess)
+        s->allocations[s->n_allocations++] = *out;
+    return e;
+}
+
+static cudaError_t dev_floats(dc_state *s, size_t n, float **out)
+{
+    return dev_alloc(s, n * sizeof(float), (void **)out);
+}
+
+/* A host vector of n floats in device memory; NULL stays NULL. */
+static cudaError_t upload_floats(dc_state *s, const float *host, size_t n, const float **out)
+{
+    *out = NULL;
+    if (!host)
+        return cudaSuccess;
+    float *d = NULL;
+    cudaError_t e = dev_floats(s, n, &d);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(d, host, n * sizeof(float), cudaMemcpyHostToDevice);
+    *out = d;
+    return e;
+}
+
+/* The weight's bytes are at the same offset in the device copy of the file. */
+static dc_weight device_weight(const dc_state *s, const di_weight *w)
+{
+    dc_weight d;
+    d.data = s->file + (w->data - (const uint8_t *)s->model->map);
+    d.type = w->type;
+    d.n_in = w->n_in;
+    d.n_out = w->n_out;
+    d.row_bytes = w->row_bytes;
+    return d;
+}
+
+/* ---- creation ---------------------------------------------------------------------- */
+
+static di_status pick_device(dc_state *s, int ordinal, char *err, size_t err_size)
+{
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess)
+        return failf(err, err_size, DI_ERR_BACKEND_UNAVAILABLE,
+                     "the CUDA backend found no usable driver or device: cudaGetDeviceCount: %s (%s); "
+                     "it needs the NVIDIA driver (libcuda.so.1) and a GPU of compute capability 8.0 or newer",
+                     cudaGetErrorString(e), cudaGetErrorName(e));
+    if (count == 0)
+        return failf(err, err_size, DI_ERR_BACKEND_UNAVAILABLE, "the CUDA backend found no CUDA device");
+    if (ordinal >= count)
+        return failf(err, err_size, DI_ERR_BACKEND_UNAVAILABLE,
+                     "CUDA device %d does not exist (%d device%s found)", ordinal, count, count == 1 ? "" : "s");
+    cudaDeviceProp prop;
+    TRY(cudaGetDeviceProperties(&prop, ordinal), "cudaGetDeviceProperties");
+    if (prop.major < 8)
+        return failf(err, err_size, DI_ERR_BACKEND_UNAVAILABLE,
+                     "CUDA device %d (%s) has compute capability %d.%d; the plugin is built for 8.0 and newer",
+                     ordinal, prop.name, prop.major, prop.minor);
+    TRY(cudaSetDevice(ordinal), "cudaSetDevice");
+    s->device = ordinal;
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    snprintf(s->info, sizeof s->info,
+             "backend=cuda profile=portable gpu=%.100s sm_count=%d cc=%d.%d driver=%d runtime=%d "
+             "cublas=unused cudnn=unused",
+             prop.name, prop.multiProcessorCount, prop.major, prop.minor, driver, runtime);
+    return DI_OK;
+}
+
+static di_status upload_model(dc_state *s, char *err, size_t err_size)
+{
+    const di_model *m = s->model;
+    const size_t q_dim = (size_t)m->n_head * m->head_dim, kv_dim = (size_t)m->n_head_kv * m->head_dim;
+    TRY(dev_alloc(s, m->map_size, (void **)&s->file), "model file: cudaMalloc");
+    TRY(cudaMemcpy(s->file, m->map, m->map_size, cudaMemcpyHostToDevice), "model file: cudaMemcpy");
+    s->tok_embd = device_weight(s, &m->tok_embd);
+    s->output = device_weight(s, &m->output);
+    TRY(upload_floats(s, m->output_norm, m->n_embd, &s->output_norm), "output norm");
+    s->layers = (dc_layer *)calloc(m->n_layer, sizeof *s->layers);
+    if (!s->layers)
+        return failf(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
+    for (uint32_t il = 0; il < m->n_layer; il++) {
+        const di_layer *h = &m->layers[il];
+        dc_layer *d = &s->layers[il];
+        d->wq = device_weight(s, &h->wq);
+        d->wk = device_weight(s, &h->wk);
+        d->wv = device_weight(s, &h->wv);
+        d->wo = device_weight(s, &h->wo);
+        d->ffn_gate = device_weight(s, &h->ffn_gate);
+        d->ffn_up = device_weight(s, &h->ffn_up);
+        d->ffn_down = device_weight(s, &h->ffn_down);
+        TRY(upload_floats(s, h->attn_norm, m->n_embd, &d->attn_norm), "norm weights");
+        TRY(upload_floats(s, h->ffn_norm, m->n_embd, &d->ffn_norm), "norm weights");
+        TRY(upload_floats(s, h->post_attn_norm, m->n_embd, &d->post_attn_norm), "norm weights");
+        TRY(upload_floats(s, h->post_ffn_norm, m->n_embd, &d->post_ffn_norm), "norm weights");
+        TRY(upload_floats(s, h->q_norm, m->head_dim, &d->q_norm), "norm weights");
+        TRY(upload_floats(s, h->k_norm, m->head_dim, &d->k_norm), "norm weights");
+        TRY(upload_floats(s, h->bq, q_dim, &d->bq), "biases");
+        TRY(upload_floats(s, h->bk, kv_dim, &d->bk), "biases");
+        TRY(upload_floats(s, h->bv, kv_dim, &d->bv), "biases");
+    }
+    const size_t table = (size_t)s->params.ctx_len * (m->n_rot / 2);
+    for (uint32_t set = 0; set < m->n_rope_sets; set++) {
+        const float *c = NULL, *sn = NULL;
+        TRY(upload_floats(s, s->params.rope_cos[set], table, &c), "RoPE tables");
+        TRY(upload_floats(s, s->params.rope_sin[set], table, &sn), "RoPE tables");
+        s->rope_cos[set] = (float *)c;
+        s->rope_sin[set] = (float *)sn;
+    }
+    return DI_OK;
+}
+
+static di_status alloc_buffers(dc_state *s, char *err, size_t err_size)
+{
+    const di_model *m = s->model;
+    const di_backend_params *p = &s->params;
+    const size_t rows = p->max_rows;
+    const size_t q_dim = (size_t)m->n_head * m->head_dim, kv_dim = (size_t)m->n_head_kv * m->head_dim;
+    const size_t cache = (size_t)p->max_sequences * m->n_layer * p->ctx_len * kv_dim;
+    s->cache.n_layer = m->n_layer;
+    s->cache.ctx_len = p->ctx_len;
+    s->cache.kv_dim = (uint32_t)kv_dim;
+    TRY(dev_floats(s, cache, &s->cache.k), "KV cache");
+    TRY(dev_floats(s, cache, &s->cache.v), "KV cache");
+    TRY(dev_floats(s, rows * m->n_embd, &s->x), "activations");
+    TRY(dev_floats(s, rows * m->n_embd, &s->xn), "activations");
+    TRY(dev_floats(s, rows * m->n_embd, &s->tmp), "activations");
+    TRY(dev_floats(s, rows * q_dim, &s->q), "activations");
+    TRY(dev_floats(s, rows * q_dim, &s->att), "activations");
+    TRY(dev_floats(s, rows * kv_dim, &s->k), "activations");
+    TRY(dev_floats(s, rows * kv_dim, &s->v), "activations");
+    TRY(dev_floats(s, rows * m->n_ff, &s->gate), "activations");
+    TRY(dev_floats(s, rows * m->n_ff, &s->up), "activations");
+    TRY(dev_floats(s, rows * m->n_head * p->ctx_len, &s->scores), "attention scores");
+    TRY(dev_alloc(s, rows * sizeof(dc_row), (void **)&s->rows), "rows");
+    TRY(dev_alloc(s, p->max_logits * sizeof(uint32_t), (void **)&s->logit_idx), "logits");
+    TRY(dev_floats(s, (size_t)p->max_logits * m->n_vocab, &s->logits), "logits");
+    TRY(dev_alloc(s, p->max_logits * sizeof(int32_t), (void **)&s->greedy), "logits");
+    return DI_OK;
+}
+
+static void destroy(void *state)
+{
+    dc_state *s = (dc_state *)state;
+    if (!s)
+        return;
+    cudaSetDevice(s->device);
+    if (s->stream)
+        cudaStreamDestroy(s->stream);
+    for (size_t i = 0; i < s->n_allocations; i++)
+        cudaFree(s->allocations[i]);
+    free(s->allocations);
+    free(s->layers);
+    free(s);
+}
+
+static di_status create(const di_model *m, const di_backend_params *p, void **out, char *err,
+                        size_t err_size)
+{
+    *out = NULL;
+    if (p->profile == DI_PROFILE_DEVICE)
+        return failf(err, err_size, DI_ERR_UNSUPPORTED,
+                     "the device profile (cuBLASLt on tensor cores) is not implemented in this CUDA "
+                     "plugin yet; use the portable profile");
+    for (uint32_t il = 0; il < m->n_layer; il++)
+        if (!di_qb_block_elems(m->layers[il].wq.type) || !di_qb_block_elems(m->layers[il].ffn_down.type))
+            return failf(err, err_size, DI_ERR_UNSUPPORTED, "layer %u: a weight type the CUDA backend lacks", il);
+    dc_state *s = (dc_state *)calloc(1, sizeof *s);
+    if (!s)
+        return failf(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
+    s->model = m;
+    s->params = *p;
+    di_status st = pick_device(s, p->device, err, err_size);
+    if (!st) {
+        cudaError_t e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
+        st = e == cudaSuccess ? DI_OK : cuda_fail(err, err_size, e, "cudaStreamCreate");
+    }
+    if (!st)
+        st = upload_model(s, err, err_size);
+    if (!st)
+        st = alloc_buffers(s, err, err_size);
+    if (st) {
+        destroy(s);
+        return st;
+    }
+    *out = s;
+    return DI_OK;
+}
+
+static const char *info(void *state)
+{
+    return ((dc_state *)state)->info;
+}
+
+/* ---- calls --------------------------------------------------------------------------- */
+
+/* Waits for the stream and turns a launch or execution error into a status. */
+static di_status finish(dc_state *s, const char *what, char *err, size_t err_size)
+{
+    TRY(cudaGetLastError(), what);
+    TRY(cudaStreamSynchronize(s->stream), what);
+    return DI_OK;
+}
+
+static di_status forward(void *state, const di_backend_row *rows, uint32_t n_rows, char *err,
+                         size_t err_size)
+{
+    dc_state *s = (dc_state *)state;
+    if (n_rows > s->params.max_rows)
+        return failf(err, err_size, DI_ERR_INTERNAL, "forward: %u rows, more than %u", n_rows,
+                     s->params.max_rows);
+    TRY(cudaSetDevice(s->device), "cudaSetDevice");
+    TRY(cudaMemcpyAsync(s->rows, rows, n_rows * sizeof(dc_row), cudaMemcpyHostToDevice, s->stream),
+        "forward: rows");
+    dc_forward_layers(s, n_rows);
+    s->n_rows = n_rows;
+    return finish(s, "forward", err, err_size);
+}
+
+static di_status logits(void *state, const uint32_t *row_idx, uint32_t n, float *out, int32_t *greedy,
+                        char *err, size_t err_size)
+{
+    dc_state *s = (dc_state *)state;
+    const di_model *m = s->model;
+    if (n > s->params.max_logits)
+        return failf(err, err_size, DI_ERR_INTERNAL, "logits: %u rows, more than %u", n,
+                     s->params.max_logits);
+    for (uint32_t i = 0; i < n; i++)
+        if (row_idx[i] >= s->n_rows)
+            return failf(err, err_size, DI_ERR_INTERNAL, "logits: row %u of a call of %u rows",
+                         row_idx[i], s->n_rows);
+    TRY(cudaSetDevice(s->device), "cudaSetDevice");
+    TRY(cudaMemcpyAsync(s->logit_idx, row_idx, n * sizeof(uint32_t), cudaMemcpyHostToDevice, s->stream),
+        "logits: rows");
+    dc_rmsnorm(s->stream, s->x, s->logit_idx, n, s->output_norm, m->n_embd, m->rms_eps, s->xn);
+    dc_matmul(s->stream, s->output, s->xn, n, NULL, s->logits);
+    dc_argmax(s->stream, s->logits, n, m->n_vocab, s->greedy);
+    TRY(cudaMemcpyAsync(out, s->logits, (size_t)n * m->n_vocab * sizeof(float), cudaMemcpyDeviceToHost,
+                        s->stream), "logits: copy");
+    TRY(cudaMemcpyAsync(greedy, s->greedy, n * sizeof(int32_t), cudaMemcpyDeviceToHost, s->stream),
+        "logits: greedy");
+    return finish(s, "logits", err, err_size);
+}
+
+static di_status seq_copy(void *state, uint32_t src, uint32_t dst, uint32_t length, char *err,
+                          size_t err_size)
+{
+    dc_state *s = (dc_state *)state;
+    const dc_cache *c = &s->cache;
+    const size_t per_layer = (size_t)c->ctx_len * c->kv_dim, per_seq = per_layer * c->n_layer;
+    const size_t bytes = (size_t)length * c->kv_dim * sizeof(float);
+    TRY(cudaSetDevice(s->device), "cudaSetDevice");
+    for (uint32_t il = 0; il < c->n_layer && bytes; il++) {
+        const size_t from = src * per_seq + il * per_layer, to = dst * per_seq + il * per_layer;
+        TRY(cudaMemcpyAsync(c->k + to, c->k + from, bytes, cudaMemcpyDeviceToDevice, s->stream), "seq_copy");
+        TRY(cudaMemcpyAsync(c->v + to, c->v + from, bytes, cudaMemcpyDeviceToDevice, s->stream), "seq_copy");
+    }
+    return finish(s, "seq_copy", err, err_size);
+}
+
+/* ---- entry --------------------------------------------------------------------------- */
+
+static const di_backend_ops cuda_ops = {
+    DI_BACKEND_OPS_SIZES, "cuda", create, destroy, info, forward, logits, seq_copy,
+};
+
+extern "C" __attribute__((visibility("default"))) const di_backend_ops *di_backend_entry(void)
+{
+    return &cuda_ops;
+}

@@ -1,0 +1,344 @@
+/*
+ * cuda_kernels.cu — the CUDA backend's kernels (declared in cuda_kernels.cuh).
+ *
+ * The arithmetic comes from the headers the CPU compiles too: numerics.h
+ * (exp, silu, gelu, RMSNorm scale, f16/bf16), dequant_blocks.h (the value of
+ * every weight) and canon_order.h (which lane takes which term, how chunks
+ * combine, the shuffle tree). Built with -fmad=false -ftz=false
+ * -prec-div=true -prec-sqrt=true, so every + - * / sqrt is the correctly
+ * rounded IEEE operation the CPU performs and fmaf appears only where
+ * written. No floating-point atomics: each result is written by one thread.
+ */
+#include "cuda_kernels.cuh"
+
+#include "canon_order.h"
+#include "canon_rows.h"
+#include "dequant_blocks.h"
+#include "numerics.h"
+
+#define FULL_MASK 0xffffffffu
+#define WARPS_PER_BLOCK 4u
+#define WARP_BLOCK (WARPS_PER_BLOCK * DI_LANES)
+#define ELEM_BLOCK 256u
+
+static unsigned blocks_for(size_t n, unsigned per_block)
+{
+    return (unsigned)((n + per_block - 1) / per_block);
+}
+
+/* Lane 0 receives the tree fold of the lanes' values (canon_order.h). */
+__device__ static float warp_tree(float value)
+{
+    for (uint32_t k = 0; k < DI_TREE_STEPS; k++)
+        value = value + __shfl_down_sync(FULL_MASK, value, di_tree_offset(k));
+    return value;
+}
+
+/* ---- embedding ---------------------------------------------------------------- */
+
+__global__ static void embed_kernel(dc_weight w, const dc_row *rows, float scale, float *x)
+{
+    const uint32_t r = blockIdx.y;
+    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= w.n_in)
+        return;
+    const uint8_t *row = w.data + (size_t)rows[r].token * w.row_bytes;
+    float value = di_qb_weight(w.type, row, i);
+    if (scale != 0.0f)
+        value = value * scale;
+    x[(size_t)r * w.n_in + i] = value;
+}
+
+void dc_embed(cudaStream_t stream, dc_weight w, const dc_row *rows, uint32_t n_rows, float scale,
+              float *x)
+{
+    if (n_rows == 0)
+        return;
+    dim3 grid(blocks_for(w.n_in, ELEM_BLOCK), n_rows);
+    embed_kernel<<<grid, ELEM_BLOCK, 0, stream>>>(w, rows, scale, x);
+}
+
+/* ---- matrix product ------------------------------------------------------------- */
+
+/* One warp per output row r and tile of DI_TOKEN_TILE tokens: lane l
+ * converts its weights i ≡ l (mod 32) once and accumulates them into every
+ * token's lane total (canon_rows.h), exactly as di_cpu_dot(weight row, x[t]). */
+__global__ static void matmul_kernel(dc_weight w, const float *x, uint32_t n_tokens, const float *bias,
+                                     float *y)
+{
+    const uint32_t lane = threadIdx.x % DI_LANES;
+    const uint32_t r = blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / DI_LANES;
+    const uint32_t t0 = blockIdx.y * DI_TOKEN_TILE;
+    if (r >= w.n_out) /* the whole warp leaves together */
+        return;
+    const uint32_t n_t = n_tokens - t0 < DI_TOKEN_TILE ? n_tokens - t0 : DI_TOKEN_TILE;
+    float total[DI_TOKEN_TILE];
+    di_lane_row_dots(w.type, w.data + (size_t)r * w.row_bytes, w.n_in, x + (size_t)t0 * w.n_in, n_t,
+                     lane, total);
+    for (uint32_t t = 0; t < DI_TOKEN_TILE; t++) {
+        const float dot = warp_tree(total[t]);
+        if (lane == 0 && t < n_t)
+            y[(size_t)(t0 + t) * w.n_out + r] = bias ? dot + bias[r] : dot;
+    }
+}
+
+void dc_matmul(cudaStream_t stream, dc_weight w, const float *x, uint32_t n_tokens,
+               const float *bias, float *y)
+{
+    if (n_tokens == 0 || w.n_out == 0)
+        return;
+    dim3 grid(blocks_for(w.n_out, WARPS_PER_BLOCK), blocks_for(n_tokens, DI_TOKEN_TILE));
+    matmul_kernel<<<grid, WARP_BLOCK, 0, stream>>>(w, x, n_tokens, bias, y);
+}
+
+/* ---- RMSNorm ------------------------------------------------------------------------ */
+
+/* One warp per row: the canonical sum of squares, broadcast from lane 0,
+ * then (x * scale) * w. All reads of the row happen before the broadcast, so
+ * out may be x. */
+__global__ static void rmsnorm_kernel(const float *x, const uint32_t *row_idx, uint32_t n_rows,
+                                      const float *w, uint32_t n, float eps, float *out)
+{
+    const uint32_t lane = threadIdx.x % DI_LANES;
+    const uint32_t r = blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / DI_LANES;
+    if (r >= n_rows)
+        return;
+    const float *xr = x + (size_t)(row_idx ? row_idx[r] : r) * n;
+    const float sum_sq = __shfl_sync(FULL_MASK, warp_tree(di_lane_dot(xr, xr, n, lane)), 0);
+    const float scale = di_rms_scale(sum_sq, n, eps);
+    float *o = out + (size_t)r * n;
+    for (uint32_t i = lane; i < n; i += DI_LANES)
+        o[i] = (xr[i] * scale) * w[i];
+}
+
+void dc_rmsnorm(cudaStream_t stream, const float *x, const uint32_t *row_idx, uint32_t n_rows,
+                const float *w, uint32_t n, float eps, float *out)
+{
+    if (n_rows == 0)
+        return;
+    rmsnorm_kernel<<<blocks_for(n_rows, WARPS_PER_BLOCK), WARP_BLOCK, 0, stream>>>(x, row_idx, n_rows,
+                                                                                  w, n, eps, out);
+}
+
+/* ---- RoPE ----------------------------------------------------------------------------- */
+
+/* One thread per (row, head, pair), as di_cpu_rope. */
+__global__ static void rope_kernel(float *v, uint32_t n_rows, size_t row_stride, uint32_t n_heads,
+                                   uint32_t head_dim, uint32_t n_rot, int neox, const float *cos_t,
+                                   const float *sin_t, const dc_row *rows)
+{
+    const uint32_t half = n_rot / 2;
+    const size_t item = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (item >= (size_t)n_rows * n_heads * half)
+        return;
+    const uint32_t i = (uint32_t)(item % half);
+    const uint32_t h = (uint32_t)(item / half % n_heads);
+    const uint32_t r = (uint32_t)(item / half / n_heads);
+    float *x = v + (size_t)r * row_stride + (size_t)h * head_dim;
+    const uint32_t a = neox ? i : 2 * i;
+    const uint32_t b = neox ? i + half : 2 * i + 1;
+    const float c = cos_t[(size_t)rows[r].pos * half + i], s = sin_t[(size_t)rows[r].pos * half + i];
+    const float x0 = x[a], x1 = x[b];
+    x[a] = x0 * c - x1 * s;
+    x[b] = x0 * s + x1 * c;
+}
+
+void dc_rope(cudaStream_t stream, float *v, uint32_t n_rows, size_t row_stride, uint32_t n_heads,
+             uint32_t head_dim, uint32_t n_rot, int neox, const float *cos_t, const float *sin_t,
+             const dc_row *rows)
+{
+    const size_t n = (size_t)n_rows * n_heads * (n_rot / 2);
+    if (n == 0)
+        return;
+    rope_kernel<<<blocks_for(n, ELEM_BLOCK), ELEM_BLOCK, 0, stream>>>(v, n_rows, row_stride, n_heads,
+                                                                     head_dim, n_rot, neox, cos_t,
+                                                                     sin_t, rows);
+}
+
+/* ---- KV cache --------------------------------------------------------------------------- */
+
+__device__ static size_t cache_at(dc_cache c, uint32_t layer, uint32_t seq, uint32_t pos)
+{
+    return (((size_t)seq * c.n_layer + layer) * c.ctx_len + pos) * c.kv_dim;
+}
+
+__global__ static void store_kv_kernel(dc_cache c, uint32_t layer, const dc_row *rows, const float *k,
+                                       const float *v)
+{
+    const uint32_t r = blockIdx.y;
+    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= c.kv_dim)
+        return;
+    const size_t at = cache_at(c, layer, rows[r].seq, rows[r].pos) + i;
+    c.k[at] = k[(size_t)r * c.kv_dim + i];
+    c.v[at] = v[(size_t)r * c.kv_dim + i];
+}
+
+void dc_store_kv(cudaStream_t stream, dc_cache cache, uint32_t layer, const dc_row *rows,
+                 uint32_t n_rows, const float *k, const float *v)
+{
+    if (n_rows == 0)
+        return;
+    dim3 grid(blocks_for(cache.kv_dim, ELEM_BLOCK), n_rows);
+    store_kv_kernel<<<grid, ELEM_BLOCK, 0, stream>>>(cache, layer, rows, k, v);
+}
+
+/* ---- attention ------------------------------------------------------------------------------ */
+
+/* One block of WARPS_PER_BLOCK warps per (row, head), as di_cpu_attention_head:
+ *   1. s_j = dot(q, k_j) * scale, one warp per key (canonical dot over head_dim);
+ *   2. m = max s_j (exact in any order; NaN never taken, as on the CPU; a
+ *      different choice between -0 and +0 cannot change exp(s_j - m));
+ *   3. e_j = di_expf(s_j - m);
+ *   4. sum = canonical sum over j, one warp;
+ *   5. out[d] = canonical dot over j of (e_j, v_j[d]) / sum, one warp per d.
+ * The reductions over keys are split at the contract's fixed chunk size
+ * inside each warp (canon_order.h), never by the amount of work in flight. */
+__global__ static void attention_kernel(dc_cache c, uint32_t layer, const dc_row *rows, const float *q,
+                                        uint32_t n_head, uint32_t group, uint32_t head_dim,
+                                        uint32_t window, float scale, float *scores, float *out)
+{
+    __shared__ float reduce[WARP_BLOCK];
+    __shared__ float sum_shared;
+    const uint32_t item = blockIdx.x, r = item / n_head, h = item % n_head, kvh = h / group;
+    const uint32_t tid = threadIdx.x, lane = tid % DI_LANES, warp = tid / DI_LANES;
+    const uint32_t pos = rows[r].pos;
+    const uint32_t first = window && pos + 1 > window ? pos + 1 - window : 0;
+    const uint32_t n_keys = pos + 1 - first;
+    const size_t q_dim = (size_t)n_head * head_dim;
+    const size_t base = cache_at(c, layer, rows[r].seq, first) + (size_t)kvh * head_dim;
+    const float *k = c.k + base, *v = c.v + base;
+    const float *qh = q + (size_t)r * q_dim + (size_t)h * head_dim;
+    float *s = scores + (size_t)item * c.ctx_len;
+
+    for (uint32_t j = warp; j < n_keys; j += WARPS_PER_BLOCK) {
+        const float dot = warp_tree(di_lane_dot(qh, k + (size_t)j * c.kv_dim, head_dim, lane));
+        if (lane == 0)
+            s[j] = dot * scale;
+    }
+    __syncthreads();
+
+    float m = -INFINITY;
+    for (uint32_t j = tid; j < n_keys; j += WARP_BLOCK)
+        if (s[j] > m)
+            m = s[j];
+    reduce[tid] = m;
+    __syncthreads();
+    for (uint32_t step = WARP_BLOCK / 2; step >= 1; step /= 2) {
+        if (tid < step && reduce[tid + step] > reduce[tid])
+            reduce[tid] = reduce[tid + step];
+        __syncthreads();
+    }
+    m = reduce[0];
+
+    for (uint32_t j = tid; j < n_keys; j += WARP_BLOCK)
+        s[j] = di_expf(s[j] - m);
+    __syncthreads();
+
+    if (warp == 0) {
+        const float sum = warp_tree(di_lane_sum(s, n_keys, lane));
+        if (lane == 0)
+            sum_shared = sum;
+    }
+    __syncthreads();
+    const float sum = sum_shared;
+
+    for (uint32_t d = warp; d < head_dim; d += WARPS_PER_BLOCK) {
+        const float acc = warp_tree(di_lane_dot_strided(s, v + d, c.kv_dim, n_keys, lane));
+        if (lane == 0)
+            out[(size_t)r * q_dim + (size_t)h * head_dim + d] = acc / sum;
+    }
+}
+
+void dc_attention(cudaStream_t stream, dc_cache cache, uint32_t layer, const dc_row *rows,
+                  uint32_t n_rows, const float *q, uint32_t n_head, uint32_t n_head_kv,
+                  uint32_t head_dim, uint32_t window, float scale, float *scores, float *out)
+{
+    if (n_rows == 0)
+        return;
+    attention_kernel<<<n_rows * n_head, WARP_BLOCK, 0, stream>>>(cache, layer, rows, q, n_head,
+                                                                 n_head / n_head_kv, head_dim, window,
+                                                                 scale, scores, out);
+}
+
+/* ---- elementwise --------------------------------------------------------------------------------- */
+
+__global__ static void glu_kernel(float *gate, const float *up, size_t n, int gelu)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        gate[i] = (gelu ? di_gelu_tanh(gate[i]) : di_silu(gate[i])) * up[i];
+}
+
+void dc_glu(cudaStream_t stream, float *gate, const float *up, size_t n, int gelu)
+{
+    if (n)
+        glu_kernel<<<blocks_for(n, ELEM_BLOCK), ELEM_BLOCK, 0, stream>>>(gate, up, n, gelu);
+}
+
+__global__ static void add_kernel(float *dst, const float *a, const float *b, size_t n)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        dst[i] = a[i] + b[i];
+}
+
+void dc_add(cudaStream_t stream, float *dst, const float *a, const float *b, size_t n)
+{
+    if (n)
+        add_kernel<<<blocks_for(n, ELEM_BLOCK), ELEM_BLOCK, 0, stream>>>(dst, a, b, n);
+}
+
+/* ---- greedy ------------------------------------------------------------------------------------------ */
+
+/* The better of two candidates: found beats not found, a larger value beats
+ * a smaller one, and between equal values (-0 == +0) the lower index. This
+ * choice is associative and commutative, so any reduction tree gives the
+ * sequential scan's answer. */
+__device__ static void better(int *found, float *value, uint32_t *index, int o_found, float o_value,
+                              uint32_t o_index)
+{
+    if (!o_found)
+        return;
+    if (!*found || o_value > *value || (o_value == *value && o_index < *index)) {
+        *found = 1;
+        *value = o_value;
+        *index = o_index;
+    }
+}
+
+__global__ static void argmax_kernel(const float *x, uint32_t n, int32_t *out)
+{
+    __shared__ int found_s[ELEM_BLOCK];
+    __shared__ float value_s[ELEM_BLOCK];
+    __shared__ uint32_t index_s[ELEM_BLOCK];
+    const uint32_t tid = threadIdx.x;
+    const float *row = x + (size_t)blockIdx.x * n;
+    int found = 0;
+    float value = 0.0f;
+    uint32_t index = 0;
+    for (uint32_t i = tid; i < n; i += ELEM_BLOCK)
+        if (row[i] == row[i]) /* NaN never chosen */
+            better(&found, &value, &index, 1, row[i], i);
+    found_s[tid] = found;
+    value_s[tid] = value;
+    index_s[tid] = index;
+    __syncthreads();
+    for (uint32_t step = ELEM_BLOCK / 2; step >= 1; step /= 2) {
+        if (tid < step) {
+            better(&found, &value, &index, found_s[tid + step], value_s[tid + step], index_s[tid + step]);
+            found_s[tid] = found;
+            value_s[tid] = value;
+            index_s[tid] = index;
+        }
+        __syncthreads();
+    }
+    if (tid == 0)
+        out[blockIdx.x] = found ? (int32_t)index : 0;
+}
+
+void dc_argmax(cudaStream_t stream, const float *x, uint32_t n_rows, uint32_t n, int32_t *out)
+{
+    if (n_rows)
+        argmax_kernel<<<n_rows, ELEM_BLOCK, 0, stream>>>(x, n, out);
+}

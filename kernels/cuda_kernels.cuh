@@ -1,0 +1,82 @@
+/*
+ * cuda_kernels.cuh — the CUDA backend's operations, each the twin of the CPU
+ * operation of the same name in lib/cpu_kernels.c and in the same canonical
+ * order (docs/DETERMINISM.md; lib/canon_order.h maps it onto one warp). Every
+ * launcher enqueues on `stream` and returns at once; errors surface at the
+ * next synchronisation. Work is split over outputs only (rows, heads, output
+ * columns): a reduction is always evaluated whole by one warp.
+ */
+#ifndef DC_CUDA_KERNELS_CUH
+#define DC_CUDA_KERNELS_CUH
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A weight matrix in device memory: n_out rows of n_in weights of a ggml
+ * type, row_bytes apart (the file's bytes, unchanged). */
+typedef struct dc_weight {
+    const uint8_t *data;
+    uint32_t type;
+    uint32_t n_in;
+    uint32_t n_out;
+    size_t row_bytes;
+} dc_weight;
+
+/* A row of a forward call on the device (di_backend_row). */
+typedef struct dc_row {
+    int32_t token;
+    uint32_t pos;
+    uint32_t seq;
+} dc_row;
+
+/* Where a layer's keys and values live: cache[seq][layer][pos][kv_dim]. */
+typedef struct dc_cache {
+    float *k, *v;
+    uint32_t n_layer, ctx_len, kv_dim;
+} dc_cache;
+
+/* x[r] = row rows[r].token of w, times scale unless scale is 0. */
+void dc_embed(cudaStream_t stream, dc_weight w, const dc_row *rows, uint32_t n_rows, float scale,
+              float *x);
+
+/* y[t][r] = dot(row r of w, x[t]) (+ bias[r] when bias is not NULL). */
+void dc_matmul(cudaStream_t stream, dc_weight w, const float *x, uint32_t n_tokens,
+               const float *bias, float *y);
+
+/* out[i] = RMSNorm of row i of x (n values per row, rows n apart) with
+ * weights w; row i is x's row row_idx[i] when row_idx is not NULL. out may
+ * be x (then row_idx must be NULL). */
+void dc_rmsnorm(cudaStream_t stream, const float *x, const uint32_t *row_idx, uint32_t n_rows,
+                const float *w, uint32_t n, float eps, float *out);
+
+/* RoPE of the n_heads heads of each row of v (row_stride floats apart) at
+ * position rows[r].pos, with tables [ctx_len][n_rot / 2]; neox selects the
+ * (i, i + n_rot/2) pairing, else (2i, 2i+1). */
+void dc_rope(cudaStream_t stream, float *v, uint32_t n_rows, size_t row_stride, uint32_t n_heads,
+             uint32_t head_dim, uint32_t n_rot, int neox, const float *cos_t, const float *sin_t,
+             const dc_row *rows);
+
+/* Writes k[r] and v[r] (kv_dim each) into the cache at layer, rows[r].seq,
+ * rows[r].pos. */
+void dc_store_kv(cudaStream_t stream, dc_cache cache, uint32_t layer, const dc_row *rows,
+                 uint32_t n_rows, const float *k, const float *v);
+
+/* Attention of every (row, head): q [n_rows][n_head * head_dim] over the
+ * row's own sequence's keys first..pos (a sliding window when window > 0),
+ * into out with q's layout. scores holds n_rows * n_head * ctx_len floats. */
+void dc_attention(cudaStream_t stream, dc_cache cache, uint32_t layer, const dc_row *rows,
+                  uint32_t n_rows, const float *q, uint32_t n_head, uint32_t n_head_kv,
+                  uint32_t head_dim, uint32_t window, float scale, float *scores, float *out);
+
+/* gate[i] = act(gate[i]) * up[i] with act = di_gelu_tanh (gelu) or di_silu. */
+void dc_glu(cudaStream_t stream, float *gate, const float *up, size_t n, int gelu);
+
+/* dst[i] = a[i] + b[i]. */
+void dc_add(cudaStream_t stream, float *dst, const float *a, const float *b, size_t n);
+
+/* out[r] = lowest index of the largest non-NaN value of row r of x (n values
+ * per row); 0 for an all-NaN row. */
+void dc_argmax(cudaStream_t stream, const float *x, uint32_t n_rows, uint32_t n, int32_t *out);
+
+#endif /* DC_CUDA_KERNELS_CUH */

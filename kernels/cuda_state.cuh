@@ -1,0 +1,49 @@
+/*
+ * cuda_state.cuh — what the CUDA backend keeps per session: the device, the
+ * model's bytes and vectors in device memory, the KV caches of every
+ * sequence and the activations of one forward call.
+ */
+#ifndef DC_CUDA_STATE_CUH
+#define DC_CUDA_STATE_CUH
+
+#include <cuda_runtime.h>
+
+#include "backend.h"
+#include "cuda_kernels.cuh"
+#include "model.h"
+
+typedef struct dc_layer {
+    const float *attn_norm, *ffn_norm, *post_attn_norm, *post_ffn_norm; /* device, or NULL */
+    const float *bq, *bk, *bv, *q_norm, *k_norm;
+    dc_weight wq, wk, wv, wo, ffn_gate, ffn_up, ffn_down;
+} dc_layer;
+
+typedef struct dc_state {
+    const di_model *model;
+    di_backend_params params;
+    int device;
+    cudaStream_t stream;
+    uint8_t *file;             /* the model file's bytes, as mapped on the host */
+    void **allocations;        /* every other cudaMalloc, freed at destroy */
+    size_t n_allocations, cap_allocations;
+    dc_layer *layers;          /* [n_layer], host array of device pointers */
+    dc_weight tok_embd, output;
+    const float *output_norm;
+    float *rope_cos[DI_MAX_ROPE_SETS], *rope_sin[DI_MAX_ROPE_SETS];
+    dc_cache cache;            /* [max_sequences][n_layer][ctx_len][kv_dim] */
+    /* activations, max_rows rows each */
+    float *x, *xn, *q, *k, *v, *att, *gate, *up, *tmp;
+    float *scores;             /* [max_rows * n_head][ctx_len] */
+    dc_row *rows;              /* [max_rows] */
+    uint32_t n_rows;           /* rows of the last forward call */
+    uint32_t *logit_idx;       /* [max_logits] */
+    float *logits;             /* [max_logits][n_vocab] */
+    int32_t *greedy;           /* [max_logits] */
+    char info[256];
+} dc_state;
+
+/* One layer of the model's architecture over the state's current rows
+ * (cuda_forward.cu), enqueued on the state's stream. */
+void dc_forward_layers(dc_state *s, uint32_t n_rows);
+
+#endif /* DC_CUDA_STATE_CUH */

@@ -1,0 +1,190 @@
+/*
+ * dequant_blocks.h — the float32 value of one weight of a GGUF row, for every
+ * supported type, in one source compiled by the C compiler and by nvcc.
+ *
+ * The formulas are those of docs/QUANTS.md (and of lib/dequant.c, which
+ * converts whole blocks at a time): every product exact, at most one rounding
+ * in a final add or subtract. Here the unit is one weight, so that a CUDA lane
+ * can convert exactly the terms it accumulates (term i of a row sits in block
+ * i / block_elems at index i % block_elems). tests/check_cuda.c checks that
+ * di_qb_weight gives the same bits as di_dequant_row for random blocks of
+ * every type.
+ */
+#ifndef DI_DEQUANT_BLOCKS_H
+#define DI_DEQUANT_BLOCKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "numerics.h"
+
+/* ggml type ids */
+enum {
+    DI_QT_F32 = 0, DI_QT_F16 = 1, DI_QT_Q4_0 = 2, DI_QT_Q4_1 = 3, DI_QT_Q5_0 = 6,
+    DI_QT_Q5_1 = 7, DI_QT_Q8_0 = 8, DI_QT_Q4_K = 12, DI_QT_Q5_K = 13, DI_QT_Q6_K = 14,
+    DI_QT_BF16 = 30
+};
+
+/* Little-endian loads from any byte address. */
+DI_HD uint16_t di_qb_u16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+DI_HD uint32_t di_qb_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+DI_HD float di_qb_f16(const uint8_t *p)
+{
+    return di_f16_to_f32(di_qb_u16(p));
+}
+
+/* Weights per block and bytes per block; 0 for a type not supported. */
+DI_HD uint32_t di_qb_block_elems(uint32_t type)
+{
+    switch (type) {
+    case DI_QT_F32: case DI_QT_F16: case DI_QT_BF16: return 1;
+    case DI_QT_Q4_0: case DI_QT_Q4_1: case DI_QT_Q5_0: case DI_QT_Q5_1: case DI_QT_Q8_0: return 32;
+    case DI_QT_Q4_K: case DI_QT_Q5_K: case DI_QT_Q6_K: return 256;
+    default: return 0;
+    }
+}
+
+DI_HD uint32_t di_qb_block_bytes(uint32_t type)
+{
+    switch (type) {
+    case DI_QT_F32: return 4;
+    case DI_QT_F16: case DI_QT_BF16: return 2;
+    case DI_QT_Q4_0: return 18;
+    case DI_QT_Q4_1: return 20;
+    case DI_QT_Q5_0: return 22;
+    case DI_QT_Q5_1: return 24;
+    case DI_QT_Q8_0: return 34;
+    case DI_QT_Q4_K: return 144;
+    case DI_QT_Q5_K: return 176;
+    case DI_QT_Q6_K: return 210;
+    default: return 0;
+    }
+}
+
+/* ---- 32-weight blocks: weight j (0..31) of block b ------------------------ */
+/* Byte j % 16 of the nibbles holds weight j % 16 (low nibble) and weight
+ * j % 16 + 16 (high nibble); Q5_x keeps the fifth bit of weight j in bit j of
+ * a little-endian u32. */
+
+DI_HD int di_qb_nibble(const uint8_t *qs, int j)
+{
+    return j < 16 ? (qs[j] & 0xf) : (qs[j - 16] >> 4);
+}
+
+/* Q4_0, 18 bytes: d, qs[16]. w = d * (q - 8): exact. */
+DI_HD float di_qb_q4_0(const uint8_t *b, int j)
+{
+    return di_qb_f16(b) * (float)(di_qb_nibble(b + 2, j) - 8);
+}
+
+/* Q4_1, 20 bytes: d, m, qs[16]. w = (d * q) + m: one rounding. */
+DI_HD float di_qb_q4_1(const uint8_t *b, int j)
+{
+    return di_qb_f16(b) * (float)di_qb_nibble(b + 4, j) + di_qb_f16(b + 2);
+}
+
+/* Q5_0, 22 bytes: d, qh (u32), qs[16]. w = d * (q - 16): exact. */
+DI_HD float di_qb_q5_0(const uint8_t *b, int j)
+{
+    const int q = di_qb_nibble(b + 6, j) | (int)((di_qb_u32(b + 2) >> j) & 1u) << 4;
+    return di_qb_f16(b) * (float)(q - 16);
+}
+
+/* Q5_1, 24 bytes: d, m, qh (u32), qs[16]. w = (d * q) + m: one rounding. */
+DI_HD float di_qb_q5_1(const uint8_t *b, int j)
+{
+    const int q = di_qb_nibble(b + 8, j) | (int)((di_qb_u32(b + 4) >> j) & 1u) << 4;
+    return di_qb_f16(b) * (float)q + di_qb_f16(b + 2);
+}
+
+/* Q8_0, 34 bytes: d, int8 qs[32]. w = d * q: exact. */
+DI_HD float di_qb_q8_0(const uint8_t *b, int j)
+{
+    return di_qb_f16(b) * (float)(int8_t)b[2 + j];
+}
+
+/* ---- 256-weight super-blocks: weight j (0..255) of block b ----------------- */
+
+/* The 6-bit scale and min of sub-block s (0..7) of a Q4_K/Q5_K block. */
+DI_HD void di_qb_k_scale_min(const uint8_t *sc_bytes, int s, int *sc, int *m)
+{
+    if (s < 4) {
+        *sc = sc_bytes[s] & 63;
+        *m = sc_bytes[s + 4] & 63;
+    } else {
+        *sc = (sc_bytes[s + 4] & 0xf) | (sc_bytes[s - 4] >> 6) << 4;
+        *m = (sc_bytes[s + 4] >> 4) | (sc_bytes[s] >> 6) << 4;
+    }
+}
+
+/* Q4_K (qh NULL) and Q5_K: sub-block s = j / 32 takes nibble s % 2 of
+ * qs[32 * (s / 2) + j % 32] and, in Q5_K, bit s of qh[j % 32].
+ * w = (d * sc) * q - (dmin * m): exact products, one rounding. */
+DI_HD float di_qb_k(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, int j)
+{
+    const int s = j / 32, l = j % 32;
+    int sc, m;
+    di_qb_k_scale_min(b + 4, s, &sc, &m);
+    const float dl = di_qb_f16(b) * (float)sc, ml = di_qb_f16(b + 2) * (float)m;
+    int v = (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0xf;
+    if (qh)
+        v |= ((qh[l] >> s) & 1) << 4;
+    return dl * (float)v - ml;
+}
+
+/* Q4_K, 144 bytes: d, dmin, scales[12], qs[128]. */
+DI_HD float di_qb_q4_k(const uint8_t *b, int j)
+{
+    return di_qb_k(b, NULL, b + 16, j);
+}
+
+/* Q5_K, 176 bytes: d, dmin, scales[12], qh[32], qs[128]. */
+DI_HD float di_qb_q5_k(const uint8_t *b, int j)
+{
+    return di_qb_k(b, b + 16, b + 48, j);
+}
+
+/* Q6_K, 210 bytes: ql[128], qh[64], int8 scales[16], d. Half h = j / 128,
+ * quarter k = (j % 128) / 32, l = j % 32: nibble k / 2 of
+ * ql[64h + 32 (k % 2) + l], bits 2k..2k+1 of qh[32h + l], scale scales[j / 16].
+ * w = (d * sc) * (q - 32): exact. */
+DI_HD float di_qb_q6_k(const uint8_t *b, int j)
+{
+    const int h = j / 128, k = (j % 128) / 32, l = j % 32;
+    const int lo = (b[64 * h + 32 * (k % 2) + l] >> (4 * (k / 2))) & 0xf;
+    const int hi = (b[128 + 32 * h + l] >> (2 * k)) & 3;
+    const float dl = di_qb_f16(b + 208) * (float)(int8_t)b[192 + j / 16];
+    return dl * (float)((lo | hi << 4) - 32);
+}
+
+/* ---- rows -------------------------------------------------------------------- */
+
+/* Weight i of a row of `type` starting at `row`; 0 for an unsupported type
+ * (the loader admits none). */
+DI_HD float di_qb_weight(uint32_t type, const uint8_t *row, uint32_t i)
+{
+    switch (type) {
+    case DI_QT_F32: return di_float_from_bits(di_qb_u32(row + 4 * (size_t)i));
+    case DI_QT_F16: return di_f16_to_f32(di_qb_u16(row + 2 * (size_t)i));
+    case DI_QT_BF16: return di_bf16_to_f32(di_qb_u16(row + 2 * (size_t)i));
+    case DI_QT_Q4_0: return di_qb_q4_0(row + (size_t)(i / 32) * 18, (int)(i % 32));
+    case DI_QT_Q4_1: return di_qb_q4_1(row + (size_t)(i / 32) * 20, (int)(i % 32));
+    case DI_QT_Q5_0: return di_qb_q5_0(row + (size_t)(i / 32) * 22, (int)(i % 32));
+    case DI_QT_Q5_1: return di_qb_q5_1(row + (size_t)(i / 32) * 24, (int)(i % 32));
+    case DI_QT_Q8_0: return di_qb_q8_0(row + (size_t)(i / 32) * 34, (int)(i % 32));
+    case DI_QT_Q4_K: return di_qb_q4_k(row + (size_t)(i / 256) * 144, (int)(i % 256));
+    case DI_QT_Q5_K: return di_qb_q5_k(row + (size_t)(i / 256) * 176, (int)(i % 256));
+    case DI_QT_Q6_K: return di_qb_q6_k(row + (size_t)(i / 256) * 210, (int)(i % 256));
+    default: return 0.0f;
+    }
+}
+
+#endif /* DI_DEQUANT_BLOCKS_H */

@@ -1,0 +1,583 @@
+/*
+ * check_cuda.c — the CUDA backend, on a machine with or without a GPU.
+ *
+ * Without a GPU: the per-weight formulas the kernels use (dequant_blocks.h)
+ * against lib/dequant.c; the warp's index mapping and shuffle tree
+ * (canon_order.h, canon_rows.h), run lane by lane on the host, against the
+ * CPU's di_cpu_dot, di_cpu_sum, RMSNorm and attention; the shared math
+ * compiled by nvcc as host code (build/kernels/libnumerics-nvcc.so, named by
+ * DI_TEST_NUMERICS_NVCC) against the C compiler's build; and the documented
+ * refusal of DI_BACKEND_CUDA when the plugin is missing or finds no device.
+ * With a GPU (the plugin named by DI_TEST_CUDA_PLUGIN creates a session):
+ * CPU and GPU logits digests of every generated model, position by position.
+ */
+#include <check.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "canon_order.h"
+#include "canon_rows.h"
+#include "cpu_kernels.h"
+#include "dequant.h"
+#include "dequant_blocks.h"
+#include "detinfer.h"
+#include "gguf_builder.h"
+#include "numerics.h"
+#include "test_util.h"
+
+static uint32_t bits_of(float f)
+{
+    return di_bits_from_float(f);
+}
+
+/* Mixed magnitudes and signs, so that a change of order changes the bits. */
+static float random_float(uint64_t *rng)
+{
+    const uint64_t r = tu_rand(rng);
+    const float mant = (float)((double)(int64_t)r / 9.2e18);
+    return ldexpf(mant, (int)(r % 17) - 8);
+}
+
+static void random_bytes(uint64_t *rng, uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)tu_rand(rng);
+}
+
+static const uint32_t all_types[] = {DI_QT_F32,  DI_QT_F16,  DI_QT_BF16, DI_QT_Q4_0,
+                                     DI_QT_Q4_1, DI_QT_Q5_0, DI_QT_Q5_1, DI_QT_Q8_0,
+                                     DI_QT_Q4_K, DI_QT_Q5_K, DI_QT_Q6_K};
+#define N_TYPES (sizeof all_types / sizeof all_types[0])
+
+/* Random blocks whose binary16 scale fields are finite (a NaN scale would
+ * only compare NaN payloads); the quantized bits stay fully random. */
+static void random_row(uint64_t *rng, uint32_t type, uint8_t *row, uint32_t n)
+{
+    const uint32_t be = di_qb_block_elems(type), bb = di_qb_block_bytes(type);
+    random_bytes(rng, row, (size_t)n / be * bb);
+    if (type == DI_QT_F32 || type == DI_QT_F16 || type == DI_QT_BF16)
+        return;
+    for (uint32_t b = 0; b < n / be; b++) {
+        uint8_t *blk = row + (size_t)b * bb;
+        /* scale fields: d (and m/dmin) at 0 and 2, Q6_K's d at 208 */
+        uint8_t *f16s[2] = {type == DI_QT_Q6_K ? blk + 208 : blk,
+                            type == DI_QT_Q6_K || type == DI_QT_Q4_0 || type == DI_QT_Q5_0 ||
+                                    type == DI_QT_Q8_0
+                                ? NULL
+                                : blk + 2};
+        for (int k = 0; k < 2; k++)
+            if (f16s[k] && ((f16s[k][1] >> 2) & 0x1f) == 0x1f)
+                f16s[k][1] &= 0x83; /* exponent 31 (inf/NaN) -> 0 (subnormal) */
+    }
+}
+
+/* ---- dequant_blocks.h against lib/dequant.c ------------------------------------- */
+
+START_TEST(test_weight_formulas_match_dequant)
+{
+    uint64_t rng = 42;
+    const uint32_t n = 2048; /* 8 super-blocks, 64 blocks */
+    uint8_t *row = malloc((size_t)n * 4);
+    float *want = malloc(n * sizeof(float));
+    long compared = 0;
+    for (size_t t = 0; t < N_TYPES; t++) {
+        const uint32_t type = all_types[t];
+        ck_assert(di_dequant_supported(type));
+        for (int rep = 0; rep < 200; rep++) {
+            random_row(&rng, type, row, n);
+            di_dequant_row(type, row, n, want);
+            for (uint32_t i = 0; i < n; i++) {
+                const float got = di_qb_weight(type, row, i);
+                ck_assert_msg(bits_of(got) == bits_of(want[i]),
+                              "type %u weight %u: dequant_blocks %a, dequant.c %a", type, i, got, want[i]);
+            }
+            compared += n;
+        }
+    }
+    ck_assert_int_eq(compared, (long)N_TYPES * 200 * n);
+    free(row);
+    free(want);
+}
+END_TEST
+
+/* ---- the warp's order against the CPU's ----------------------------------------- */
+
+static float warp_dot(const float *a, const float *b, uint32_t n)
+{
+    float lanes[DI_LANES];
+    for (uint32_t l = 0; l < DI_LANES; l++)
+        lanes[l] = di_lane_dot(a, b, n, l);
+    return di_warp_tree_emulate(lanes);
+}
+
+static float warp_sum(const float *x, uint32_t n)
+{
+    float lanes[DI_LANES];
+    for (uint32_t l = 0; l < DI_LANES; l++)
+        lanes[l] = di_lane_sum(x, n, l);
+    return di_warp_tree_emulate(lanes);
+}
+
+static const uint32_t edge_lengths[] = {0,    1,    2,    31,   32,   33,   63,   64,   65,   100,
+                                        1023, 1024, 1025, 1055, 1056, 1057, 2047, 2048, 2049, 3071,
+                                        3072, 3073, 4096, 5000, 8191, 8192, 8193};
+
+START_TEST(test_warp_dot_and_sum_equal_cpu)
+{
+    uint64_t rng = 7;
+    const uint32_t max_n = 9000;
+    float *a = malloc(max_n * sizeof(float)), *b = malloc(max_n * sizeof(float));
+    int order_matters = 0;
+    const uint32_t n_edges = sizeof edge_lengths / sizeof edge_lengths[0];
+    for (uint32_t rep = 0; rep < n_edges + 600; rep++) {
+        const uint32_t n = rep < n_edges ? edge_lengths[rep] : (uint32_t)(tu_rand(&rng) % max_n);
+        for (uint32_t i = 0; i < n; i++) {
+            a[i] = random_float(&rng);
+            b[i] = random_float(&rng);
+        }
+        const float cpu = di_cpu_dot(a, b, n), gpu = warp_dot(a, b, n);
+        ck_assert_msg(bits_of(cpu) == bits_of(gpu), "dot n=%u: cpu %a warp %a", n, cpu, gpu);
+        const float cpu_s = di_cpu_sum(a, n), gpu_s = warp_sum(a, n);
+        ck_assert_msg(bits_of(cpu_s) == bits_of(gpu_s), "sum n=%u: cpu %a warp %a", n, cpu_s, gpu_s);
+        /* a plain left-to-right loop usually differs: the test can see order */
+        float seq = 0.0f;
+        for (uint32_t i = 0; i < n; i++)
+            seq = fmaf(a[i], b[i], seq);
+        order_matters += bits_of(seq) != bits_of(cpu);
+    }
+    ck_assert_msg(order_matters > 300, "only %d of the lengths are order-sensitive", order_matters);
+    /* negative zeros: a lane that only sees -0 products keeps -0 in chunk 0 */
+    for (uint32_t i = 0; i < 40; i++) {
+        a[i] = -0.0f;
+        b[i] = 1.0f;
+    }
+    ck_assert_uint_eq(bits_of(di_cpu_dot(a, b, 40)), bits_of(warp_dot(a, b, 40)));
+    free(a);
+    free(b);
+}
+END_TEST
+
+START_TEST(test_warp_row_dots_equal_cpu)
+{
+    uint64_t rng = 11;
+    const uint32_t n = 2560; /* crosses two chunk boundaries; whole blocks of every type */
+    uint8_t *row = malloc((size_t)n * 4);
+    float *w = malloc(n * sizeof(float)), *x = malloc((size_t)DI_TOKEN_TILE * n * sizeof(float));
+    for (size_t t = 0; t < N_TYPES; t++) {
+        for (int rep = 0; rep < 6; rep++) {
+            const uint32_t type = all_types[t], n_t = 1 + (uint32_t)(tu_rand(&rng) % DI_TOKEN_TILE);
+            random_row(&rng, type, row, n);
+            for (size_t i = 0; i < (size_t)n_t * n; i++)
+                x[i] = random_float(&rng);
+            di_dequant_row(type, row, n, w);
+            float lanes[DI_TOKEN_TILE][DI_LANES];
+            for (uint32_t l = 0; l < DI_LANES; l++) {
+                float total[DI_TOKEN_TILE];
+                di_lane_row_dots(type, row, n, x, n_t, l, total);
+                for (uint32_t k = 0; k < DI_TOKEN_TILE; k++)
+                    lanes[k][l] = total[k];
+            }
+            for (uint32_t k = 0; k < n_t; k++) {
+                const float cpu = di_cpu_dot(w, x + (size_t)k * n, n);
+                const float gpu = di_warp_tree_emulate(lanes[k]);
+                ck_assert_msg(bits_of(cpu) == bits_of(gpu) || (cpu != cpu && gpu != gpu),
+                              "type %u token %u of %u: cpu %a warp %a", type, k, n_t, cpu, gpu);
+            }
+        }
+    }
+    free(row);
+    free(w);
+    free(x);
+}
+END_TEST
+
+/* RMSNorm as rmsnorm_kernel computes it. */
+START_TEST(test_warp_rmsnorm_equals_cpu)
+{
+    uint64_t rng = 5;
+    float x[3000], w[3000], cpu[3000];
+    const uint32_t lengths[] = {1, 7, 64, 80, 256, 1024, 1152, 2304, 3000};
+    for (size_t k = 0; k < sizeof lengths / sizeof lengths[0]; k++) {
+        const uint32_t n = lengths[k];
+        for (uint32_t i = 0; i < n; i++) {
+            x[i] = random_float(&rng);
+            w[i] = random_float(&rng);
+        }
+        di_cpu_rmsnorm(x, w, n, 1e-6f, cpu);
+        const float scale = di_rms_scale(warp_dot(x, x, n), n, 1e-6f);
+        for (uint32_t i = 0; i < n; i++)
+            ck_assert_uint_eq(bits_of((x[i] * scale) * w[i]), bits_of(cpu[i]));
+    }
+}
+END_TEST
+
+/* One attention head as attention_kernel computes it, from the same pieces. */
+static void warp_attention(const float *q, const float *k, const float *v, uint32_t kv_stride,
+                           uint32_t n_keys, uint32_t hd, float scale, float *s, float *out)
+{
+    for (uint32_t j = 0; j < n_keys; j++)
+        s[j] = warp_dot(q, k + (size_t)j * kv_stride, hd) * scale;
+    float m = -INFINITY; /* the kernel's strided scan and tree give the same maximum */
+    for (uint32_t j = n_keys; j-- > 0;)
+        if (s[j] > m)
+            m = s[j];
+    for (uint32_t j = 0; j < n_keys; j++)
+        s[j] = di_expf(s[j] - m);
+    const float sum = warp_sum(s, n_keys);
+    for (uint32_t d = 0; d < hd; d++) {
+        float lanes[DI_LANES];
+        for (uint32_t l = 0; l < DI_LANES; l++)
+            lanes[l] = di_lane_dot_strided(s, v + d, kv_stride, n_keys, l);
+        out[d] = di_warp_tree_emulate(lanes) / sum;
+    }
+}
+
+START_TEST(test_warp_attention_equals_cpu)
+{
+    uint64_t rng = 3;
+    const uint32_t hd = 80, kv_stride = 2 * hd, max_keys = 2200;
+    float *k = malloc((size_t)max_keys * kv_stride * sizeof(float));
+    float *v = malloc((size_t)max_keys * kv_stride * sizeof(float));
+    float *s = malloc(max_keys * sizeof(float));
+    float *scratch = malloc((max_keys + 2 * DI_LANES * hd) * sizeof(float));
+    float q[80], cpu[80], gpu[80];
+    for (size_t i = 0; i < (size_t)max_keys * kv_stride; i++) {
+        k[i] = random_float(&rng);
+        v[i] = random_float(&rng);
+    }
+    const uint32_t key_counts[] = {1, 2, 31, 33, 1023, 1024, 1025, 2200};
+    for (size_t c = 0; c < sizeof key_counts / sizeof key_counts[0]; c++) {
+        for (uint32_t d = 0; d < hd; d++)
+            q[d] = 4.0f * random_float(&rng);
+        const uint32_t n = key_counts[c];
+        di_cpu_attention_head(q, k + hd, v + hd, kv_stride, n, hd, 0.1118034f, cpu, scratch);
+        warp_attention(q, k + hd, v + hd, kv_stride, n, hd, 0.1118034f, s, gpu);
+        for (uint32_t d = 0; d < hd; d++)
+            ck_assert_msg(bits_of(cpu[d]) == bits_of(gpu[d]), "keys %u dim %u: cpu %a warp %a", n, d,
+                          cpu[d], gpu[d]);
+    }
+    free(k);
+    free(v);
+    free(s);
+    free(scratch);
+}
+END_TEST
+
+/* ---- the shared math compiled by nvcc, against the C compiler's ---------------------- */
+
+typedef float (*fn1)(float);
+typedef float (*fn_h)(uint16_t);
+
+static void *nvcc_numerics(void)
+{
+    const char *path = getenv("DI_TEST_NUMERICS_NVCC");
+    if (!path || !*path || access(path, R_OK) != 0) {
+        fprintf(stderr, "check_cuda: nvcc's host build of the shared numerics is not built (no nvcc?): "
+                        "skipping the gcc-versus-nvcc comparison\n");
+        return NULL;
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(h != NULL, "%s: %s", path, dlerror());
+    return h;
+}
+
+static void *sym(void *h, const char *name)
+{
+    void *p = dlsym(h, name);
+    ck_assert_msg(p != NULL, "libnumerics-nvcc.so lacks %s", name);
+    return p;
+}
+
+static float c_expf(float x) { return di_expf(x); }
+static float c_silu(float x) { return di_silu(x); }
+static float c_gelu(float x) { return di_gelu_tanh(x); }
+static float c_rsqrt(float x) { return di_rsqrt(x); }
+static float c_f16(uint16_t h) { return di_f16_to_f32(h); }
+static float c_bf16(uint16_t h) { return di_bf16_to_f32(h); }
+
+START_TEST(test_nvcc_host_numerics_equal_gcc)
+{
+    void *h = nvcc_numerics();
+    if (!h)
+        return;
+    fn_h nv_f16, nv_bf16;
+    void *p = sym(h, "nv_f16_to_f32");
+    memcpy(&nv_f16, &p, sizeof p);
+    p = sym(h, "nv_bf16_to_f32");
+    memcpy(&nv_bf16, &p, sizeof p);
+    for (uint32_t v = 0; v < 65536; v++) {
+        ck_assert_uint_eq(bits_of(nv_f16((uint16_t)v)), bits_of(c_f16((uint16_t)v)));
+        ck_assert_uint_eq(bits_of(nv_bf16((uint16_t)v)), bits_of(c_bf16((uint16_t)v)));
+    }
+
+    /* One-argument functions over float32: every input with DI_TEST_FULL_NUMERICS=1
+     * (about a minute per function), else every 97th bit pattern (44 million
+     * inputs each; a sparser stride under the sanitizers). */
+    const char *full = getenv("DI_TEST_FULL_NUMERICS");
+    const char *san = getenv("DI_TEST_SANITIZE");
+    const uint64_t stride = full && *full == '1' ? 1 : san && *san == '1' ? 9973 : 97;
+    const char *names[] = {"nv_expf", "nv_silu", "nv_gelu_tanh", "nv_rsqrt"};
+    const fn1 mine[] = {c_expf, c_silu, c_gelu, c_rsqrt};
+    for (int f = 0; f < 4; f++) {
+        fn1 theirs;
+        p = sym(h, names[f]);
+        memcpy(&theirs, &p, sizeof p);
+        uint64_t differ = 0, tested = 0;
+        for (uint64_t u = 0; u <= 0xffffffffull; u += stride, tested++) {
+            const float x = di_float_from_bits((uint32_t)u);
+            const float a = theirs(x), b = mine[f](x);
+            if (bits_of(a) != bits_of(b) && !(a != a && b != b))
+                differ++;
+        }
+        ck_assert_msg(differ == 0, "%s: %llu of %llu inputs differ between nvcc and gcc", names[f],
+                      (unsigned long long)differ, (unsigned long long)tested);
+    }
+
+    /* the lane tree, RMSNorm scale, and the warp reductions */
+    float (*nv_tree)(float *), (*nv_rms)(float, uint32_t, float), (*nv_dot)(const float *, const float *, uint32_t);
+    float (*nv_weight)(uint32_t, const uint8_t *, uint32_t);
+    void (*nv_rows)(uint32_t, const uint8_t *, uint32_t, const float *, uint32_t, float *);
+    p = sym(h, "nv_lane_tree"); memcpy(&nv_tree, &p, sizeof p);
+    p = sym(h, "nv_rms_scale"); memcpy(&nv_rms, &p, sizeof p);
+    p = sym(h, "nv_warp_dot"); memcpy(&nv_dot, &p, sizeof p);
+    p = sym(h, "nv_qb_weight"); memcpy(&nv_weight, &p, sizeof p);
+    p = sym(h, "nv_warp_row_dots"); memcpy(&nv_rows, &p, sizeof p);
+    uint64_t rng = 99;
+    float a[3000], b[3000], lanes1[DI_LANES], lanes2[DI_LANES];
+    for (int rep = 0; rep < 20000; rep++) {
+        for (int l = 0; l < DI_LANES; l++)
+            lanes1[l] = lanes2[l] = random_float(&rng);
+        ck_assert_uint_eq(bits_of(nv_tree(lanes1)), bits_of(di_lane_tree(lanes2)));
+        const float ss = fabsf(random_float(&rng)) * 1000.0f;
+        const uint32_t n = 1 + (uint32_t)(tu_rand(&rng) % 8192);
+        ck_assert_uint_eq(bits_of(nv_rms(ss, n, 1e-6f)), bits_of(di_rms_scale(ss, n, 1e-6f)));
+    }
+    for (int rep = 0; rep < 300; rep++) {
+        const uint32_t n = (uint32_t)(tu_rand(&rng) % 3000);
+        for (uint32_t i = 0; i < n; i++) {
+            a[i] = random_float(&rng);
+            b[i] = random_float(&rng);
+        }
+        ck_assert_uint_eq(bits_of(nv_dot(a, b, n)), bits_of(di_cpu_dot(a, b, n)));
+    }
+    static uint8_t row[1280 * 4];
+    static float x[DI_TOKEN_TILE * 1280], w[1280];
+    for (size_t t = 0; t < N_TYPES; t++) {
+        const uint32_t type = all_types[t], n = 1280, n_t = 1 + (uint32_t)t % DI_TOKEN_TILE;
+        random_row(&rng, type, row, n);
+        for (uint32_t i = 0; i < n; i++)
+            ck_assert_uint_eq(bits_of(nv_weight(type, row, i)), bits_of(di_qb_weight(type, row, i)));
+        for (size_t i = 0; i < (size_t)n_t * n; i++)
+            x[i] = random_float(&rng);
+        float got[DI_TOKEN_TILE];
+        nv_rows(type, row, n, x, n_t, got);
+        di_dequant_row(type, row, n, w);
+        for (uint32_t k = 0; k < n_t; k++) {
+            const float want = di_cpu_dot(w, x + (size_t)k * n, n);
+            ck_assert_msg(bits_of(got[k]) == bits_of(want) || (want != want && got[k] != got[k]),
+                          "type %u token %u: nvcc %a cpu %a", type, k, got[k], want);
+        }
+    }
+    dlclose(h);
+}
+END_TEST
+
+/* ---- DI_BACKEND_CUDA on this machine -------------------------------------------------- */
+
+static di_model *tiny_model(void)
+{
+    char dir[4096], path[4200], err[512] = "";
+    gb_model m;
+    gb_llama_params p = gb_llama_defaults();
+    gb_model_llama(&m, &p);
+    ck_assert_int_eq(gb_tmpdir(dir, sizeof dir), 0);
+    gb_path(path, sizeof path, dir, "tiny.gguf");
+    int written = gb_model_write(&m, path, NULL);
+    gb_model_free(&m);
+    di_model *model = NULL;
+    di_status st = written == 0 ? di_model_load(path, &model, err, sizeof err) : DI_ERR_IO;
+    gb_rmdir(dir);
+    ck_assert_msg(st == DI_OK, "tiny model: %s: %s", di_status_name(st), err);
+    return model;
+}
+
+static di_status cuda_session(const di_model *m, int profile, di_session **s, char *err, size_t n)
+{
+    di_config *c = NULL;
+    ck_assert_int_eq(di_config_create(&c), DI_OK);
+    ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_BACKEND, DI_BACKEND_CUDA), DI_OK);
+    ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_PROFILE, profile), DI_OK);
+    ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_MAX_SEQUENCES, 2), DI_OK);
+    ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_CONTEXT_LENGTH, 64), DI_OK);
+    *s = NULL;
+    di_status st = di_session_create(m, c, s, err, n);
+    di_config_free(c);
+    return st;
+}
+
+START_TEST(test_cuda_plugin_missing)
+{
+    di_model *m = tiny_model();
+    setenv("DETINFER_CUDA_PLUGIN", "/nonexistent/libdetinfer-cuda.so.1", 1);
+    char err[512] = "";
+    di_session *s = NULL;
+    di_status st = cuda_session(m, DI_PROFILE_PORTABLE, &s, err, sizeof err);
+    ck_assert_msg(st == DI_ERR_BACKEND_UNAVAILABLE, "status %s: %s", di_status_name(st), err);
+    ck_assert_ptr_null(s);
+    ck_assert_msg(strstr(err, "DETINFER_CUDA_PLUGIN") && strstr(err, "/nonexistent/libdetinfer-cuda.so.1"),
+                  "the message should name the variable and the file: %s", err);
+    /* a file that is not a plugin */
+    setenv("DETINFER_CUDA_PLUGIN", "libm.so.6", 1);
+    st = cuda_session(m, DI_PROFILE_PORTABLE, &s, err, sizeof err);
+    ck_assert_msg(st == DI_ERR_BACKEND_UNAVAILABLE && strstr(err, "not a libdetinfer CUDA plugin"),
+                  "status %s: %s", di_status_name(st), err);
+    unsetenv("DETINFER_CUDA_PLUGIN");
+    di_model_free(m);
+}
+END_TEST
+
+START_TEST(test_cuda_plugin_without_device)
+{
+    const char *plugin = getenv("DI_TEST_CUDA_PLUGIN");
+    if (!plugin || !*plugin || access(plugin, R_OK) != 0) {
+        fprintf(stderr, "check_cuda: the CUDA plugin is not built (make cuda): skipping its no-device test\n");
+        return;
+    }
+    setenv("DETINFER_CUDA_PLUGIN", plugin, 1);
+    di_model *m = tiny_model();
+    char err[512] = "";
+    di_session *s = NULL;
+    di_status st = cuda_session(m, DI_PROFILE_PORTABLE, &s, err, sizeof err);
+    if (st == DI_OK) {
+        fprintf(stderr, "check_cuda: a CUDA device is present (%s): the no-device refusal is not tested here\n",
+                di_session_backend_info(s));
+        di_session_free(s);
+    } else {
+        ck_assert_msg(st == DI_ERR_BACKEND_UNAVAILABLE, "status %s: %s", di_status_name(st), err);
+        ck_assert_msg(strstr(err, "driver") || strstr(err, "device"), "the message should say what is missing: %s",
+                      err);
+        ck_assert_ptr_null(s);
+    }
+    unsetenv("DETINFER_CUDA_PLUGIN");
+    di_model_free(m);
+}
+END_TEST
+
+START_TEST(test_library_needs_no_cuda)
+{
+    const char *root = getenv("DI_TEST_ROOT");
+    ck_assert_msg(root != NULL, "DI_TEST_ROOT is not set (run the suite with make check)");
+    char cmd[4200], line[512];
+    snprintf(cmd, sizeof cmd, "readelf -d '%s/lib/libdetinfer.so' 2>&1", root);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    int needed = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!strstr(line, "(NEEDED)"))
+            continue;
+        needed++;
+        ck_assert_msg(!strstr(line, "cuda") && !strstr(line, "cublas") && !strstr(line, "cudnn") &&
+                          !strstr(line, "nvrtc") && !strstr(line, "libcu"),
+                      "libdetinfer.so depends on a CUDA library: %s", line);
+    }
+    ck_assert_int_eq(pclose(f), 0);
+    ck_assert_int_gt(needed, 0);
+}
+END_TEST
+
+/* ---- with a GPU: CPU and GPU digests of every generated model ------------------------- */
+
+static di_session *gpu_session_or_skip(const di_model *m)
+{
+    const char *plugin = getenv("DI_TEST_CUDA_PLUGIN");
+    if (!plugin || !*plugin || access(plugin, R_OK) != 0)
+        return NULL;
+    setenv("DETINFER_CUDA_PLUGIN", plugin, 1);
+    char err[512] = "";
+    di_session *s = NULL;
+    di_config *c = NULL;
+    ck_assert_int_eq(di_config_create(&c), DI_OK);
+    ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_BACKEND, DI_BACKEND_CUDA), DI_OK);
+    ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_MAX_SEQUENCES, 2), DI_OK);
+    ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_CONTEXT_LENGTH, 1200), DI_OK);
+    di_status st = di_session_create(m, c, &s, err, sizeof err);
+    di_config_free(c);
+    if (st == DI_ERR_BACKEND_UNAVAILABLE)
+        return NULL;
+    ck_assert_msg(st == DI_OK, "CUDA session: %s: %s", di_status_name(st), err);
+    return s;
+}
+
+START_TEST(test_cpu_gpu_digests_equal)
+{
+    const char *name = tu_models[_i];
+    di_model *m = tu_load(name);
+    di_session *gpu = gpu_session_or_skip(m);
+    if (!gpu) {
+        if (_i == 0)
+            fprintf(stderr, "check_cuda: no CUDA device (or no plugin): CPU-versus-GPU digests not compared\n");
+        di_model_free(m);
+        return;
+    }
+    di_session *cpu = tu_session(m, 2, 2, 1200);
+    int64_t n_vocab = 0;
+    ck_assert_int_eq(di_model_get_int(m, DI_MODEL_N_VOCAB, &n_vocab), DI_OK);
+    static int32_t tokens[1100];
+    static di_digest want[1100], got[1100];
+    uint32_t n = tu_read_prompt(name, tokens, 1100);
+    uint64_t rng = 1234 + (uint64_t)_i;
+    while (n < 1100) /* past one reduction chunk of keys */
+        tokens[n++] = (int32_t)(tu_rand(&rng) % (uint64_t)n_vocab);
+    const uint32_t chunks[] = {1, 63, 64, 5, 900, 67};
+    tu_prompt_digests(cpu, 0, tokens, n, NULL, 0, want);
+    tu_prompt_digests(gpu, 0, tokens, n, chunks, 6, got);
+    for (uint32_t i = 0; i < n; i++)
+        tu_assert_digest_eq(&want[i], &got[i], name, (int)i);
+    /* decoding token by token after a copied prefix, with the greedy token */
+    ck_assert_int_eq(di_session_seq_copy(gpu, 0, 1, 100), DI_OK);
+    ck_assert_int_eq(di_session_seq_copy(cpu, 0, 1, 100), DI_OK);
+    for (uint32_t i = 100; i < 110; i++) {
+        tu_step(gpu, 1, tokens + i, 1, 0);
+        tu_step(cpu, 1, tokens + i, 1, 0);
+        di_digest d = tu_last_digest(gpu, 1);
+        tu_assert_digest_eq(&want[i], &d, name, (int)i);
+        int32_t g_cpu = -1, g_gpu = -2;
+        ck_assert_int_eq(di_session_greedy_token(cpu, 1, &g_cpu), DI_OK);
+        ck_assert_int_eq(di_session_greedy_token(gpu, 1, &g_gpu), DI_OK);
+        ck_assert_int_eq(g_cpu, g_gpu);
+    }
+    di_session_free(cpu);
+    di_session_free(gpu);
+    di_model_free(m);
+}
+END_TEST
+
+Suite *cuda_suite(void)
+{
+    Suite *s = suite_create("cuda");
+    TCase *tc = tcase_create("shared order and math");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_weight_formulas_match_dequant);
+    tcase_add_test(tc, test_warp_dot_and_sum_equal_cpu);
+    tcase_add_test(tc, test_warp_row_dots_equal_cpu);
+    tcase_add_test(tc, test_warp_rmsnorm_equals_cpu);
+    tcase_add_test(tc, test_warp_attention_equals_cpu);
+    tcase_add_test(tc, test_nvcc_host_numerics_equal_gcc);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("backend selection");
+    tcase_add_test(tc, test_cuda_plugin_missing);
+    tcase_add_test(tc, test_cuda_plugin_without_device);
+    tcase_add_test(tc, test_library_needs_no_cuda);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("gpu");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, test_cpu_gpu_digests_equal, 0, TU_N_MODELS);
+    suite_add_tcase(s, tc);
+    return s;
+}
