@@ -24,7 +24,7 @@ CUDA_PLUGIN := lib/libdetinfer-cuda.so.1
 CUDA_SRC := $(wildcard kernels/cuda_*.cu)
 CUDA_OBJ := $(CUDA_SRC:kernels/%.cu=build/kernels/%.o)
 CUDA_DEPS := $(wildcard kernels/*.cuh) lib/numerics.h lib/canon_order.h lib/dequant_blocks.h \
-             lib/canon_rows.h lib/backend.h lib/model.h lib/gguf.h include/detinfer.h
+             lib/canon_rows.h lib/backend.h kernels/cuda.mk lib/model.h lib/gguf.h include/detinfer.h
 # The shared numerics compiled as host code by nvcc, for tests/check_cuda.c.
 NUMERICS_NVCC := build/kernels/libnumerics-nvcc.so
 
@@ -36,7 +36,7 @@ build/kernels/%.o: kernels/%.cu $(CUDA_DEPS)
 
 $(CUDA_PLUGIN): $(CUDA_OBJ)
 	$(NVCC) -shared -cudart static $(NVCC_GENCODE) -Xlinker -soname,libdetinfer-cuda.so.1 \
-	    -Xlinker -z,defs $(CUDA_OBJ) -o $@ -lrt -lpthread -ldl
+	    -Xlinker -z,defs $(CUDA_OBJ) -o $@ -lcublasLt -lcublas -lrt -lpthread -ldl
 
 $(NUMERICS_NVCC): kernels/numerics_host.cu lib/numerics.h lib/canon_order.h lib/dequant_blocks.h
 	@mkdir -p $(dir $@)

@@ -4,15 +4,14 @@
  * session makes. Linked with the static CUDA runtime, so the plugin needs
  * only the driver (libcuda.so.1) at run time; without a driver or a device,
  * create() reports DI_ERR_BACKEND_UNAVAILABLE and nothing else happens.
- *
- * Only the portable profile is implemented: the device profile (cuBLASLt
- * matrix products on tensor cores) is refused with DI_ERR_UNSUPPORTED.
+ * The device profile differs only in its matrix products (cuda_blas.cu).
  */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_blas.cuh"
 #include "cuda_state.cuh"
 #include "dequant_blocks.h"
 
@@ -123,10 +122,14 @@ static di_status pick_device(dc_state *s, int ordinal, char *err, size_t err_siz
     int driver = 0, runtime = 0;
     cudaDriverGetVersion(&driver);
     cudaRuntimeGetVersion(&runtime);
+    char cublas[32] = "unused";
+    if (s->params.profile == DI_PROFILE_DEVICE)
+        snprintf(cublas, sizeof cublas, "%zu", dc_blas_version());
     snprintf(s->info, sizeof s->info,
-             "backend=cuda profile=portable gpu=%.100s sm_count=%d cc=%d.%d driver=%d runtime=%d "
-             "cublas=unused cudnn=unused",
-             prop.name, prop.multiProcessorCount, prop.major, prop.minor, driver, runtime);
+             "backend=cuda profile=%s gpu=%.100s sm_count=%d cc=%d.%d driver=%d runtime=%d "
+             "cublas=%s cudnn=unused",
+             s->params.profile == DI_PROFILE_DEVICE ? "device" : "portable", prop.name,
+             prop.multiProcessorCount, prop.major, prop.minor, driver, runtime, cublas);
     return DI_OK;
 }
 
@@ -208,6 +211,7 @@ static void destroy(void *state)
     if (!s)
         return;
     cudaSetDevice(s->device);
+    dc_blas_destroy(s);
     if (s->stream)
         cudaStreamDestroy(s->stream);
     for (size_t i = 0; i < s->n_allocations; i++)
@@ -221,10 +225,6 @@ static di_status create(const di_model *m, const di_backend_params *p, void **ou
                         size_t err_size)
 {
     *out = NULL;
-    if (p->profile == DI_PROFILE_DEVICE)
-        return failf(err, err_size, DI_ERR_UNSUPPORTED,
-                     "the device profile (cuBLASLt on tensor cores) is not implemented in this CUDA "
-                     "plugin yet; use the portable profile");
     for (uint32_t il = 0; il < m->n_layer; il++)
         if (!di_qb_block_elems(m->layers[il].wq.type) || !di_qb_block_elems(m->layers[il].ffn_down.type))
             return failf(err, err_size, DI_ERR_UNSUPPORTED, "layer %u: a weight type the CUDA backend lacks", il);
@@ -242,6 +242,8 @@ static di_status create(const di_model *m, const di_backend_params *p, void **ou
         st = upload_model(s, err, err_size);
     if (!st)
         st = alloc_buffers(s, err, err_size);
+    if (!st && p->profile == DI_PROFILE_DEVICE)
+        st = dc_blas_create(s, err, err_size);
     if (st) {
         destroy(s);
         return st;
@@ -262,7 +264,7 @@ static di_status finish(dc_state *s, const char *what, char *err, size_t err_siz
 {
     TRY(cudaGetLastError(), what);
     TRY(cudaStreamSynchronize(s->stream), what);
-    return DI_OK;
+    return dc_blas_check(s, err, err_size);
 }
 
 static di_status forward(void *state, const di_backend_row *rows, uint32_t n_rows, char *err,
@@ -296,7 +298,7 @@ static di_status logits(void *state, const uint32_t *row_idx, uint32_t n, float 
     TRY(cudaMemcpyAsync(s->logit_idx, row_idx, n * sizeof(uint32_t), cudaMemcpyHostToDevice, s->stream),
         "logits: rows");
     dc_rmsnorm(s->stream, s->x, s->logit_idx, n, s->output_norm, m->n_embd, m->rms_eps, s->xn);
-    dc_matmul(s->stream, s->output, s->xn, n, NULL, s->logits);
+    dc_forward_matmul(s, &s->output, s->xn, n, NULL, s->logits);
     dc_argmax(s->stream, s->logits, n, m->n_vocab, s->greedy);
     TRY(cudaMemcpyAsync(out, s->logits, (size_t)n * m->n_vocab * sizeof(float), cudaMemcpyDeviceToHost,
                         s->stream), "logits: copy");

@@ -3,7 +3,17 @@
  * lib/forward.c, lib/forward_llama.c and lib/forward_gemma3.c, step by step
  * in the same order, with the kernels of cuda_kernels.cu.
  */
+#include "cuda_blas.cuh"
 #include "cuda_state.cuh"
+
+void dc_forward_matmul(dc_state *s, const dc_weight *w, const float *x, uint32_t n_tokens,
+                       const float *bias, float *y)
+{
+    if (s->blas)
+        dc_blas_matmul(s, w, x, n_tokens, bias, y);
+    else
+        dc_matmul(s->stream, *w, x, n_tokens, bias, y);
+}
 
 static void norm(dc_state *s, const float *src, const float *w, uint32_t n_rows, float *dst)
 {
@@ -44,19 +54,19 @@ static void llama_layer(dc_state *s, uint32_t n_rows, uint32_t il)
     const dc_layer *ly = &s->layers[il];
     const size_t n_x = (size_t)n_rows * m->n_embd, n_ff = (size_t)n_rows * m->n_ff;
     norm(s, s->x, ly->attn_norm, n_rows, s->xn);
-    dc_matmul(s->stream, ly->wq, s->xn, n_rows, ly->bq, s->q);
-    dc_matmul(s->stream, ly->wk, s->xn, n_rows, ly->bk, s->k);
-    dc_matmul(s->stream, ly->wv, s->xn, n_rows, ly->bv, s->v);
+    dc_forward_matmul(s, &ly->wq, s->xn, n_rows, ly->bq, s->q);
+    dc_forward_matmul(s, &ly->wk, s->xn, n_rows, ly->bk, s->k);
+    dc_forward_matmul(s, &ly->wv, s->xn, n_rows, ly->bv, s->v);
     qk_rope_store(s, ly, &m->layers[il], n_rows, il);
     attention(s, &m->layers[il], n_rows, il);
-    dc_matmul(s->stream, ly->wo, s->att, n_rows, NULL, s->tmp);
+    dc_forward_matmul(s, &ly->wo, s->att, n_rows, NULL, s->tmp);
     dc_add(s->stream, s->x, s->x, s->tmp, n_x);
 
     norm(s, s->x, ly->ffn_norm, n_rows, s->xn);
-    dc_matmul(s->stream, ly->ffn_gate, s->xn, n_rows, NULL, s->gate);
-    dc_matmul(s->stream, ly->ffn_up, s->xn, n_rows, NULL, s->up);
+    dc_forward_matmul(s, &ly->ffn_gate, s->xn, n_rows, NULL, s->gate);
+    dc_forward_matmul(s, &ly->ffn_up, s->xn, n_rows, NULL, s->up);
     dc_glu(s->stream, s->gate, s->up, n_ff, 0);
-    dc_matmul(s->stream, ly->ffn_down, s->gate, n_rows, NULL, s->tmp);
+    dc_forward_matmul(s, &ly->ffn_down, s->gate, n_rows, NULL, s->tmp);
     dc_add(s->stream, s->x, s->x, s->tmp, n_x);
 }
 
@@ -67,20 +77,20 @@ static void gemma3_layer(dc_state *s, uint32_t n_rows, uint32_t il)
     const dc_layer *ly = &s->layers[il];
     const size_t n_x = (size_t)n_rows * m->n_embd, n_ff = (size_t)n_rows * m->n_ff;
     norm(s, s->x, ly->attn_norm, n_rows, s->xn);
-    dc_matmul(s->stream, ly->wq, s->xn, n_rows, NULL, s->q);
-    dc_matmul(s->stream, ly->wk, s->xn, n_rows, NULL, s->k);
-    dc_matmul(s->stream, ly->wv, s->xn, n_rows, NULL, s->v);
+    dc_forward_matmul(s, &ly->wq, s->xn, n_rows, NULL, s->q);
+    dc_forward_matmul(s, &ly->wk, s->xn, n_rows, NULL, s->k);
+    dc_forward_matmul(s, &ly->wv, s->xn, n_rows, NULL, s->v);
     qk_rope_store(s, ly, &m->layers[il], n_rows, il);
     attention(s, &m->layers[il], n_rows, il);
-    dc_matmul(s->stream, ly->wo, s->att, n_rows, NULL, s->tmp);
+    dc_forward_matmul(s, &ly->wo, s->att, n_rows, NULL, s->tmp);
     norm(s, s->tmp, ly->post_attn_norm, n_rows, s->xn);
     dc_add(s->stream, s->x, s->x, s->xn, n_x);
 
     norm(s, s->x, ly->ffn_norm, n_rows, s->xn);
-    dc_matmul(s->stream, ly->ffn_gate, s->xn, n_rows, NULL, s->gate);
-    dc_matmul(s->stream, ly->ffn_up, s->xn, n_rows, NULL, s->up);
+    dc_forward_matmul(s, &ly->ffn_gate, s->xn, n_rows, NULL, s->gate);
+    dc_forward_matmul(s, &ly->ffn_up, s->xn, n_rows, NULL, s->up);
     dc_glu(s->stream, s->gate, s->up, n_ff, 1);
-    dc_matmul(s->stream, ly->ffn_down, s->gate, n_rows, NULL, s->tmp);
+    dc_forward_matmul(s, &ly->ffn_down, s->gate, n_rows, NULL, s->tmp);
     norm(s, s->tmp, ly->post_ffn_norm, n_rows, s->xn);
     dc_add(s->stream, s->x, s->x, s->xn, n_x);
 }

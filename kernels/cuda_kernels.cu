@@ -11,6 +11,8 @@
  */
 #include "cuda_kernels.cuh"
 
+#include <cuda_bf16.h>
+
 #include "canon_order.h"
 #include "canon_rows.h"
 #include "dequant_blocks.h"
@@ -287,6 +289,52 @@ void dc_add(cudaStream_t stream, float *dst, const float *a, const float *b, siz
 {
     if (n)
         add_kernel<<<blocks_for(n, ELEM_BLOCK), ELEM_BLOCK, 0, stream>>>(dst, a, b, n);
+}
+
+__global__ static void add_bias_kernel(float *y, const float *bias, uint32_t n_tokens, uint32_t n_out)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (size_t)n_tokens * n_out)
+        y[i] = y[i] + bias[i % n_out];
+}
+
+void dc_add_bias(cudaStream_t stream, float *y, const float *bias, uint32_t n_tokens, uint32_t n_out)
+{
+    const size_t n = (size_t)n_tokens * n_out;
+    if (n)
+        add_bias_kernel<<<blocks_for(n, ELEM_BLOCK), ELEM_BLOCK, 0, stream>>>(y, bias, n_tokens, n_out);
+}
+
+/* ---- bf16 copies (device profile) ------------------------------------------------------------------- */
+
+__global__ static void weight_to_bf16_kernel(dc_weight w, uint16_t *out)
+{
+    const uint32_t r = blockIdx.x; /* rows on x: n_out can pass the 65535 blocks of y */
+    const uint32_t i = blockIdx.y * blockDim.x + threadIdx.x;
+    if (i < w.n_in)
+        out[(size_t)r * w.n_in + i] =
+            __bfloat16_as_ushort(__float2bfloat16_rn(di_qb_weight(w.type, w.data + (size_t)r * w.row_bytes, i)));
+}
+
+void dc_weight_to_bf16(cudaStream_t stream, dc_weight w, uint16_t *out)
+{
+    if (w.n_out == 0 || w.n_in == 0)
+        return;
+    dim3 grid(w.n_out, blocks_for(w.n_in, ELEM_BLOCK));
+    weight_to_bf16_kernel<<<grid, ELEM_BLOCK, 0, stream>>>(w, out);
+}
+
+__global__ static void floats_to_bf16_kernel(const float *x, size_t n, uint16_t *out)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        out[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x[i]));
+}
+
+void dc_floats_to_bf16(cudaStream_t stream, const float *x, size_t n, uint16_t *out)
+{
+    if (n)
+        floats_to_bf16_kernel<<<blocks_for(n, ELEM_BLOCK), ELEM_BLOCK, 0, stream>>>(x, n, out);
 }
 
 /* ---- greedy ------------------------------------------------------------------------------------------ */

@@ -21,6 +21,10 @@ typedef struct dc_weight {
     uint32_t n_in;
     uint32_t n_out;
     size_t row_bytes;
+    /* device profile: the weights rounded to bf16, row-major, and the index
+     * of the pinned cuBLASLt algorithm of this shape (cuda_blas.cu) */
+    const uint16_t *bf16;
+    int plan;
 } dc_weight;
 
 /* A row of a forward call on the device (di_backend_row). */
@@ -68,6 +72,15 @@ void dc_store_kv(cudaStream_t stream, dc_cache cache, uint32_t layer, const dc_r
 void dc_attention(cudaStream_t stream, dc_cache cache, uint32_t layer, const dc_row *rows,
                   uint32_t n_rows, const float *q, uint32_t n_head, uint32_t n_head_kv,
                   uint32_t head_dim, uint32_t window, float scale, float *scores, float *out);
+
+/* y[t][r] = y[t][r] + bias[r] for t < n_tokens, r < n_out. */
+void dc_add_bias(cudaStream_t stream, float *y, const float *bias, uint32_t n_tokens, uint32_t n_out);
+
+/* out[r][i] = bf16 (round to nearest even) of weight i of row r of w. */
+void dc_weight_to_bf16(cudaStream_t stream, dc_weight w, uint16_t *out);
+
+/* out[i] = bf16 (round to nearest even) of x[i]. */
+void dc_floats_to_bf16(cudaStream_t stream, const float *x, size_t n, uint16_t *out);
 
 /* gate[i] = act(gate[i]) * up[i] with act = di_gelu_tanh (gelu) or di_silu. */
 void dc_glu(cudaStream_t stream, float *gate, const float *up, size_t n, int gelu);

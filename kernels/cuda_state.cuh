@@ -39,11 +39,20 @@ typedef struct dc_state {
     uint32_t *logit_idx;       /* [max_logits] */
     float *logits;             /* [max_logits][n_vocab] */
     int32_t *greedy;           /* [max_logits] */
+    /* device profile (cuda_blas.cu); NULL in the portable profile */
+    struct dc_blas *blas;
+    void **blas_weights;       /* the bf16 copies of the weight matrices */
+    size_t n_blas_weights;
     char info[256];
 } dc_state;
 
-/* One layer of the model's architecture over the state's current rows
- * (cuda_forward.cu), enqueued on the state's stream. */
+/* The embedding and every layer of the model's architecture over the
+ * state's current rows (cuda_forward.cu), enqueued on the state's stream. */
 void dc_forward_layers(dc_state *s, uint32_t n_rows);
+
+/* y = W x for n_tokens rows: the portable kernel, or cuBLASLt in the device
+ * profile (cuda_forward.cu). */
+void dc_forward_matmul(dc_state *s, const dc_weight *w, const float *x, uint32_t n_tokens,
+                       const float *bias, float *y);
 
 #endif /* DC_CUDA_STATE_CUH */
