@@ -66,18 +66,26 @@ run --model $model --tokens 1,x|--tokens wants token ids
 run --model $model --tokens|--tokens needs a value
 run --model $model --tokens 1 --threads 0|--threads wants an integer in 1..256
 run --model $model --tokens 1 --backend tpu|--backend wants cpu or cuda
+run --model $model --tokens 1 --device 256|--device wants an integer in 0..255
+run --model $model --tokens 1 --cpu-path sse|--cpu-path wants auto, scalar, avx2 or avx512
 run --model $model --tokens 1 --frobnicate|unknown option '--frobnicate'
 verify|--model is required
 verify --model $model --reps 0|--reps wants an integer
 verify --model $model --batch-sizes 1,,2|--batch-sizes wants
 verify --model $model --profile fast|--profile wants portable or device
 verify --model $model --backends cpu,tpu|--backends wants cpu or cuda
+verify --model $model --device x|--device wants an integer
+verify --model $model --cpu-path x|--cpu-path wants auto, scalar, avx2 or avx512
 doctor --profile fast|--profile wants portable or device
 doctor --json=yes|--json takes no value
 doctor stray|unexpected argument 'stray'
+doctor --backend tpu|--backend wants cpu or cuda
+doctor --device -1|--device wants an integer in 0..255
 bench|--model is required
 bench --model $model --threads 0|--threads wants
 bench --model $model --reps 0|--reps wants an integer
+bench --model $model --cpu-path x|--cpu-path wants auto, scalar, avx2 or avx512
+bench --model $model --device 999|--device wants an integer in 0..255
 EOF
     DETINFER_TEST_PERTURB=nonsense expect_rc 2 verify --model "$model" && has err 'DETINFER_TEST_PERTURB'
     ;;
@@ -98,6 +106,11 @@ run)
     seq_digest=$(sed -n 's/^sequence .* digest //p' "$work/one")
     expect_rc 0 run --model "$model" --tokens "$tokens" --max-new 5 --json &&
         json "len(d['steps']) == 5 and d['sequence_digest'] == '$seq_digest' and d['sequence_length'] == 29"
+    expect_rc 0 run --model "$model" --tokens "$tokens" --max-new 5 --cpu-path scalar --device 0
+    grep -E '^(step|sequence)' "$work/out" | cmp -s - "$work/one" || fail "run on the scalar CPU path differs"
+    # CUDA without its plugin: the documented refusal, exit 1
+    DETINFER_CUDA_PLUGIN=$work/none.so expect_rc 1 run --model "$model" --tokens 1 --backend cuda &&
+        has err 'DI_ERR_BACKEND_UNAVAILABLE.*DETINFER_CUDA_PLUGIN'
     expect_rc 0 run --model "$gemma" --tokens 1,2,3 --max-new 4 && has out '^sequence 7 tokens'
     expect_rc 1 run --model "$model" --prompt hello && has err 'no tokenizer'
     expect_rc 1 run --model "$work/missing.gguf" --tokens 1 && has err "missing.gguf.*DI_ERR_IO"
@@ -151,6 +164,7 @@ doctor)
     has out '^  (OK|WARN) +floating point'
     has out '^  INFO +cpu '
     has out '^  INFO +simd path'
+    expect_rc 0 doctor --model "$model" && has out '^  OK +session +backend=cpu path=[a-z0-9]+ threads=1$'
     has out '^  INFO +os '
     has out '^  INFO +libc '
     has out '^  (OK|INFO|WARN) +cuda driver'

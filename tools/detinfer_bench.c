@@ -26,7 +26,8 @@
 #define MAX_REPS 1000
 #define BANDWIDTH_BYTES (256u << 20)
 
-enum { OPT_MODEL, OPT_THREADS, OPT_PP, OPT_TG, OPT_REPS, OPT_BACKEND, OPT_PROFILE, OPT_BANDWIDTH, OPT_JSON };
+enum { OPT_MODEL, OPT_THREADS, OPT_PP, OPT_TG, OPT_REPS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH, OPT_BANDWIDTH,
+       OPT_JSON };
 
 static const dt_option options[] = {
     [OPT_MODEL] = {"--model", "FILE", "GGUF model file (required)"},
@@ -36,6 +37,8 @@ static const dt_option options[] = {
     [OPT_REPS] = {"--reps", "N", "repetitions of each test (default 3)"},
     [OPT_BACKEND] = {"--backend", "NAME", "cpu (default) or cuda"},
     [OPT_PROFILE] = {"--profile", "NAME", "portable (default) or device"},
+    [OPT_DEVICE] = {"--device", "N", "CUDA device ordinal (default 0)"},
+    [OPT_CPU_PATH] = {"--cpu-path", "NAME", "CPU kernels: auto (default), scalar, avx2 or avx512"},
     [OPT_BANDWIDTH] = {"--bandwidth", "GB/S", "memory bandwidth to use instead of measuring it"},
     [OPT_JSON] = {"--json", NULL, "results as one JSON object (llama-bench-like fields)"},
     {NULL, NULL, NULL},
@@ -59,6 +62,8 @@ typedef struct bench_opts {
     double bandwidth; /* GB/s; 0: measure */
     di_backend backend;
     di_profile profile;
+    long device;
+    di_cpu_path cpu_path;
     int json;
 } bench_opts;
 
@@ -94,6 +99,8 @@ static int apply_option(int k, const char *v, void *opts)
     case OPT_REPS: return dt_parse_long(&command, name, v, 1, MAX_REPS, &o->reps);
     case OPT_BACKEND: return dt_parse_backend(&command, name, v, &o->backend);
     case OPT_PROFILE: return dt_parse_profile(&command, name, v, &o->profile);
+    case OPT_DEVICE: return dt_parse_device(&command, name, v, &o->device);
+    case OPT_CPU_PATH: return dt_parse_cpu_path(&command, name, v, &o->cpu_path);
     case OPT_BANDWIDTH:
         if (!dt_parse_long(&command, name, v, 1, 1000000, &bw))
             return 0;
@@ -228,12 +235,15 @@ static result *new_result(bench *b, long threads, long pp, long tg, double bandw
 static int run_threads(bench *b, long threads, double bandwidth)
 {
     /* room for the longest pp, or the 8-token warm-up, and the longest tg */
-    dt_session_opts so = {b->o.backend, b->o.profile, threads, 1, (b->max_pp > 8 ? b->max_pp : 8) + b->max_tg + 2};
+    dt_session_opts so = {b->o.backend, b->o.profile, threads, 1, (b->max_pp > 8 ? b->max_pp : 8) + b->max_tg + 2,
+                          b->o.device, b->o.cpu_path};
     di_session *s = NULL;
     char err[512] = "";
     di_status st = dt_open_session(b->model, &so, &s, err, sizeof err);
     if (st)
         return dt_fail(&command, "creating the session", st, err);
+    if (!b->o.json)
+        printf("session (%ld thread%s): %s\n", threads, threads == 1 ? "" : "s", di_session_backend_info(s));
     double tps;
     di_digest dg;
     st = time_pp(s, b->prompt, 8, &tps); /* warm-up: page the weights in */

@@ -238,6 +238,31 @@ int dt_parse_profile(const dt_command *cmd, const char *opt, const char *text, d
     return 1;
 }
 
+int dt_parse_device(const dt_command *cmd, const char *opt, const char *text, long *out)
+{
+    return dt_parse_long(cmd, opt, text, 0, 255, out);
+}
+
+static const char *const cpu_path_names[] = {
+    [DI_CPU_PATH_AUTO] = "auto", [DI_CPU_PATH_SCALAR] = "scalar", [DI_CPU_PATH_AVX2] = "avx2",
+    [DI_CPU_PATH_AVX512] = "avx512"};
+
+int dt_parse_cpu_path(const dt_command *cmd, const char *opt, const char *text, di_cpu_path *out)
+{
+    for (int p = DI_CPU_PATH_AUTO; p <= DI_CPU_PATH_AVX512; p++)
+        if (!strcmp(text, cpu_path_names[p])) {
+            *out = (di_cpu_path)p;
+            return 1;
+        }
+    dt_usage(cmd, "%s wants auto, scalar, avx2 or avx512, not '%s'", opt, text);
+    return 0;
+}
+
+const char *dt_cpu_path_name(di_cpu_path path)
+{
+    return path >= DI_CPU_PATH_AUTO && path <= DI_CPU_PATH_AVX512 ? cpu_path_names[path] : "unknown";
+}
+
 const char *dt_backend_name(di_backend backend)
 {
     return backend == DI_BACKEND_CUDA ? "cuda" : backend == DI_BACKEND_CPU ? "cpu" : "unknown";
@@ -288,7 +313,9 @@ di_status dt_open_session(const di_model *model, const dt_session_opts *o, di_se
         (st = di_config_set_int(config, DI_CONFIG_MAX_SEQUENCES, o->max_sequences)) ||
         (st = di_config_set_int(config, DI_CONFIG_CONTEXT_LENGTH, o->context_length)) ||
         (st = di_config_set_int(config, DI_CONFIG_BACKEND, o->backend)) ||
-        (st = di_config_set_int(config, DI_CONFIG_PROFILE, o->profile)))
+        (st = di_config_set_int(config, DI_CONFIG_PROFILE, o->profile)) ||
+        (st = di_config_set_int(config, DI_CONFIG_DEVICE, o->device)) ||
+        (st = di_config_set_int(config, DI_CONFIG_CPU_PATH, o->cpu_path)))
         snprintf(err, err_size, "%s", di_config_errmsg(config));
     else
         st = di_session_create(model, config, out, err, err_size);

@@ -75,6 +75,10 @@ int dt_parse_tokens(const dt_command *cmd, const char *opt, const char *text, in
                     uint32_t *n);
 int dt_parse_backend(const dt_command *cmd, const char *opt, const char *text, di_backend *out);
 int dt_parse_profile(const dt_command *cmd, const char *opt, const char *text, di_profile *out);
+/* --device N (0..255) and --cpu-path auto|scalar|avx2|avx512 */
+int dt_parse_device(const dt_command *cmd, const char *opt, const char *text, long *out);
+int dt_parse_cpu_path(const dt_command *cmd, const char *opt, const char *text, di_cpu_path *out);
+const char *dt_cpu_path_name(di_cpu_path path);
 const char *dt_backend_name(di_backend backend);
 const char *dt_profile_name(di_profile profile);
 
@@ -88,6 +92,8 @@ typedef struct dt_session_opts {
     long threads;
     long max_sequences;
     int64_t context_length; /* 0: the library's default */
+    long device;            /* CUDA device ordinal (DI_CONFIG_DEVICE) */
+    di_cpu_path cpu_path;   /* DI_CONFIG_CPU_PATH; DI_CPU_PATH_AUTO is 0 */
 } dt_session_opts;
 
 /* Loads a model; on failure prints the reason and returns DT_EXIT_FAIL. */

@@ -28,7 +28,7 @@
 #include "detinfer_common.h"
 #include "detinfer_cuda.h"
 
-enum { OPT_PROFILE, OPT_JSON, OPT_SAVE, OPT_COMPARE, OPT_STRICT };
+enum { OPT_PROFILE, OPT_JSON, OPT_SAVE, OPT_COMPARE, OPT_STRICT, OPT_MODEL, OPT_BACKEND, OPT_DEVICE };
 
 static const dt_option options[] = {
     [OPT_PROFILE] = {"--profile", "NAME", "the profile to fingerprint: portable (default) or device"},
@@ -36,12 +36,16 @@ static const dt_option options[] = {
     [OPT_SAVE] = {"--save", "FILE", "write the fingerprint (every fact) to FILE"},
     [OPT_COMPARE] = {"--compare", "FILE", "compare with a fingerprint saved elsewhere; exit 1 unless equal digests are promised"},
     [OPT_STRICT] = {"--strict", NULL, "exit 1 when any check warns"},
+    [OPT_MODEL] = {"--model", "FILE", "also open a session on FILE and report di_session_backend_info"},
+    [OPT_BACKEND] = {"--backend", "NAME", "the session's backend with --model: cpu (default) or cuda"},
+    [OPT_DEVICE] = {"--device", "N", "the session's CUDA device with --model (default 0)"},
     {NULL, NULL, NULL},
 };
 
 static const dt_command command = {
     "doctor",
-    "[--profile portable|device] [--json] [--save FILE] [--compare FILE] [--strict]",
+    "[--profile portable|device] [--json] [--save FILE] [--compare FILE] [--strict]\n"
+    "       [--model FILE [--backend cpu|cuda] [--device N]]",
     "Prints the environment fingerprint: library version and build flags, the\n"
     "floating-point environment, CPU model and SIMD path, OS and libc, and where\n"
     "present the CUDA driver and runtime, cuBLAS and cuDNN versions and GPUs, with\n"
@@ -437,6 +441,27 @@ static void collect(doctor *d)
     env_checks(d);
 }
 
+/* With --model: the fingerprint the library itself reports for a session of
+ * the chosen backend (di_session_backend_info), or why it could not open one. */
+static void session_checks(doctor *d, const char *model_path, const dt_session_opts *so)
+{
+    di_model *model = NULL;
+    di_session *s = NULL;
+    char err[512] = "";
+    di_status st = di_model_load(model_path, &model, err, sizeof err);
+    if (!st)
+        st = dt_open_session(model, so, &s, err, sizeof err);
+    if (st) {
+        check_add(d, LV_WARN, "session", "%s backend, %s profile: %s: %s", dt_backend_name(so->backend),
+                  dt_profile_name(so->profile), di_status_name(st), err);
+    } else {
+        fact_add(d, "session.backend_info", di_session_backend_info(s));
+        check_add(d, LV_OK, "session", "%s", di_session_backend_info(s));
+    }
+    di_session_free(s);
+    di_model_free(model);
+}
+
 /* ---- Fingerprint ------------------------------------------------------------- */
 
 static int fact_order(const void *a, const void *b)
@@ -655,8 +680,9 @@ static void print_json(const doctor *d, const di_digest *fp, const char *path, c
 
 int dt_cmd_doctor(int argc, char **argv)
 {
-    const char *save_path = NULL, *compare_path = NULL;
+    const char *save_path = NULL, *compare_path = NULL, *model_path = NULL;
     int json = 0, strict = 0;
+    dt_session_opts so = {DI_BACKEND_CPU, DI_PROFILE_PORTABLE, 1, 1, 16, 0, DI_CPU_PATH_AUTO};
     doctor *d = calloc(1, sizeof *d);
     comparison *c = calloc(1, sizeof *c);
     int rc = !d || !c ? dt_fail(&command, "allocating", DI_ERR_OUT_OF_MEMORY, "") : DT_EXIT_OK;
@@ -681,12 +707,21 @@ int dt_cmd_doctor(int argc, char **argv)
             compare_path = v;
         else if (k == OPT_STRICT)
             strict = 1;
+        else if (k == OPT_MODEL)
+            model_path = v;
+        else if (k == OPT_BACKEND && !dt_parse_backend(&command, "--backend", v, &so.backend))
+            rc = DT_EXIT_USAGE;
+        else if (k == OPT_DEVICE && !dt_parse_device(&command, "--device", v, &so.device))
+            rc = DT_EXIT_USAGE;
     }
     if (rc == -1)
         dt_print_help(&command, stdout);
     di_digest fp;
     if (rc == DT_EXIT_OK) {
         collect(d);
+        so.profile = d->profile;
+        if (model_path)
+            session_checks(d, model_path, &so);
         fingerprint(d->facts, d->n_facts, d->profile, &fp);
         if (compare_path)
             rc = compare(d, compare_path, c);

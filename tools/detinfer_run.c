@@ -8,7 +8,7 @@
 
 #include "detinfer_common.h"
 
-enum { OPT_MODEL, OPT_PROMPT, OPT_TOKENS, OPT_MAX_NEW, OPT_THREADS, OPT_BACKEND, OPT_PROFILE, OPT_NO_BOS,
+enum { OPT_MODEL, OPT_PROMPT, OPT_TOKENS, OPT_MAX_NEW, OPT_THREADS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH, OPT_NO_BOS,
        OPT_IGNORE_EOS, OPT_JSON };
 
 static const dt_option options[] = {
@@ -19,6 +19,8 @@ static const dt_option options[] = {
     [OPT_THREADS] = {"--threads", "N", "worker threads, 1..256 (default 1); results do not depend on it"},
     [OPT_BACKEND] = {"--backend", "NAME", "cpu (default) or cuda"},
     [OPT_PROFILE] = {"--profile", "NAME", "numerics profile: portable (default) or device"},
+    [OPT_DEVICE] = {"--device", "N", "CUDA device ordinal (default 0)"},
+    [OPT_CPU_PATH] = {"--cpu-path", "NAME", "CPU kernels: auto (default), scalar, avx2 or avx512"},
     [OPT_NO_BOS] = {"--no-bos", NULL, "do not prepend BOS to a text prompt"},
     [OPT_IGNORE_EOS] = {"--ignore-eos", NULL, "keep generating after the end-of-sequence token"},
     [OPT_JSON] = {"--json", NULL, "one JSON object on stdout instead of text"},
@@ -41,6 +43,8 @@ typedef struct run_opts {
     long max_new, threads;
     di_backend backend;
     di_profile profile;
+    long device;
+    di_cpu_path cpu_path;
     int add_bos, stop_at_eos, json;
 } run_opts;
 
@@ -65,6 +69,8 @@ static int apply_option(int k, const char *v, void *opts)
     case OPT_THREADS: return dt_parse_long(&command, options[k].name, v, 1, 256, &o->threads);
     case OPT_BACKEND: return dt_parse_backend(&command, options[k].name, v, &o->backend);
     case OPT_PROFILE: return dt_parse_profile(&command, options[k].name, v, &o->profile);
+    case OPT_DEVICE: return dt_parse_device(&command, options[k].name, v, &o->device);
+    case OPT_CPU_PATH: return dt_parse_cpu_path(&command, options[k].name, v, &o->cpu_path);
     case OPT_NO_BOS: o->add_bos = 0; return 1;
     case OPT_IGNORE_EOS: o->stop_at_eos = 0; return 1;
     case OPT_JSON: o->json = 1; return 1;
@@ -255,7 +261,8 @@ int dt_cmd_run(int argc, char **argv)
         rc = dt_fail(&command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
         goto out;
     }
-    dt_session_opts so = {o.backend, o.profile, o.threads, 1, (int64_t)r.n_prompt + o.max_new};
+    dt_session_opts so = {o.backend, o.profile, o.threads, 1, (int64_t)r.n_prompt + o.max_new, o.device,
+                          o.cpu_path};
     char err[512] = "";
     di_status st = dt_open_session(model, &so, &s, err, sizeof err);
     if (st) {

@@ -35,7 +35,7 @@
 #define NEAR_TIE_KEEP 4
 
 enum { OPT_MODEL, OPT_PROMPTS, OPT_REPS, OPT_MAX_NEW, OPT_BATCH, OPT_THREADS, OPT_CHUNKS, OPT_PROCESSES,
-       OPT_BACKENDS, OPT_BACKEND, OPT_PROFILE, OPT_TIES, OPT_CANDIDATES, OPT_SEED, OPT_QUICK, OPT_JSON,
+       OPT_BACKENDS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH, OPT_TIES, OPT_CANDIDATES, OPT_SEED, OPT_QUICK, OPT_JSON,
        OPT_NO_PROGRESS, N_OPTS };
 
 static const dt_option options[] = {
@@ -50,6 +50,8 @@ static const dt_option options[] = {
     [OPT_BACKENDS] = {"--backends", "LIST", "backends compared with the reference (default cpu,cuda)"},
     [OPT_BACKEND] = {"--backend", "NAME", "backend of the reference run: cpu (default) or cuda"},
     [OPT_PROFILE] = {"--profile", "NAME", "numerics profile: portable (default) or device"},
+    [OPT_DEVICE] = {"--device", "N", "CUDA device ordinal (default 0)"},
+    [OPT_CPU_PATH] = {"--cpu-path", "NAME", "CPU kernels: auto (default), scalar, avx2 or avx512"},
     [OPT_TIES] = {"--ties", "N", "near ties to report (default 5)"},
     [OPT_CANDIDATES] = {"--tie-candidates", "N",
                         "random prompts searched for near ties (default 64; 0 with --prompts)"},
@@ -86,6 +88,8 @@ typedef struct verify_opts {
     int n_backends;
     di_backend backend;
     di_profile profile;
+    long device;
+    di_cpu_path cpu_path;
     int json, progress;
 } verify_opts;
 
@@ -164,6 +168,8 @@ static int parse_option(int k, const char *v, void *opts)
     case OPT_BACKENDS: return parse_backends(v, o);
     case OPT_BACKEND: return dt_parse_backend(&command, name, v, &o->backend);
     case OPT_PROFILE: return dt_parse_profile(&command, name, v, &o->profile);
+    case OPT_DEVICE: return dt_parse_device(&command, name, v, &o->device);
+    case OPT_CPU_PATH: return dt_parse_cpu_path(&command, name, v, &o->cpu_path);
     case OPT_TIES: return dt_parse_long(&command, name, v, 0, 1000, &o->ties);
     case OPT_CANDIDATES: return dt_parse_long(&command, name, v, 0, 4096, &o->candidates);
     case OPT_SEED: return dt_parse_long(&command, name, v, 0, 1L << 40, &o->seed);
@@ -364,7 +370,7 @@ static uint32_t *make_queue(uint32_t n_queue, uint32_t n_prompts, uint32_t offse
 static void run_in_process(verify *v, vrow *r)
 {
     dt_session_opts so = {r->backend, v->o.profile, r->threads, r->batch,
-                          (int64_t)v->longest + v->o.max_new};
+                          (int64_t)v->longest + v->o.max_new, v->o.device, v->o.cpu_path};
     di_session *s = NULL;
     char err[256] = "";
     di_status st = dt_open_session(v->model, &so, &s, err, sizeof err);
@@ -396,8 +402,9 @@ static void run_row(verify *v, uint32_t index)
     double t0 = dt_now();
     if (r->fresh) {
         char err[256] = "";
-        di_status st = dt_child_traces(v->o.model, (uint32_t)v->o.max_new, r->threads, r->backend, v->o.profile,
-                                       v->prompts.p, v->prompts.n, compare_trace, v, err, sizeof err);
+        const dt_session_opts so = {r->backend, v->o.profile, r->threads, 1, 0, v->o.device, v->o.cpu_path};
+        di_status st = dt_child_traces(v->o.model, (uint32_t)v->o.max_new, &so, v->prompts.p, v->prompts.n,
+                                       compare_trace, v, err, sizeof err);
         if (st) {
             r->status = ROW_ERROR;
             snprintf(r->detail, sizeof r->detail, "%s", err);
@@ -412,7 +419,8 @@ static void run_row(verify *v, uint32_t index)
 static int run_reference(verify *v)
 {
     uint32_t np = v->prompts.n;
-    dt_session_opts so = {v->o.backend, v->o.profile, v->o.threads[0], 1, (int64_t)v->longest + v->o.max_new};
+    dt_session_opts so = {v->o.backend, v->o.profile, v->o.threads[0], 1, (int64_t)v->longest + v->o.max_new,
+                          v->o.device, v->o.cpu_path};
     di_session *s = NULL;
     char err[256] = "";
     double t0 = dt_now();
@@ -758,7 +766,7 @@ static int load_prompts(verify *v)
         st = dt_prompts_builtin(v->model, max_len, (uint64_t)v->o.seed, &v->prompts, err, sizeof err);
     if (st)
         return dt_fail(&command, "preparing the prompts", st, err);
-    dt_session_opts so = {v->o.backend, v->o.profile, v->o.threads[0], 1, 0};
+    dt_session_opts so = {v->o.backend, v->o.profile, v->o.threads[0], 1, 0, v->o.device, v->o.cpu_path};
     st = dt_prompts_near_ties(v->model, &so, (uint32_t)v->o.candidates, NEAR_TIE_KEEP, (uint64_t)v->o.seed,
                               &v->prompts, err, sizeof err);
     if (st)
@@ -771,7 +779,7 @@ static int load_prompts(verify *v)
 /* Fails early, with a plain message, when the reference settings cannot run. */
 static int check_reference_settings(const verify *v)
 {
-    dt_session_opts so = {v->o.backend, v->o.profile, v->o.threads[0], 1, 0};
+    dt_session_opts so = {v->o.backend, v->o.profile, v->o.threads[0], 1, 0, v->o.device, v->o.cpu_path};
     di_session *s = NULL;
     char err[256] = "", what[128];
     di_status st = dt_open_session(v->model, &so, &s, err, sizeof err);

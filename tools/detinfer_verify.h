@@ -45,8 +45,8 @@ int dt_perturb_from_env(dt_perturb *batched, dt_perturb *child, char *err, size_
 /* Runs the prompts in a fresh process (this executable's hidden
  * `__verify-child` subcommand, alone in batch 1) and hands each trace it
  * prints to done. */
-di_status dt_child_traces(const char *model_path, uint32_t max_new, long threads, di_backend backend,
-                          di_profile profile, const dt_prompt *prompts, uint32_t n_prompts, dt_done_fn done,
-                          void *ctx, char *err, size_t err_size);
+di_status dt_child_traces(const char *model_path, uint32_t max_new, const dt_session_opts *so,
+                          const dt_prompt *prompts, uint32_t n_prompts, dt_done_fn done, void *ctx, char *err,
+                          size_t err_size);
 
 #endif /* DETINFER_VERIFY_H */

@@ -180,16 +180,18 @@ static uint32_t read_traces(FILE *f, const dt_prompt *prompts, uint32_t n_prompt
     return got;
 }
 
-di_status dt_child_traces(const char *model_path, uint32_t max_new, long threads, di_backend backend,
-                          di_profile profile, const dt_prompt *prompts, uint32_t n_prompts, dt_done_fn done,
-                          void *ctx, char *err, size_t err_size)
+di_status dt_child_traces(const char *model_path, uint32_t max_new, const dt_session_opts *so,
+                          const dt_prompt *prompts, uint32_t n_prompts, dt_done_fn done, void *ctx, char *err,
+                          size_t err_size)
 {
-    char max_new_s[16], threads_s[16];
+    char max_new_s[16], threads_s[16], device_s[16];
     snprintf(max_new_s, sizeof max_new_s, "%u", max_new);
-    snprintf(threads_s, sizeof threads_s, "%ld", threads);
+    snprintf(threads_s, sizeof threads_s, "%ld", so->threads);
+    snprintf(device_s, sizeof device_s, "%ld", so->device);
     char *const argv[] = {"detinfer", "__verify-child", "--model", (char *)model_path, "--max-new", max_new_s,
-                          "--threads", threads_s, "--backend", (char *)dt_backend_name(backend), "--profile",
-                          (char *)dt_profile_name(profile), NULL};
+                          "--threads", threads_s, "--backend", (char *)dt_backend_name(so->backend), "--profile",
+                          (char *)dt_profile_name(so->profile), "--device", device_s, "--cpu-path",
+                          (char *)dt_cpu_path_name(so->cpu_path), NULL};
     pid_t pid;
     int to_child, from_child;
     di_status st = spawn_child(argv, &pid, &to_child, &from_child, err, err_size);
@@ -224,7 +226,7 @@ di_status dt_child_traces(const char *model_path, uint32_t max_new, long threads
 
 /* ---- Child side: `detinfer __verify-child` -------------------------------- */
 
-enum { OPT_MODEL, OPT_MAX_NEW, OPT_THREADS, OPT_BACKEND, OPT_PROFILE };
+enum { OPT_MODEL, OPT_MAX_NEW, OPT_THREADS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH };
 
 static const dt_option child_options[] = {
     [OPT_MODEL] = {"--model", "FILE", "GGUF model file"},
@@ -232,12 +234,15 @@ static const dt_option child_options[] = {
     [OPT_THREADS] = {"--threads", "N", "worker threads"},
     [OPT_BACKEND] = {"--backend", "NAME", "cpu or cuda"},
     [OPT_PROFILE] = {"--profile", "NAME", "portable or device"},
+    [OPT_DEVICE] = {"--device", "N", "CUDA device ordinal"},
+    [OPT_CPU_PATH] = {"--cpu-path", "NAME", "auto, scalar, avx2 or avx512"},
     {NULL, NULL, NULL},
 };
 
 static const dt_command child_command = {
     "__verify-child",
-    "--model FILE --max-new N [--threads N] [--backend NAME] [--profile NAME] < prompts",
+    "--model FILE --max-new N [--threads N] [--backend NAME] [--profile NAME] [--device N] [--cpu-path NAME] "
+    "< prompts",
     "Internal to 'detinfer verify' (the fresh-process axis): reads prompts as token\n"
     "ids, one per line \"N t0 t1 ...\", runs each alone and prints its trace.",
     child_options,
@@ -290,7 +295,7 @@ int dt_cmd_verify_child(int argc, char **argv)
 {
     const char *model_path = NULL;
     long max_new = 0, threads = 1;
-    dt_session_opts so = {DI_BACKEND_CPU, DI_PROFILE_PORTABLE, 1, 1, 0};
+    dt_session_opts so = {DI_BACKEND_CPU, DI_PROFILE_PORTABLE, 1, 1, 0, 0, DI_CPU_PATH_AUTO};
     dt_parser p;
     dt_parser_init(&p, &child_command, argc, argv);
     const char *v;
@@ -312,6 +317,10 @@ int dt_cmd_verify_child(int argc, char **argv)
             ok = dt_parse_backend(&child_command, "--backend", v, &so.backend);
         else if (k == OPT_PROFILE)
             ok = dt_parse_profile(&child_command, "--profile", v, &so.profile);
+        else if (k == OPT_DEVICE)
+            ok = dt_parse_device(&child_command, "--device", v, &so.device);
+        else if (k == OPT_CPU_PATH)
+            ok = dt_parse_cpu_path(&child_command, "--cpu-path", v, &so.cpu_path);
         if (!ok)
             return DT_EXIT_USAGE;
     }
