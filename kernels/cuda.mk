@@ -5,6 +5,7 @@
 #   make cuda                       sm_80, sm_86, sm_89, sm_90 and compute_90 PTX
 #   make cuda CUDA_ARCHS=sm_90      one architecture (the GPU script)
 #   make cuda-syntax                lib/numerics.h through nvcc (kept for CI)
+#   make install / uninstall        also the plugin, when it was built
 #
 # The contract's flags: no fused multiply-add behind our back, denormals kept,
 # correctly rounded division and square root. The CUDA runtime is linked
@@ -55,3 +56,16 @@ cuda-syntax:
 	@mkdir -p build/kernels
 	$(NVCC) -arch=sm_90 $(NVCC_CONTRACT) -Iinclude -Ilib \
 	    -c kernels/numerics_check.cu -o build/kernels/numerics_check.o
+
+# make install / uninstall also handle the plugin when `make cuda` built it;
+# libdetinfer finds it next to itself (lib/backend_loader.c).
+.PHONY: install-cuda uninstall-cuda
+install: install-cuda
+uninstall: uninstall-cuda
+install-cuda:
+	@if [ -f $(CUDA_PLUGIN) ]; then \
+	    install -d $(DESTDIR)$(libdir) && install -m 755 $(CUDA_PLUGIN) $(DESTDIR)$(libdir)/ && \
+	    echo "install: $(DESTDIR)$(libdir)/$(notdir $(CUDA_PLUGIN))"; \
+	else echo "install: the CUDA plugin is not built (make cuda); installing the CPU library only"; fi
+uninstall-cuda:
+	rm -f $(DESTDIR)$(libdir)/$(notdir $(CUDA_PLUGIN))
