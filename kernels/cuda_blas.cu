@@ -9,7 +9,6 @@
  */
 #include <cublasLt.h>
 #include <cublas_v2.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,35 +34,22 @@ struct dc_blas {
     cublasStatus_t failure;    /* the first failed call since the last check */
 };
 
-static di_status blas_fail(char *err, size_t err_size, di_status st, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static di_status blas_fail(char *err, size_t err_size, di_status st, const char *fmt, ...)
-{
-    if (err && err_size) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_size, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
-#define TRY_BLAS(call, what)                                                                     \
-    do {                                                                                         \
-        cublasStatus_t b_ = (call);                                                              \
-        if (b_ != CUBLAS_STATUS_SUCCESS)                                                         \
-            return blas_fail(err, err_size, DI_ERR_INTERNAL, "cuBLAS: %s: %s", what,             \
-                             cublasGetStatusString(b_));                                         \
+#define TRY_BLAS(call, what)                                                             \
+    do {                                                                                 \
+        cublasStatus_t b_ = (call);                                                      \
+        if (b_ != CUBLAS_STATUS_SUCCESS)                                                 \
+            return dc_fail(err, err_size, DI_ERR_INTERNAL, "cuBLAS: %s: %s", what,       \
+                           cublasGetStatusString(b_));                                   \
     } while (0)
 
-#define TRY_CUDA(call, what)                                                                     \
-    do {                                                                                         \
-        cudaError_t c_ = (call);                                                                 \
-        if (c_ != cudaSuccess)                                                                   \
-            return blas_fail(err, err_size,                                                      \
-                             c_ == cudaErrorMemoryAllocation ? DI_ERR_OUT_OF_MEMORY : DI_ERR_INTERNAL, \
-                             "CUDA: %s: %s", what, cudaGetErrorString(c_));                      \
+#define TRY_CUDA(call, what)                                                             \
+    do {                                                                                 \
+        cudaError_t c_ = (call);                                                         \
+        if (c_ != cudaSuccess)                                                           \
+            return dc_fail(err, err_size,                                                \
+                           c_ == cudaErrorMemoryAllocation ? DI_ERR_OUT_OF_MEMORY        \
+                                                           : DI_ERR_INTERNAL,            \
+                           "CUDA: %s: %s", what, cudaGetErrorString(c_));                \
     } while (0)
 
 size_t dc_blas_version(void)
@@ -145,6 +131,38 @@ static int supports_all_counts(struct dc_blas *b, const cublasLtMatmulAlgo_t *al
     return 1;
 }
 
+/* The heuristic's algorithms for the largest call of a shape, best first;
+ * only_none restricts them to reduction scheme NONE. */
+static cublasStatus_t candidates(struct dc_blas *b, uint32_t n_out, uint32_t n_in, int only_none,
+                                 cublasLtMatmulHeuristicResult_t *found, int *n_found)
+{
+    *n_found = 0;
+    cublasLtMatmulPreference_t pref = NULL;
+    const uint64_t ws = WORKSPACE_BYTES;
+    const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE;
+    cublasStatus_t st = cublasLtMatmulPreferenceCreate(&pref);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    if (st == CUBLAS_STATUS_SUCCESS && only_none)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
+                                                  sizeof schemes);
+    gemm_desc g;
+    memset(&g, 0, sizeof g);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = gemm_desc_make(&g, n_out, n_in, b->max_tokens);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulAlgoGetHeuristic(b->lt, g.op, g.a, g.b, g.d, g.d, pref, HEURISTIC_RESULTS, found,
+                                            n_found);
+    gemm_desc_free(&g);
+    if (pref)
+        cublasLtMatmulPreferenceDestroy(pref);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) { /* no algorithm at all: not an error here */
+        *n_found = 0;
+        st = CUBLAS_STATUS_SUCCESS;
+    }
+    return st;
+}
+
 static di_status plan_for(dc_state *s, uint32_t n_out, uint32_t n_in, int *index, char *err,
                           size_t err_size)
 {
@@ -158,37 +176,24 @@ static di_status plan_for(dc_state *s, uint32_t n_out, uint32_t n_in, int *index
         const uint32_t cap = b->cap_plans ? 2 * b->cap_plans : 16;
         blas_plan *grown = (blas_plan *)realloc(b->plans, cap * sizeof *grown);
         if (!grown)
-            return blas_fail(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
+            return dc_fail(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
         b->plans = grown;
         b->cap_plans = cap;
     }
-    cublasLtMatmulPreference_t pref = NULL;
-    const uint64_t ws = WORKSPACE_BYTES;
-    const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE;
-    TRY_BLAS(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                             &ws, sizeof ws);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
-                                                  sizeof schemes);
-    /* candidates for the largest call; the first one valid for every count wins */
-    gemm_desc g;
-    memset(&g, 0, sizeof g);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = gemm_desc_make(&g, n_out, n_in, b->max_tokens);
-    cublasLtMatmulHeuristicResult_t found[HEURISTIC_RESULTS];
+    /* Candidates first among the algorithms the heuristic files under reduction
+     * scheme NONE, then among all it offers (split-K and the scheme are forced
+     * to 1 and NONE on each before it is checked). */
     int n_found = 0;
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulAlgoGetHeuristic(b->lt, g.op, g.a, g.b, g.d, g.d, pref, HEURISTIC_RESULTS, found,
-                                            &n_found);
-    gemm_desc_free(&g);
-    cublasLtMatmulPreferenceDestroy(pref);
-    TRY_BLAS(st, "choosing a matrix-product algorithm");
-    for (int i = 0; i < n_found; i++) {
-        cublasLtMatmulAlgo_t algo = found[i].algo;
-        if (found[i].state != CUBLAS_STATUS_SUCCESS || pin_config(&algo) != CUBLAS_STATUS_SUCCESS)
-            continue;
-        if (supports_all_counts(b, &algo, n_out, n_in)) {
+    for (int only_none = 1; only_none >= 0; only_none--) {
+        cublasLtMatmulHeuristicResult_t found[HEURISTIC_RESULTS];
+        int n = 0;
+        TRY_BLAS(candidates(b, n_out, n_in, only_none, found, &n), "choosing a matrix-product algorithm");
+        n_found += n;
+        for (int i = 0; i < n; i++) {
+            cublasLtMatmulAlgo_t algo = found[i].algo;
+            if (found[i].state != CUBLAS_STATUS_SUCCESS || pin_config(&algo) != CUBLAS_STATUS_SUCCESS ||
+                !supports_all_counts(b, &algo, n_out, n_in))
+                continue;
             b->plans[b->n_plans].n_out = n_out;
             b->plans[b->n_plans].n_in = n_in;
             b->plans[b->n_plans].algo = algo;
@@ -196,10 +201,10 @@ static di_status plan_for(dc_state *s, uint32_t n_out, uint32_t n_in, int *index
             return DI_OK;
         }
     }
-    return blas_fail(err, err_size, DI_ERR_UNSUPPORTED,
-                     "device profile: cuBLASLt offers no algorithm without split-K for a %u x %u weight "
-                     "that runs every batch of 1..%u tokens (%d candidates); use the portable profile",
-                     n_out, n_in, b->max_tokens, n_found);
+    return dc_fail(err, err_size, DI_ERR_UNSUPPORTED,
+                   "device profile: cuBLASLt offers no algorithm without split-K for a %u x %u weight "
+                   "that runs every batch of 1..%u tokens (%d candidates); use the portable profile",
+                   n_out, n_in, b->max_tokens, n_found);
 }
 
 /* ---- creation ---------------------------------------------------------------------------- */
@@ -221,12 +226,12 @@ di_status dc_blas_create(dc_state *s, char *err, size_t err_size)
     const di_model *m = s->model;
     struct dc_blas *b = (struct dc_blas *)calloc(1, sizeof *b);
     if (!b)
-        return blas_fail(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
+        return dc_fail(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
     s->blas = b;
     b->max_tokens = s->params.max_rows > s->params.max_logits ? s->params.max_rows : s->params.max_logits;
     s->blas_weights = (void **)calloc((size_t)m->n_layer * 7 + 1, sizeof(void *));
     if (!s->blas_weights)
-        return blas_fail(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
+        return dc_fail(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
 
     TRY_BLAS(cublasCreate(&b->handle), "cublasCreate");
     TRY_BLAS(cublasSetStream(b->handle, s->stream), "cublasSetStream");
@@ -304,5 +309,5 @@ di_status dc_blas_check(dc_state *s, char *err, size_t err_size)
         return DI_OK;
     const cublasStatus_t st = b->failure;
     b->failure = CUBLAS_STATUS_SUCCESS;
-    return blas_fail(err, err_size, DI_ERR_INTERNAL, "cuBLASLt matrix product: %s", cublasGetStatusString(st));
+    return dc_fail(err, err_size, DI_ERR_INTERNAL, "cuBLASLt matrix product: %s", cublasGetStatusString(st));
 }

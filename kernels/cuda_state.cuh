@@ -46,6 +46,10 @@ typedef struct dc_state {
     char info[256];
 } dc_state;
 
+/* Writes the formatted message into err (when err_size > 0); returns st. */
+di_status dc_fail(char *err, size_t err_size, di_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* The embedding and every layer of the model's architecture over the
  * state's current rows (cuda_forward.cu), enqueued on the state's stream. */
 void dc_forward_layers(dc_state *s, uint32_t n_rows);

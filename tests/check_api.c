@@ -17,6 +17,7 @@
 
 #include "detinfer.h"
 #include "gguf_builder.h"
+#include "test_util.h"
 
 #define ERRBUF_SIZE 512
 #define N_VOCAB 16 /* of the builder's tiny model */
@@ -30,17 +31,7 @@ static di_model *g_model;
  * valid, and a failing test cannot leave files behind. */
 static void load_tiny_model(void)
 {
-    char dir[4096], path[4200], err[ERRBUF_SIZE] = "";
-    gb_model m;
-    gb_llama_params p = gb_llama_defaults();
-    gb_model_llama(&m, &p);
-    ck_assert_int_eq(gb_tmpdir(dir, sizeof dir), 0);
-    gb_path(path, sizeof path, dir, "tiny.gguf");
-    int written = gb_model_write(&m, path, NULL);
-    gb_model_free(&m);
-    di_status st = written == 0 ? di_model_load(path, &g_model, err, sizeof err) : DI_ERR_IO;
-    gb_rmdir(dir);
-    ck_assert_msg(st == DI_OK, "tiny model: %s: %s", di_status_name(st), err);
+    g_model = tu_tiny_model();
 }
 
 static void free_tiny_model(void)

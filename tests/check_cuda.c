@@ -25,7 +25,6 @@
 #include "dequant.h"
 #include "dequant_blocks.h"
 #include "detinfer.h"
-#include "gguf_builder.h"
 #include "numerics.h"
 #include "test_util.h"
 
@@ -388,23 +387,6 @@ END_TEST
 
 /* ---- DI_BACKEND_CUDA on this machine -------------------------------------------------- */
 
-static di_model *tiny_model(void)
-{
-    char dir[4096], path[4200], err[512] = "";
-    gb_model m;
-    gb_llama_params p = gb_llama_defaults();
-    gb_model_llama(&m, &p);
-    ck_assert_int_eq(gb_tmpdir(dir, sizeof dir), 0);
-    gb_path(path, sizeof path, dir, "tiny.gguf");
-    int written = gb_model_write(&m, path, NULL);
-    gb_model_free(&m);
-    di_model *model = NULL;
-    di_status st = written == 0 ? di_model_load(path, &model, err, sizeof err) : DI_ERR_IO;
-    gb_rmdir(dir);
-    ck_assert_msg(st == DI_OK, "tiny model: %s: %s", di_status_name(st), err);
-    return model;
-}
-
 static di_status cuda_session(const di_model *m, int profile, di_session **s, char *err, size_t n)
 {
     di_config *c = NULL;
@@ -421,7 +403,7 @@ static di_status cuda_session(const di_model *m, int profile, di_session **s, ch
 
 START_TEST(test_cuda_plugin_missing)
 {
-    di_model *m = tiny_model();
+    di_model *m = tu_tiny_model();
     setenv("DETINFER_CUDA_PLUGIN", "/nonexistent/libdetinfer-cuda.so.1", 1);
     char err[512] = "";
     di_session *s = NULL;
@@ -448,7 +430,7 @@ START_TEST(test_cuda_plugin_without_device)
         return;
     }
     setenv("DETINFER_CUDA_PLUGIN", plugin, 1);
-    di_model *m = tiny_model();
+    di_model *m = tu_tiny_model();
     char err[512] = "";
     di_session *s = NULL;
     di_status st = cuda_session(m, DI_PROFILE_PORTABLE, &s, err, sizeof err);

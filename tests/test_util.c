@@ -3,6 +3,8 @@
  */
 #include "test_util.h"
 
+#include "gguf_builder.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,23 @@ di_model *tu_load(const char *name)
     di_status st = di_model_load(tu_model_path(name, ".gguf"), &m, err, sizeof err);
     ck_assert_msg(st == DI_OK, "loading %s: %s: %s", name, di_status_name(st), err);
     return m;
+}
+
+di_model *tu_tiny_model(void)
+{
+    char dir[4096], path[4200], err[512] = "";
+    gb_model m;
+    gb_llama_params p = gb_llama_defaults();
+    gb_model_llama(&m, &p);
+    ck_assert_int_eq(gb_tmpdir(dir, sizeof dir), 0);
+    gb_path(path, sizeof path, dir, "tiny.gguf");
+    int written = gb_model_write(&m, path, NULL);
+    gb_model_free(&m);
+    di_model *model = NULL;
+    di_status st = written == 0 ? di_model_load(path, &model, err, sizeof err) : DI_ERR_IO;
+    gb_rmdir(dir); /* the mapping stays valid */
+    ck_assert_msg(st == DI_OK, "tiny model: %s: %s", di_status_name(st), err);
+    return model;
 }
 
 di_session *tu_session(const di_model *m, int threads, int max_seq, int ctx)

@@ -19,6 +19,8 @@ extern const char *const tu_models[TU_N_MODELS];
 const char *tu_model_path(const char *name, const char *ext);
 /* Loads a model by name, failing the test on error. */
 di_model *tu_load(const char *name);
+/* The tiny llama model gguf_builder writes, loaded (its file already removed). */
+di_model *tu_tiny_model(void);
 /* A session with the given threads, sequences and context (0: default). */
 di_session *tu_session(const di_model *m, int threads, int max_seq, int ctx);
 /* The prompt of a model (NAME.tokens); returns the count. */
