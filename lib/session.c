@@ -320,8 +320,8 @@ static di_status validate_step(di_session *s, uint32_t n_entries, const uint32_t
     return DI_OK;
 }
 
-/* Digest and greedy token of a finished logits row, stored where it belongs. */
-/* greedy < 0: the CPU's argmax of the row; otherwise the backend's. */
+/* Digest and greedy token of a finished logits row, stored where it belongs.
+ * greedy is the backend's argmax of the row, or -1 for the CPU's. */
 static void store_logits(di_session *s, const float *row, sequence *q, int is_last, size_t all_index,
                          int keep_all, int32_t greedy)
 {
