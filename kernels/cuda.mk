@@ -48,8 +48,10 @@ ifeq ($(HAVE_NVCC),1)
 cuda: $(CUDA_PLUGIN) $(NUMERICS_NVCC)
 cuda-numerics: $(NUMERICS_NVCC)
 else
-cuda cuda-numerics:
+cuda:
 	@echo "cuda: $(NVCC) not found: the CUDA plugin is not built (the CPU library needs none)"
+cuda-numerics:
+	@echo "cuda-numerics: $(NVCC) not found: the gcc-versus-nvcc comparison of the shared math is skipped"
 endif
 
 cuda-syntax:
