@@ -23,19 +23,29 @@ HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
 
 CUDA_PLUGIN := lib/libdetinfer-cuda.so.1
 CUDA_SRC := $(wildcard kernels/cuda_*.cu)
-CUDA_OBJ := $(CUDA_SRC:kernels/%.cu=build/kernels/%.o)
+# Objects per architecture list, and a stamp that changes with the list, so that
+# `make cuda CUDA_ARCHS=sm_90` and a later `make cuda` each relink what they ask for.
+empty :=
+space := $(empty) $(empty)
+CUDA_TAG := $(subst $(space),-,$(strip $(CUDA_ARCHS) $(CUDA_PTX)))
+CUDA_OBJ := $(CUDA_SRC:kernels/%.cu=build/kernels/$(CUDA_TAG)/%.o)
+CUDA_ARCH_STAMP := build/kernels/archs.txt
 CUDA_DEPS := $(wildcard kernels/*.cuh) lib/numerics.h lib/canon_order.h lib/dequant_blocks.h \
              lib/canon_rows.h lib/backend.h kernels/cuda.mk lib/model.h lib/gguf.h include/detinfer.h
 # The shared numerics compiled as host code by nvcc, for tests/check_cuda.c.
 NUMERICS_NVCC := build/kernels/libnumerics-nvcc.so
 
-.PHONY: cuda cuda-syntax cuda-numerics
+.PHONY: cuda cuda-syntax cuda-numerics cuda-arch-stamp
 
-build/kernels/%.o: kernels/%.cu $(CUDA_DEPS)
+build/kernels/$(CUDA_TAG)/%.o: kernels/%.cu $(CUDA_DEPS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) $(NVCC_GENCODE) -c $< -o $@
 
-$(CUDA_PLUGIN): $(CUDA_OBJ)
+$(CUDA_ARCH_STAMP): cuda-arch-stamp
+	@mkdir -p $(dir $@)
+	@echo '$(CUDA_TAG)' | cmp -s - $@ || echo '$(CUDA_TAG)' > $@
+
+$(CUDA_PLUGIN): $(CUDA_OBJ) $(CUDA_ARCH_STAMP)
 	$(NVCC) -shared -cudart static $(NVCC_GENCODE) -Xlinker -soname,libdetinfer-cuda.so.1 \
 	    -Xlinker -z,defs $(CUDA_OBJ) -o $@ -lcublasLt -lcublas -lrt -lpthread -ldl
 
