@@ -1,24 +1,26 @@
 #!/usr/bin/env bash
 # tests/gpu/run.sh RESULTS_DIR — the checks of the CUDA backend that need a GPU,
-# as one script sized for one H200 and 16 CPU cores (under 8 minutes; every step
-# has its own time limit). Run from anywhere; writes a log per step and
-# RESULTS_DIR/summary.md, and exits 1 when any check failed.
+# as one script sized for one H200 and 16 CPU cores: under 8 minutes (BUDGET=450
+# seconds for all steps; each step also has its own limit, and the steps run in
+# order of importance). Run from anywhere; writes a log per step and
+# RESULTS_DIR/summary.md, and exits 1 when any check failed or was not reached.
 #
-#   1. build the library, the tests and the plugin for sm_90 only
-#   2. the generated test models (build/models: make rule, or carried along)
-#   3. detinfer doctor with a CUDA session of each profile
-#   4. the cuda suite: CPU-versus-GPU logits digests of all 17 generated
-#      models, every position of 1100 tokens fed in mixed chunk sizes, then
-#      decoding after a copied prefix (portable profile, must be equal)
-#   5. the determinism suite on CUDA, portable profile (repeat, batch size and
-#      composition, chunking, prefix copy and truncate, long context, and the
-#      cross-process test, which compares with a CPU process)
-#   6. the same suite in the device profile (the CPU comparison skipped)
-#   7. the real model, if present (~/.cache/detinfer, tools/fetch-model.sh):
-#      its suite on CUDA and detinfer verify with the CPU as reference
-#   8. detinfer bench: prefill and decode tokens/s on the CPU (16 threads) and
-#      on CUDA in both profiles; decode as a fraction of the bandwidth limit
-#      (H200 HBM3e: 4800 GB/s)
+#   build        the library, the tests and the plugin for sm_90 only
+#   models       the generated test models (make rule, unless build/models was carried)
+#   doctor       a CUDA session in each profile, its di_session_backend_info; the gate:
+#                without a CUDA session nothing else runs
+#   cpu-vs-gpu   the cuda suite: CPU and GPU logits digests of all 17 generated
+#                models, every position of 1100 tokens fed in mixed chunks, then
+#                decoding after a copied prefix, greedy tokens (portable: equal)
+#   determinism-portable  the determinism suite on CUDA (repeat, batch size and
+#                composition, chunking, prefix copy and truncate, long context, and
+#                the cross-process test against a CPU process)
+#   real-model-cuda  the real model (~/.cache/detinfer, tools/fetch-model.sh) on
+#                CUDA against float64 and its generation invariance, when present
+#   determinism-device    the determinism suite in the device profile
+#   bench-*      prefill and decode tokens/s on CUDA in both profiles and on the CPU
+#                (16 threads); decode as a fraction of 4800 GB/s (H200 HBM3e) on the GPU
+#   real-verify  detinfer verify on the real model, the CPU as reference, CUDA compared
 set -uo pipefail
 results=${1:?usage: tests/gpu/run.sh RESULTS_DIR}
 mkdir -p "$results" && results=$(cd "$results" && pwd)
@@ -39,10 +41,20 @@ echo "# CUDA backend: GPU run of $(date -u '+%Y-%m-%d %H:%M UTC')" > "$summary"
     echo "| --- | --- | --- | --- |"
 } >> "$summary"
 
+# The whole run stays under 8 minutes: each step gets its own limit or what is
+# left of BUDGET seconds, whichever is less, in order of importance.
+deadline=$((SECONDS + ${BUDGET:-450}))
+
 # step NAME SECONDS COMMAND...: runs it with a time limit, logs, one summary row.
 step() {
     local name=$1 limit=$2; shift 2
-    local start=$SECONDS
+    local start=$SECONDS left=$((deadline - SECONDS))
+    if [ $left -lt 10 ]; then
+        skip "$name" "no time left in the 8-minute budget"
+        failed=1
+        return 1
+    fi
+    [ "$limit" -gt $left ] && limit=$left
     timeout "$limit" "$@" > "$results/$name.log" 2>&1
     local rc=$?
     local result=pass
@@ -69,52 +81,67 @@ suite_env=(env DI_TEST_MODELS="$root/build/models" DI_TEST_EXAMPLE="$root/build/
     DI_TEST_REAL_MODEL="$real" DI_TEST_REAL_REF="$root/build/models/real.ref"
     DETINFER_CUDA_PLUGIN="$root/lib/libdetinfer-cuda.so.1")
 
-step build 240 bash -c "make -j$jobs all build/tests/check_detinfer && make -j$jobs cuda CUDA_ARCHS=sm_90 CUDA_PTX=" ||
+step build 180 bash -c "make -j$jobs all build/tests/check_detinfer && make -j$jobs cuda CUDA_ARCHS=sm_90 CUDA_PTX=" ||
     { echo "gpu/run.sh: the build failed; see $results/build.log"; exit 1; }
 
 if [ -f build/models/models.txt ]; then
     skip models "build/models is already there"
 else
-    step models 120 make build/models/models.txt || exit 1
+    step models 90 make build/models/models.txt || exit 1
 fi
 
-step doctor 60 bash -c "'$tool' doctor --model build/models/gqa_untied_q8_0.gguf --backend cuda &&
+# The gate: without a CUDA session there is nothing to measure (the suites would skip).
+step doctor 30 bash -c "'$tool' doctor --model build/models/gqa_untied_q8_0.gguf --backend cuda &&
     '$tool' doctor --profile device --model build/models/gqa_untied_q8_0.gguf --backend cuda"
-grep -h ' session ' "$results/doctor.log" | sed 's/^ */    /' >> "$results/fingerprints.txt"
+grep -h ' session ' "$results/doctor.log" | sed 's/^ */    /' > "$results/fingerprints.txt"
+if ! grep -q 'OK  *session  *backend=cuda' "$results/doctor.log"; then
+    echo "| gate | FAIL: no CUDA session could be created (doctor.log) | 0 | doctor.log |" >> "$summary"
+    echo "gpu/run.sh: no CUDA session could be created; see $results/doctor.log"
+    failed=1
+fi
 
-step cpu-vs-gpu 150 "${suite_env[@]}" CK_RUN_SUITE=cuda CK_VERBOSITY=verbose build/tests/check_detinfer
-step determinism-portable 120 "${suite_env[@]}" DI_TEST_BACKEND=cuda CK_RUN_SUITE=determinism build/tests/check_detinfer
-step determinism-device 120 "${suite_env[@]}" DI_TEST_BACKEND=cuda DI_TEST_PROFILE=device CK_RUN_SUITE=determinism \
-    build/tests/check_detinfer
-
-if [ -n "$real" ]; then
-    if [ ! -f build/models/real.ref ]; then
-        python3 tests/tools/reference.py "$real" --tokens 2,818,5279,529,7001,563 --out build/models/real.ref \
-            > "$results/real-reference.log" 2>&1 || true
+if [ $failed = 0 ]; then
+    step cpu-vs-gpu 90 "${suite_env[@]}" CK_RUN_SUITE=cuda CK_VERBOSITY=verbose build/tests/check_detinfer
+    if grep -q 'CPU-versus-GPU digests not compared' "$results/cpu-vs-gpu.log"; then
+        echo "| cpu-vs-gpu | FAIL: the GPU comparison was skipped | 0 | cpu-vs-gpu.log |" >> "$summary"
+        failed=1
     fi
-    step real-model-cuda 90 "${suite_env[@]}" DI_TEST_BACKEND=cuda CK_RUN_SUITE=real-model build/tests/check_detinfer
-    step real-verify 90 "$tool" verify --model "$real" --quick --backend cpu --backends cuda --threads 16 \
-        --max-new 8 --tie-candidates 0 --no-progress
-else
-    skip real-model "no real model in ~/.cache/detinfer (tools/fetch-model.sh)"
-fi
+    step determinism-portable 90 "${suite_env[@]}" DI_TEST_BACKEND=cuda CK_RUN_SUITE=determinism \
+        build/tests/check_detinfer
+    if [ -n "$real" ]; then
+        if [ ! -f build/models/real.ref ]; then
+            python3 tests/tools/reference.py "$real" --tokens 2,818,5279,529,7001,563 \
+                --out build/models/real.ref > "$results/real-reference.log" 2>&1 || true
+        fi
+        step real-model-cuda 60 "${suite_env[@]}" DI_TEST_BACKEND=cuda CK_RUN_SUITE=real-model \
+            build/tests/check_detinfer
+    else
+        skip real-model "no real model in ~/.cache/detinfer (tools/fetch-model.sh)"
+    fi
+    step determinism-device 90 "${suite_env[@]}" DI_TEST_BACKEND=cuda DI_TEST_PROFILE=device \
+        CK_RUN_SUITE=determinism build/tests/check_detinfer
 
-# The benchmark: the real model, else a generated 268M llama (Q8_0) when Python can write one.
-bench_model=$real
-if [ -z "$bench_model" ]; then
-    bench_model=$root/build/models/bench-llama-270m-q8_0.gguf
-    [ -f "$bench_model" ] || python3 tests/tools/make_model.py --out "$bench_model" --type q8_0 \
-        --n-vocab 32000 --n-embd 1024 --n-layer 18 --n-head 16 --n-head-kv 4 --n-ff 2816 --ctx 2048 \
-        --untied --seed 11 > "$results/bench-model.log" 2>&1 || bench_model=
-fi
-if [ -n "$bench_model" ]; then
-    step bench-cpu 90 "$tool" bench --model "$bench_model" --threads 16 --pp 128 --tg 32 --reps 2
-    step bench-cuda-portable 90 "$tool" bench --model "$bench_model" --backend cuda --pp 512 --tg 128 --reps 3 \
-        --bandwidth 4800
-    step bench-cuda-device 90 "$tool" bench --model "$bench_model" --backend cuda --profile device --pp 512 \
-        --tg 128 --reps 3 --bandwidth 4800
-else
-    skip bench "no model to benchmark (no real model, and Python could not write one)"
+    # The benchmark: the real model, else a generated 268M llama (Q8_0) when Python can write one.
+    bench_model=$real
+    if [ -z "$bench_model" ]; then
+        bench_model=$root/build/models/bench-llama-270m-q8_0.gguf
+        [ -f "$bench_model" ] || timeout 60 python3 tests/tools/make_model.py --out "$bench_model" --type q8_0 \
+            --n-vocab 32000 --n-embd 1024 --n-layer 18 --n-head 16 --n-head-kv 4 --n-ff 2816 --ctx 2048 \
+            --untied --seed 11 > "$results/bench-model.log" 2>&1 || bench_model=
+    fi
+    if [ -n "$bench_model" ]; then
+        step bench-cuda-portable 60 "$tool" bench --model "$bench_model" --backend cuda --pp 512 --tg 128 \
+            --reps 3 --bandwidth 4800
+        step bench-cuda-device 60 "$tool" bench --model "$bench_model" --backend cuda --profile device \
+            --pp 512 --tg 128 --reps 3 --bandwidth 4800
+        step bench-cpu 45 "$tool" bench --model "$bench_model" --threads 16 --pp 128 --tg 32 --reps 2
+    else
+        skip bench "no model to benchmark (no real model, and Python could not write one)"
+    fi
+    if [ -n "$real" ]; then
+        step real-verify 60 "$tool" verify --model "$real" --quick --backend cpu --backends cuda --threads 16 \
+            --max-new 8 --tie-candidates 0 --no-progress
+    fi
 fi
 
 {
