@@ -1,0 +1,230 @@
+/*
+ * emu.cpp — runs the CUDA plugin's kernels on the CPU, for tests only
+ * (tests/cuda_emu/README.md). Every GPU thread of a block is a fiber
+ * (ucontext); fibers run one at a time and switch only where a GPU thread
+ * may wait for others: __syncthreads and warp shuffles. That is enough to
+ * execute the kernels' real index math, launch geometry, shuffles and
+ * barriers, and to catch a missing barrier only partly (fibers run in a
+ * fixed order). Device memory is host memory filled with NaN bytes, so a
+ * read of anything never written shows up in the results.
+ */
+#include <cuda_runtime.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+
+#define MAX_THREADS 1024u
+#define STACK_BYTES (64u * 1024u)
+
+dim3 emu_block_dim, emu_grid_dim;
+
+typedef struct fiber {
+    ucontext_t ctx;
+    emu_thread_index idx;
+    unsigned shuffles; /* how many this thread made: picks the slot buffer */
+    int done;
+} fiber;
+
+static ucontext_t scheduler;
+static fiber fibers[MAX_THREADS];
+static char *stacks;
+static fiber *current;
+static void (*run_body)(void *);
+static void *run_ctx;
+
+/* barrier state of the running block */
+static unsigned n_threads, live_in_block, block_arrived, block_generation;
+static unsigned live_in_warp[MAX_THREADS / 32], warp_arrived[MAX_THREADS / 32], warp_generation[MAX_THREADS / 32];
+static float warp_slots[MAX_THREADS / 32][2][32];
+
+const emu_thread_index *emu_current(void)
+{
+    return &current->idx;
+}
+
+static void yield(void)
+{
+    swapcontext(&current->ctx, &scheduler);
+}
+
+void __syncthreads(void)
+{
+    const unsigned generation = block_generation;
+    if (++block_arrived == live_in_block) {
+        block_arrived = 0;
+        block_generation++;
+        return;
+    }
+    while (block_generation == generation)
+        yield();
+}
+
+static void warp_barrier(unsigned w)
+{
+    const unsigned generation = warp_generation[w];
+    if (++warp_arrived[w] == live_in_warp[w]) {
+        warp_arrived[w] = 0;
+        warp_generation[w]++;
+        return;
+    }
+    while (warp_generation[w] == generation)
+        yield();
+}
+
+/* Every lane writes its value, waits for the warp, reads its source lane's;
+ * a source past the warp gives the lane's own value (as __shfl_down_sync).
+ * Two slot buffers used in turn, so a fast lane cannot overwrite a value a
+ * slow lane has still to read. */
+float emu_shuffle(float value, unsigned src_lane)
+{
+    const unsigned tid = current->idx.thread.x, w = tid / 32, lane = tid % 32;
+    const unsigned buffer = current->shuffles++ & 1u;
+    warp_slots[w][buffer][lane] = value;
+    warp_barrier(w);
+    if (src_lane >= 32 || w * 32 + src_lane >= n_threads)
+        return value;
+    return warp_slots[w][buffer][src_lane];
+}
+
+static void trampoline(void)
+{
+    run_body(run_ctx);
+    current->done = 1;
+}
+
+/* A thread ended: barriers now wait for one thread fewer. */
+static void thread_ended(const fiber *f)
+{
+    const unsigned w = f->idx.thread.x / 32;
+    live_in_block--;
+    live_in_warp[w]--;
+    if (block_arrived && block_arrived == live_in_block) {
+        block_arrived = 0;
+        block_generation++;
+    }
+    if (warp_arrived[w] && warp_arrived[w] == live_in_warp[w]) {
+        warp_arrived[w] = 0;
+        warp_generation[w]++;
+    }
+}
+
+static void run_block(unsigned bx, unsigned by, unsigned bz)
+{
+    n_threads = emu_block_dim.x;
+    live_in_block = n_threads;
+    block_arrived = 0;
+    for (unsigned w = 0; w < (n_threads + 31) / 32; w++) {
+        live_in_warp[w] = n_threads - w * 32 < 32 ? n_threads - w * 32 : 32;
+        warp_arrived[w] = 0;
+    }
+    for (unsigned t = 0; t < n_threads; t++) {
+        fiber *f = &fibers[t];
+        f->idx.thread = uint3{t, 0, 0};
+        f->idx.block = uint3{bx, by, bz};
+        f->shuffles = 0;
+        f->done = 0;
+        getcontext(&f->ctx);
+        f->ctx.uc_stack.ss_sp = stacks + (size_t)t * STACK_BYTES;
+        f->ctx.uc_stack.ss_size = STACK_BYTES;
+        f->ctx.uc_link = &scheduler;
+        makecontext(&f->ctx, trampoline, 0);
+    }
+    for (unsigned live = n_threads, rounds = 0; live > 0; rounds++) {
+        unsigned before = live;
+        for (unsigned t = 0; t < n_threads; t++) {
+            fiber *f = &fibers[t];
+            if (f->done)
+                continue;
+            current = f;
+            swapcontext(&scheduler, &f->ctx);
+            if (f->done) {
+                thread_ended(f);
+                live--;
+            }
+        }
+        (void)before;
+        if (rounds > 100000000u) {
+            fprintf(stderr, "emu: block (%u,%u,%u) does not finish (a barrier no thread can pass?)\n", bx, by, bz);
+            abort();
+        }
+    }
+}
+
+void emu_run(emu_config_t c, void (*body)(void *), void *ctx)
+{
+    if (c.block.y != 1 || c.block.z != 1 || c.block.x == 0 || c.block.x > MAX_THREADS) {
+        fprintf(stderr, "emu: only 1-D blocks of 1..%u threads (got %u x %u x %u)\n", MAX_THREADS, c.block.x,
+                c.block.y, c.block.z);
+        abort();
+    }
+    if (!stacks && !(stacks = (char *)malloc((size_t)MAX_THREADS * STACK_BYTES)))
+        abort();
+    emu_block_dim = c.block;
+    emu_grid_dim = c.grid;
+    run_body = body;
+    run_ctx = ctx;
+    for (unsigned z = 0; z < c.grid.z; z++)
+        for (unsigned y = 0; y < c.grid.y; y++)
+            for (unsigned x = 0; x < c.grid.x; x++)
+                run_block(x, y, z);
+}
+
+/* ---- the runtime --------------------------------------------------------------------- */
+
+cudaError_t cudaGetDeviceCount(int *count)
+{
+    *count = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device)
+{
+    (void)device;
+    memset(prop, 0, sizeof *prop);
+    snprintf(prop->name, sizeof prop->name, "CPU emulation (tests/cuda_emu)");
+    prop->major = 9;
+    prop->minor = 0;
+    prop->multiProcessorCount = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidValue; }
+cudaError_t cudaDriverGetVersion(int *v) { *v = 0; return cudaSuccess; }
+cudaError_t cudaRuntimeGetVersion(int *v) { *v = 0; return cudaSuccess; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) { (void)flags; *s = (cudaStream_t)&scheduler; return cudaSuccess; }
+cudaError_t cudaStreamDestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+
+cudaError_t cudaMalloc(void **p, size_t bytes)
+{
+    *p = malloc(bytes ? bytes : 1);
+    if (!*p)
+        return cudaErrorMemoryAllocation;
+    memset(*p, 0xff, bytes); /* NaN floats: reading unwritten memory shows */
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *p)
+{
+    free(p);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
+{
+    (void)kind;
+    memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s)
+{
+    (void)s;
+    return cudaMemcpy(dst, src, bytes, kind);
+}
+
+const char *cudaGetErrorString(cudaError_t e) { return e ? "emulated error" : "no error"; }
+const char *cudaGetErrorName(cudaError_t e) { return e ? "cudaErrorEmulated" : "cudaSuccess"; }

@@ -1,0 +1,101 @@
+/*
+ * cuda_runtime.h (emulation) — the part of the CUDA runtime the plugin uses,
+ * for running kernels/cuda_*.cu on the CPU (tests/cuda_emu/README.md). Test
+ * code only: it is never part of the library or the plugin.
+ */
+#ifndef EMU_CUDA_RUNTIME_H
+#define EMU_CUDA_RUNTIME_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define __global__
+#define __device__
+#define __host__
+#define __shared__ static
+
+struct uint3 {
+    unsigned x, y, z;
+};
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned vx = 1, unsigned vy = 1, unsigned vz = 1) : x(vx), y(vy), z(vz) {}
+};
+
+typedef int cudaError_t;
+enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInvalidValue = 1 };
+typedef struct emu_stream *cudaStream_t;
+enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
+#define cudaStreamNonBlocking 1u
+
+struct cudaDeviceProp {
+    char name[256];
+    int major, minor, multiProcessorCount;
+};
+
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaDriverGetVersion(int *v);
+cudaError_t cudaRuntimeGetVersion(int *v);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaMalloc(void **p, size_t bytes);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s);
+const char *cudaGetErrorString(cudaError_t e);
+const char *cudaGetErrorName(cudaError_t e);
+
+/* ---- the kernel side ---------------------------------------------------------- */
+
+struct emu_thread_index {
+    uint3 thread, block;
+};
+const emu_thread_index *emu_current(void);
+extern dim3 emu_block_dim, emu_grid_dim;
+#define threadIdx (emu_current()->thread)
+#define blockIdx (emu_current()->block)
+#define blockDim emu_block_dim
+#define gridDim emu_grid_dim
+
+void __syncthreads(void);
+float emu_shuffle(float value, unsigned src_lane);
+static inline float __shfl_down_sync(unsigned mask, float value, unsigned delta)
+{
+    (void)mask;
+    return emu_shuffle(value, (threadIdx.x % 32) + delta);
+}
+static inline float __shfl_sync(unsigned mask, float value, int src)
+{
+    (void)mask;
+    return emu_shuffle(value, (unsigned)src);
+}
+
+/* <<<grid, block, shmem, stream>>> is rewritten to emu_launch(emu_config(...), kernel, args). */
+struct emu_config_t {
+    dim3 grid, block;
+};
+static inline emu_config_t emu_config(dim3 grid, dim3 block, size_t shmem, cudaStream_t s)
+{
+    (void)shmem;
+    (void)s;
+    emu_config_t c = {grid, block};
+    return c;
+}
+void emu_run(emu_config_t c, void (*body)(void *), void *ctx);
+
+template <typename F> static void emu_call(void *ctx)
+{
+    (*(F *)ctx)();
+}
+template <typename... P, typename... A> void emu_launch(emu_config_t c, void (*kernel)(P...), A... args)
+{
+    auto body = [&]() { kernel(args...); };
+    emu_run(c, emu_call<decltype(body)>, &body);
+}
+
+#endif
