@@ -99,12 +99,14 @@ $(MODELS)/real.txt: tools/fetch-model.sh tests/tools/reference.py
 	else echo "check: the real model could not be fetched; its suite will be skipped" >&2; : > $@; fi
 
 # The Check suite reads its inputs from the environment so it can be run by hand.
-# The CUDA suite uses the plugin when `make cuda` built it, and nvcc's host build of
-# the shared numerics when nvcc is here (cuda-numerics says so when it is not).
+# The CUDA suite uses the plugin when `make cuda` built it, nvcc's host build of the
+# shared numerics when nvcc is here (cuda-numerics says so when it is not), and the
+# plugin's source run on the CPU (kernels/cuda.mk, tests/cuda_emu).
 check: $(TEST_BIN) $(EXAMPLE) $(SHARED) $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt detinfer \
-       cuda-numerics
+       cuda-numerics cuda-emu
 	DI_TEST_MODELS=$(abspath $(MODELS)) DI_TEST_EXAMPLE=$(abspath $(EXAMPLE)) \
 	DI_TEST_CUDA_PLUGIN=$(abspath $(CUDA_PLUGIN)) DI_TEST_NUMERICS_NVCC=$(abspath $(NUMERICS_NVCC)) \
+	DI_TEST_CUDA_EMU=$(abspath $(CUDA_EMU)) \
 	DI_TEST_ROOT=$(CURDIR) DI_TEST_SANITIZE=$(SANITIZE) \
 	DI_TEST_REAL_MODEL="$$(cat $(MODELS)/real.txt)" DI_TEST_REAL_REF=$(abspath $(MODELS))/real.ref \
 	$(TEST_BIN)

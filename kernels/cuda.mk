@@ -81,3 +81,28 @@ install-cuda:
 	else echo "install: the CUDA plugin is not built (make cuda); installing the CPU library only"; fi
 uninstall-cuda:
 	rm -f $(DESTDIR)$(libdir)/$(notdir $(CUDA_PLUGIN))
+
+# The plugin's source run on the CPU (tests/cuda_emu): the kernels' `<<<...>>>`
+# launches become calls of the emulation's launcher, and g++ builds the rest
+# unchanged. Needs no nvcc; `make check` runs a quick comparison with it,
+# `make check-cuda-emu` the full one.
+CUDA_EMU := build/cuda_emu/libdetinfer-cuda-emu.so
+CUDA_EMU_GEN := $(patsubst kernels/%.cu,build/cuda_emu/%.cpp,$(filter-out kernels/cuda_blas.cu,$(CUDA_SRC)))
+CXX ?= g++
+
+.PHONY: cuda-emu check-cuda-emu
+cuda-emu: $(CUDA_EMU)
+
+build/cuda_emu/%.cpp: kernels/%.cu
+	@mkdir -p $(dir $@)
+	sed -E 's/([A-Za-z_0-9]+)<<<(.*)>>>\(/emu_launch(emu_config(\2), \1, /' $< > $@
+
+$(CUDA_EMU): $(CUDA_EMU_GEN) tests/cuda_emu/emu.cpp tests/cuda_emu/blas_stub.cpp \
+             $(wildcard tests/cuda_emu/include/*.h) $(CUDA_DEPS)
+	$(CXX) -std=c++17 -O2 -g -fPIC -shared -ffp-contract=off -fno-fast-math -Wall -Wextra \
+	    -Itests/cuda_emu/include -Iinclude -Ilib -Ikernels \
+	    $(CUDA_EMU_GEN) tests/cuda_emu/emu.cpp tests/cuda_emu/blas_stub.cpp -o $@
+
+check-cuda-emu: $(TEST_BIN) $(CUDA_EMU) $(MODELS)/models.txt
+	DI_TEST_MODELS=$(abspath $(MODELS)) DI_TEST_ROOT=$(CURDIR) DI_TEST_CUDA_EMU=$(abspath $(CUDA_EMU)) \
+	DI_TEST_EMU_FULL=1 CK_RUN_SUITE=cuda CK_RUN_CASE="emulated gpu" $(TEST_BIN)

@@ -78,8 +78,10 @@ __global__ static void matmul_kernel(dc_weight w, const float *x, uint32_t n_tok
     di_lane_row_dots(w.type, w.data + (size_t)r * w.row_bytes, w.n_in, x + (size_t)t0 * w.n_in, n_t,
                      lane, total);
     for (uint32_t t = 0; t < DI_TOKEN_TILE; t++) {
+        if (t == n_t) /* the same for the whole warp, so every lane leaves together */
+            break;
         const float dot = warp_tree(total[t]);
-        if (lane == 0 && t < n_t)
+        if (lane == 0)
             y[(size_t)(t0 + t) * w.n_out + r] = bias ? dot + bias[r] : dot;
     }
 }

@@ -10,6 +10,8 @@
  * refusal of DI_BACKEND_CUDA when the plugin is missing or finds no device.
  * With a GPU (the plugin named by DI_TEST_CUDA_PLUGIN creates a session):
  * CPU and GPU logits digests of every generated model, position by position.
+ * Without one, the same comparison runs the plugin's source on the CPU
+ * through tests/cuda_emu (DI_TEST_CUDA_EMU).
  */
 #include <check.h>
 #include <dlfcn.h>
@@ -471,11 +473,14 @@ START_TEST(test_library_needs_no_cuda)
 }
 END_TEST
 
-/* ---- with a GPU: CPU and GPU digests of every generated model ------------------------- */
+/* ---- CPU and GPU digests of the generated models ------------------------------------- */
 
-static di_session *gpu_session_or_skip(const di_model *m)
+#define MAX_TOKENS 1100
+
+/* A CUDA session through the plugin at `plugin`, or NULL when there is no
+ * plugin file or it reports no device. */
+static di_session *cuda_session_or_null(const di_model *m, const char *plugin)
 {
-    const char *plugin = getenv("DI_TEST_CUDA_PLUGIN");
     if (!plugin || !*plugin || access(plugin, R_OK) != 0)
         return NULL;
     setenv("DETINFER_CUDA_PLUGIN", plugin, 1);
@@ -485,7 +490,7 @@ static di_session *gpu_session_or_skip(const di_model *m)
     ck_assert_int_eq(di_config_create(&c), DI_OK);
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_BACKEND, DI_BACKEND_CUDA), DI_OK);
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_MAX_SEQUENCES, 2), DI_OK);
-    ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_CONTEXT_LENGTH, 1200), DI_OK);
+    ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_CONTEXT_LENGTH, MAX_TOKENS + 100), DI_OK);
     di_status st = di_session_create(m, c, &s, err, sizeof err);
     di_config_free(c);
     if (st == DI_ERR_BACKEND_UNAVAILABLE)
@@ -494,35 +499,31 @@ static di_session *gpu_session_or_skip(const di_model *m)
     return s;
 }
 
-START_TEST(test_cpu_gpu_digests_equal)
+/* Every position of n tokens (the model's prompt, then random ids) on the CPU
+ * in one step and on the GPU in mixed chunks, then the last 10 again decoded
+ * one by one after the prefix was copied to another sequence: equal digests
+ * and greedy tokens. */
+static void compare_with_cpu(const char *name, di_model *m, di_session *gpu, uint32_t n, uint64_t seed)
 {
-    const char *name = tu_models[_i];
-    di_model *m = tu_load(name);
-    di_session *gpu = gpu_session_or_skip(m);
-    if (!gpu) {
-        if (_i == 0)
-            fprintf(stderr, "check_cuda: no CUDA device (or no plugin): CPU-versus-GPU digests not compared\n");
-        di_model_free(m);
-        return;
-    }
-    di_session *cpu = tu_session(m, 2, 2, 1200);
+    di_session *cpu = tu_session(m, 2, 2, MAX_TOKENS + 100);
     int64_t n_vocab = 0;
     ck_assert_int_eq(di_model_get_int(m, DI_MODEL_N_VOCAB, &n_vocab), DI_OK);
-    static int32_t tokens[1100];
-    static di_digest want[1100], got[1100];
-    uint32_t n = tu_read_prompt(name, tokens, 1100);
-    uint64_t rng = 1234 + (uint64_t)_i;
-    while (n < 1100) /* past one reduction chunk of keys */
-        tokens[n++] = (int32_t)(tu_rand(&rng) % (uint64_t)n_vocab);
+    static int32_t tokens[MAX_TOKENS];
+    static di_digest want[MAX_TOKENS], got[MAX_TOKENS];
+    ck_assert_uint_le(n, MAX_TOKENS);
+    ck_assert_uint_ge(n, 11);
+    uint32_t have = tu_read_prompt(name, tokens, n);
+    while (have < n)
+        tokens[have++] = (int32_t)(tu_rand(&seed) % (uint64_t)n_vocab);
     const uint32_t chunks[] = {1, 63, 64, 5, 900, 67};
     tu_prompt_digests(cpu, 0, tokens, n, NULL, 0, want);
     tu_prompt_digests(gpu, 0, tokens, n, chunks, 6, got);
     for (uint32_t i = 0; i < n; i++)
         tu_assert_digest_eq(&want[i], &got[i], name, (int)i);
-    /* decoding token by token after a copied prefix, with the greedy token */
-    ck_assert_int_eq(di_session_seq_copy(gpu, 0, 1, 100), DI_OK);
-    ck_assert_int_eq(di_session_seq_copy(cpu, 0, 1, 100), DI_OK);
-    for (uint32_t i = 100; i < 110; i++) {
+    const uint32_t prefix = n - 10;
+    ck_assert_int_eq(di_session_seq_copy(gpu, 0, 1, prefix), DI_OK);
+    ck_assert_int_eq(di_session_seq_copy(cpu, 0, 1, prefix), DI_OK);
+    for (uint32_t i = prefix; i < n; i++) {
         tu_step(gpu, 1, tokens + i, 1, 0);
         tu_step(cpu, 1, tokens + i, 1, 0);
         di_digest d = tu_last_digest(gpu, 1);
@@ -533,6 +534,69 @@ START_TEST(test_cpu_gpu_digests_equal)
         ck_assert_int_eq(g_cpu, g_gpu);
     }
     di_session_free(cpu);
+}
+
+/* With a GPU: all 17 models, 1100 tokens (past one 1024-key chunk). */
+START_TEST(test_cpu_gpu_digests_equal)
+{
+    const char *name = tu_models[_i];
+    di_model *m = tu_load(name);
+    di_session *gpu = cuda_session_or_null(m, getenv("DI_TEST_CUDA_PLUGIN"));
+    if (!gpu) {
+        if (_i == 0)
+            fprintf(stderr, "check_cuda: no CUDA device (or no plugin): CPU-versus-GPU digests not compared\n");
+    } else {
+        compare_with_cpu(name, m, gpu, MAX_TOKENS, 1234 + (uint64_t)_i);
+        di_session_free(gpu);
+    }
+    di_model_free(m);
+}
+END_TEST
+
+/*
+ * Without a GPU: the plugin's own kernels, forward pass and session code run
+ * on the CPU through tests/cuda_emu (DI_TEST_CUDA_EMU names that build of the
+ * plugin). The emulation executes the kernels' index math, launch geometry,
+ * shuffles and barriers, not nvcc's machine code. In make check: five models
+ * covering every architecture and several types, 24 tokens each;
+ * DI_TEST_EMU_FULL=1 (make check-cuda-emu): all 17 models with 40 tokens, and
+ * one with 1100 (attention past one 1024-key chunk).
+ */
+static const char *const emu_quick_models[] = {"odd_f32", "mha_tied_q4_1", "gqa_untied_bf16", "qwen2_q8_0",
+                                               "gemma3_q8_0"};
+
+START_TEST(test_emulated_gpu_digests_equal)
+{
+    const char *full = getenv("DI_TEST_EMU_FULL");
+    const int all = full && *full == '1';
+    const int n_models = all ? TU_N_MODELS : (int)(sizeof emu_quick_models / sizeof emu_quick_models[0]);
+    if (_i >= n_models)
+        return;
+    const char *name = all ? tu_models[_i] : emu_quick_models[_i];
+    di_model *m = tu_load(name);
+    di_session *gpu = cuda_session_or_null(m, getenv("DI_TEST_CUDA_EMU"));
+    if (!gpu) {
+        if (_i == 0)
+            fprintf(stderr, "check_cuda: the emulated plugin is not built (make cuda-emu): skipped\n");
+    } else {
+        ck_assert_msg(strstr(di_session_backend_info(gpu), "emulation") != NULL, "not the emulation: %s",
+                      di_session_backend_info(gpu));
+        compare_with_cpu(name, m, gpu, all ? 40 : 24, 99 + (uint64_t)_i);
+        di_session_free(gpu);
+    }
+    di_model_free(m);
+}
+END_TEST
+
+START_TEST(test_emulated_gpu_long_context)
+{
+    const char *full = getenv("DI_TEST_EMU_FULL");
+    if (!full || *full != '1')
+        return;
+    di_model *m = tu_load("odd_f32");
+    di_session *gpu = cuda_session_or_null(m, getenv("DI_TEST_CUDA_EMU"));
+    ck_assert_msg(gpu != NULL, "DI_TEST_EMU_FULL=1 needs DI_TEST_CUDA_EMU (make check-cuda-emu)");
+    compare_with_cpu("odd_f32", m, gpu, MAX_TOKENS, 5);
     di_session_free(gpu);
     di_model_free(m);
 }
@@ -560,6 +624,12 @@ Suite *cuda_suite(void)
     tc = tcase_create("gpu");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_cpu_gpu_digests_equal, 0, TU_N_MODELS);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("emulated gpu");
+    tcase_set_timeout(tc, 1800);
+    tcase_add_loop_test(tc, test_emulated_gpu_digests_equal, 0, TU_N_MODELS);
+    tcase_add_test(tc, test_emulated_gpu_long_context);
     suite_add_tcase(s, tc);
     return s;
 }

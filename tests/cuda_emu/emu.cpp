@@ -10,6 +10,7 @@
  */
 #include <cuda_runtime.h>
 
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,14 +21,18 @@
 
 dim3 emu_block_dim, emu_grid_dim;
 
+/* A fiber starts once through ucontext (its own stack) and then switches
+ * with _setjmp/_longjmp, which do not save the signal mask: no system call
+ * per switch. */
 typedef struct fiber {
     ucontext_t ctx;
+    jmp_buf resume;
     emu_thread_index idx;
     unsigned shuffles; /* how many this thread made: picks the slot buffer */
-    int done;
+    int started, done;
 } fiber;
 
-static ucontext_t scheduler;
+static jmp_buf scheduler;
 static fiber fibers[MAX_THREADS];
 static char *stacks;
 static fiber *current;
@@ -46,7 +51,8 @@ const emu_thread_index *emu_current(void)
 
 static void yield(void)
 {
-    swapcontext(&current->ctx, &scheduler);
+    if (!_setjmp(current->resume))
+        _longjmp(scheduler, 1);
 }
 
 void __syncthreads(void)
@@ -92,6 +98,7 @@ static void trampoline(void)
 {
     run_body(run_ctx);
     current->done = 1;
+    _longjmp(scheduler, 2); /* never returns through uc_link */
 }
 
 /* A thread ended: barriers now wait for one thread fewer. */
@@ -124,28 +131,34 @@ static void run_block(unsigned bx, unsigned by, unsigned bz)
         f->idx.thread = uint3{t, 0, 0};
         f->idx.block = uint3{bx, by, bz};
         f->shuffles = 0;
-        f->done = 0;
+        f->started = f->done = 0;
         getcontext(&f->ctx);
         f->ctx.uc_stack.ss_sp = stacks + (size_t)t * STACK_BYTES;
         f->ctx.uc_stack.ss_size = STACK_BYTES;
-        f->ctx.uc_link = &scheduler;
+        f->ctx.uc_link = NULL;
         makecontext(&f->ctx, trampoline, 0);
     }
-    for (unsigned live = n_threads, rounds = 0; live > 0; rounds++) {
-        unsigned before = live;
-        for (unsigned t = 0; t < n_threads; t++) {
-            fiber *f = &fibers[t];
-            if (f->done)
+    static volatile unsigned live, next; /* volatile: live across _longjmp */
+    live = n_threads;
+    static volatile unsigned long rounds;
+    for (rounds = 0; live > 0; rounds = rounds + 1) {
+        for (next = 0; next < n_threads; next++) {
+            current = &fibers[next];
+            if (current->done)
                 continue;
-            current = f;
-            swapcontext(&scheduler, &f->ctx);
-            if (f->done) {
-                thread_ended(f);
-                live--;
+            if (!_setjmp(scheduler)) {
+                if (!current->started) {
+                    current->started = 1;
+                    setcontext(&current->ctx);
+                }
+                _longjmp(current->resume, 1);
+            }
+            if (current->done) { /* it ran to its end */
+                thread_ended(current);
+                live = live - 1;
             }
         }
-        (void)before;
-        if (rounds > 100000000u) {
+        if (rounds > 100000000ul) {
             fprintf(stderr, "emu: block (%u,%u,%u) does not finish (a barrier no thread can pass?)\n", bx, by, bz);
             abort();
         }
@@ -193,7 +206,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device)
 cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidValue; }
 cudaError_t cudaDriverGetVersion(int *v) { *v = 0; return cudaSuccess; }
 cudaError_t cudaRuntimeGetVersion(int *v) { *v = 0; return cudaSuccess; }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) { (void)flags; *s = (cudaStream_t)&scheduler; return cudaSuccess; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) { (void)flags; *s = (cudaStream_t)&fibers[0]; return cudaSuccess; }
 cudaError_t cudaStreamDestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
