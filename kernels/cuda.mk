@@ -103,6 +103,7 @@ $(CUDA_EMU): $(CUDA_EMU_GEN) tests/cuda_emu/emu.cpp tests/cuda_emu/blas_stub.cpp
 	    -Itests/cuda_emu/include -Iinclude -Ilib -Ikernels \
 	    $(CUDA_EMU_GEN) tests/cuda_emu/emu.cpp tests/cuda_emu/blas_stub.cpp -o $@
 
-check-cuda-emu: $(TEST_BIN) $(CUDA_EMU) $(MODELS)/models.txt
+check-cuda-emu: $(TEST_BIN) $(CUDA_EMU) $(MODELS)/models.txt $(MODELS)/real.txt
 	DI_TEST_MODELS=$(abspath $(MODELS)) DI_TEST_ROOT=$(CURDIR) DI_TEST_CUDA_EMU=$(abspath $(CUDA_EMU)) \
+	DI_TEST_REAL_MODEL="$$(cat $(MODELS)/real.txt)" \
 	DI_TEST_EMU_FULL=1 CK_RUN_SUITE=cuda CK_RUN_CASE="emulated gpu" $(TEST_BIN)

@@ -499,35 +499,39 @@ static di_session *cuda_session_or_null(const di_model *m, const char *plugin)
     return s;
 }
 
-/* Every position of n tokens (the model's prompt, then random ids) on the CPU
- * in one step and on the GPU in mixed chunks, then the last 10 again decoded
- * one by one after the prefix was copied to another sequence: equal digests
- * and greedy tokens. */
-static void compare_with_cpu(const char *name, di_model *m, di_session *gpu, uint32_t n, uint64_t seed)
+/* The model's prompt, then random ids, n in all. */
+static void model_tokens(const char *name, const di_model *m, uint32_t n, uint64_t seed, int32_t *tokens)
 {
-    di_session *cpu = tu_session(m, 2, 2, MAX_TOKENS + 100);
     int64_t n_vocab = 0;
     ck_assert_int_eq(di_model_get_int(m, DI_MODEL_N_VOCAB, &n_vocab), DI_OK);
-    static int32_t tokens[MAX_TOKENS];
-    static di_digest want[MAX_TOKENS], got[MAX_TOKENS];
-    ck_assert_uint_le(n, MAX_TOKENS);
-    ck_assert_uint_ge(n, 11);
     uint32_t have = tu_read_prompt(name, tokens, n);
     while (have < n)
         tokens[have++] = (int32_t)(tu_rand(&seed) % (uint64_t)n_vocab);
+}
+
+/* Every position of tokens[0..n) on the CPU in one step and on the GPU in
+ * mixed chunks, then the last n_decode again decoded one by one after the
+ * prefix was copied to another sequence: equal digests and greedy tokens. */
+static void compare_with_cpu(const char *what, di_model *m, di_session *gpu, const int32_t *tokens, uint32_t n,
+                             uint32_t n_decode)
+{
+    di_session *cpu = tu_session(m, 2, 2, MAX_TOKENS + 100);
+    static di_digest want[MAX_TOKENS], got[MAX_TOKENS];
+    ck_assert_uint_le(n, MAX_TOKENS);
+    ck_assert_uint_lt(n_decode, n);
     const uint32_t chunks[] = {1, 63, 64, 5, 900, 67};
     tu_prompt_digests(cpu, 0, tokens, n, NULL, 0, want);
     tu_prompt_digests(gpu, 0, tokens, n, chunks, 6, got);
     for (uint32_t i = 0; i < n; i++)
-        tu_assert_digest_eq(&want[i], &got[i], name, (int)i);
-    const uint32_t prefix = n - 10;
+        tu_assert_digest_eq(&want[i], &got[i], what, (int)i);
+    const uint32_t prefix = n - n_decode;
     ck_assert_int_eq(di_session_seq_copy(gpu, 0, 1, prefix), DI_OK);
     ck_assert_int_eq(di_session_seq_copy(cpu, 0, 1, prefix), DI_OK);
     for (uint32_t i = prefix; i < n; i++) {
         tu_step(gpu, 1, tokens + i, 1, 0);
         tu_step(cpu, 1, tokens + i, 1, 0);
         di_digest d = tu_last_digest(gpu, 1);
-        tu_assert_digest_eq(&want[i], &d, name, (int)i);
+        tu_assert_digest_eq(&want[i], &d, what, (int)i);
         int32_t g_cpu = -1, g_gpu = -2;
         ck_assert_int_eq(di_session_greedy_token(cpu, 1, &g_cpu), DI_OK);
         ck_assert_int_eq(di_session_greedy_token(gpu, 1, &g_gpu), DI_OK);
@@ -535,6 +539,8 @@ static void compare_with_cpu(const char *name, di_model *m, di_session *gpu, uin
     }
     di_session_free(cpu);
 }
+
+static int32_t g_tokens[MAX_TOKENS];
 
 /* With a GPU: all 17 models, 1100 tokens (past one 1024-key chunk). */
 START_TEST(test_cpu_gpu_digests_equal)
@@ -546,7 +552,8 @@ START_TEST(test_cpu_gpu_digests_equal)
         if (_i == 0)
             fprintf(stderr, "check_cuda: no CUDA device (or no plugin): CPU-versus-GPU digests not compared\n");
     } else {
-        compare_with_cpu(name, m, gpu, MAX_TOKENS, 1234 + (uint64_t)_i);
+        model_tokens(name, m, MAX_TOKENS, 1234 + (uint64_t)_i, g_tokens);
+        compare_with_cpu(name, m, gpu, g_tokens, MAX_TOKENS, 10);
         di_session_free(gpu);
     }
     di_model_free(m);
@@ -559,8 +566,8 @@ END_TEST
  * plugin). The emulation executes the kernels' index math, launch geometry,
  * shuffles and barriers, not nvcc's machine code. In make check: five models
  * covering every architecture and several types, 24 tokens each;
- * DI_TEST_EMU_FULL=1 (make check-cuda-emu): all 17 models with 40 tokens, and
- * one with 1100 (attention past one 1024-key chunk).
+ * DI_TEST_EMU_FULL=1 (make check-cuda-emu): all 17 models with 40 tokens, one
+ * with 1100 (attention past one 1024-key chunk), and the real model.
  */
 static const char *const emu_quick_models[] = {"odd_f32", "mha_tied_q4_1", "gqa_untied_bf16", "qwen2_q8_0",
                                                "gemma3_q8_0"};
@@ -581,9 +588,34 @@ START_TEST(test_emulated_gpu_digests_equal)
     } else {
         ck_assert_msg(strstr(di_session_backend_info(gpu), "emulation") != NULL, "not the emulation: %s",
                       di_session_backend_info(gpu));
-        compare_with_cpu(name, m, gpu, all ? 40 : 24, 99 + (uint64_t)_i);
+        const uint32_t n = all ? 40 : 24;
+        model_tokens(name, m, n, 99 + (uint64_t)_i, g_tokens);
+        compare_with_cpu(name, m, gpu, g_tokens, n, 10);
         di_session_free(gpu);
     }
+    di_model_free(m);
+}
+END_TEST
+
+/* The real model (Q4_K, Q6_K, Q5_0 and Q8_0 weights, a 262144-token vocabulary):
+ * BOS + "The capital of France is" and two decode steps, with DI_TEST_EMU_FULL=1. */
+START_TEST(test_emulated_gpu_real_model)
+{
+    const char *full = getenv("DI_TEST_EMU_FULL"), *path = getenv("DI_TEST_REAL_MODEL");
+    if (!full || *full != '1')
+        return;
+    if (!path || !*path) {
+        fprintf(stderr, "check_cuda: no real model: its emulated GPU comparison is skipped\n");
+        return;
+    }
+    char err[512] = "";
+    di_model *m = NULL;
+    ck_assert_msg(di_model_load(path, &m, err, sizeof err) == DI_OK, "%s: %s", path, err);
+    di_session *gpu = cuda_session_or_null(m, getenv("DI_TEST_CUDA_EMU"));
+    ck_assert_msg(gpu != NULL, "DI_TEST_EMU_FULL=1 needs DI_TEST_CUDA_EMU (make check-cuda-emu)");
+    const int32_t tokens[] = {2, 818, 5279, 529, 7001, 563, 9079, 236761};
+    compare_with_cpu("real model", m, gpu, tokens, 8, 2);
+    di_session_free(gpu);
     di_model_free(m);
 }
 END_TEST
@@ -596,7 +628,8 @@ START_TEST(test_emulated_gpu_long_context)
     di_model *m = tu_load("odd_f32");
     di_session *gpu = cuda_session_or_null(m, getenv("DI_TEST_CUDA_EMU"));
     ck_assert_msg(gpu != NULL, "DI_TEST_EMU_FULL=1 needs DI_TEST_CUDA_EMU (make check-cuda-emu)");
-    compare_with_cpu("odd_f32", m, gpu, MAX_TOKENS, 5);
+    model_tokens("odd_f32", m, MAX_TOKENS, 5, g_tokens);
+    compare_with_cpu("odd_f32", m, gpu, g_tokens, MAX_TOKENS, 10);
     di_session_free(gpu);
     di_model_free(m);
 }
@@ -630,6 +663,7 @@ Suite *cuda_suite(void)
     tcase_set_timeout(tc, 1800);
     tcase_add_loop_test(tc, test_emulated_gpu_digests_equal, 0, TU_N_MODELS);
     tcase_add_test(tc, test_emulated_gpu_long_context);
+    tcase_add_test(tc, test_emulated_gpu_real_model);
     suite_add_tcase(s, tc);
     return s;
 }
