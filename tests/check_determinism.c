@@ -288,11 +288,73 @@ START_TEST(test_digest_across_processes)
 }
 END_TEST
 
-Suite *determinism_suite(void)
+/* Every CPU path this machine runs gives the scalar path's digests and
+ * tokens, here with 2 threads and the prompt in chunks of 3. */
+START_TEST(test_cpu_paths_agree)
 {
-    Suite *s = suite_create("determinism");
+    static const di_cpu_path paths[] = {DI_CPU_PATH_AVX2, DI_CPU_PATH_AVX512};
+    static const uint32_t chunks[] = {3};
+    const char *name = tu_models[_i];
+    di_model *m = tu_load(name);
+    trace want, got;
+    want.n_prompt = tu_read_prompt(name, want.prompt, MAX_PROMPT);
+    di_session *s = tu_session_on(m, 1, 1, 0, DI_CPU_PATH_SCALAR);
+    tu_prompt_digests(s, 0, want.prompt, want.n_prompt, NULL, 0, want.digests);
+    decode_alone(s, 0, &want);
+    di_session_free(s);
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
+        di_config *c = NULL;
+        ck_assert_int_eq(di_config_create(&c), DI_OK);
+        ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_CPU_PATH, paths[p]), DI_OK);
+        char err[512];
+        s = NULL;
+        const di_status st = di_session_create(m, c, &s, err, sizeof err);
+        di_config_free(c);
+        di_session_free(s);
+        if (st == DI_ERR_UNSUPPORTED) {
+            fprintf(stderr, "determinism: %s: %s; that path is skipped\n", name, err);
+            continue;
+        }
+        ck_assert_int_eq(st, DI_OK);
+        got.n_prompt = want.n_prompt;
+        memcpy(got.prompt, want.prompt, sizeof want.prompt);
+        s = tu_session_on(m, 2, 1, 0, paths[p]);
+        tu_prompt_digests(s, 0, got.prompt, got.n_prompt, chunks, 1, got.digests);
+        decode_alone(s, 0, &got);
+        di_session_free(s);
+        assert_traces_equal(&want, &got, paths[p] == DI_CPU_PATH_AVX2 ? "avx2 vs scalar" : "avx512 vs scalar");
+    }
+    di_model_free(m);
+}
+END_TEST
+
+/* The axes run once per CPU path, the path forced through DETINFER_CPU_PATH
+ * (set by the suite's unchecked fixture, before Check forks each test). A
+ * path this CPU lacks is reported and its suite left empty. */
+static void force_scalar(void) { setenv("DETINFER_CPU_PATH", "scalar", 1); }
+static void force_avx2(void) { setenv("DETINFER_CPU_PATH", "avx2", 1); }
+static void force_avx512(void) { setenv("DETINFER_CPU_PATH", "avx512", 1); }
+static void unforce(void) { unsetenv("DETINFER_CPU_PATH"); }
+
+Suite *determinism_suite(di_cpu_path path)
+{
+    static const char *const names[] = {"determinism", "determinism-scalar", "determinism-avx2",
+                                        "determinism-avx512"};
+    Suite *s = suite_create(names[path]);
     TCase *tc = tcase_create("axes");
     tcase_set_timeout(tc, 300);
+    suite_add_tcase(s, tc);
+    if (path == DI_CPU_PATH_AUTO) {
+        tcase_add_loop_test(tc, test_cpu_paths_agree, 0, TU_N_MODELS);
+        return s;
+    }
+    if (!tu_cpu_path_available(path)) {
+        fprintf(stderr, "%s: this CPU cannot run that path; suite skipped\n", names[path]);
+        return s;
+    }
+    tcase_add_unchecked_fixture(tc, path == DI_CPU_PATH_SCALAR ? force_scalar
+                                    : path == DI_CPU_PATH_AVX2 ? force_avx2 : force_avx512,
+                                unforce);
     tcase_add_loop_test(tc, test_same_step_50_times, 0, TU_N_MODELS);
     tcase_add_loop_test(tc, test_chunked_prefill_and_decode, 0, TU_N_MODELS);
     tcase_add_loop_test(tc, test_thread_counts, 0, TU_N_MODELS);
@@ -300,6 +362,5 @@ Suite *determinism_suite(void)
     tcase_add_loop_test(tc, test_prefix_reuse_and_truncate, 0, TU_N_MODELS);
     tcase_add_loop_test(tc, test_digest_across_processes, 0, TU_N_MODELS);
     tcase_add_test(tc, test_long_context_chunking);
-    suite_add_tcase(s, tc);
     return s;
 }
