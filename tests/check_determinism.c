@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf_builder.h"
 #include "test_util.h"
 
 #define MAX_PROMPT 64
@@ -328,6 +329,61 @@ START_TEST(test_cpu_paths_agree)
 }
 END_TEST
 
+/* NaN logits come back as the one quiet NaN 0x7fc00000 on every path, with
+ * equal digests: a tiny llama whose tied output rows 5 and 7 (token
+ * embeddings) hold NaNs with different payloads, a signalling one among them. */
+START_TEST(test_nan_logits_are_canonical)
+{
+    static const di_cpu_path paths[] = {DI_CPU_PATH_SCALAR, DI_CPU_PATH_AVX2, DI_CPU_PATH_AVX512};
+    gb_model gm;
+    gb_llama_params lp = gb_llama_defaults();
+    gb_model_llama(&gm, &lp);
+    gb_tensor *emb = gb_tensor_find(&gm, "token_embd.weight");
+    ck_assert_ptr_nonnull(emb);
+    const uint32_t nan_a = 0x7fa12345u, nan_b = 0xffc00001u;
+    memcpy(emb->data.data + (5 * lp.n_embd + 3) * sizeof(float), &nan_a, sizeof nan_a);
+    memcpy(emb->data.data + (7 * lp.n_embd + 30) * sizeof(float), &nan_b, sizeof nan_b);
+    char dir[4096], path[4200];
+    ck_assert_int_eq(gb_tmpdir(dir, sizeof dir), 0);
+    gb_path(path, sizeof path, dir, "nan.gguf");
+    ck_assert_int_eq(gb_model_write(&gm, path, NULL), 0);
+    gb_model_free(&gm);
+    di_model *m = NULL;
+    char err[512];
+    ck_assert_msg(di_model_load(path, &m, err, sizeof err) == DI_OK, "%s", err);
+    gb_rmdir(dir);
+
+    di_digest first;
+    const int32_t prompt[] = {1, 2, 3};
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
+        if (!tu_cpu_path_available(paths[p]))
+            continue;
+        di_session *s = tu_session_on(m, 2, 1, 0, paths[p]);
+        tu_step(s, 0, prompt, 3, 0);
+        const float *logits = NULL;
+        di_digest d;
+        ck_assert_int_eq(di_session_logits(s, 0, &logits, &d), DI_OK);
+        for (uint32_t i = 0; i < lp.n_vocab; i++) {
+            uint32_t bits;
+            memcpy(&bits, &logits[i], sizeof bits);
+            if (i == 5 || i == 7)
+                ck_assert_msg(bits == 0x7fc00000u, "path %d logit %u: %08x", (int)paths[p], i, bits);
+            else
+                ck_assert_msg(logits[i] == logits[i], "path %d logit %u is NaN", (int)paths[p], i);
+        }
+        int32_t greedy;
+        ck_assert_int_eq(di_session_greedy_token(s, 0, &greedy), DI_OK);
+        ck_assert(greedy != 5 && greedy != 7);
+        if (p == 0)
+            first = d;
+        else
+            tu_assert_digest_eq(&first, &d, "NaN row digest against the scalar path", (int)p);
+        di_session_free(s);
+    }
+    di_model_free(m);
+}
+END_TEST
+
 /* The axes run once per CPU path, the path forced through DETINFER_CPU_PATH
  * (set by the suite's unchecked fixture, before Check forks each test). A
  * path this CPU lacks is reported and its suite left empty. */
@@ -346,6 +402,7 @@ Suite *determinism_suite(di_cpu_path path)
     suite_add_tcase(s, tc);
     if (path == DI_CPU_PATH_AUTO) {
         tcase_add_loop_test(tc, test_cpu_paths_agree, 0, TU_N_MODELS);
+        tcase_add_test(tc, test_nan_logits_are_canonical);
         return s;
     }
     if (!tu_cpu_path_available(path)) {
