@@ -150,9 +150,9 @@ bench: detinfer
 	@test -f $(BENCH_MODEL) || $(PYTHON) tests/tools/make_model.py --out $(BENCH_MODEL) --type q8_0 \
 	    --n-vocab 32000 --n-embd 1024 --n-layer 18 --n-head 16 --n-head-kv 4 --n-ff 2816 --ctx 2048 \
 	    --untied --seed 11
-	$(BUILD)/tools/detinfer bench --model $(BENCH_MODEL) --threads 1,2 --pp 128 --tg 32 --reps 3
+	$(BUILD)/tools/detinfer bench --model $(BENCH_MODEL) --threads 1,2 --pp 512 --tg 128 --reps 3
 	@if model=$$(tools/fetch-model.sh 2>/dev/null); then \
-	    $(BUILD)/tools/detinfer bench --model "$$model" --threads 1,2 --pp 128 --tg 32 --reps 3; fi
+	    $(BUILD)/tools/detinfer bench --model "$$model" --threads 1,2 --pp 512 --tg 128 --reps 3; fi
 
 deps:
 	bash tools/setup.sh
