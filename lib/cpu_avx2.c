@@ -56,6 +56,17 @@ static inline __m256i vi_from_bytes(__m256i q, int j)
     return _mm256_cvtepi8_epi32(j % 2 ? _mm_srli_si128(half, 8) : half);
 }
 
+/* Byte j is 16 where bit j of qh is set, else 0 (the fifth bits of Q5_x):
+ * each byte of qh is spread over 8 bytes, which keep one bit each. */
+static inline __m256i sixteen_where_bits(uint32_t qh)
+{
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(16));
+}
+
 /* Horizontal maximum (order-free: max is exact) and the first lane equal to
  * m in p[0..VL), or -1. */
 static inline float vf_hmax(vf v)

@@ -53,6 +53,10 @@ typedef __m512i vi;
 #define vi_from_bytes(q, j) \
     _mm512_cvtepi8_epi32((j) == 0 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256((q), 1))
 
+/* Byte j is 16 where bit j of qh is set, else 0 (the fifth bits of Q5_x):
+ * qh is the byte mask itself. */
+#define sixteen_where_bits(qh) _mm256_maskz_mov_epi8((__mmask32)(qh), _mm256_set1_epi8(16))
+
 /* Horizontal maximum (order-free: max is exact) and the first lane equal to
  * m in p[0..VL), or -1. */
 static inline float vf_hmax(vf v)

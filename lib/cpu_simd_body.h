@@ -44,6 +44,18 @@ static inline float load_f16_at(const uint8_t *p)
     return _cvtsh_ss((unsigned short)(p[0] | (p[1] << 8)));
 }
 
+/* A binary16 block scale broadcast to every lane: normal numbers (every
+ * real scale) are rebiased with integer operations and broadcast from a
+ * general register, which spares the shuffle unit two of its three
+ * operations; the rest go through load_f16_at. Exact either way. */
+static DI_INLINE vf broadcast_f16_at(const uint8_t *p)
+{
+    const uint32_t h = (uint32_t)(p[0] | (p[1] << 8)), e = h & 0x7c00u;
+    if (e != 0 && e != 0x7c00u)
+        return vf_from_bits(vi_set1((int)(((h & 0x8000u) << 16) | (((h & 0x7fffu) << 13) + 0x38000000u))));
+    return vf_set1(load_f16_at(p));
+}
+
 static inline uint32_t load_u32_at(const uint8_t *p)
 {
     uint32_t v;
@@ -113,22 +125,49 @@ static DI_INLINE __m256i nibbles32(const uint8_t *qs)
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low4), _mm_and_si128(b, low4));
 }
 
-/* Byte j is 16 where bit j of qh is set, else 0 (the fifth bits of Q5_x). */
-static DI_INLINE __m256i fifth_bits32(uint32_t qh)
-{
-    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread);
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(16));
-}
-
 /* The bytes of p shifted right by `shift` bits (0..7), masked to `mask`. */
 static DI_INLINE __m256i bits_at(const uint8_t *p, int shift, int mask)
 {
     const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)p);
     return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8((char)mask));
 }
+
+/* Sub-block `sub` (a constant in every call, so shifts and scale positions
+ * are immediates) of the K-type super-block at b, whose binary16 fields d and
+ * dmin (Q6_K: d only) the caller converted once for all eight. */
+static DI_INLINE void dq_k_sub(uint32_t type, const uint8_t *b, int sub, float d, float dmin, vf *w)
+{
+    if (type == T_Q6_K) {
+        const int h = sub / 4, k = sub % 4;
+        const __m256i lo = bits_at(b + 64 * h + 32 * (k % 2), 4 * (k / 2), 0xf);
+        const __m256i hi = _mm256_slli_epi16(bits_at(b + 128 + 32 * h, 2 * k, 3), 4);
+        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
+        UNROLL for (int j = 0; j < NV; j++) {
+            const vf dl = vf_set1(d * (float)(int8_t)b[192 + 8 * h + 2 * k + j * VL / 16]);
+            w[j] = vf_mul(dl, vi_to_float(vi_from_bytes(q, j)));
+        }
+        return;
+    }
+    const int is_q5 = type == T_Q5_K;
+    const uint8_t *s = b + 4;
+    int sc, mn;
+    if (sub < 4) {
+        sc = s[sub] & 63;
+        mn = s[sub + 4] & 63;
+    } else {
+        sc = (s[sub + 4] & 0xf) | (s[sub - 4] >> 6) << 4;
+        mn = (s[sub + 4] >> 4) | (s[sub] >> 6) << 4;
+    }
+    const vf dl = vf_set1(d * (float)sc), ml = vf_set1(dmin * (float)mn);
+    __m256i q = bits_at(b + (is_q5 ? 48 : 16) + 32 * (sub / 2), 4 * (sub % 2), 0xf);
+    if (is_q5)
+        q = _mm256_or_si256(q, _mm256_slli_epi16(bits_at(b + 16, sub, 1), 4));
+    UNROLL for (int j = 0; j < NV; j++)
+        w[j] = vf_sub(vf_mul(dl, vi_to_float(vi_from_bytes(q, j))), ml);
+}
+
+/* 1 for the types stored in 256-weight super-blocks. */
+#define IS_K_TYPE(type) ((type) == T_Q4_K || (type) == T_Q5_K || (type) == T_Q6_K)
 
 /* 32-block `blk` of a quantized or float row as float32 in w[0..NV), the
  * same values dequant.c produces (docs/QUANTS.md). */
@@ -149,14 +188,14 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
         break;
     case T_Q8_0: {
         const uint8_t *b = row + 34 * (size_t)blk;
-        const vf d = vf_set1(load_f16_at(b));
+        const vf d = broadcast_f16_at(b);
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_mul(d, vi_to_float(vi_i8(b + 2 + j * VL)));
         break;
     }
     case T_Q4_0: {
         const uint8_t *b = row + 18 * (size_t)blk;
-        const vf d = vf_set1(load_f16_at(b));
+        const vf d = broadcast_f16_at(b);
         const __m256i q = _mm256_sub_epi8(nibbles32(b + 2), _mm256_set1_epi8(8));
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_mul(d, vi_to_float(vi_from_bytes(q, j)));
@@ -164,7 +203,7 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
     }
     case T_Q4_1: {
         const uint8_t *b = row + 20 * (size_t)blk;
-        const vf d = vf_set1(load_f16_at(b)), m = vf_set1(load_f16_at(b + 2));
+        const vf d = broadcast_f16_at(b), m = broadcast_f16_at(b + 2);
         const __m256i q = nibbles32(b + 4);
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_add(vf_mul(d, vi_to_float(vi_from_bytes(q, j))), m);
@@ -172,8 +211,8 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
     }
     case T_Q5_0: {
         const uint8_t *b = row + 22 * (size_t)blk;
-        const vf d = vf_set1(load_f16_at(b));
-        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles32(b + 6), fifth_bits32(load_u32_at(b + 2))),
+        const vf d = broadcast_f16_at(b);
+        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles32(b + 6), sixteen_where_bits(load_u32_at(b + 2))),
                                           _mm256_set1_epi8(16));
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_mul(d, vi_to_float(vi_from_bytes(q, j)));
@@ -181,46 +220,19 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
     }
     case T_Q5_1: {
         const uint8_t *b = row + 24 * (size_t)blk;
-        const vf d = vf_set1(load_f16_at(b)), m = vf_set1(load_f16_at(b + 2));
-        const __m256i q = _mm256_or_si256(nibbles32(b + 8), fifth_bits32(load_u32_at(b + 4)));
+        const vf d = broadcast_f16_at(b), m = broadcast_f16_at(b + 2);
+        const __m256i q = _mm256_or_si256(nibbles32(b + 8), sixteen_where_bits(load_u32_at(b + 4)));
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_add(vf_mul(d, vi_to_float(vi_from_bytes(q, j))), m);
         break;
     }
     case T_Q4_K:
-    case T_Q5_K: {
-        const int is_q5 = type == T_Q5_K;
-        const uint8_t *b = row + (is_q5 ? 176 : 144) * (size_t)(blk / 8);
-        const int sub = (int)(blk % 8);
-        const uint8_t *s = b + 4;
-        int sc, mn;
-        if (sub < 4) {
-            sc = s[sub] & 63;
-            mn = s[sub + 4] & 63;
-        } else {
-            sc = (s[sub + 4] & 0xf) | (s[sub - 4] >> 6) << 4;
-            mn = (s[sub + 4] >> 4) | (s[sub] >> 6) << 4;
-        }
-        const vf dl = vf_set1(load_f16_at(b) * (float)sc);
-        const vf ml = vf_set1(load_f16_at(b + 2) * (float)mn);
-        __m256i q = bits_at(b + (is_q5 ? 48 : 16) + 32 * (sub / 2), 4 * (sub % 2), 0xf);
-        if (is_q5)
-            q = _mm256_or_si256(q, _mm256_slli_epi16(bits_at(b + 16, sub, 1), 4));
-        UNROLL for (int j = 0; j < NV; j++)
-            w[j] = vf_sub(vf_mul(dl, vi_to_float(vi_from_bytes(q, j))), ml);
-        break;
-    }
+    case T_Q5_K:
     case T_Q6_K: {
-        const uint8_t *b = row + 210 * (size_t)(blk / 8);
-        const int sub = (int)(blk % 8), h = sub / 4, k = sub % 4;
-        const float d = load_f16_at(b + 208);
-        const __m256i lo = bits_at(b + 64 * h + 32 * (k % 2), 4 * (k / 2), 0xf);
-        const __m256i hi = _mm256_slli_epi16(bits_at(b + 128 + 32 * h, 2 * k, 3), 4);
-        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
-        UNROLL for (int j = 0; j < NV; j++) {
-            const vf dl = vf_set1(d * (float)(int8_t)b[192 + 8 * h + 2 * k + j * VL / 16]);
-            w[j] = vf_mul(dl, vi_to_float(vi_from_bytes(q, j)));
-        }
+        const uint8_t *b = row + (type == T_Q4_K ? 144 : (type == T_Q5_K ? 176 : 210)) * (size_t)(blk / 8);
+        const float d = load_f16_at(type == T_Q6_K ? b + 208 : b);
+        const float dmin = type == T_Q6_K ? 0.0f : load_f16_at(b + 2);
+        dq_k_sub(type, b, (int)(blk % 8), d, dmin, w);
         break;
     }
     default:
@@ -240,6 +252,18 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
  * lanes_tree ends it. Weights past the last whole 32-block (float types
  * only) are done lane by lane with fmaf, in the same order.
  */
+/* acc[r][t] += w[r] * x[t] lane by lane, for one 32-term block. */
+static DI_INLINE void fma_block(vf w[][NV], int R, const float *x, size_t xs, int T,
+                                vf acc[][TOKENS_MAX][NV])
+{
+    UNROLL for (int t = 0; t < T; t++)
+        UNROLL for (int j = 0; j < NV; j++) {
+            const vf xv = vf_load(x + t * xs + j * VL);
+            UNROLL for (int r = 0; r < R; r++)
+                acc[r][t][j] = vf_fma(w[r][j], xv, acc[r][t][j]);
+        }
+}
+
 static DI_INLINE void dot_tile(uint32_t type, const uint8_t *const *rows, int R, uint32_t n,
                                const float *x, size_t xs, int T, float *out, size_t out_stride,
                                size_t out_tstride)
@@ -255,16 +279,30 @@ static DI_INLINE void dot_tile(uint32_t type, const uint8_t *const *rows, int R,
             UNROLL for (int t = 0; t < T; t++)
                 UNROLL for (int j = 0; j < NV; j++)
                     acc[r][t][j] = vf_zero();
-        for (uint32_t blk = c0 / 32; blk < end / 32; blk++) {
-            vf w[ROWS_MAX][NV];
-            UNROLL for (int r = 0; r < R; r++)
-                dq32(type, rows[r], blk, w[r]);
-            UNROLL for (int t = 0; t < T; t++)
-                UNROLL for (int j = 0; j < NV; j++) {
-                    const vf xv = vf_load(x + t * xs + (size_t)blk * 32 + j * VL);
-                    UNROLL for (int r = 0; r < R; r++)
-                        acc[r][t][j] = vf_fma(w[r][j], xv, acc[r][t][j]);
+        if (IS_K_TYPE(type)) { /* super-blocks never straddle a chunk (1024 = 4 x 256) */
+            const size_t sb_bytes = type == T_Q4_K ? 144 : (type == T_Q5_K ? 176 : 210);
+            for (uint32_t sb = c0 / 256; sb < end / 256; sb++) {
+                const uint8_t *b[ROWS_MAX];
+                float d[ROWS_MAX], dmin[ROWS_MAX];
+                UNROLL for (int r = 0; r < R; r++) {
+                    b[r] = rows[r] + sb * sb_bytes;
+                    d[r] = load_f16_at(type == T_Q6_K ? b[r] + 208 : b[r]);
+                    dmin[r] = type == T_Q6_K ? 0.0f : load_f16_at(b[r] + 2);
                 }
+                UNROLL for (int sub = 0; sub < 8; sub++) {
+                    vf w[ROWS_MAX][NV];
+                    UNROLL for (int r = 0; r < R; r++)
+                        dq_k_sub(type, b[r], sub, d[r], dmin[r], w[r]);
+                    fma_block(w, R, x + (size_t)sb * 256 + 32 * sub, xs, T, acc);
+                }
+            }
+        } else {
+            for (uint32_t blk = c0 / 32; blk < end / 32; blk++) {
+                vf w[ROWS_MAX][NV];
+                UNROLL for (int r = 0; r < R; r++)
+                    dq32(type, rows[r], blk, w[r]);
+                fma_block(w, R, x + (size_t)blk * 32, xs, T, acc);
+            }
         }
         if (end % 32) {
             UNROLL for (int r = 0; r < R; r++)
@@ -329,35 +367,22 @@ typedef struct rows_view {
     uint32_t n_in, n_out, col0;
 } rows_view;
 
-/* Rows this far ahead are requested from memory while the current ones are
- * multiplied: decode streams every weight once, and the hardware prefetcher
- * alone leaves part of the memory bandwidth unused. */
-#define PREFETCH_ROWS 12u
-
-static inline void prefetch_rows(const rows_view *v, uint32_t r, uint32_t count, uint32_t n_rows)
-{
-    if (r + count > n_rows)
-        return;
-    const char *p = (const char *)(v->data + (size_t)r * v->row_bytes);
-    for (size_t off = 0; off < count * v->row_bytes; off += 64)
-        _mm_prefetch(p + off, _MM_HINT_T0);
-}
-
-/* Rows [0, n_rows) of v against tokens t0..t0+T-1, ROWS_MAX rows at a time
- * (few tokens: each weight block is converted once per T tokens). */
+/* Rows [0, n_rows) of v against tokens t0..t0+T-1 (few tokens: each weight
+ * block is converted once for all T), ROWS_MAX rows at a time. */
 static DI_INLINE void rows_direct(uint32_t type, const rows_view *v, uint32_t n_rows,
                                   const float *x, uint32_t t0, int T, float *y)
 {
     const float *xt = x + (size_t)t0 * v->n_in;
     float *yt = y + (size_t)t0 * v->n_out + v->col0;
+    const int R = ROWS_MAX;
     uint32_t r = 0;
-    for (; ROWS_MAX == 2 && r + 2 <= n_rows; r += 2) {
-        prefetch_rows(v, r + PREFETCH_ROWS, 2, n_rows);
-        const uint8_t *rows[2] = {v->data + (size_t)r * v->row_bytes, v->data + (size_t)(r + 1) * v->row_bytes};
-        dot_tile(type, rows, ROWS_MAX == 2 ? 2 : 1, v->n_in, xt, v->n_in, T, yt + r, 1, v->n_out);
+    for (; R > 1 && r + (uint32_t)R <= n_rows; r += (uint32_t)R) {
+        const uint8_t *rows[ROWS_MAX];
+        UNROLL for (int i = 0; i < R; i++)
+            rows[i] = v->data + (size_t)(r + (uint32_t)i) * v->row_bytes;
+        dot_tile(type, rows, R, v->n_in, xt, v->n_in, T, yt + r, 1, v->n_out);
     }
     for (; r < n_rows; r++) {
-        prefetch_rows(v, r + PREFETCH_ROWS, 1, n_rows);
         const uint8_t *row = v->data + (size_t)r * v->row_bytes;
         dot_tile(type, &row, 1, v->n_in, xt, v->n_in, T, yt + r, 1, v->n_out);
     }

@@ -276,8 +276,9 @@ static const wtype WTYPES[] = {
     {13, 256, 176, {0, 2, -1}}, {14, 256, 210, {208, -1}},
 };
 
-/* Random bytes, with every binary16 scale an ordinary number (float types:
- * ordinary values too) so the products are meaningful. */
+/* Random bytes, with binary16 scales that are mostly ordinary numbers (the
+ * rest zeros, subnormals, infinities and NaNs), float types mostly ordinary
+ * values too. */
 static void random_rows(const wtype *t, uint8_t *data, size_t n_blocks, uint64_t *rng)
 {
     for (size_t b = 0; b < n_blocks; b++) {
@@ -292,8 +293,11 @@ static void random_rows(const wtype *t, uint8_t *data, size_t n_blocks, uint64_t
             if (blk[1] % 8 != 0)
                 blk[1] &= t->id == 1 ? 0xbb : 0xbf;
         }
+        static const uint16_t odd_scales[] = {0x0000, 0x8000, 0x0001, 0x83ff, 0x7c00, 0xfc00, 0x7e00, 0x7c01};
         for (int h = 0; h < 3 && t->half_at[h] >= 0; h++) {
-            const uint16_t scale = (uint16_t)(0x1c00 + tu_rand(rng) % 0x1000); /* ~2^-8 .. 2^-4 */
+            /* mostly ~2^-8 .. 2^-4; one block in 16: zero, subnormal, infinite or NaN */
+            const uint64_t r = tu_rand(rng);
+            const uint16_t scale = r % 16 == 0 ? odd_scales[(r >> 8) % 8] : (uint16_t)(0x1c00 + (r >> 16) % 0x1000);
             blk[t->half_at[h]] = (uint8_t)scale;
             blk[t->half_at[h] + 1] = (uint8_t)(scale >> 8);
         }
