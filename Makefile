@@ -6,6 +6,7 @@
 #   make install / uninstall   PREFIX, DESTDIR, libdir, includedir, pkgconfigdir
 #   make demo            the real model: greedy continuations with digests, then a short verify
 #   make bench           prefill/decode tokens per second: a generated 268M model and the real one
+#   make bench-peer      the real model against llama.cpp (bench/compare-llamacpp.sh)
 #   make deps            install build and test dependencies (apt-get, pip)
 
 VERSION := $(shell sed -n 's/^\#define DI_VERSION_STRING "\(.*\)"/\1/p' include/detinfer.h)
@@ -51,7 +52,7 @@ MODELS   := $(BUILD)/models
 EXAMPLE  := $(BUILD)/examples/generate
 CACHE    ?= $(HOME)/.cache/detinfer
 
-.PHONY: all check check-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
+.PHONY: all check check-peer peer-venv bench-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
 all: $(SHARED) $(EXAMPLE) detinfer
 
 $(BUILD)/lib/%.o: lib/%.c $(wildcard lib/*.h) include/detinfer.h
@@ -155,9 +156,9 @@ bench: detinfer
 	@test -f $(BENCH_MODEL) || $(PYTHON) tests/tools/make_model.py --out $(BENCH_MODEL) --type q8_0 \
 	    --n-vocab 32000 --n-embd 1024 --n-layer 18 --n-head 16 --n-head-kv 4 --n-ff 2816 --ctx 2048 \
 	    --untied --seed 11
-	$(BUILD)/tools/detinfer bench --model $(BENCH_MODEL) --threads 1,2 --pp 128 --tg 32 --reps 3
+	$(BUILD)/tools/detinfer bench --model $(BENCH_MODEL) --threads 1,2 --pp 512 --tg 128 --reps 3
 	@if model=$$(tools/fetch-model.sh 2>/dev/null); then \
-	    $(BUILD)/tools/detinfer bench --model "$$model" --threads 1,2 --pp 128 --tg 32 --reps 3; fi
+	    $(BUILD)/tools/detinfer bench --model "$$model" --threads 1,2 --pp 512 --tg 128 --reps 3; fi
 
 deps:
 	bash tools/setup.sh
@@ -170,6 +171,12 @@ $(PEER_VENV)/ok:
 	$(PYTHON) -m venv $(PEER_VENV)
 	$(PEER_VENV)/bin/pip install -q llama-cpp-python==0.3.36 numpy gguf==0.19.0
 	touch $@
+peer-venv: $(PEER_VENV)/ok
+
+# libdetinfer against llama.cpp: pp512 and tg128, threads 1 and 2, 5 alternating runs each.
+bench-peer: all $(PEER_VENV)/ok
+	bench/compare-llamacpp.sh --threads 1,2 --reps 5
+
 check-peer: $(SHARED) $(PEER_VENV)/ok
 	$(PEER_VENV)/bin/python tests/peer/compare_llamacpp.py "$$(tools/fetch-model.sh)" \
 	    --lib $(SHARED) --new 32 --threads 2

@@ -330,7 +330,8 @@ DI_API di_status di_session_step(di_session *session, uint32_t n_entries, const 
 
 /* Logits of the last position of sequence seq's last step: *logits points to
  * n_vocab floats owned by the session (see di_session_step for how long they
- * stay valid); *digest (optional) receives their digest. DI_ERR_STATE when
+ * stay valid); *digest (optional) receives their digest. A NaN logit is
+ * always the quiet NaN with bits 0x7fc00000, whatever produced it. DI_ERR_STATE when
  * the sequence has no step since creation or its last reset. */
 DI_API di_status di_session_logits(di_session *session, uint32_t seq, const float **logits,
                                    di_digest *digest);

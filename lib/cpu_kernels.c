@@ -209,13 +209,13 @@ uint32_t di_cpu_argmax(const float *x, uint32_t n)
 
 /* ---- elementwise ------------------------------------------------------------ */
 
-void di_cpu_silu_mul(float *gate, const float *up, size_t n)
+DI_CLONES void di_cpu_silu_mul(float *gate, const float *up, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         gate[i] = di_silu(gate[i]) * up[i];
 }
 
-void di_cpu_gelu_mul(float *gate, const float *up, size_t n)
+DI_CLONES void di_cpu_gelu_mul(float *gate, const float *up, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         gate[i] = di_gelu_tanh(gate[i]) * up[i];

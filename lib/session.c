@@ -22,6 +22,7 @@
 #include "errors.h"
 #include "forward.h"
 #include "model.h"
+#include "numerics.h"
 
 #define SLICE_ROWS 64u
 /* Logits rows computed at once: bounded so that n_vocab x rows stays small. */
@@ -30,7 +31,8 @@
 typedef struct sequence {
     uint32_t length;          /* tokens in the cache */
     int32_t *tokens;          /* [ctx_len] */
-    float *k_cache, *v_cache; /* [n_layer][ctx_len][kv_dim] each */
+    float *k_cache, *v_cache; /* [n_layer][ctx_len][kv_dim] each, 64-byte aligned */
+    void *k_block, *v_block;  /* the allocations they lie in */
     /* results of this sequence's last step */
     int has_result;
     float *last_logits;       /* [n_vocab], allocated on first step */
@@ -102,6 +104,17 @@ static di_status check_backend(const struct di_config *c, char *errbuf, size_t e
     return DI_OK;
 }
 
+/* n zeroed floats at a 64-byte boundary (vector loads of a cache row then
+ * never straddle cache lines); *block receives the pointer to free. */
+static float *calloc_aligned(size_t n, void **block)
+{
+    *block = calloc(n + 16, sizeof(float));
+    if (!*block)
+        return NULL;
+    const uintptr_t at = ((uintptr_t)*block + 63) & ~(uintptr_t)63;
+    return (float *)at;
+}
+
 /* On the CUDA backend the caches live on the device: only token histories here. */
 static di_status alloc_sequences(di_session *s, int with_caches)
 {
@@ -119,8 +132,8 @@ static di_status alloc_sequences(di_session *s, int with_caches)
                 return DI_ERR_OUT_OF_MEMORY;
             continue;
         }
-        q->k_cache = calloc(cache_floats, sizeof(float));
-        q->v_cache = calloc(cache_floats, sizeof(float));
+        q->k_cache = calloc_aligned(cache_floats, &q->k_block);
+        q->v_cache = calloc_aligned(cache_floats, &q->v_block);
         if (!q->tokens || !q->k_cache || !q->v_cache)
             return DI_ERR_OUT_OF_MEMORY;
     }
@@ -232,8 +245,8 @@ DI_API void di_session_free(di_session *s)
     if (s->seqs) {
         for (uint32_t i = 0; i < s->max_sequences; i++) {
             free(s->seqs[i].tokens);
-            free(s->seqs[i].k_cache);
-            free(s->seqs[i].v_cache);
+            free(s->seqs[i].k_block);
+            free(s->seqs[i].v_block);
             free(s->seqs[i].last_logits);
         }
         free(s->seqs);
@@ -320,12 +333,24 @@ static di_status validate_step(di_session *s, uint32_t n_entries, const uint32_t
     return DI_OK;
 }
 
+/* Every NaN becomes the one quiet NaN 0x7fc00000: which NaN an operation
+ * returns differs between instruction sets and devices (payloads are not
+ * part of IEEE arithmetic's results), and a digest must not. */
+static void canonicalize_nans(float *row, uint32_t n)
+{
+    const float canonical = di_float_from_bits(0x7fc00000u);
+    for (uint32_t i = 0; i < n; i++)
+        if (row[i] != row[i])
+            row[i] = canonical;
+}
+
 /* Digest and greedy token of a finished logits row, stored where it belongs.
  * greedy is the backend's argmax of the row, or -1 for the CPU's. */
-static void store_logits(di_session *s, const float *row, sequence *q, int is_last, size_t all_index,
+static void store_logits(di_session *s, float *row, sequence *q, int is_last, size_t all_index,
                          int keep_all, int32_t greedy)
 {
     const uint32_t n_vocab = s->model->n_vocab;
+    canonicalize_nans(row, n_vocab);
     di_digest d;
     di_digest_floats(row, n_vocab, &d);
     if (keep_all) {

@@ -1,11 +1,30 @@
 /*
- * threadpool.c — workers wait on a condition variable for a new generation
- * of work, run their range, and report back; the caller runs range 0 itself.
+ * threadpool.c — workers wait for a new generation of work, run their range,
+ * and report back; the caller runs range 0 itself.
+ *
+ * A forward pass is a few hundred short parallel steps, so waking a sleeping
+ * thread for each (a futex round trip of several microseconds) would cost a
+ * large share of a decode step. Both sides therefore spin for a while on the
+ * atomic counters before they sleep on the condition variables; an idle
+ * session's workers sleep. The generation is bumped and the last worker
+ * signals under the lock, and each side checks the counter under the lock
+ * before sleeping, so no wake-up is lost.
  */
 #include "threadpool.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+/* Polls before sleeping: a few tens of microseconds, longer than the gap
+ * between two steps of a forward pass. */
+#define SPIN_POLLS 4000
 
 struct di_pool {
     uint32_t n_threads;
@@ -14,9 +33,9 @@ struct di_pool {
     pthread_mutex_t lock;
     pthread_cond_t work_ready;
     pthread_cond_t work_done;
-    uint64_t generation; /* bumped for each di_pool_run */
-    uint32_t pending;    /* workers still running this generation */
-    int stopping;
+    _Atomic uint64_t generation; /* bumped for each di_pool_run */
+    _Atomic uint32_t pending;    /* workers still running this generation */
+    _Atomic int stopping;
     /* the current job */
     di_pool_fn fn;
     void *ctx;
@@ -44,6 +63,21 @@ static void run_range(di_pool *p, uint32_t t)
         p->fn(p->ctx, begin, end, t);
 }
 
+/* Waits until the generation differs from `seen` or the pool stops. */
+static void wait_for_work(di_pool *p, uint64_t seen)
+{
+    for (int i = 0; i < SPIN_POLLS; i++) {
+        if (atomic_load_explicit(&p->generation, memory_order_acquire) != seen ||
+            atomic_load_explicit(&p->stopping, memory_order_acquire))
+            return;
+        cpu_relax();
+    }
+    pthread_mutex_lock(&p->lock);
+    while (!atomic_load(&p->stopping) && atomic_load(&p->generation) == seen)
+        pthread_cond_wait(&p->work_ready, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+}
+
 static void *worker_main(void *arg)
 {
     worker_arg *wa = arg;
@@ -51,20 +85,18 @@ static void *worker_main(void *arg)
     uint32_t index = wa->index;
     free(wa);
     uint64_t seen = 0;
-    pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (!p->stopping && p->generation == seen)
-            pthread_cond_wait(&p->work_ready, &p->lock);
-        if (p->stopping)
+        wait_for_work(p, seen);
+        if (atomic_load(&p->stopping))
             break;
-        seen = p->generation;
-        pthread_mutex_unlock(&p->lock);
+        seen = atomic_load_explicit(&p->generation, memory_order_acquire);
         run_range(p, index);
-        pthread_mutex_lock(&p->lock);
-        if (--p->pending == 0)
+        if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&p->lock);
             pthread_cond_signal(&p->work_done);
+            pthread_mutex_unlock(&p->lock);
+        }
     }
-    pthread_mutex_unlock(&p->lock);
     return NULL;
 }
 
@@ -111,7 +143,7 @@ void di_pool_free(di_pool *p)
     if (!p)
         return;
     pthread_mutex_lock(&p->lock);
-    p->stopping = 1;
+    atomic_store(&p->stopping, 1);
     pthread_cond_broadcast(&p->work_ready);
     pthread_mutex_unlock(&p->lock);
     for (uint32_t i = 0; i < p->n_started; i++)
@@ -135,19 +167,24 @@ void di_pool_run(di_pool *p, uint32_t n_items, di_pool_fn fn, void *ctx)
             fn(ctx, 0, n_items, 0);
         return;
     }
-    pthread_mutex_lock(&p->lock);
     p->fn = fn;
     p->ctx = ctx;
     p->n_items = n_items;
-    p->pending = p->n_threads - 1;
-    p->generation++;
+    atomic_store_explicit(&p->pending, p->n_threads - 1, memory_order_relaxed);
+    pthread_mutex_lock(&p->lock);
+    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
     pthread_cond_broadcast(&p->work_ready);
     pthread_mutex_unlock(&p->lock);
 
     run_range(p, 0);
 
+    for (int i = 0; i < SPIN_POLLS; i++) {
+        if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0)
+            return;
+        cpu_relax();
+    }
     pthread_mutex_lock(&p->lock);
-    while (p->pending > 0)
+    while (atomic_load(&p->pending) > 0)
         pthread_cond_wait(&p->work_done, &p->lock);
     pthread_mutex_unlock(&p->lock);
 }

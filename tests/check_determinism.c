@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf_builder.h"
 #include "test_util.h"
 
 #define MAX_PROMPT 64
@@ -295,11 +296,129 @@ START_TEST(test_digest_across_processes)
 }
 END_TEST
 
-Suite *determinism_suite(void)
+/* Every CPU path this machine runs gives the scalar path's digests and
+ * tokens, here with 2 threads and the prompt in chunks of 3. */
+START_TEST(test_cpu_paths_agree)
 {
-    Suite *s = suite_create("determinism");
+    static const di_cpu_path paths[] = {DI_CPU_PATH_AVX2, DI_CPU_PATH_AVX512};
+    static const uint32_t chunks[] = {3};
+    const char *name = tu_models[_i];
+    di_model *m = tu_load(name);
+    trace want, got;
+    want.n_prompt = tu_read_prompt(name, want.prompt, MAX_PROMPT);
+    di_session *s = tu_session_on(m, 1, 1, 0, DI_CPU_PATH_SCALAR);
+    tu_prompt_digests(s, 0, want.prompt, want.n_prompt, NULL, 0, want.digests);
+    decode_alone(s, 0, &want);
+    di_session_free(s);
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
+        di_config *c = NULL;
+        ck_assert_int_eq(di_config_create(&c), DI_OK);
+        ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_CPU_PATH, paths[p]), DI_OK);
+        char err[512];
+        s = NULL;
+        const di_status st = di_session_create(m, c, &s, err, sizeof err);
+        di_config_free(c);
+        di_session_free(s);
+        if (st == DI_ERR_UNSUPPORTED) {
+            fprintf(stderr, "determinism: %s: %s; that path is skipped\n", name, err);
+            continue;
+        }
+        ck_assert_int_eq(st, DI_OK);
+        got.n_prompt = want.n_prompt;
+        memcpy(got.prompt, want.prompt, sizeof want.prompt);
+        s = tu_session_on(m, 2, 1, 0, paths[p]);
+        tu_prompt_digests(s, 0, got.prompt, got.n_prompt, chunks, 1, got.digests);
+        decode_alone(s, 0, &got);
+        di_session_free(s);
+        assert_traces_equal(&want, &got, paths[p] == DI_CPU_PATH_AVX2 ? "avx2 vs scalar" : "avx512 vs scalar");
+    }
+    di_model_free(m);
+}
+END_TEST
+
+/* NaN logits come back as the one quiet NaN 0x7fc00000 on every path, with
+ * equal digests: a tiny llama whose tied output rows 5 and 7 (token
+ * embeddings) hold NaNs with different payloads, a signalling one among them. */
+START_TEST(test_nan_logits_are_canonical)
+{
+    static const di_cpu_path paths[] = {DI_CPU_PATH_SCALAR, DI_CPU_PATH_AVX2, DI_CPU_PATH_AVX512};
+    gb_model gm;
+    gb_llama_params lp = gb_llama_defaults();
+    gb_model_llama(&gm, &lp);
+    gb_tensor *emb = gb_tensor_find(&gm, "token_embd.weight");
+    ck_assert_ptr_nonnull(emb);
+    const uint32_t nan_a = 0x7fa12345u, nan_b = 0xffc00001u;
+    memcpy(emb->data.data + (5 * lp.n_embd + 3) * sizeof(float), &nan_a, sizeof nan_a);
+    memcpy(emb->data.data + (7 * lp.n_embd + 30) * sizeof(float), &nan_b, sizeof nan_b);
+    char dir[4096], path[4200];
+    ck_assert_int_eq(gb_tmpdir(dir, sizeof dir), 0);
+    gb_path(path, sizeof path, dir, "nan.gguf");
+    ck_assert_int_eq(gb_model_write(&gm, path, NULL), 0);
+    gb_model_free(&gm);
+    di_model *m = NULL;
+    char err[512];
+    ck_assert_msg(di_model_load(path, &m, err, sizeof err) == DI_OK, "%s", err);
+    gb_rmdir(dir);
+
+    di_digest first;
+    const int32_t prompt[] = {1, 2, 3};
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
+        if (!tu_cpu_path_available(paths[p]))
+            continue;
+        di_session *s = tu_session_on(m, 2, 1, 0, paths[p]);
+        tu_step(s, 0, prompt, 3, 0);
+        const float *logits = NULL;
+        di_digest d;
+        ck_assert_int_eq(di_session_logits(s, 0, &logits, &d), DI_OK);
+        for (uint32_t i = 0; i < lp.n_vocab; i++) {
+            uint32_t bits;
+            memcpy(&bits, &logits[i], sizeof bits);
+            if (i == 5 || i == 7)
+                ck_assert_msg(bits == 0x7fc00000u, "path %d logit %u: %08x", (int)paths[p], i, bits);
+            else
+                ck_assert_msg(logits[i] == logits[i], "path %d logit %u is NaN", (int)paths[p], i);
+        }
+        int32_t greedy;
+        ck_assert_int_eq(di_session_greedy_token(s, 0, &greedy), DI_OK);
+        ck_assert(greedy != 5 && greedy != 7);
+        if (p == 0)
+            first = d;
+        else
+            tu_assert_digest_eq(&first, &d, "NaN row digest against the scalar path", (int)p);
+        di_session_free(s);
+    }
+    di_model_free(m);
+}
+END_TEST
+
+/* The axes run once per CPU path, the path forced through DETINFER_CPU_PATH
+ * (set by the suite's unchecked fixture, before Check forks each test). A
+ * path this CPU lacks is reported and its suite left empty. */
+static void force_scalar(void) { setenv("DETINFER_CPU_PATH", "scalar", 1); }
+static void force_avx2(void) { setenv("DETINFER_CPU_PATH", "avx2", 1); }
+static void force_avx512(void) { setenv("DETINFER_CPU_PATH", "avx512", 1); }
+static void unforce(void) { unsetenv("DETINFER_CPU_PATH"); }
+
+Suite *determinism_suite(di_cpu_path path)
+{
+    static const char *const names[] = {"determinism", "determinism-scalar", "determinism-avx2",
+                                        "determinism-avx512"};
+    Suite *s = suite_create(names[path]);
     TCase *tc = tcase_create("axes");
     tcase_set_timeout(tc, 300);
+    suite_add_tcase(s, tc);
+    if (path == DI_CPU_PATH_AUTO) {
+        tcase_add_loop_test(tc, test_cpu_paths_agree, 0, TU_N_MODELS);
+        tcase_add_test(tc, test_nan_logits_are_canonical);
+        return s;
+    }
+    if (!tu_cpu_path_available(path)) {
+        fprintf(stderr, "%s: this CPU cannot run that path; suite skipped\n", names[path]);
+        return s;
+    }
+    tcase_add_unchecked_fixture(tc, path == DI_CPU_PATH_SCALAR ? force_scalar
+                                    : path == DI_CPU_PATH_AVX2 ? force_avx2 : force_avx512,
+                                unforce);
     tcase_add_loop_test(tc, test_same_step_50_times, 0, TU_N_MODELS);
     tcase_add_loop_test(tc, test_chunked_prefill_and_decode, 0, TU_N_MODELS);
     tcase_add_loop_test(tc, test_thread_counts, 0, TU_N_MODELS);
@@ -307,6 +426,5 @@ Suite *determinism_suite(void)
     tcase_add_loop_test(tc, test_prefix_reuse_and_truncate, 0, TU_N_MODELS);
     tcase_add_loop_test(tc, test_digest_across_processes, 0, TU_N_MODELS);
     tcase_add_test(tc, test_long_context_chunking);
-    suite_add_tcase(s, tc);
     return s;
 }

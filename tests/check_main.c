@@ -4,15 +4,17 @@
  * "100%: Checks: N, Failures: 0, Errors: 0".
  */
 #include <check.h>
+#include "detinfer.h"
 #include <stdlib.h>
 
 Suite *kernels_suite(void);
+Suite *paths_suite(void);
 Suite *quants_suite(void);
 Suite *tokenizer_suite(void);
 Suite *format_suite(void);
 Suite *api_suite(void);
 Suite *reference_suite(void);
-Suite *determinism_suite(void);
+Suite *determinism_suite(di_cpu_path path);
 Suite *install_suite(void);
 Suite *cli_suite(void);
 Suite *real_suite(void);
@@ -21,12 +23,16 @@ Suite *cuda_suite(void);
 int main(void)
 {
     SRunner *runner = srunner_create(kernels_suite());
+    srunner_add_suite(runner, paths_suite());
     srunner_add_suite(runner, quants_suite());
     srunner_add_suite(runner, tokenizer_suite());
     srunner_add_suite(runner, format_suite());
     srunner_add_suite(runner, api_suite());
     srunner_add_suite(runner, reference_suite());
-    srunner_add_suite(runner, determinism_suite());
+    srunner_add_suite(runner, determinism_suite(DI_CPU_PATH_AUTO)); /* paths agree */
+    srunner_add_suite(runner, determinism_suite(DI_CPU_PATH_SCALAR));
+    srunner_add_suite(runner, determinism_suite(DI_CPU_PATH_AVX2));
+    srunner_add_suite(runner, determinism_suite(DI_CPU_PATH_AVX512));
     srunner_add_suite(runner, install_suite());
     srunner_add_suite(runner, cli_suite());
     srunner_add_suite(runner, real_suite());

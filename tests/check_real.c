@@ -6,12 +6,15 @@
  * $DI_TEST_REAL_MODEL names the file and $DI_TEST_REAL_REF its float64
  * reference (tests/tools/reference.py over a short prompt). When the model
  * could not be fetched, make check says so and this suite has no tests.
+ * Also: the peak resident memory of a long prefill stays within budget.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "model.h"
 #include "test_util.h"
 
 #define REL_TOL 1e-4
@@ -183,6 +186,60 @@ START_TEST(test_real_generation_is_invariant)
 }
 END_TEST
 
+/* Peak resident memory of this process in KiB (VmHWM), or 0 if unknown. */
+static long peak_rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kib;
+}
+
+/* The weights stay mapped from the file (no second copy): a 512-token prefill
+ * and 16 decode steps with 2 threads keep the peak resident memory within the
+ * file size + the KV cache + 64 MiB (the CPU budget of issue 6). Skipped under
+ * the sanitizers, whose shadow memory is not ours. */
+START_TEST(test_real_resident_memory)
+{
+    const char *san = getenv("DI_TEST_SANITIZE");
+    if (san && *san == '1') {
+        printf("real model: resident-memory check skipped under the sanitizers\n");
+        return;
+    }
+    const long before = peak_rss_kib();
+    struct stat st;
+    ck_assert_int_eq(stat(getenv("DI_TEST_REAL_MODEL"), &st), 0);
+    di_model *m = load_real();
+    const uint32_t ctx = 1024;
+    di_session *s = tu_session(m, 2, 1, (int)ctx);
+    int32_t tokens[512];
+    uint64_t rng = 3;
+    for (int i = 0; i < 512; i++)
+        tokens[i] = (int32_t)(1000 + tu_rand(&rng) % 20000);
+    tu_step(s, 0, tokens, 512, 0);
+    for (int i = 0; i < 16; i++) {
+        int32_t t;
+        ck_assert_int_eq(di_session_greedy_token(s, 0, &t), DI_OK);
+        tu_step(s, 0, &t, 1, 0);
+    }
+    const long peak = peak_rss_kib();
+    const double kv_mib = (double)m->n_layer * ctx * m->n_head_kv * m->head_dim * 2 * sizeof(float) / 1048576.0;
+    const double file_mib = (double)st.st_size / 1048576.0;
+    const double used_mib = (double)(peak - before) / 1024.0;
+    printf("real model: peak resident memory %.1f MiB above the start; budget %.1f MiB (file %.1f + KV "
+           "cache %.1f + 64)\n", used_mib, file_mib + kv_mib + 64.0, file_mib, kv_mib);
+    ck_assert_msg(before > 0 && peak > 0, "VmHWM not readable");
+    ck_assert_msg(used_mib <= file_mib + kv_mib + 64.0, "peak %.1f MiB over the budget", used_mib);
+    di_session_free(s);
+    di_model_free(m);
+}
+END_TEST
+
 Suite *real_suite(void)
 {
     Suite *s = suite_create("real-model");
@@ -196,6 +253,7 @@ Suite *real_suite(void)
     if (getenv("DI_TEST_REAL_REF") && *getenv("DI_TEST_REAL_REF"))
         tcase_add_test(tc, test_real_logits_match_float64_reference);
     tcase_add_test(tc, test_real_generation_is_invariant);
+    tcase_add_test(tc, test_real_resident_memory);
     suite_add_tcase(s, tc);
     return s;
 }

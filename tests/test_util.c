@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_ops.h"
+
 const char *const tu_models[TU_N_MODELS] = {
     "mha_tied_f32",   "gqa_untied_f32", "mha_tied_f16",    "gqa_untied_f16", "mha_tied_bf16",
     "gqa_untied_bf16", "mha_tied_q8_0", "gqa_untied_q8_0", "odd_f32",        "mha_tied_q4_0",
@@ -53,6 +55,11 @@ di_model *tu_tiny_model(void)
 
 di_session *tu_session(const di_model *m, int threads, int max_seq, int ctx)
 {
+    return tu_session_on(m, threads, max_seq, ctx, DI_CPU_PATH_AUTO);
+}
+
+di_session *tu_session_on(const di_model *m, int threads, int max_seq, int ctx, di_cpu_path path)
+{
     di_config *c = NULL;
     di_session *s = NULL;
     char err[512];
@@ -60,6 +67,7 @@ di_session *tu_session(const di_model *m, int threads, int max_seq, int ctx)
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_THREADS, threads), DI_OK);
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_MAX_SEQUENCES, max_seq), DI_OK);
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_CONTEXT_LENGTH, ctx), DI_OK);
+    ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_CPU_PATH, path), DI_OK);
     /* DI_TEST_BACKEND=cuda (tests/gpu/run.sh) runs the suites on the GPU,
      * DI_TEST_PROFILE=device in the device profile. */
     const char *backend = getenv("DI_TEST_BACKEND"), *profile = getenv("DI_TEST_PROFILE");
@@ -168,4 +176,9 @@ uint64_t tu_rand(uint64_t *state)
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
+}
+
+int tu_cpu_path_available(di_cpu_path path)
+{
+    return di_cpu_ops_for(path) != NULL;
 }

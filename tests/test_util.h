@@ -21,8 +21,11 @@ const char *tu_model_path(const char *name, const char *ext);
 di_model *tu_load(const char *name);
 /* The tiny llama model gguf_builder writes, loaded (its file already removed). */
 di_model *tu_tiny_model(void);
-/* A session with the given threads, sequences and context (0: default). */
+/* A session with the given threads, sequences and context (0: default), on
+ * the CPU path DETINFER_CPU_PATH names (or the widest). */
 di_session *tu_session(const di_model *m, int threads, int max_seq, int ctx);
+/* The same on a CPU path forced in the configuration. */
+di_session *tu_session_on(const di_model *m, int threads, int max_seq, int ctx, di_cpu_path path);
 /* The prompt of a model (NAME.tokens); returns the count. */
 uint32_t tu_read_prompt(const char *name, int32_t *tokens, uint32_t max);
 
@@ -45,6 +48,9 @@ void tu_prompt_digests(di_session *s, uint32_t seq, const int32_t *tokens, uint3
                        const uint32_t *chunks, uint32_t n_chunks, di_digest *out);
 /* Fails the test with both digests in hex when they differ. */
 void tu_assert_digest_eq(const di_digest *want, const di_digest *got, const char *what, int index);
+
+/* 1 if this CPU and build run the path. */
+int tu_cpu_path_available(di_cpu_path path);
 
 /* Small deterministic random numbers for test inputs. */
 uint64_t tu_rand(uint64_t *state);

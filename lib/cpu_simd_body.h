@@ -1,0 +1,621 @@
+/*
+ * cpu_simd_body.h — the kernels of a SIMD path, written once over the vector
+ * words that cpu_avx2.c and cpu_avx512.c define (vf: VL floats, vi: VL int32)
+ * and included by each. Not a normal header: it defines the path's functions.
+ *
+ * Every kernel performs, lane for lane, the operations of the scalar
+ * reference (cpu_kernels.c, dequant.c, numerics.h) in the same order: the 32
+ * lanes of the canonical reduction are DI_LANES / VL registers, a weight
+ * block of 32 fills them exactly, and each lane adds its terms with one fused
+ * multiply-add per term in increasing order. Only the instructions differ,
+ * never the arithmetic, so the results are the same bits (NaN payloads
+ * aside: the session makes every NaN logit one canonical NaN).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_clones.h"
+#include "cpu_kernels.h"
+#include "numerics.h"
+
+#define NV (DI_LANES / VL) /* registers per 32-lane vector */
+
+/* Shapes of the matrix kernels: rows sharing each token load, and tokens
+ * sharing each weight load, chosen so the accumulators stay in registers. */
+#if VL == 16
+#define ROWS_MAX 2
+#define TOKENS_MAX 4
+#else
+#define ROWS_MAX 1
+#define TOKENS_MAX 3
+#endif
+
+enum { T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7, T_Q8_0 = 8,
+       T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14, T_BF16 = 30 };
+
+#define UNROLL _Pragma("GCC unroll 16")
+
+/* ---- little helpers ---------------------------------------------------------- */
+
+/* A binary16 scale by the F16C instruction: exact, like di_f16_to_f32, for
+ * every value but a signalling NaN, which it quiets (NaN stays NaN). */
+static inline float load_f16_at(const uint8_t *p)
+{
+    return _cvtsh_ss((unsigned short)(p[0] | (p[1] << 8)));
+}
+
+/* A binary16 block scale broadcast to every lane: normal numbers (every
+ * real scale) are rebiased with integer operations and broadcast from a
+ * general register, which spares the shuffle unit two of its three
+ * operations; the rest go through load_f16_at. Exact either way. */
+static DI_INLINE vf broadcast_f16_at(const uint8_t *p)
+{
+    const uint32_t h = (uint32_t)(p[0] | (p[1] << 8)), e = h & 0x7c00u;
+    if (e != 0 && e != 0x7c00u)
+        return vf_from_bits(vi_set1((int)(((h & 0x8000u) << 16) | (((h & 0x7fffu) << 13) + 0x38000000u))));
+    return vf_set1(load_f16_at(p));
+}
+
+static inline uint32_t load_u32_at(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v); /* x86 is little-endian, like the file */
+    return v;
+}
+
+/* dst[i] = a[i] + b[i] */
+static inline void simd_add_inline(float *dst, const float *a, const float *b, size_t n)
+{
+    size_t i = 0;
+    for (; i + VL <= n; i += VL)
+        vf_store(dst + i, vf_add(vf_load(a + i), vf_load(b + i)));
+    for (; i < n; i++)
+        dst[i] = a[i] + b[i];
+}
+
+/* e^x lane by lane: di_expf of numerics.h, operation for operation. */
+static DI_INLINE vf vf_expf(vf x)
+{
+    const vf k = vf_rint(vf_mul(x, vf_set1(1.44269504088896341f)));
+    const vf nk = vf_neg(k);
+    vf r = vf_fma(nk, vf_set1(0.693145751953125f), x);
+    r = vf_fma(nk, vf_set1(1.42860682030941723212e-6f), r);
+    vf p = vf_set1(1.0f / 5040.0f);
+    p = vf_fma(p, r, vf_set1(1.0f / 720.0f));
+    p = vf_fma(p, r, vf_set1(1.0f / 120.0f));
+    p = vf_fma(p, r, vf_set1(1.0f / 24.0f));
+    p = vf_fma(p, r, vf_set1(1.0f / 6.0f));
+    p = vf_fma(p, r, vf_set1(0.5f));
+    p = vf_fma(p, r, vf_set1(1.0f));
+    p = vf_fma(p, r, vf_set1(1.0f));
+    const vi ki = vf_to_int(k);
+    const vi k1 = vi_srai(vi_add(ki, vi_srli(ki, 31)), 1); /* ki / 2, rounded toward 0 */
+    const vi k2 = vi_sub(ki, k1);
+    const vf s1 = vf_from_bits(vi_slli(vi_add(k1, vi_set1(127)), 23));
+    const vf s2 = vf_from_bits(vi_slli(vi_add(k2, vi_set1(127)), 23));
+    vf res = vf_mul(vf_mul(p, s1), s2);
+    res = vf_sel_gt(res, x, vf_set1(88.8f), vf_set1(INFINITY));
+    res = vf_sel_lt(res, x, vf_set1(-104.0f), vf_zero());
+    return vf_sel_nan(res, x);
+}
+
+/* ---- 32 weights of a row ------------------------------------------------------ */
+
+/* Weight i of a float row (F32, F16, BF16), for the tails those types allow. */
+static inline float float_weight(uint32_t type, const uint8_t *row, uint32_t i)
+{
+    if (type == T_F16)
+        return load_f16_at(row + 2 * (size_t)i);
+    if (type == T_BF16)
+        return di_bf16_to_f32((uint16_t)(row[2 * (size_t)i] | (row[2 * (size_t)i + 1] << 8)));
+    return di_float_from_bits(load_u32_at(row + 4 * (size_t)i));
+}
+
+/* The integer weights of a block are first gathered as 32 bytes (one per
+ * weight, in lane order) with 256-bit byte operations, then widened VL at a
+ * time by vi_from_bytes and converted; the float arithmetic that follows is
+ * the scalar code's. */
+
+/* 4-bit values of a 32-block whose byte j holds weight j (low nibble) and
+ * weight j + 16 (high nibble). */
+static DI_INLINE __m256i nibbles32(const uint8_t *qs)
+{
+    const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)qs);
+    const __m128i low4 = _mm_set1_epi8(0x0f);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low4), _mm_and_si128(b, low4));
+}
+
+/* The bytes of p shifted right by `shift` bits (0..7), masked to `mask`. */
+static DI_INLINE __m256i bits_at(const uint8_t *p, int shift, int mask)
+{
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8((char)mask));
+}
+
+/* Sub-block `sub` (a constant in every call, so shifts and scale positions
+ * are immediates) of the K-type super-block at b, whose binary16 fields d and
+ * dmin (Q6_K: d only) the caller converted once for all eight. */
+static DI_INLINE void dq_k_sub(uint32_t type, const uint8_t *b, int sub, float d, float dmin, vf *w)
+{
+    if (type == T_Q6_K) {
+        const int h = sub / 4, k = sub % 4;
+        const __m256i lo = bits_at(b + 64 * h + 32 * (k % 2), 4 * (k / 2), 0xf);
+        const __m256i hi = _mm256_slli_epi16(bits_at(b + 128 + 32 * h, 2 * k, 3), 4);
+        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
+        UNROLL for (int j = 0; j < NV; j++) {
+            const vf dl = vf_set1(d * (float)(int8_t)b[192 + 8 * h + 2 * k + j * VL / 16]);
+            w[j] = vf_mul(dl, vi_to_float(vi_from_bytes(q, j)));
+        }
+        return;
+    }
+    const int is_q5 = type == T_Q5_K;
+    const uint8_t *s = b + 4;
+    int sc, mn;
+    if (sub < 4) {
+        sc = s[sub] & 63;
+        mn = s[sub + 4] & 63;
+    } else {
+        sc = (s[sub + 4] & 0xf) | (s[sub - 4] >> 6) << 4;
+        mn = (s[sub + 4] >> 4) | (s[sub] >> 6) << 4;
+    }
+    const vf dl = vf_set1(d * (float)sc), ml = vf_set1(dmin * (float)mn);
+    __m256i q = bits_at(b + (is_q5 ? 48 : 16) + 32 * (sub / 2), 4 * (sub % 2), 0xf);
+    if (is_q5)
+        q = _mm256_or_si256(q, _mm256_slli_epi16(bits_at(b + 16, sub, 1), 4));
+    UNROLL for (int j = 0; j < NV; j++)
+        w[j] = vf_sub(vf_mul(dl, vi_to_float(vi_from_bytes(q, j))), ml);
+}
+
+/* 1 for the types stored in 256-weight super-blocks. */
+#define IS_K_TYPE(type) ((type) == T_Q4_K || (type) == T_Q5_K || (type) == T_Q6_K)
+
+/* 32-block `blk` of a quantized or float row as float32 in w[0..NV), the
+ * same values dequant.c produces (docs/QUANTS.md). */
+static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *w)
+{
+    switch (type) {
+    case T_F32:
+        UNROLL for (int j = 0; j < NV; j++)
+            w[j] = vf_load((const float *)(const void *)(row + 128 * (size_t)blk) + j * VL);
+        break;
+    case T_F16:
+        UNROLL for (int j = 0; j < NV; j++)
+            w[j] = vf_f16(row + 64 * (size_t)blk + 2 * j * VL);
+        break;
+    case T_BF16:
+        UNROLL for (int j = 0; j < NV; j++)
+            w[j] = vf_bf16(row + 64 * (size_t)blk + 2 * j * VL);
+        break;
+    case T_Q8_0: {
+        const uint8_t *b = row + 34 * (size_t)blk;
+        const vf d = broadcast_f16_at(b);
+        UNROLL for (int j = 0; j < NV; j++)
+            w[j] = vf_mul(d, vi_to_float(vi_i8(b + 2 + j * VL)));
+        break;
+    }
+    case T_Q4_0: {
+        const uint8_t *b = row + 18 * (size_t)blk;
+        const vf d = broadcast_f16_at(b);
+        const __m256i q = _mm256_sub_epi8(nibbles32(b + 2), _mm256_set1_epi8(8));
+        UNROLL for (int j = 0; j < NV; j++)
+            w[j] = vf_mul(d, vi_to_float(vi_from_bytes(q, j)));
+        break;
+    }
+    case T_Q4_1: {
+        const uint8_t *b = row + 20 * (size_t)blk;
+        const vf d = broadcast_f16_at(b), m = broadcast_f16_at(b + 2);
+        const __m256i q = nibbles32(b + 4);
+        UNROLL for (int j = 0; j < NV; j++)
+            w[j] = vf_add(vf_mul(d, vi_to_float(vi_from_bytes(q, j))), m);
+        break;
+    }
+    case T_Q5_0: {
+        const uint8_t *b = row + 22 * (size_t)blk;
+        const vf d = broadcast_f16_at(b);
+        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles32(b + 6), sixteen_where_bits(load_u32_at(b + 2))),
+                                          _mm256_set1_epi8(16));
+        UNROLL for (int j = 0; j < NV; j++)
+            w[j] = vf_mul(d, vi_to_float(vi_from_bytes(q, j)));
+        break;
+    }
+    case T_Q5_1: {
+        const uint8_t *b = row + 24 * (size_t)blk;
+        const vf d = broadcast_f16_at(b), m = broadcast_f16_at(b + 2);
+        const __m256i q = _mm256_or_si256(nibbles32(b + 8), sixteen_where_bits(load_u32_at(b + 4)));
+        UNROLL for (int j = 0; j < NV; j++)
+            w[j] = vf_add(vf_mul(d, vi_to_float(vi_from_bytes(q, j))), m);
+        break;
+    }
+    case T_Q4_K:
+    case T_Q5_K:
+    case T_Q6_K: {
+        const uint8_t *b = row + (type == T_Q4_K ? 144 : (type == T_Q5_K ? 176 : 210)) * (size_t)(blk / 8);
+        const float d = load_f16_at(type == T_Q6_K ? b + 208 : b);
+        const float dmin = type == T_Q6_K ? 0.0f : load_f16_at(b + 2);
+        dq_k_sub(type, b, (int)(blk % 8), d, dmin, w);
+        break;
+    }
+    default:
+        UNROLL for (int j = 0; j < NV; j++)
+            w[j] = vf_zero(); /* the loader admits no other type */
+        break;
+    }
+}
+
+/* ---- the canonical dot products of R rows with T tokens ----------------------- */
+
+/*
+ * out[r * out_stride + t * out_tstride] = canonical dot of row r (rows[r], of
+ * type, n weights) with x + t * xs, for r < R, t < T. Per chunk of DI_CHUNK
+ * terms the lanes start at +0 and take one fma per term; the chunk's lanes
+ * go into the running totals (the first chunk's as they are); the tree of
+ * lanes_tree ends it. Weights past the last whole 32-block (float types
+ * only) are done lane by lane with fmaf, in the same order.
+ */
+/* acc[r][t] += w[r] * x[t] lane by lane, for one 32-term block. */
+static DI_INLINE void fma_block(vf w[][NV], int R, const float *x, size_t xs, int T,
+                                vf acc[][TOKENS_MAX][NV])
+{
+    UNROLL for (int t = 0; t < T; t++)
+        UNROLL for (int j = 0; j < NV; j++) {
+            const vf xv = vf_load(x + t * xs + j * VL);
+            UNROLL for (int r = 0; r < R; r++)
+                acc[r][t][j] = vf_fma(w[r][j], xv, acc[r][t][j]);
+        }
+}
+
+static DI_INLINE void dot_tile(uint32_t type, const uint8_t *const *rows, int R, uint32_t n,
+                               const float *x, size_t xs, int T, float *out, size_t out_stride,
+                               size_t out_tstride)
+{
+    vf acc[ROWS_MAX][TOKENS_MAX][NV], tot[ROWS_MAX][TOKENS_MAX][NV];
+    UNROLL for (int r = 0; r < R; r++)
+        UNROLL for (int t = 0; t < T; t++)
+            UNROLL for (int j = 0; j < NV; j++)
+                tot[r][t][j] = vf_zero(); /* n == 0 gives +0 */
+    for (uint32_t c0 = 0; c0 < n; c0 += DI_CHUNK) {
+        const uint32_t end = n - c0 < DI_CHUNK ? n : c0 + DI_CHUNK;
+        UNROLL for (int r = 0; r < R; r++)
+            UNROLL for (int t = 0; t < T; t++)
+                UNROLL for (int j = 0; j < NV; j++)
+                    acc[r][t][j] = vf_zero();
+        if (IS_K_TYPE(type)) { /* super-blocks never straddle a chunk (1024 = 4 x 256) */
+            const size_t sb_bytes = type == T_Q4_K ? 144 : (type == T_Q5_K ? 176 : 210);
+            for (uint32_t sb = c0 / 256; sb < end / 256; sb++) {
+                const uint8_t *b[ROWS_MAX];
+                float d[ROWS_MAX], dmin[ROWS_MAX];
+                UNROLL for (int r = 0; r < R; r++) {
+                    b[r] = rows[r] + sb * sb_bytes;
+                    d[r] = load_f16_at(type == T_Q6_K ? b[r] + 208 : b[r]);
+                    dmin[r] = type == T_Q6_K ? 0.0f : load_f16_at(b[r] + 2);
+                }
+                UNROLL for (int sub = 0; sub < 8; sub++) {
+                    vf w[ROWS_MAX][NV];
+                    UNROLL for (int r = 0; r < R; r++)
+                        dq_k_sub(type, b[r], sub, d[r], dmin[r], w[r]);
+                    fma_block(w, R, x + (size_t)sb * 256 + 32 * sub, xs, T, acc);
+                }
+            }
+        } else {
+            for (uint32_t blk = c0 / 32; blk < end / 32; blk++) {
+                vf w[ROWS_MAX][NV];
+                UNROLL for (int r = 0; r < R; r++)
+                    dq32(type, rows[r], blk, w[r]);
+                fma_block(w, R, x + (size_t)blk * 32, xs, T, acc);
+            }
+        }
+        if (end % 32) {
+            UNROLL for (int r = 0; r < R; r++)
+                UNROLL for (int t = 0; t < T; t++) {
+                    float lane[DI_LANES];
+                    UNROLL for (int j = 0; j < NV; j++)
+                        vf_store(lane + j * VL, acc[r][t][j]);
+                    for (uint32_t i = end - end % 32; i < end; i++)
+                        lane[i % 32] = fmaf(float_weight(type, rows[r], i), x[t * xs + i], lane[i % 32]);
+                    UNROLL for (int j = 0; j < NV; j++)
+                        acc[r][t][j] = vf_load(lane + j * VL);
+                }
+        }
+        UNROLL for (int r = 0; r < R; r++)
+            UNROLL for (int t = 0; t < T; t++)
+                UNROLL for (int j = 0; j < NV; j++)
+                    tot[r][t][j] = c0 == 0 ? acc[r][t][j] : vf_add(tot[r][t][j], acc[r][t][j]);
+    }
+    UNROLL for (int r = 0; r < R; r++)
+        UNROLL for (int t = 0; t < T; t++)
+            out[r * out_stride + t * out_tstride] = lanes_tree(tot[r][t]);
+}
+
+static float simd_dot(const float *a, const float *b, uint32_t n)
+{
+    const uint8_t *row = (const uint8_t *)a;
+    float out;
+    dot_tile(T_F32, &row, 1, n, b, 0, 1, &out, 0, 0);
+    return out;
+}
+
+static float simd_sum(const float *x, uint32_t n)
+{
+    float tot[DI_LANES] = {0};
+    for (uint32_t c0 = 0; c0 < n; c0 += DI_CHUNK) {
+        const uint32_t end = n - c0 < DI_CHUNK ? n : c0 + DI_CHUNK;
+        vf acc[NV];
+        UNROLL for (int j = 0; j < NV; j++)
+            acc[j] = vf_zero();
+        uint32_t i = c0;
+        for (; i + DI_LANES <= end; i += DI_LANES)
+            UNROLL for (int j = 0; j < NV; j++)
+                acc[j] = vf_add(acc[j], vf_load(x + i + j * VL));
+        float lane[DI_LANES];
+        UNROLL for (int j = 0; j < NV; j++)
+            vf_store(lane + j * VL, acc[j]);
+        for (int l = 0; i < end; i++, l++)
+            lane[l] = lane[l] + x[i];
+        for (int l = 0; l < DI_LANES; l++)
+            tot[l] = c0 == 0 ? lane[l] : tot[l] + lane[l];
+    }
+    return di_lane_tree(tot);
+}
+
+/* ---- matrix product ------------------------------------------------------------ */
+
+/* A matrix as the product kernels read it: row r of output column col0 + r
+ * starts at data + r * row_bytes. */
+typedef struct rows_view {
+    const uint8_t *data;
+    size_t row_bytes;
+    uint32_t n_in, n_out, col0;
+} rows_view;
+
+/* Rows [0, n_rows) of v against tokens t0..t0+T-1 (few tokens: each weight
+ * block is converted once for all T), ROWS_MAX rows at a time. */
+static DI_INLINE void rows_direct(uint32_t type, const rows_view *v, uint32_t n_rows,
+                                  const float *x, uint32_t t0, int T, float *y)
+{
+    const float *xt = x + (size_t)t0 * v->n_in;
+    float *yt = y + (size_t)t0 * v->n_out + v->col0;
+    const int R = ROWS_MAX;
+    uint32_t r = 0;
+    for (; R > 1 && r + (uint32_t)R <= n_rows; r += (uint32_t)R) {
+        const uint8_t *rows[ROWS_MAX];
+        UNROLL for (int i = 0; i < R; i++)
+            rows[i] = v->data + (size_t)(r + (uint32_t)i) * v->row_bytes;
+        dot_tile(type, rows, R, v->n_in, xt, v->n_in, T, yt + r, 1, v->n_out);
+    }
+    for (; r < n_rows; r++) {
+        const uint8_t *row = v->data + (size_t)r * v->row_bytes;
+        dot_tile(type, &row, 1, v->n_in, xt, v->n_in, T, yt + r, 1, v->n_out);
+    }
+}
+
+/* All tokens, TOKENS_MAX at a time, with T a constant in each call. */
+static DI_INLINE void matmul_direct(uint32_t type, const rows_view *v, uint32_t n_rows,
+                                    const float *x, uint32_t n_tokens, float *y)
+{
+    for (uint32_t t0 = 0; t0 < n_tokens; t0 += TOKENS_MAX) {
+        switch (n_tokens - t0 < TOKENS_MAX ? n_tokens - t0 : TOKENS_MAX) {
+        case 1: rows_direct(type, v, n_rows, x, t0, 1, y); break;
+        case 2: rows_direct(type, v, n_rows, x, t0, 2, y); break;
+#if TOKENS_MAX >= 3
+        case 3: rows_direct(type, v, n_rows, x, t0, 3, y); break;
+#endif
+#if TOKENS_MAX >= 4
+        case 4: rows_direct(type, v, n_rows, x, t0, 4, y); break;
+#endif
+        default: break;
+        }
+    }
+}
+
+/* Converts a whole row to float32 (the same values dq32 gives). */
+static void dequant_row_simd(uint32_t type, const uint8_t *row, uint32_t n, float *out)
+{
+    for (uint32_t blk = 0; blk < n / 32; blk++) {
+        vf w[NV];
+        dq32(type, row, blk, w);
+        UNROLL for (int j = 0; j < NV; j++)
+            vf_store(out + (size_t)blk * 32 + j * VL, w[j]);
+    }
+    for (uint32_t i = n - n % 32; i < n; i++)
+        out[i] = float_weight(type, row, i);
+}
+
+/* Converts one type's dispatch into constant-type calls of `body`. */
+#define FOR_EACH_TYPE(type, body)                                                        \
+    switch (type) {                                                                      \
+    case T_F32: body(T_F32); break;     case T_F16: body(T_F16); break;                   \
+    case T_BF16: body(T_BF16); break;   case T_Q4_0: body(T_Q4_0); break;                 \
+    case T_Q4_1: body(T_Q4_1); break;   case T_Q5_0: body(T_Q5_0); break;                 \
+    case T_Q5_1: body(T_Q5_1); break;   case T_Q8_0: body(T_Q8_0); break;                 \
+    case T_Q4_K: body(T_Q4_K); break;   case T_Q5_K: body(T_Q5_K); break;                 \
+    case T_Q6_K: body(T_Q6_K); break;   default: break;                                  \
+    }
+
+/*
+ * Few tokens: every weight block is converted in registers and used by all
+ * of them at once. Many tokens (prefill): tiles of DI_MATMUL_TILE_ROWS rows
+ * are converted once into scratch, then multiplied as float32 rows against
+ * the tokens TOKENS_MAX at a time, so each weight is read from memory once
+ * per step. Both give every output its own canonical reduction.
+ */
+static void simd_matmul_rows(const di_weight *w, uint32_t r0, uint32_t r1, const float *x,
+                             uint32_t n_tokens, float *y, float *scratch)
+{
+    if (n_tokens <= TOKENS_MAX) {
+        const rows_view v = {w->data + (size_t)r0 * w->row_bytes, w->row_bytes, w->n_in, w->n_out, r0};
+#define DIRECT(T_) matmul_direct(T_, &v, r1 - r0, x, n_tokens, y)
+        FOR_EACH_TYPE(w->type, DIRECT)
+#undef DIRECT
+        return;
+    }
+    const uint32_t n_in = w->n_in;
+    for (uint32_t tile = r0; tile < r1; tile += DI_MATMUL_TILE_ROWS) {
+        const uint32_t rows = r1 - tile < DI_MATMUL_TILE_ROWS ? r1 - tile : DI_MATMUL_TILE_ROWS;
+        for (uint32_t i = 0; i < rows; i++)
+            dequant_row_simd(w->type, w->data + (size_t)(tile + i) * w->row_bytes, n_in,
+                             scratch + (size_t)i * n_in);
+        const rows_view v = {(const uint8_t *)scratch, (size_t)n_in * sizeof(float), n_in, w->n_out, tile};
+        matmul_direct(T_F32, &v, rows, x, n_tokens, y);
+    }
+}
+
+/* ---- row operations ---------------------------------------------------------------- */
+
+static void simd_rmsnorm(const float *x, const float *w, uint32_t n, float eps, float *out)
+{
+    const float s = di_rms_scale(simd_dot(x, x, n), n, eps);
+    const vf scale = vf_set1(s);
+    uint32_t i = 0;
+    for (; i + VL <= n; i += VL)
+        vf_store(out + i, vf_mul(vf_mul(vf_load(x + i), scale), vf_load(w + i)));
+    for (; i < n; i++)
+        out[i] = (x[i] * s) * w[i];
+}
+
+static void simd_rope(float *v, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot,
+                      di_rope_pairing pairing, const float *cos_t, const float *sin_t)
+{
+    if (pairing != DI_ROPE_NEOX) { /* interleaved pairs: a negligible cost, left scalar */
+        di_cpu_rope(v, n_heads, head_dim, n_rot, pairing, cos_t, sin_t);
+        return;
+    }
+    const uint32_t half = n_rot / 2;
+    for (uint32_t h = 0; h < n_heads; h++) {
+        float *x = v + (size_t)h * head_dim;
+        uint32_t i = 0;
+        for (; i + VL <= half; i += VL) {
+            const vf x0 = vf_load(x + i), x1 = vf_load(x + i + half);
+            const vf c = vf_load(cos_t + i), s = vf_load(sin_t + i);
+            vf_store(x + i, vf_sub(vf_mul(x0, c), vf_mul(x1, s)));
+            vf_store(x + i + half, vf_add(vf_mul(x0, s), vf_mul(x1, c)));
+        }
+        for (; i < half; i++) {
+            const float x0 = x[i], x1 = x[i + half];
+            x[i] = x0 * cos_t[i] - x1 * sin_t[i];
+            x[i + half] = x0 * sin_t[i] + x1 * cos_t[i];
+        }
+    }
+}
+
+static void simd_attention_head(const float *q, const float *k, const float *v, uint32_t kv_stride,
+                                uint32_t n_keys, uint32_t head_dim, float scale, float *out,
+                                float *scratch)
+{
+    float *e = scratch;                                   /* [n_keys] */
+    float *acc = scratch + n_keys;                        /* [DI_LANES][head_dim] */
+    float *total = acc + (size_t)DI_LANES * head_dim;     /* [DI_LANES][head_dim] */
+    const size_t lanes_size = (size_t)DI_LANES * head_dim;
+
+    float m = -INFINITY;
+    for (uint32_t j = 0; j < n_keys; j++) {
+        e[j] = simd_dot(q, k + (size_t)j * kv_stride, head_dim) * scale;
+        if (e[j] > m)
+            m = e[j];
+    }
+    uint32_t j = 0;
+    for (; j + VL <= n_keys; j += VL)
+        vf_store(e + j, vf_expf(vf_sub(vf_load(e + j), vf_set1(m))));
+    for (; j < n_keys; j++)
+        e[j] = di_expf(e[j] - m);
+    const float sum = simd_sum(e, n_keys);
+
+    for (uint32_t c0 = 0; c0 < n_keys; c0 += DI_CHUNK) {
+        const uint32_t end = n_keys - c0 < DI_CHUNK ? n_keys : c0 + DI_CHUNK;
+        memset(acc, 0, lanes_size * sizeof(float));
+        for (uint32_t jj = c0; jj < end; jj++) {
+            float *lane = acc + (size_t)(jj % DI_LANES) * head_dim;
+            const float *vj = v + (size_t)jj * kv_stride;
+            const vf ej = vf_set1(e[jj]);
+            uint32_t d = 0;
+            for (; d + VL <= head_dim; d += VL)
+                vf_store(lane + d, vf_fma(ej, vf_load(vj + d), vf_load(lane + d)));
+            for (; d < head_dim; d++)
+                lane[d] = fmaf(e[jj], vj[d], lane[d]);
+        }
+        if (c0 == 0)
+            memcpy(total, acc, lanes_size * sizeof(float));
+        else
+            simd_add_inline(total, total, acc, lanes_size);
+    }
+    /* the lane tree for every d at once: lane l += lane l + step */
+    for (uint32_t step = DI_LANES / 2; step >= 1; step /= 2)
+        for (uint32_t l = 0; l < step; l++)
+            simd_add_inline(total + (size_t)l * head_dim, total + (size_t)l * head_dim,
+                            total + (size_t)(l + step) * head_dim, head_dim);
+    uint32_t d = 0;
+    for (; d + VL <= head_dim; d += VL)
+        vf_store(out + d, vf_div(vf_load(total + d), vf_set1(sum)));
+    for (; d < head_dim; d++)
+        out[d] = total[d] / sum;
+}
+
+/* ---- elementwise -------------------------------------------------------------------- */
+
+static void simd_silu_mul(float *gate, const float *up, size_t n)
+{
+    size_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        const vf x = vf_load(gate + i);
+        const vf act = vf_div(x, vf_add(vf_set1(1.0f), vf_expf(vf_neg(x))));
+        vf_store(gate + i, vf_mul(act, vf_load(up + i)));
+    }
+    for (; i < n; i++)
+        gate[i] = di_silu(gate[i]) * up[i];
+}
+
+static void simd_gelu_mul(float *gate, const float *up, size_t n)
+{
+    size_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        const vf x = vf_load(gate + i);
+        const vf x3 = vf_mul(vf_mul(x, x), x);
+        const vf u = vf_mul(vf_set1(1.5957691216057308f), vf_add(x, vf_mul(vf_set1(0.044715f), x3)));
+        const vf act = vf_div(x, vf_add(vf_set1(1.0f), vf_expf(vf_neg(u))));
+        vf_store(gate + i, vf_mul(act, vf_load(up + i)));
+    }
+    for (; i < n; i++)
+        gate[i] = di_gelu_tanh(gate[i]) * up[i];
+}
+
+static void simd_add(float *dst, const float *a, const float *b, size_t n)
+{
+    simd_add_inline(dst, a, b, n);
+}
+
+/* Two passes: the largest non-NaN value, then its first index. Equal values
+ * (+0 and -0 too) resolve to the lowest index, as in the scalar loop. */
+static uint32_t simd_argmax(const float *x, uint32_t n)
+{
+    vf mv = vf_set1(-INFINITY);
+    uint32_t i = 0;
+    for (; i + VL <= n; i += VL)
+        mv = vf_max_ordered(mv, vf_load(x + i));
+    float m = vf_hmax(mv);
+    for (; i < n; i++)
+        if (x[i] > m)
+            m = x[i];
+    for (i = 0; i + VL <= n; i += VL) {
+        const int l = vf_first_eq(x + i, m);
+        if (l >= 0)
+            return i + (uint32_t)l;
+    }
+    for (; i < n; i++)
+        if (x[i] == m)
+            return i;
+    return 0; /* every value is NaN */
+}
+
+const di_cpu_ops SIMD_OPS = {
+    .path = SIMD_PATH,
+    .name = SIMD_NAME,
+    .dot = simd_dot,
+    .sum = simd_sum,
+    .matmul_rows = simd_matmul_rows,
+    .rmsnorm = simd_rmsnorm,
+    .rope = simd_rope,
+    .attention_head = simd_attention_head,
+    .silu_mul = simd_silu_mul,
+    .gelu_mul = simd_gelu_mul,
+    .add = simd_add,
+    .argmax = simd_argmax,
+};
