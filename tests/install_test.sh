@@ -16,6 +16,12 @@ for f in lib/libdetinfer.so lib/libdetinfer.so.1 include/detinfer.h lib/pkgconfi
 done
 test "$(readelf -d "$stage$prefix/lib/libdetinfer.so.1" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')" = libdetinfer.so.1
 
+# The exported functions are exactly the header's DI_API functions: nothing
+# internal (such as a target_clones resolver) leaks into the ABI.
+exported=$(nm -D --defined-only "$stage$prefix/lib/libdetinfer.so.1" | awk '$2 != "A" {sub(/@.*/, "", $3); print $3}' | sort -u)
+declared=$(tr '\n' ' ' < "$root/include/detinfer.h" | grep -o 'DI_API[^;(]*(' | grep -o 'di_[a-z0-9_]*[[:space:]]*($' | tr -d '( ' | sort -u)
+test "$exported" = "$declared" || { echo "install: exported symbols differ from the header's DI_API functions:"; diff <(echo "$declared") <(echo "$exported"); exit 1; }
+
 # pkg-config with the staged tree standing in for /
 export PKG_CONFIG_PATH="$stage$prefix/lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$stage"
 flags=$(pkg-config --cflags --libs detinfer)
