@@ -27,9 +27,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def run_json(cmd):
+    """The JSON a command prints: its whole output, or else its last JSON line."""
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    lines = [ln for ln in out.splitlines() if ln.strip().startswith(("{", "["))]
-    return json.loads("\n".join(lines) if lines[0].startswith("[") else lines[-1])
+    try:
+        return json.loads(out)
+    except json.JSONDecodeError:
+        return json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])
 
 
 def llamacpp_once(args, threads):

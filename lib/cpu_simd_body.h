@@ -250,8 +250,38 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
  * terms the lanes start at +0 and take one fma per term; the chunk's lanes
  * go into the running totals (the first chunk's as they are); the tree of
  * lanes_tree ends it. Weights past the last whole 32-block (float types
- * only) are done lane by lane with fmaf, in the same order.
+ * only) are done lane by lane with fmaf, in the same order. `stream`: the
+ * rows come from the model in memory (prefetch them), not from a scratch.
  */
+/* Weights are requested from memory this many bytes ahead of the block being
+ * converted. Decode streams every weight once, and the hardware prefetchers
+ * alone left a third of the bandwidth unused: Gemma 3 270M's Q8_0 output
+ * matrix took 26 ms per token on one core without this, 16 ms with it. */
+#define PREFETCH_AHEAD 4096u
+
+/* Requests the cache lines of bytes [p + PREFETCH_AHEAD, + bytes); a
+ * prefetch never faults, so running past the matrix is harmless. */
+static inline void prefetch_ahead(const uint8_t *p, size_t bytes)
+{
+    for (size_t o = 0; o < bytes; o += 64)
+        _mm_prefetch((const char *)(uintptr_t)((uintptr_t)p + PREFETCH_AHEAD + o), _MM_HINT_T0);
+}
+
+/* Bytes of one 32-weight block of a non-K type. */
+static inline size_t block32_bytes(uint32_t type)
+{
+    switch (type) {
+    case T_F32: return 128;
+    case T_F16: case T_BF16: return 64;
+    case T_Q8_0: return 34;
+    case T_Q4_0: return 18;
+    case T_Q4_1: return 20;
+    case T_Q5_0: return 22;
+    case T_Q5_1: return 24;
+    default: return 0;
+    }
+}
+
 /* acc[r][t] += w[r] * x[t] lane by lane, for one 32-term block. */
 static DI_INLINE void fma_block(vf w[][NV], int R, const float *x, size_t xs, int T,
                                 vf acc[][TOKENS_MAX][NV])
@@ -266,7 +296,7 @@ static DI_INLINE void fma_block(vf w[][NV], int R, const float *x, size_t xs, in
 
 static DI_INLINE void dot_tile(uint32_t type, const uint8_t *const *rows, int R, uint32_t n,
                                const float *x, size_t xs, int T, float *out, size_t out_stride,
-                               size_t out_tstride)
+                               size_t out_tstride, int stream)
 {
     vf acc[ROWS_MAX][TOKENS_MAX][NV], tot[ROWS_MAX][TOKENS_MAX][NV];
     UNROLL for (int r = 0; r < R; r++)
@@ -286,6 +316,8 @@ static DI_INLINE void dot_tile(uint32_t type, const uint8_t *const *rows, int R,
                 float d[ROWS_MAX], dmin[ROWS_MAX];
                 UNROLL for (int r = 0; r < R; r++) {
                     b[r] = rows[r] + sb * sb_bytes;
+                    if (stream)
+                        prefetch_ahead(b[r], sb_bytes);
                     d[r] = load_f16_at(type == T_Q6_K ? b[r] + 208 : b[r]);
                     dmin[r] = type == T_Q6_K ? 0.0f : load_f16_at(b[r] + 2);
                 }
@@ -299,8 +331,11 @@ static DI_INLINE void dot_tile(uint32_t type, const uint8_t *const *rows, int R,
         } else {
             for (uint32_t blk = c0 / 32; blk < end / 32; blk++) {
                 vf w[ROWS_MAX][NV];
-                UNROLL for (int r = 0; r < R; r++)
+                UNROLL for (int r = 0; r < R; r++) {
+                    if (stream)
+                        prefetch_ahead(rows[r] + blk * block32_bytes(type), block32_bytes(type));
                     dq32(type, rows[r], blk, w[r]);
+                }
                 fma_block(w, R, x + (size_t)blk * 32, xs, T, acc);
             }
         }
@@ -330,7 +365,7 @@ static float simd_dot(const float *a, const float *b, uint32_t n)
 {
     const uint8_t *row = (const uint8_t *)a;
     float out;
-    dot_tile(T_F32, &row, 1, n, b, 0, 1, &out, 0, 0);
+    dot_tile(T_F32, &row, 1, n, b, 0, 1, &out, 0, 0, 0);
     return out;
 }
 
@@ -365,6 +400,7 @@ typedef struct rows_view {
     const uint8_t *data;
     size_t row_bytes;
     uint32_t n_in, n_out, col0;
+    int stream; /* the model's weights (prefetched), not a converted tile */
 } rows_view;
 
 /* Rows [0, n_rows) of v against tokens t0..t0+T-1 (few tokens: each weight
@@ -380,11 +416,11 @@ static DI_INLINE void rows_direct(uint32_t type, const rows_view *v, uint32_t n_
         const uint8_t *rows[ROWS_MAX];
         UNROLL for (int i = 0; i < R; i++)
             rows[i] = v->data + (size_t)(r + (uint32_t)i) * v->row_bytes;
-        dot_tile(type, rows, R, v->n_in, xt, v->n_in, T, yt + r, 1, v->n_out);
+        dot_tile(type, rows, R, v->n_in, xt, v->n_in, T, yt + r, 1, v->n_out, v->stream);
     }
     for (; r < n_rows; r++) {
         const uint8_t *row = v->data + (size_t)r * v->row_bytes;
-        dot_tile(type, &row, 1, v->n_in, xt, v->n_in, T, yt + r, 1, v->n_out);
+        dot_tile(type, &row, 1, v->n_in, xt, v->n_in, T, yt + r, 1, v->n_out, v->stream);
     }
 }
 
@@ -442,7 +478,7 @@ static void simd_matmul_rows(const di_weight *w, uint32_t r0, uint32_t r1, const
                              uint32_t n_tokens, float *y, float *scratch)
 {
     if (n_tokens <= TOKENS_MAX) {
-        const rows_view v = {w->data + (size_t)r0 * w->row_bytes, w->row_bytes, w->n_in, w->n_out, r0};
+        const rows_view v = {w->data + (size_t)r0 * w->row_bytes, w->row_bytes, w->n_in, w->n_out, r0, 1};
 #define DIRECT(T_) matmul_direct(T_, &v, r1 - r0, x, n_tokens, y)
         FOR_EACH_TYPE(w->type, DIRECT)
 #undef DIRECT
@@ -454,7 +490,7 @@ static void simd_matmul_rows(const di_weight *w, uint32_t r0, uint32_t r1, const
         for (uint32_t i = 0; i < rows; i++)
             dequant_row_simd(w->type, w->data + (size_t)(tile + i) * w->row_bytes, n_in,
                              scratch + (size_t)i * n_in);
-        const rows_view v = {(const uint8_t *)scratch, (size_t)n_in * sizeof(float), n_in, w->n_out, tile};
+        const rows_view v = {(const uint8_t *)scratch, (size_t)n_in * sizeof(float), n_in, w->n_out, tile, 0};
         matmul_direct(T_F32, &v, rows, x, n_tokens, y);
     }
 }
