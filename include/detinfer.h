@@ -324,7 +324,11 @@ DI_API const char *di_session_backend_info(const di_session *session);
  *   - with DI_STEP_ALL_LOGITS, the logits of each position it appended in
  *     this step (di_session_logits_at), valid until the next step of the
  *     session.
- * The greedy token is not appended: feed it to the next step to continue. */
+ * The greedy token is not appended: feed it to the next step to continue.
+ * Only a device failure during the computation (CUDA backend: a CUDA error,
+ * reported as DI_ERR_INTERNAL or DI_ERR_OUT_OF_MEMORY with the device's
+ * message) can stop a step half done; the stepped sequences are then
+ * undefined and must be reset. */
 DI_API di_status di_session_step(di_session *session, uint32_t n_entries, const uint32_t *seq_ids,
                                  const uint32_t *n_tokens, const int32_t *tokens, uint32_t flags);
 

@@ -247,38 +247,23 @@ static void cpu_model(char *out, size_t n)
         fclose(f);
 }
 
-/* Which target_clones variant of the library's reductions the CPU runs: the
- * same feature rules GCC's resolver uses for the x86-64-vN levels. */
+/* The CPU kernel path a session gets by default: DETINFER_CPU_PATH when it
+ * is set, else the widest this CPU runs, by the rules of lib/cpu_ops.c (with
+ * --model the library names the path itself: di_session_backend_info). */
 static const char *simd_path(void)
 {
-    char cc[128];
-    build_part("cc ", cc, sizeof cc);
+    const char *env = getenv("DETINFER_CPU_PATH");
+    if (env && *env && strcmp(env, "auto") != 0)
+        return env;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (strstr(cc, "clang") || strstr(cc, "Clang"))
-        return "baseline x86-64 (a clang build has no target_clones)";
     __builtin_cpu_init();
-#if !defined(__clang__) && __GNUC__ >= 12
-    if (__builtin_cpu_supports("x86-64-v4"))
-        return "x86-64-v4 (AVX-512)";
-    if (__builtin_cpu_supports("x86-64-v3"))
-        return "x86-64-v3 (AVX2+FMA)";
-#else
-    /* compilers without the level names: the level's features that every
-     * compiler can ask about (F16C, MOVBE, LZCNT come with them on real CPUs) */
-    int v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") &&
-             __builtin_cpu_supports("bmi2");
-    if (v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vl"))
-        return "x86-64-v4 (AVX-512)";
-    if (v3)
-        return "x86-64-v3 (AVX2+FMA)";
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        return "avx512";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return "avx2";
 #endif
-    return "baseline x86-64";
-#else
-    (void)cc;
-    return "portable C (no target_clones on this architecture)";
-#endif
+    return "scalar";
 }
 
 static void host_facts(doctor *d)
@@ -294,7 +279,8 @@ static void host_facts(doctor *d)
     check_add(d, LV_INFO, "cpu", "%s; %ld logical CPUs, %d usable by this process", model, online, usable);
     const char *simd = simd_path();
     fact_add(d, "cpu.simd", simd);
-    check_add(d, LV_INFO, "simd path", "%s clone of the reductions (every clone gives the same bits)", simd);
+    check_add(d, LV_INFO, "simd path", "%s%s (scalar, avx2 and avx512 give the same bits)", simd,
+              getenv("DETINFER_CPU_PATH") && *getenv("DETINFER_CPU_PATH") ? ", from DETINFER_CPU_PATH" : "");
     struct utsname u;
     if (uname(&u) == 0) {
         snprintf(buf, sizeof buf, "%s %s %s", u.sysname, u.release, u.machine);
