@@ -166,7 +166,10 @@ typedef enum di_model_key {
     DI_MODEL_N_HEAD_KV = 6,
     DI_MODEL_N_FF = 7,
     DI_MODEL_N_PARAMS = 8,     /* number of weights in all tensors */
-    DI_MODEL_FILE_SIZE = 9     /* bytes */
+    DI_MODEL_FILE_SIZE = 9,    /* bytes */
+    DI_MODEL_BYTES_PER_TOKEN = 10 /* bytes a decode step reads from the file: its
+                                     size less the rows of an untied token
+                                     embedding table beyond the one looked up */
 } di_model_key;
 
 /* DI_ERR_UNKNOWN_KEY for an unknown key; DI_ERR_INVALID_ARGUMENT for NULL. */

@@ -415,6 +415,13 @@ DI_API di_status di_model_get_int(const di_model *m, di_model_key key, int64_t *
     case DI_MODEL_N_FF: *out = m->n_ff; return DI_OK;
     case DI_MODEL_N_PARAMS: *out = (int64_t)m->n_params; return DI_OK;
     case DI_MODEL_FILE_SIZE: *out = (int64_t)m->map_size; return DI_OK;
+    case DI_MODEL_BYTES_PER_TOKEN: {
+        /* a tied table is also the output matrix, read whole every step */
+        const int tied = m->output.data == m->tok_embd.data;
+        const uint64_t unread = tied ? 0 : (uint64_t)m->tok_embd.row_bytes * (m->n_vocab - 1);
+        *out = (int64_t)(m->map_size - unread);
+        return DI_OK;
+    }
     }
     return DI_ERR_UNKNOWN_KEY;
 }

@@ -154,8 +154,10 @@ START_TEST(test_valid_model_loads)
     ck_assert_int_eq(v, (int64_t)gb_model_n_params(&m));
     ck_assert_int_eq(di_model_get_int(model, DI_MODEL_FILE_SIZE, &v), DI_OK);
     ck_assert_int_eq(v, (int64_t)lay.end);
+    ck_assert_int_eq(di_model_get_int(model, DI_MODEL_BYTES_PER_TOKEN, &v), DI_OK);
+    ck_assert_int_eq(v, (int64_t)lay.end); /* tied: the table is the output matrix */
     ck_assert_int_eq(di_model_get_int(model, (di_model_key)0, &v), DI_ERR_UNKNOWN_KEY);
-    ck_assert_int_eq(di_model_get_int(model, (di_model_key)10, &v), DI_ERR_UNKNOWN_KEY);
+    ck_assert_int_eq(di_model_get_int(model, (di_model_key)11, &v), DI_ERR_UNKNOWN_KEY);
     ck_assert_int_eq(di_model_get_int(model, DI_MODEL_N_VOCAB, NULL), DI_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(di_model_architecture(model), "llama");
     di_model_free(model);
@@ -175,9 +177,13 @@ START_TEST(test_untied_output_loads)
     di_model *model = NULL;
     di_status st = load_model(&m, &model, err, sizeof err);
     ck_assert_msg(st == DI_OK, "status %s: %s", di_status_name(st), err);
-    int64_t v = -1;
+    int64_t v = -1, size = -1;
     ck_assert_int_eq(di_model_get_int(model, DI_MODEL_N_PARAMS, &v), DI_OK);
     ck_assert_int_eq(v, (int64_t)gb_model_n_params(&m));
+    /* a decode step reads one F32 row of n_embd of the untied table, not n_vocab */
+    ck_assert_int_eq(di_model_get_int(model, DI_MODEL_FILE_SIZE, &size), DI_OK);
+    ck_assert_int_eq(di_model_get_int(model, DI_MODEL_BYTES_PER_TOKEN, &v), DI_OK);
+    ck_assert_int_eq(v, size - (int64_t)(p.n_vocab - 1) * p.n_embd * 4);
     di_model_free(model);
     gb_model_free(&m);
 }

@@ -77,7 +77,7 @@ typedef struct result {
 typedef struct bench {
     bench_opts o;
     di_model *model;
-    int64_t n_vocab, file_size, n_params;
+    int64_t n_vocab, file_size, n_params, bytes_per_token;
     int32_t *prompt;
     long max_pp, max_tg;
     result results[2 * MAX_LIST * MAX_LIST];
@@ -288,7 +288,7 @@ static int run_threads(bench *b, long threads, double bandwidth)
 
 static double limit_tps(const bench *b, const result *r)
 {
-    return r->bandwidth * 1e9 / (double)b->file_size;
+    return r->bandwidth * 1e9 / (double)b->bytes_per_token;
 }
 
 static void print_text(const bench *b)
@@ -342,7 +342,7 @@ static void print_json(const bench *b)
         dt_json_end_array(&j);
         if (r->n_gen && r->bandwidth > 0) {
             dt_json_number(&j, "bandwidth_gbs", r->bandwidth);
-            dt_json_int(&j, "weight_bytes_per_token", b->file_size);
+            dt_json_int(&j, "weight_bytes_per_token", b->bytes_per_token);
             dt_json_number(&j, "bandwidth_limit_ts", limit_tps(b, r));
             dt_json_number(&j, "bandwidth_fraction", r->mean / limit_tps(b, r));
         }
@@ -396,6 +396,7 @@ int dt_cmd_bench(int argc, char **argv)
     if (rc == DT_EXIT_OK) {
         b->n_vocab = dt_model_int(b->model, DI_MODEL_N_VOCAB);
         b->file_size = dt_model_int(b->model, DI_MODEL_FILE_SIZE);
+        b->bytes_per_token = dt_model_int(b->model, DI_MODEL_BYTES_PER_TOKEN);
         b->n_params = dt_model_int(b->model, DI_MODEL_N_PARAMS);
         b->max_pp = list_max(b->o.pp, b->o.n_pp);
         b->max_tg = list_max(b->o.tg, b->o.n_tg);
