@@ -244,15 +244,6 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
 
 /* ---- the canonical dot products of R rows with T tokens ----------------------- */
 
-/*
- * out[r * out_stride + t * out_tstride] = canonical dot of row r (rows[r], of
- * type, n weights) with x + t * xs, for r < R, t < T. Per chunk of DI_CHUNK
- * terms the lanes start at +0 and take one fma per term; the chunk's lanes
- * go into the running totals (the first chunk's as they are); the tree of
- * lanes_tree ends it. Weights past the last whole 32-block (float types
- * only) are done lane by lane with fmaf, in the same order. `stream`: the
- * rows come from the model in memory (prefetch them), not from a scratch.
- */
 /* Weights are requested from memory this many bytes ahead of the block being
  * converted. Decode streams every weight once, and the hardware prefetchers
  * alone left a third of the bandwidth unused: Gemma 3 270M's Q8_0 output
@@ -294,6 +285,15 @@ static DI_INLINE void fma_block(vf w[][NV], int R, const float *x, size_t xs, in
         }
 }
 
+/*
+ * out[r * out_stride + t * out_tstride] = canonical dot of row r (rows[r], of
+ * type, n weights) with x + t * xs, for r < R, t < T. Per chunk of DI_CHUNK
+ * terms the lanes start at +0 and take one fma per term; the chunk's lanes
+ * go into the running totals (the first chunk's as they are); the tree of
+ * lanes_tree ends it. Weights past the last whole 32-block (float types
+ * only) are done lane by lane with fmaf, in the same order. `stream`: the
+ * rows come from the model in memory (prefetch them), not from a scratch.
+ */
 static DI_INLINE void dot_tile(uint32_t type, const uint8_t *const *rows, int R, uint32_t n,
                                const float *x, size_t xs, int T, float *out, size_t out_stride,
                                size_t out_tstride, int stream)
