@@ -64,7 +64,7 @@ static inline uint32_t load_u32_at(const uint8_t *p)
 }
 
 /* dst[i] = a[i] + b[i] */
-static inline void simd_add_inline(float *dst, const float *a, const float *b, size_t n)
+static void simd_add(float *dst, const float *a, const float *b, size_t n)
 {
     size_t i = 0;
     for (; i + VL <= n; i += VL)
@@ -130,6 +130,20 @@ static DI_INLINE __m256i bits_at(const uint8_t *p, int shift, int mask)
 {
     const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)p);
     return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8((char)mask));
+}
+
+/* Bytes of a K-type super-block (256 weights). */
+static inline size_t superblock_bytes(uint32_t type)
+{
+    return type == T_Q4_K ? 144 : (type == T_Q5_K ? 176 : 210);
+}
+
+/* The binary16 fields of a K-type super-block that all eight sub-blocks
+ * share: d, and dmin (Q6_K has none: 0). */
+static DI_INLINE void superblock_scales(uint32_t type, const uint8_t *b, float *d, float *dmin)
+{
+    *d = load_f16_at(type == T_Q6_K ? b + 208 : b);
+    *dmin = type == T_Q6_K ? 0.0f : load_f16_at(b + 2);
 }
 
 /* Sub-block `sub` (a constant in every call, so shifts and scale positions
@@ -229,9 +243,9 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
     case T_Q4_K:
     case T_Q5_K:
     case T_Q6_K: {
-        const uint8_t *b = row + (type == T_Q4_K ? 144 : (type == T_Q5_K ? 176 : 210)) * (size_t)(blk / 8);
-        const float d = load_f16_at(type == T_Q6_K ? b + 208 : b);
-        const float dmin = type == T_Q6_K ? 0.0f : load_f16_at(b + 2);
+        const uint8_t *b = row + superblock_bytes(type) * (blk / 8);
+        float d, dmin;
+        superblock_scales(type, b, &d, &dmin);
         dq_k_sub(type, b, (int)(blk % 8), d, dmin, w);
         break;
     }
@@ -310,7 +324,7 @@ static DI_INLINE void dot_tile(uint32_t type, const uint8_t *const *rows, int R,
                 UNROLL for (int j = 0; j < NV; j++)
                     acc[r][t][j] = vf_zero();
         if (IS_K_TYPE(type)) { /* super-blocks never straddle a chunk (1024 = 4 x 256) */
-            const size_t sb_bytes = type == T_Q4_K ? 144 : (type == T_Q5_K ? 176 : 210);
+            const size_t sb_bytes = superblock_bytes(type);
             for (uint32_t sb = c0 / 256; sb < end / 256; sb++) {
                 const uint8_t *b[ROWS_MAX];
                 float d[ROWS_MAX], dmin[ROWS_MAX];
@@ -318,8 +332,7 @@ static DI_INLINE void dot_tile(uint32_t type, const uint8_t *const *rows, int R,
                     b[r] = rows[r] + sb * sb_bytes;
                     if (stream)
                         prefetch_ahead(b[r], sb_bytes);
-                    d[r] = load_f16_at(type == T_Q6_K ? b[r] + 208 : b[r]);
-                    dmin[r] = type == T_Q6_K ? 0.0f : load_f16_at(b[r] + 2);
+                    superblock_scales(type, b[r], &d[r], &dmin[r]);
                 }
                 UNROLL for (int sub = 0; sub < 8; sub++) {
                     vf w[ROWS_MAX][NV];
@@ -571,12 +584,12 @@ static void simd_attention_head(const float *q, const float *k, const float *v, 
         if (c0 == 0)
             memcpy(total, acc, lanes_size * sizeof(float));
         else
-            simd_add_inline(total, total, acc, lanes_size);
+            simd_add(total, total, acc, lanes_size);
     }
     /* the lane tree for every d at once: lane l += lane l + step */
     for (uint32_t step = DI_LANES / 2; step >= 1; step /= 2)
         for (uint32_t l = 0; l < step; l++)
-            simd_add_inline(total + (size_t)l * head_dim, total + (size_t)l * head_dim,
+            simd_add(total + (size_t)l * head_dim, total + (size_t)l * head_dim,
                             total + (size_t)(l + step) * head_dim, head_dim);
     uint32_t d = 0;
     for (; d + VL <= head_dim; d += VL)
@@ -611,11 +624,6 @@ static void simd_gelu_mul(float *gate, const float *up, size_t n)
     }
     for (; i < n; i++)
         gate[i] = di_gelu_tanh(gate[i]) * up[i];
-}
-
-static void simd_add(float *dst, const float *a, const float *b, size_t n)
-{
-    simd_add_inline(dst, a, b, n);
 }
 
 /* Two passes: the largest non-NaN value, then its first index. Equal values
