@@ -365,6 +365,98 @@ DI_API di_status di_session_seq_truncate(di_session *session, uint32_t seq, uint
 DI_API di_status di_session_seq_copy(di_session *session, uint32_t src, uint32_t dst,
                                      uint32_t length);
 
+/* ---- Generation digests (DETINFER_1.2) ------------------------------------
+ * The sequence digest of a generation is the digest of its prompt's token ids
+ * followed by every generated token id, as little-endian int32: what
+ * di_digest_tokens gives for that list. A generation usually stops without
+ * stepping its last chosen token, so di_session_seq_digest (the tokens
+ * stepped so far) lacks it; this call digests seq's tokens followed by
+ * n_extra tokens not stepped (extra may be NULL when n_extra is 0). The
+ * detinfer command, the server, the bindings and the docs all report this
+ * one digest. */
+DI_API di_status di_session_seq_digest_extra(di_session *session, uint32_t seq,
+                                             const int32_t *extra, size_t n_extra,
+                                             di_digest *digest);
+
+/* ---- Sampling (DETINFER_1.2) -----------------------------------------------
+ * Each sequence has its own sampling parameters; a service sets them per
+ * request. The token chosen for position t depends only on the model, the
+ * sequence's tokens before t, the parameters and the seed: never on the
+ * batch, the slot, the step count, the thread count, the CPU path or the
+ * device. docs/DETERMINISM.md states the canonical sampling order and the
+ * random number rule (Philox4x32-10 keyed by the seed and t).
+ *
+ * The struct's first field is its size, so that later releases can add
+ * fields at the end: set it with di_sampling_params_init, then change the
+ * fields you need. */
+typedef struct di_sampling_params {
+    uint32_t size;               /* sizeof(di_sampling_params) when the caller was built */
+    float temperature;           /* >= 0; 0 (default): greedy, argmax with ties to the
+                                    lowest id (after penalties), no random number */
+    int32_t top_k;               /* >= 0; 0 (default): no cut */
+    float top_p;                 /* (0, 1]; 1 (default): no cut */
+    float min_p;                 /* [0, 1]; 0 (default): no cut */
+    float repetition_penalty;    /* > 0; 1 (default): none */
+    float presence_penalty;      /* finite; 0 (default): none */
+    float frequency_penalty;     /* finite; 0 (default): none */
+    uint32_t penalty_window;     /* penalties look at the sequence's last N tokens;
+                                    default 64; 0: the whole sequence */
+    uint64_t seed;               /* default 0 */
+} di_sampling_params;
+
+/* Sets *params to the defaults above (greedy) and its size field. */
+DI_API di_status di_sampling_params_init(di_sampling_params *params);
+/* Sets seq's parameters (copied). NULL restores the defaults. They stay until
+ * set again: reset, truncate and copy leave them alone. A bad value gives
+ * DI_ERR_INVALID_ARGUMENT with a message naming the parameter and the value,
+ * and changes nothing. */
+DI_API di_status di_session_seq_set_sampling(di_session *session, uint32_t seq,
+                                             const di_sampling_params *params);
+/* The token chosen for seq's next position from the logits of its last step
+ * with its parameters: with the defaults, exactly di_session_greedy_token.
+ * The token is not appended: feed it to the next step. Calling it twice
+ * without a step gives the same token. */
+DI_API di_status di_session_sample_token(di_session *session, uint32_t seq, int32_t *token);
+
+/* ---- Special tokens, metadata and chat templates (DETINFER_1.2) ----------- */
+
+#define DI_TOKENIZE_PARSE_SPECIAL 0x2u /* flag of di_model_tokenize: the text of
+                                          control and user-defined tokens in the
+                                          text ("<start_of_turn>", "<|im_start|>")
+                                          gives those tokens, as llama.cpp's
+                                          parse_special=true */
+
+/* The id of the token whose text is exactly text_len bytes of text (any
+ * kind of token: "<end_of_turn>", "<|eot_id|>", "hello"). DI_ERR_TOKEN_RANGE
+ * when no token has that text; DI_ERR_UNSUPPORTED without a tokenizer. */
+DI_API di_status di_model_token_lookup(const di_model *model, const char *text, size_t text_len,
+                                       int32_t *token);
+
+/* A string value of the file's metadata by key ("general.name",
+ * "tokenizer.chat_template"), with di_model_detokenize's buffer rules.
+ * DI_ERR_UNKNOWN_KEY when the key is absent or its value is not a string. */
+DI_API di_status di_model_meta_string(const di_model *model, const char *key, char *text,
+                                      size_t capacity, size_t *text_len);
+
+/* The name of the built-in chat template that the file's
+ * tokenizer.chat_template is recognised as ("gemma", "chatml", "llama3",
+ * ...: docs/CHAT.md lists them), or NULL when the file has none or it is
+ * not recognised. Static string. */
+DI_API const char *di_model_chat_template(const di_model *model);
+
+/* Formats n_messages messages (roles[i]: "system", "user" or "assistant";
+ * contents[i]: UTF-8) with the built-in chat template `template_name` into
+ * prompt text, the text llama.cpp's llama_chat_apply_template gives. With
+ * add_assistant != 0 it ends with the opening of the assistant's turn.
+ * Buffer rules as di_model_detokenize. DI_ERR_UNSUPPORTED for an unknown
+ * template name, DI_ERR_INVALID_ARGUMENT for an unknown role or an order the
+ * template cannot express, DI_ERR_TEXT for invalid UTF-8; errbuf (optional)
+ * receives the detail. Tokenize the result with DI_TOKENIZE_PARSE_SPECIAL. */
+DI_API di_status di_chat_format(const char *template_name, const char *const *roles,
+                                const char *const *contents, size_t n_messages, int add_assistant,
+                                char *text, size_t capacity, size_t *text_len, char *errbuf,
+                                size_t errbuf_size);
+
 #ifdef __cplusplus
 }
 #endif

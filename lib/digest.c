@@ -22,6 +22,19 @@ void di_digest_bytes(const void *data, size_t n, di_digest *out)
     memcpy(out->bytes, canon.digest, sizeof out->bytes);
 }
 
+void di_digest_bytes2(const void *a, size_t na, const void *b, size_t nb, di_digest *out)
+{
+    /* streaming XXH3 gives the one-shot digest of the concatenation */
+    XXH3_state_t state;
+    XXH3_INITSTATE(&state);
+    XXH3_128bits_reset(&state);
+    XXH3_128bits_update(&state, a, na);
+    XXH3_128bits_update(&state, b, nb);
+    XXH128_canonical_t canon;
+    XXH128_canonicalFromHash(&canon, XXH3_128bits_digest(&state));
+    memcpy(out->bytes, canon.digest, sizeof out->bytes);
+}
+
 DI_API di_status di_digest_floats(const float *values, size_t n, di_digest *out)
 {
     if (!out || (!values && n > 0) || n > SIZE_MAX / sizeof(float))

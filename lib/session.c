@@ -541,6 +541,20 @@ DI_API di_status di_session_seq_digest(di_session *s, uint32_t seq, di_digest *d
     return di_digest_tokens(q->tokens, q->length, digest);
 }
 
+DI_API di_status di_session_seq_digest_extra(di_session *s, uint32_t seq, const int32_t *extra,
+                                             size_t n_extra, di_digest *digest)
+{
+    sequence *q = NULL;
+    di_status st = begin_seq_call(s, seq, digest, &q);
+    if (st)
+        return st;
+    if ((!extra && n_extra > 0) || n_extra > SIZE_MAX / sizeof(int32_t))
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "extra is NULL or too long for %zu tokens", n_extra);
+    di_digest_bytes2(q->tokens, (size_t)q->length * sizeof(int32_t), extra, n_extra * sizeof(int32_t),
+                     digest);
+    return DI_OK;
+}
+
 /* Forgets results that a change of the cache makes stale. */
 static void drop_results(sequence *q)
 {

@@ -478,6 +478,37 @@ START_TEST(test_neutral_sampling_accepted)
 }
 END_TEST
 
+/* The generation digest: the stepped tokens followed by the unstepped ones
+ * is the one-shot digest of the whole list, and equals the sequence digest
+ * once those tokens are stepped. */
+START_TEST(test_seq_digest_extra)
+{
+    di_session *s = NULL;
+    ck_assert_int_eq(di_session_create(g_model, NULL, &s, NULL, 0), DI_OK);
+    const int32_t prompt[3] = {1, 2, 3};
+    const uint32_t seq = 0, n = 3;
+    ck_assert_int_eq(di_session_step(s, 1, &seq, &n, prompt, 0), DI_OK);
+    int32_t all[5] = {1, 2, 3, 0, 0};
+    ck_assert_int_eq(di_session_greedy_token(s, 0, &all[3]), DI_OK);
+    all[4] = all[3] == 7 ? 8 : 7;
+    di_digest with, want;
+    ck_assert_int_eq(di_session_seq_digest_extra(s, 0, all + 3, 2, &with), DI_OK);
+    ck_assert_int_eq(di_digest_tokens(all, 5, &want), DI_OK);
+    ck_assert(di_digest_equal(&with, &want));
+    ck_assert_int_eq(di_session_seq_digest_extra(s, 0, NULL, 0, &with), DI_OK);
+    di_digest stepped = seq_digest(s, 0);
+    ck_assert(di_digest_equal(&with, &stepped));
+    const uint32_t two = 2;
+    ck_assert_int_eq(di_session_step(s, 1, &seq, &two, all + 3, 0), DI_OK);
+    stepped = seq_digest(s, 0);
+    ck_assert(di_digest_equal(&stepped, &want));
+    expect_status(di_session_seq_digest_extra(s, 0, NULL, 1, &with), DI_ERR_INVALID_ARGUMENT, "NULL extra");
+    expect_status(di_session_seq_digest_extra(s, 0, all, 1, NULL), DI_ERR_INVALID_ARGUMENT, "NULL out");
+    expect_status(di_session_seq_digest_extra(s, 9, all, 1, &with), DI_ERR_SEQUENCE, "bad sequence");
+    di_session_free(s);
+}
+END_TEST
+
 /* ---- session creation ------------------------------------------------------------ */
 
 START_TEST(test_session_defaults)
@@ -975,6 +1006,7 @@ static TCase *behaviour_case(void)
     tcase_add_test(tc, test_result_consistency);
     tcase_add_test(tc, test_chunking_and_batching_invariance);
     tcase_add_test(tc, test_thread_count_invariance);
+    tcase_add_test(tc, test_seq_digest_extra);
     return tc;
 }
 
