@@ -9,25 +9,6 @@
 #include "detinfer.h"
 #include "errors.h"
 
-DI_API di_status di_sampling_params_init(di_sampling_params *params)
-{
-    (void)params;
-    return DI_ERR_UNSUPPORTED;
-}
-
-DI_API di_status di_session_seq_set_sampling(di_session *session, uint32_t seq,
-                                             const di_sampling_params *params)
-{
-    (void)session, (void)seq, (void)params;
-    return DI_ERR_UNSUPPORTED;
-}
-
-DI_API di_status di_session_sample_token(di_session *session, uint32_t seq, int32_t *token)
-{
-    (void)session, (void)seq, (void)token;
-    return DI_ERR_UNSUPPORTED;
-}
-
 DI_API di_status di_model_token_lookup(const di_model *model, const char *text, size_t text_len,
                                        int32_t *token)
 {
