@@ -22,6 +22,11 @@ EXPORT float nv_bf16_to_f32(uint16_t h) { return di_bf16_to_f32(h); }
 EXPORT float nv_rms_scale(float sum_sq, uint32_t n, float eps) { return di_rms_scale(sum_sq, n, eps); }
 EXPORT float nv_lane_tree(float *lanes) { return di_lane_tree(lanes); }
 EXPORT float nv_qb_weight(uint32_t type, const uint8_t *row, uint32_t i) { return di_qb_weight(type, row, i); }
+EXPORT void nv_philox4x32_10(const uint32_t *counter, const uint32_t *key, uint32_t *out)
+{
+    di_philox4x32_10(counter, key, out);
+}
+EXPORT float nv_sample_uniform(uint64_t seed, uint32_t position) { return di_sample_uniform(seed, position); }
 
 /* The warp's dot product as the kernels compute it: every lane's share,
  * then the shuffle tree. */

@@ -9,9 +9,9 @@
  * DI_TEST_NUMERICS_NVCC) against the C compiler's build; and the documented
  * refusal of DI_BACKEND_CUDA when the plugin is missing or finds no device.
  * With a GPU (the plugin named by DI_TEST_CUDA_PLUGIN creates a session):
- * CPU and GPU logits digests of every generated model, position by position.
- * Without one, the same comparison runs the plugin's source on the CPU
- * through tests/cuda_emu (DI_TEST_CUDA_EMU).
+ * CPU and GPU logits digests of every generated model, position by position,
+ * and the tokens sampled from them. Without one, the same comparisons run the
+ * plugin's source on the CPU through tests/cuda_emu (DI_TEST_CUDA_EMU).
  */
 #include <check.h>
 #include <dlfcn.h>
@@ -338,6 +338,24 @@ START_TEST(test_nvcc_host_numerics_equal_gcc)
                       (unsigned long long)differ, (unsigned long long)tested);
     }
 
+    /* Philox4x32-10 and the sampling uniform (numerics.h) */
+    void (*nv_philox)(const uint32_t *, const uint32_t *, uint32_t *);
+    float (*nv_uniform)(uint64_t, uint32_t);
+    p = sym(h, "nv_philox4x32_10"); memcpy(&nv_philox, &p, sizeof p);
+    p = sym(h, "nv_sample_uniform"); memcpy(&nv_uniform, &p, sizeof p);
+    uint64_t prng = 5;
+    for (int rep = 0; rep < 100000; rep++) {
+        const uint64_t seed = tu_rand(&prng);
+        const uint32_t pos = (uint32_t)tu_rand(&prng);
+        const uint32_t ctr[4] = {pos, (uint32_t)seed, (uint32_t)(seed >> 17), (uint32_t)rep};
+        const uint32_t key[2] = {(uint32_t)(seed >> 32), (uint32_t)seed ^ pos};
+        uint32_t x[4], y[4];
+        nv_philox(ctr, key, x);
+        di_philox4x32_10(ctr, key, y);
+        ck_assert(!memcmp(x, y, sizeof x));
+        ck_assert_uint_eq(bits_of(nv_uniform(seed, pos)), bits_of(di_sample_uniform(seed, pos)));
+    }
+
     /* the lane tree, RMSNorm scale, and the warp reductions */
     float (*nv_tree)(float *), (*nv_rms)(float, uint32_t, float), (*nv_dot)(const float *, const float *, uint32_t);
     float (*nv_weight)(uint32_t, const uint8_t *, uint32_t);
@@ -542,6 +560,45 @@ static void compare_with_cpu(const char *what, di_model *m, di_session *gpu, con
 
 static int32_t g_tokens[MAX_TOKENS];
 
+/* Sampling runs on the host from the logits, whatever the backend: the GPU
+ * session samples the CPU's tokens (and steps to the same logits), for
+ * three parameter sets and seeds. */
+#define N_SAMPLED 6
+static void compare_sampled_with_cpu(const char *what, di_model *m, di_session *gpu, const int32_t *prompt,
+                                     uint32_t n)
+{
+    di_session *cpu = tu_session(m, 2, 2, MAX_TOKENS + 100);
+    di_session *both[2] = {cpu, gpu};
+    for (int k = 0; k < 3; k++) {
+        di_sampling_params p;
+        ck_assert_int_eq(di_sampling_params_init(&p), DI_OK);
+        p.temperature = 0.6f + 0.7f * (float)k;
+        p.top_k = k == 1 ? 12 : 0;
+        p.top_p = k == 1 ? 0.9f : 1.0f;
+        p.min_p = k == 2 ? 0.02f : 0.0f;
+        p.repetition_penalty = k == 2 ? 1.3f : 1.0f;
+        p.seed = 0xfeed0000u + (uint64_t)k;
+        int32_t tokens[2][N_SAMPLED];
+        di_digest digests[2][N_SAMPLED];
+        for (int b = 0; b < 2; b++) {
+            ck_assert_int_eq(di_session_seq_reset(both[b], 0), DI_OK);
+            ck_assert_int_eq(di_session_seq_set_sampling(both[b], 0, &p), DI_OK);
+            tu_step(both[b], 0, prompt, n, 0);
+            for (int d = 0; d < N_SAMPLED; d++) {
+                digests[b][d] = tu_last_digest(both[b], 0);
+                ck_assert_int_eq(di_session_sample_token(both[b], 0, &tokens[b][d]), DI_OK);
+                tu_step(both[b], 0, &tokens[b][d], 1, 0);
+            }
+        }
+        for (int d = 0; d < N_SAMPLED; d++) {
+            tu_assert_digest_eq(&digests[0][d], &digests[1][d], what, d);
+            ck_assert_msg(tokens[0][d] == tokens[1][d], "%s: parameters %d: token %d: gpu %d, cpu %d", what, k,
+                          d, tokens[1][d], tokens[0][d]);
+        }
+    }
+    di_session_free(cpu);
+}
+
 /* With a GPU: all 17 models, 1100 tokens (past one 1024-key chunk). */
 START_TEST(test_cpu_gpu_digests_equal)
 {
@@ -554,6 +611,7 @@ START_TEST(test_cpu_gpu_digests_equal)
     } else {
         model_tokens(name, m, MAX_TOKENS, 1234 + (uint64_t)_i, g_tokens);
         compare_with_cpu(name, m, gpu, g_tokens, MAX_TOKENS, 10);
+        compare_sampled_with_cpu(name, m, gpu, g_tokens, 40);
         di_session_free(gpu);
     }
     di_model_free(m);
@@ -598,6 +656,30 @@ START_TEST(test_emulated_gpu_digests_equal)
         const uint32_t n = all ? 40 : sanitized ? 12 : 24;
         model_tokens(name, m, n, 99 + (uint64_t)_i, g_tokens);
         compare_with_cpu(name, m, gpu, g_tokens, n, 10);
+        di_session_free(gpu);
+    }
+    di_model_free(m);
+}
+END_TEST
+
+/* Sampled tokens through the emulated plugin: two models (a llama and a
+ * gemma3) in make check, the five quick ones with DI_TEST_EMU_FULL=1. */
+START_TEST(test_emulated_gpu_samples_equal)
+{
+    const char *full = getenv("DI_TEST_EMU_FULL"), *san = getenv("DI_TEST_SANITIZE");
+    const int all = full && *full == '1', sanitized = san && *san == '1';
+    const int n_models = all ? (int)(sizeof emu_quick_models / sizeof emu_quick_models[0]) : sanitized ? 1 : 2;
+    if (_i >= n_models)
+        return;
+    const char *name = all || _i == 0 ? emu_quick_models[_i] : "gemma3_q8_0";
+    di_model *m = tu_load(name);
+    di_session *gpu = cuda_session_or_null(m, getenv("DI_TEST_CUDA_EMU"));
+    if (!gpu) {
+        if (_i == 0)
+            fprintf(stderr, "check_cuda: the emulated plugin is not built (make cuda-emu): skipped\n");
+    } else {
+        model_tokens(name, m, 16, 7 + (uint64_t)_i, g_tokens);
+        compare_sampled_with_cpu(name, m, gpu, g_tokens, 16);
         di_session_free(gpu);
     }
     di_model_free(m);
@@ -669,6 +751,8 @@ Suite *cuda_suite(void)
     tc = tcase_create("emulated gpu");
     tcase_set_timeout(tc, 1800);
     tcase_add_loop_test(tc, test_emulated_gpu_digests_equal, 0, TU_N_MODELS);
+    tcase_add_loop_test(tc, test_emulated_gpu_samples_equal, 0,
+                        (int)(sizeof emu_quick_models / sizeof emu_quick_models[0]));
     tcase_add_test(tc, test_emulated_gpu_long_context);
     tcase_add_test(tc, test_emulated_gpu_real_model);
     suite_add_tcase(s, tc);

@@ -1,7 +1,8 @@
 /*
  * check_determinism.c — the invariance axes of docs/DETERMINISM.md, checked
  * on digests: run to run, batch size and composition, chunked prefill,
- * prefill against decode, prefix reuse, thread count, process.
+ * prefill against decode, prefix reuse, thread count, process; the same for
+ * sampled sequences in check_sampled_determinism.c.
  *
  * The baseline of every axis is a sequence computed alone, in one session
  * with one thread: its prompt's per-position digests followed by N_DECODE
@@ -390,26 +391,33 @@ static void force_avx2(void) { setenv("DETINFER_CPU_PATH", "avx2", 1); }
 static void force_avx512(void) { setenv("DETINFER_CPU_PATH", "avx512", 1); }
 static void unforce(void) { unsetenv("DETINFER_CPU_PATH"); }
 
+/* The same axes for sampled sequences (check_sampled_determinism.c). */
+void sampled_determinism_cases(TCase *tc, int paths_agree);
+
 Suite *determinism_suite(di_cpu_path path)
 {
     static const char *const names[] = {"determinism", "determinism-scalar", "determinism-avx2",
                                         "determinism-avx512"};
     Suite *s = suite_create(names[path]);
-    TCase *tc = tcase_create("axes");
+    TCase *tc = tcase_create("axes"), *sampled = tcase_create("sampled");
     tcase_set_timeout(tc, 300);
+    tcase_set_timeout(sampled, 300);
     suite_add_tcase(s, tc);
+    suite_add_tcase(s, sampled);
     if (path == DI_CPU_PATH_AUTO) {
         tcase_add_loop_test(tc, test_cpu_paths_agree, 0, TU_N_MODELS);
         tcase_add_test(tc, test_nan_logits_are_canonical);
+        sampled_determinism_cases(sampled, 1);
         return s;
     }
     if (!tu_cpu_path_available(path)) {
         fprintf(stderr, "%s: this CPU cannot run that path; suite skipped\n", names[path]);
         return s;
     }
-    tcase_add_unchecked_fixture(tc, path == DI_CPU_PATH_SCALAR ? force_scalar
-                                    : path == DI_CPU_PATH_AVX2 ? force_avx2 : force_avx512,
-                                unforce);
+    void (*force)(void) = path == DI_CPU_PATH_SCALAR ? force_scalar
+                          : path == DI_CPU_PATH_AVX2 ? force_avx2 : force_avx512;
+    tcase_add_unchecked_fixture(tc, force, unforce);
+    tcase_add_unchecked_fixture(sampled, force, unforce);
     tcase_add_loop_test(tc, test_same_step_50_times, 0, TU_N_MODELS);
     tcase_add_loop_test(tc, test_chunked_prefill_and_decode, 0, TU_N_MODELS);
     tcase_add_loop_test(tc, test_thread_counts, 0, TU_N_MODELS);
@@ -417,5 +425,6 @@ Suite *determinism_suite(di_cpu_path path)
     tcase_add_loop_test(tc, test_prefix_reuse_and_truncate, 0, TU_N_MODELS);
     tcase_add_loop_test(tc, test_digest_across_processes, 0, TU_N_MODELS);
     tcase_add_test(tc, test_long_context_chunking);
+    sampled_determinism_cases(sampled, 0);
     return s;
 }
