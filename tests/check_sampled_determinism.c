@@ -6,14 +6,15 @@
  * prefill, prefix copy, truncate-and-refeed (also in the middle of a
  * generation), thread counts and the CPU paths. They run inside the
  * determinism suites, so once per CPU path (determinism_suite forces it);
- * a fresh process is in check_cli.c's sampled run, the CUDA emulation in
- * check_cuda.c.
+ * a fresh process (the detinfer command) samples the same tokens too; the
+ * CUDA emulation is in check_cuda.c.
  *
  * The baseline of every axis: the model's prompt in one step, alone, one
  * thread, then N_GEN sampled tokens; its tokens, the logits digest of every
  * prompt position and decode step, and the generation's sequence digest
  * (di_session_seq_digest_extra of prompt + generated).
  */
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -341,6 +342,70 @@ START_TEST(test_sampled_seeds_matter)
 }
 END_TEST
 
+/* The detinfer command: $DI_TEST_TOOL, or tools/detinfer beside the example
+ * program (as check_cli.c finds it). */
+static void tool_path(char *out, size_t n)
+{
+    const char *tool = getenv("DI_TEST_TOOL"), *example = getenv("DI_TEST_EXAMPLE");
+    if (tool && *tool) {
+        snprintf(out, n, "%s", tool);
+        return;
+    }
+    ck_assert_msg(example != NULL, "neither DI_TEST_TOOL nor DI_TEST_EXAMPLE is set (run the suite with make check)");
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", example);
+    snprintf(out, n, "%s/../tools/detinfer", dirname(copy));
+}
+
+/* A fresh process (`detinfer run` with the sampling options, 3 threads)
+ * samples the tokens and logits digests computed here. */
+START_TEST(test_sampled_fresh_process)
+{
+    const char *name = CASE_MODEL;
+    const di_sampling_params p = params_of(_i, 0x123456789abcdefull);
+    di_model *m = tu_load(name);
+    strace want;
+    baseline(m, name, 1, NULL, 0, &p, &want);
+    char tool[4096], list[1024] = "", cmd[8192];
+    tool_path(tool, sizeof tool);
+    size_t used = 0;
+    for (uint32_t i = 0; i < want.n_prompt; i++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", i ? "," : "", want.prompt[i]);
+    snprintf(cmd, sizeof cmd,
+             "'%s' run --model '%s' --tokens %s --max-new %d --threads 3 --ignore-eos --temperature %.9g "
+             "--top-k %d --top-p %.9g --min-p %.9g --repeat-penalty %.9g --presence-penalty %.9g "
+             "--frequency-penalty %.9g --penalty-window %u --seed %llu",
+             tool, tu_model_path(name, ".gguf"), list, N_GEN, (double)p.temperature, (int)p.top_k,
+             (double)p.top_p, (double)p.min_p, (double)p.repetition_penalty, (double)p.presence_penalty,
+             (double)p.frequency_penalty, (unsigned)p.penalty_window, (unsigned long long)p.seed);
+    FILE *f = popen(cmd, "r");
+    ck_assert_msg(f != NULL, "cannot run %s", cmd);
+    char line[512], hex[64], want_hex[DI_DIGEST_HEX_SIZE];
+    int steps = 0, sequence = 0;
+    while (fgets(line, sizeof line, f)) {
+        long step;
+        int token;
+        unsigned n;
+        if (sscanf(line, "step %ld token %d logits %63s", &step, &token, hex) == 3) {
+            ck_assert_int_lt(step, N_GEN);
+            di_digest_format(&want.digests[want.n_prompt - 1 + step], want_hex);
+            ck_assert_str_eq(hex, want_hex);
+            ck_assert_int_eq(token, want.generated[step]);
+            steps++;
+        } else if (sscanf(line, "sequence %u tokens digest %63s", &n, hex) == 2) {
+            di_digest_format(&want.sequence, want_hex);
+            ck_assert_str_eq(hex, want_hex);
+            ck_assert_uint_eq(n, want.n_prompt + N_GEN);
+            sequence = 1;
+        }
+    }
+    ck_assert_int_eq(pclose(f), 0);
+    ck_assert_int_eq(steps, N_GEN);
+    ck_assert(sequence);
+    di_model_free(m);
+}
+END_TEST
+
 /* Adds the sampled axes to a determinism suite's case. */
 void sampled_determinism_cases(TCase *tc, int paths_agree)
 {
@@ -353,4 +418,5 @@ void sampled_determinism_cases(TCase *tc, int paths_agree)
     tcase_add_loop_test(tc, test_sampled_batch_composition_and_slot, 0, N_CASES);
     tcase_add_loop_test(tc, test_sampled_prefix_copy_and_truncate, 0, N_CASES);
     tcase_add_loop_test(tc, test_sampled_seeds_matter, 0, N_CASES);
+    tcase_add_loop_test(tc, test_sampled_fresh_process, 0, N_MODELS);
 }

@@ -115,6 +115,27 @@ run)
     expect_rc 1 run --model "$model" --prompt hello && has err 'no tokenizer'
     expect_rc 1 run --model "$work/missing.gguf" --tokens 1 && has err "missing.gguf.*DI_ERR_IO"
     expect_rc 1 run --model "$model" --tokens 1,100000 --max-new 1 && has err 'DI_ERR_TOKEN_RANGE'
+    # seeded sampling: the same tokens with other threads and CPU paths, other tokens with other seeds
+    sampling="--temperature 1.2 --top-k 50 --top-p 0.95 --min-p 0.01 --repeat-penalty 1.1 --presence-penalty 0.2 --frequency-penalty 0.1 --penalty-window 16"
+    expect_rc 0 run --model "$model" --tokens "$tokens" --max-new 8 $sampling --seed 7 || exit 1
+    has out '^sampling temperature 1.2 top-k 50 .* seed 7$'
+    grep -E '^(step|sequence)' "$work/out" > "$work/sampled"
+    expect_rc 0 run --model "$model" --tokens "$tokens" --max-new 8
+    grep -E '^(step|sequence)' "$work/out" | cmp -s - "$work/sampled" && fail "sampling gave the greedy output"
+    expect_rc 0 run --model "$model" --tokens "$tokens" --max-new 8 $sampling --seed 7 --threads 3 --cpu-path scalar
+    grep -E '^(step|sequence)' "$work/out" | cmp -s - "$work/sampled" || fail "sampled run with 3 threads on scalar differs"
+    for seed in 8 9 10; do
+        expect_rc 0 run --model "$model" --tokens "$tokens" --max-new 8 $sampling --seed $seed
+        grep -E '^(step|sequence)' "$work/out" >> "$work/seeds"
+    done
+    [ "$(grep -c '^sequence' "$work/seeds")" = 3 ] && [ "$(grep '^sequence' "$work/seeds" "$work/sampled" | sed 's/.*digest //' | sort -u | wc -l)" = 4 ] ||
+        fail "four seeds did not give four different sequences"
+    expect_rc 0 run --model "$model" --tokens "$tokens" --max-new 8 $sampling --seed 7 --json &&
+        json "d['sampling']['seed'] == '7' and d['sampling']['top_k'] == 50 and len(d['steps']) == 8"
+    expect_rc 1 run --model "$model" --tokens 1 --temperature -0.5 && has err 'DI_ERR_INVALID_ARGUMENT.*temperature = -0.5'
+    expect_rc 1 run --model "$model" --tokens 1 --temperature 1 --top-p 1.5 && has err 'top_p = 1.5'
+    expect_rc 2 run --model "$model" --tokens 1 --top-p x && has err '--top-p wants a number'
+    expect_rc 2 run --model "$model" --tokens 1 --seed -1 && has err '--seed wants an integer'
     ;;
 
 verify)
@@ -133,7 +154,9 @@ verify)
         json "d['result'] == 'pass' and d['first_mismatch'] is None and all(a['result'] in ('ok', 'skipped') for a in d['axes']) and len(d['near_ties']) == 5 and all(t['held'] for t in d['near_ties'])"
     printf '# two prompts\ntokens: 1,2,3\n\ntokens: 5 6 7 8 9\n' > "$work/prompts"
     expect_rc 0 verify --model "$model" --prompts "$work/prompts" --quick --json &&
-        json "len(d['prompts']) == 2 and d['prompts'][1]['tokens'] == [5, 6, 7, 8, 9] and d['result'] == 'pass'"
+        json "len(d['prompts']) == 5 and d['prompts'][1]['tokens'] == [5, 6, 7, 8, 9] and d['result'] == 'pass' and [p['tokens'] for p in d['prompts'][2:]] == [[1, 2, 3], [5, 6, 7, 8, 9], [1, 2, 3]] and len({p['sampling']['seed'] for p in d['prompts'][2:]}) == 3 and 'sampling' not in d['prompts'][0]"
+    expect_rc 0 verify --model "$model" --prompts "$work/prompts" --quick --json --sampled 0 &&
+        json "len(d['prompts']) == 2"
     printf 'a text line\n' > "$work/text"
     expect_rc 1 verify --model "$model" --prompts "$work/text" && has err 'line 1 is text, but the model has no tokenizer'
     ;;

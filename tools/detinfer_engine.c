@@ -1,7 +1,7 @@
 /*
  * detinfer_engine.c — the request scheduler of `detinfer verify` (see
  * detinfer_engine.h). One sequence id per batch slot; each step carries one
- * entry per busy slot: the next prompt chunk, or the last greedy token.
+ * entry per busy slot: the next prompt chunk, or the last chosen token.
  */
 #include "detinfer_engine.h"
 
@@ -82,7 +82,7 @@ typedef struct slot_state {
     uint32_t request; /* index into the queue */
     const dt_prompt *prompt;
     uint32_t fed;       /* tokens appended to the sequence so far */
-    uint32_t generated; /* greedy tokens chosen so far */
+    uint32_t generated; /* tokens chosen so far */
     dt_trace trace;
 } slot_state;
 
@@ -116,12 +116,15 @@ static di_status admit(engine *e, const dt_prompt *prompts, const uint32_t *queu
         slot_state *sl = &e->slots[i];
         if (sl->busy || pick--)
             continue;
+        const dt_prompt *p = &prompts[queue[request]];
         di_status st = di_session_seq_reset(e->s, i);
+        if (!st)
+            st = di_session_seq_set_sampling(e->s, i, p->sampling.size ? &p->sampling : NULL);
         if (st)
             return engine_error(e, st, "resetting a sequence");
         sl->busy = 1;
         sl->request = request;
-        sl->prompt = &prompts[queue[request]];
+        sl->prompt = p;
         sl->fed = sl->generated = 0;
         if (!dt_trace_init(&sl->trace, sl->prompt->n, e->cfg->max_new)) {
             snprintf(e->err, e->err_size, "out of memory");
@@ -180,18 +183,20 @@ static di_status row_digest(engine *e, uint32_t slot, uint32_t pos, const float 
     return di_digest_floats(e->scratch, (size_t)e->n_vocab, d);
 }
 
-/* Records the greedy choice that ends an entry past the prompt. */
+/* Records the choice (greedy, or sampled) that ends an entry past the prompt. */
 static di_status record_choice(engine *e, uint32_t slot, const float *row)
 {
     slot_state *sl = &e->slots[slot];
     dt_trace *t = &sl->trace;
+    const int sampled = sl->prompt->sampling.size != 0;
     int32_t lib_token, best;
-    di_status st = di_session_greedy_token(e->s, slot, &lib_token);
+    di_status st = sampled ? di_session_sample_token(e->s, slot, &lib_token)
+                           : di_session_greedy_token(e->s, slot, &lib_token);
     if (st)
-        return engine_error(e, st, "reading the greedy token");
+        return engine_error(e, st, sampled ? "sampling a token" : "reading the greedy token");
     uint32_t k = sl->generated++;
     dt_top2(row, e->n_vocab, &best, &t->runner_up[k], &t->best_logit[k], &t->second_logit[k]);
-    if (best != lib_token) {
+    if (!sampled && best != lib_token) {
         snprintf(e->err, e->err_size,
                  "the library's greedy token %d is not the argmax %d of the logits it returned", lib_token,
                  best);

@@ -1,5 +1,5 @@
 /*
- * detinfer_engine.h — runs a queue of greedy requests through one session
+ * detinfer_engine.h — runs a queue of requests (greedy or sampled) through one session
  * the way a server does (continuous batching): up to `batch` sequences at
  * once, prompts fed in chunks, new requests admitted one per step so that
  * prefill and decode entries mix, entry order and slots shuffled. Every
@@ -19,6 +19,7 @@ typedef struct dt_prompt {
     int32_t *tokens;
     uint32_t n;
     float search_gap; /* near-tie prompts: the top-2 gap that chose them; else -1 */
+    di_sampling_params sampling; /* a sampled request's parameters; size 0: greedy */
 } dt_prompt;
 
 /* What one request produced. Positions are indexes in the sequence: the
@@ -30,7 +31,7 @@ typedef struct dt_trace {
     uint32_t slot;      /* batch slot (sequence id) it ran in */
     uint32_t n_prompt, max_new, n_pos;
     di_digest *digests; /* [n_pos] digest of each logits row */
-    int32_t *tokens;    /* [max_new] greedy tokens */
+    int32_t *tokens;    /* [max_new] chosen tokens (greedy, or sampled) */
     int32_t *runner_up; /* [max_new] the second-best token at each choice */
     float *best_logit;  /* [max_new] the largest logit at each choice */
     float *second_logit;/* [max_new] the runner-up's logit */
@@ -64,7 +65,8 @@ typedef struct dt_engine_cfg {
 
 /* Runs queue[0..n_queue) (prompt indexes). On a library error returns its
  * status with the detail in err; DI_ERR_INTERNAL when the library's greedy
- * token is not the argmax of the logits it returned. */
+ * token is not the argmax of the logits it returned. A sampled request's
+ * tokens come from di_session_sample_token with its parameters. */
 di_status dt_engine_run(di_session *s, int64_t n_vocab, const dt_prompt *prompts, const uint32_t *queue,
                         uint32_t n_queue, const dt_engine_cfg *cfg, char *err, size_t err_size);
 

@@ -1,15 +1,20 @@
 /*
- * detinfer_run.c — `detinfer run`: the greedy continuation of one prompt,
- * with the digest of the logits row each token was chosen from and the
- * digest of the whole sequence (prompt and generated tokens).
+ * detinfer_run.c — `detinfer run`: the greedy (or seeded sampled)
+ * continuation of one prompt, with the digest of the logits row each token
+ * was chosen from and the digest of the whole sequence (prompt and
+ * generated tokens).
  */
+#include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "detinfer_common.h"
 
 enum { OPT_MODEL, OPT_PROMPT, OPT_TOKENS, OPT_MAX_NEW, OPT_THREADS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH, OPT_NO_BOS,
-       OPT_IGNORE_EOS, OPT_JSON };
+       OPT_IGNORE_EOS, OPT_JSON, OPT_TEMPERATURE, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT_PENALTY,
+       OPT_PRESENCE_PENALTY, OPT_FREQUENCY_PENALTY, OPT_PENALTY_WINDOW, OPT_SAMPLING_SEED };
 
 static const dt_option options[] = {
     [OPT_MODEL] = {"--model", "FILE", "GGUF model file (required)"},
@@ -24,13 +29,24 @@ static const dt_option options[] = {
     [OPT_NO_BOS] = {"--no-bos", NULL, "do not prepend BOS to a text prompt"},
     [OPT_IGNORE_EOS] = {"--ignore-eos", NULL, "keep generating after the end-of-sequence token"},
     [OPT_JSON] = {"--json", NULL, "one JSON object on stdout instead of text"},
+    [OPT_TEMPERATURE] = {"--temperature", "X", "sample at temperature X (default 0: greedy)"},
+    [OPT_TOP_K] = {"--top-k", "N", "sample among the N most likely tokens (default 0: all)"},
+    [OPT_TOP_P] = {"--top-p", "X", "... among the most likely ones whose probabilities reach X (default 1)"},
+    [OPT_MIN_P] = {"--min-p", "X", "... dropping those below X times the likeliest's probability (default 0)"},
+    [OPT_REPEAT_PENALTY] = {"--repeat-penalty", "X", "repetition penalty on the recent tokens (default 1: none)"},
+    [OPT_PRESENCE_PENALTY] = {"--presence-penalty", "X", "subtracted from the recent tokens' logits (default 0)"},
+    [OPT_FREQUENCY_PENALTY] = {"--frequency-penalty", "X", "subtracted once per occurrence (default 0)"},
+    [OPT_PENALTY_WINDOW] = {"--penalty-window", "N", "the recent tokens: the last N of the sequence (default 64; 0: all)"},
+    [OPT_SAMPLING_SEED] = {"--seed", "N", "sampling seed, 0..2^64-1 (default 0)"},
     {NULL, NULL, NULL},
 };
 
 static const dt_command command = {
     "run",
     "--model FILE (--prompt TEXT | --tokens LIST) [options]",
-    "Greedy generation (temperature 0: argmax, ties to the lowest id). Prints each\n"
+    "Greedy generation (temperature 0: argmax, ties to the lowest id), or seeded\n"
+    "sampling with --temperature > 0: the tokens depend only on the model, the\n"
+    "prompt, the sampling options and --seed (docs/DETERMINISM.md). Prints each\n"
     "generated token with the XXH3-128 digest of the logits row it was chosen from,\n"
     "then the digest of the whole sequence (prompt and generated token ids as\n"
     "little-endian int32). Generation stops after --max-new tokens or at the model's\n"
@@ -46,6 +62,7 @@ typedef struct run_opts {
     long device;
     di_cpu_path cpu_path;
     int add_bos, stop_at_eos, json;
+    di_sampling_params sampling; /* checked by the library */
 } run_opts;
 
 typedef struct run_result {
@@ -58,9 +75,38 @@ typedef struct run_result {
     di_digest sequence;
 } run_result;
 
+/* A number for a sampling option; its range is the library's to check. */
+static int parse_float(const char *opt, const char *text, float *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (!*text || *end) {
+        dt_usage(&command, "%s wants a number, not '%s'", opt, text);
+        return 0;
+    }
+    *out = v > FLT_MAX ? INFINITY : v < -FLT_MAX ? -INFINITY : (float)v;
+    return 1;
+}
+
+static int parse_seed(const char *opt, const char *text, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (!*text || *end || errno || text[0] == '-') {
+        dt_usage(&command, "%s wants an integer in 0..18446744073709551615, not '%s'", opt, text);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
 static int apply_option(int k, const char *v, void *opts)
 {
     run_opts *o = opts;
+    di_sampling_params *sp = &o->sampling;
+    long n;
     switch (k) {
     case OPT_MODEL: o->model = v; return 1;
     case OPT_PROMPT: o->prompt_text = v; return 1;
@@ -74,6 +120,23 @@ static int apply_option(int k, const char *v, void *opts)
     case OPT_NO_BOS: o->add_bos = 0; return 1;
     case OPT_IGNORE_EOS: o->stop_at_eos = 0; return 1;
     case OPT_JSON: o->json = 1; return 1;
+    case OPT_TEMPERATURE: return parse_float(options[k].name, v, &sp->temperature);
+    case OPT_TOP_K:
+        if (!dt_parse_long(&command, options[k].name, v, 0, INT32_MAX, &n))
+            return 0;
+        sp->top_k = (int32_t)n;
+        return 1;
+    case OPT_TOP_P: return parse_float(options[k].name, v, &sp->top_p);
+    case OPT_MIN_P: return parse_float(options[k].name, v, &sp->min_p);
+    case OPT_REPEAT_PENALTY: return parse_float(options[k].name, v, &sp->repetition_penalty);
+    case OPT_PRESENCE_PENALTY: return parse_float(options[k].name, v, &sp->presence_penalty);
+    case OPT_FREQUENCY_PENALTY: return parse_float(options[k].name, v, &sp->frequency_penalty);
+    case OPT_PENALTY_WINDOW:
+        if (!dt_parse_long(&command, options[k].name, v, 0, UINT32_MAX, &n))
+            return 0;
+        sp->penalty_window = (uint32_t)n;
+        return 1;
+    case OPT_SAMPLING_SEED: return parse_seed(options[k].name, v, &sp->seed);
     }
     return 1;
 }
@@ -82,6 +145,7 @@ static int parse(int argc, char **argv, run_opts *o)
 {
     *o = (run_opts){.max_new = 32, .threads = 1, .backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE,
                     .add_bos = 1, .stop_at_eos = 1};
+    di_sampling_params_init(&o->sampling);
     int rc = dt_parse_options(&command, argc, argv, apply_option, o, NULL);
     if (rc != DT_EXIT_OK)
         return rc;
@@ -137,7 +201,7 @@ static int generate(const run_opts *o, const di_model *model, di_session *s, run
         if (!st)
             st = di_session_logits(s, seq, &logits, &r->digests[step]);
         if (!st)
-            st = di_session_greedy_token(s, seq, &token);
+            st = di_session_sample_token(s, seq, &token); /* greedy with the default options */
         if (st)
             return dt_fail(&command, "step", st, di_session_errmsg(s));
         r->generated[r->n_generated++] = token;
@@ -178,6 +242,13 @@ static void print_header(const run_opts *o, const di_model *model, const run_res
            o->model, di_model_architecture(model), (long long)dt_model_int(model, DI_MODEL_N_LAYER),
            (long long)dt_model_int(model, DI_MODEL_N_VOCAB), di_version_string(), dt_backend_name(o->backend),
            dt_profile_name(o->profile), o->threads, o->threads == 1 ? "" : "s");
+    const di_sampling_params *p = &o->sampling;
+    if (p->temperature > 0)
+        printf("sampling temperature %g top-k %d top-p %g min-p %g repeat-penalty %g presence-penalty %g "
+               "frequency-penalty %g penalty-window %u seed %llu\n",
+               (double)p->temperature, (int)p->top_k, (double)p->top_p, (double)p->min_p,
+               (double)p->repetition_penalty, (double)p->presence_penalty, (double)p->frequency_penalty,
+               (unsigned)p->penalty_window, (unsigned long long)p->seed);
     printf("prompt %u tokens:", r->n_prompt);
     for (uint32_t i = 0; i < r->n_prompt; i++)
         printf(" %d", r->prompt[i]);
@@ -211,6 +282,19 @@ static void print_json(const run_opts *o, const di_model *model, const run_resul
     dt_json_string(&j, "backend", dt_backend_name(o->backend));
     dt_json_string(&j, "profile", dt_profile_name(o->profile));
     dt_json_int(&j, "threads", o->threads);
+    dt_json_begin_object(&j, "sampling");
+    dt_json_number(&j, "temperature", o->sampling.temperature);
+    dt_json_int(&j, "top_k", o->sampling.top_k);
+    dt_json_number(&j, "top_p", o->sampling.top_p);
+    dt_json_number(&j, "min_p", o->sampling.min_p);
+    dt_json_number(&j, "repetition_penalty", o->sampling.repetition_penalty);
+    dt_json_number(&j, "presence_penalty", o->sampling.presence_penalty);
+    dt_json_number(&j, "frequency_penalty", o->sampling.frequency_penalty);
+    dt_json_int(&j, "penalty_window", o->sampling.penalty_window);
+    char seed[24];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->sampling.seed); /* exact beyond 2^53 */
+    dt_json_string(&j, "seed", seed);
+    dt_json_end_object(&j);
     dt_json_string(&j, "prompt_text", o->prompt_text);
     dt_json_begin_array(&j, "prompt_tokens", 1);
     for (uint32_t i = 0; i < r->n_prompt; i++)
@@ -267,6 +351,10 @@ int dt_cmd_run(int argc, char **argv)
     di_status st = dt_open_session(model, &so, &s, err, sizeof err);
     if (st) {
         rc = dt_fail(&command, "creating the session", st, err);
+        goto out;
+    }
+    if ((st = di_session_seq_set_sampling(s, 0, &o.sampling))) {
+        rc = dt_fail(&command, "the sampling options", st, di_session_errmsg(s));
         goto out;
     }
     if (!o.json)

@@ -4,7 +4,10 @@
  * automated).
  *
  * Every prompt is first run alone (batch 1, the first thread count, the
- * whole prompt in one step): the reference. Then each axis is run with one
+ * whole prompt in one step): the reference. Some prompts run again as
+ * sampled requests (--sampled: seeded, temperature > 0, filters and
+ * penalties), each with a seed of its own, so that their tokens too are
+ * checked on every axis. Then each axis is run with one
  * setting changed, every logits row of every request is hashed and
  * compared with the reference position by position:
  *
@@ -36,7 +39,7 @@
 
 enum { OPT_MODEL, OPT_PROMPTS, OPT_REPS, OPT_MAX_NEW, OPT_BATCH, OPT_THREADS, OPT_CHUNKS, OPT_PROCESSES,
        OPT_BACKENDS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH, OPT_TIES, OPT_CANDIDATES, OPT_SEED, OPT_QUICK, OPT_JSON,
-       OPT_NO_PROGRESS, N_OPTS };
+       OPT_NO_PROGRESS, OPT_SAMPLED, N_OPTS };
 
 static const dt_option options[] = {
     [OPT_MODEL] = {"--model", "FILE", "GGUF model file (required)"},
@@ -59,13 +62,16 @@ static const dt_option options[] = {
     [OPT_QUICK] = {"--quick", NULL, "a short run: --reps 5 --batch-sizes 1,4,16 --threads 1,2 --chunks 3 --processes 1"},
     [OPT_JSON] = {"--json", NULL, "the report as one JSON object on stdout"},
     [OPT_NO_PROGRESS] = {"--no-progress", NULL, "no progress bar on stderr"},
+    [OPT_SAMPLED] = {"--sampled", "N",
+                     "sampled requests added, each with its own seed (default 3; 0: greedy only)"},
     {NULL, NULL, NULL},
 };
 
 static const dt_command command = {
     "verify",
     "--model FILE [--prompts FILE] [--reps N] [--batch-sizes LIST] [--threads LIST] [options]",
-    "Checks that every logits row and greedy token is bitwise identical across\n"
+    "Checks that every logits row and chosen token (greedy, and sampled with\n"
+    "seeds) is bitwise identical across\n"
     "repetitions, batch sizes (continuous batching with other requests), thread\n"
     "counts, prompt chunk sizes, fresh processes and backends, against the prompt\n"
     "run alone. Reports a table of axes x result, the near ties (smallest top-2\n"
@@ -81,7 +87,7 @@ static const dt_command command = {
 
 typedef struct verify_opts {
     const char *model, *prompts;
-    long reps, max_new, processes, ties, candidates, seed;
+    long reps, max_new, processes, ties, candidates, seed, sampled;
     long batch[MAX_LIST], threads[MAX_LIST], chunks[MAX_LIST];
     int n_batch, n_threads, n_chunks;
     di_backend backends[MAX_LIST];
@@ -176,6 +182,7 @@ static int parse_option(int k, const char *v, void *opts)
     case OPT_QUICK: return 1;
     case OPT_JSON: o->json = 1; return 1;
     case OPT_NO_PROGRESS: o->progress = 0; return 1;
+    case OPT_SAMPLED: return dt_parse_long(&command, name, v, 0, 1000, &o->sampled);
     }
     return 0;
 }
@@ -212,7 +219,7 @@ static void fill_defaults(verify_opts *o, const int *given)
 
 static int parse(int argc, char **argv, verify_opts *o)
 {
-    *o = (verify_opts){.max_new = 16, .ties = 5, .seed = 1, .backend = DI_BACKEND_CPU,
+    *o = (verify_opts){.max_new = 16, .ties = 5, .seed = 1, .sampled = 3, .backend = DI_BACKEND_CPU,
                        .profile = DI_PROFILE_PORTABLE, .progress = 1};
     int given[N_OPTS] = {0};
     int rc = dt_parse_options(&command, argc, argv, parse_option, o, given);
@@ -454,13 +461,13 @@ static int tie_order(const void *a, const void *b)
     return x->prompt != y->prompt ? (x->prompt < y->prompt ? -1 : 1) : (x->choice < y->choice ? -1 : 1);
 }
 
-/* The smallest top-2 gaps of the reference run, smallest first. */
+/* The smallest top-2 gaps of the reference run's greedy requests, smallest first. */
 static uint32_t smallest_gaps(const verify *v, tie **out)
 {
     uint32_t n = 0, max_new = (uint32_t)v->o.max_new;
     tie *t = malloc((size_t)v->prompts.n * max_new * sizeof *t);
     for (uint32_t p = 0; t && p < v->prompts.n; p++)
-        for (uint32_t k = 0; k < max_new; k++)
+        for (uint32_t k = 0; k < max_new && !v->prompts.p[p].sampling.size; k++)
             if (v->ref[p].runner_up[k] >= 0)
                 t[n++] = (tie){p, k, (double)v->ref[p].best_logit[k] - (double)v->ref[p].second_logit[k]};
     if (t)
@@ -618,6 +625,19 @@ static void json_prompts(dt_json *j, const verify *v)
         dt_json_int(j, "index", i);
         dt_json_string(j, "kind", p->text ? "text" : p->search_gap >= 0 ? "near-tie" : "tokens");
         dt_json_string(j, "text", p->text);
+        if (p->sampling.size) {
+            dt_json_begin_object(j, "sampling");
+            dt_json_number(j, "temperature", p->sampling.temperature);
+            dt_json_int(j, "top_k", p->sampling.top_k);
+            dt_json_number(j, "top_p", p->sampling.top_p);
+            dt_json_number(j, "min_p", p->sampling.min_p);
+            dt_json_number(j, "repetition_penalty", p->sampling.repetition_penalty);
+            dt_json_number(j, "presence_penalty", p->sampling.presence_penalty);
+            dt_json_number(j, "frequency_penalty", p->sampling.frequency_penalty);
+            dt_json_int(j, "penalty_window", p->sampling.penalty_window);
+            dt_json_int(j, "seed", (long long)p->sampling.seed);
+            dt_json_end_object(j);
+        }
         if (p->search_gap >= 0)
             dt_json_number(j, "search_gap", p->search_gap);
         dt_json_begin_array(j, "tokens", 1);
@@ -771,6 +791,9 @@ static int load_prompts(verify *v)
                               &v->prompts, err, sizeof err);
     if (st)
         return dt_fail(&command, "searching near-tie prompts", st, err);
+    st = dt_prompts_add_sampled(&v->prompts, (uint32_t)v->o.sampled, (uint64_t)v->o.seed, err, sizeof err);
+    if (st)
+        return dt_fail(&command, "adding the sampled requests", st, err);
     for (uint32_t i = 0; i < v->prompts.n; i++)
         v->longest = v->prompts.p[i].n > v->longest ? v->prompts.p[i].n : v->longest;
     return DT_EXIT_OK;

@@ -36,6 +36,12 @@ di_status dt_prompts_file(const di_model *model, const char *path, dt_prompt_set
 di_status dt_prompts_near_ties(const di_model *model, const dt_session_opts *opts, uint32_t candidates,
                                uint32_t keep, uint64_t seed, dt_prompt_set *set, char *err, size_t err_size);
 
+/* Adds n_sampled sampled requests: the first prompts again (in turn), each
+ * with one of three parameter sets (temperature, filters, penalties) and a
+ * seed of its own derived from seed. */
+di_status dt_prompts_add_sampled(dt_prompt_set *set, uint32_t n_sampled, uint64_t seed, char *err,
+                                 size_t err_size);
+
 /* TEST ONLY. DETINFER_TEST_PERTURB=SLOT:POS perturbs batched runs (batch
  * size > 1) in that slot at that sequence position; =child:POS perturbs
  * the fresh processes at that position. Unset: nothing is enabled. Returns 0

@@ -4,7 +4,12 @@
  *
  * The parent re-executes this program (/proc/self/exe) with the hidden
  * subcommand `__verify-child`, writes the prompts on its stdin as token ids
- * (one line each: "N t0 t1 ..."), and reads one line per prompt back:
+ * and sampling parameters, one line each:
+ *
+ *   N t0 t1 ... 0                                   a greedy request
+ *   N t0 t1 ... 1 TEMP TOP_K TOP_P MIN_P REP PRES FREQ WINDOW SEED   a sampled one
+ *
+ * (floats in C99 hexadecimal, exact), and reads one line per prompt back:
  *
  *   trace PROMPT N_POS MAX_NEW SEQUENCE_HEX DIGEST_HEX x N_POS TOKEN x MAX_NEW
  *
@@ -116,6 +121,17 @@ static int write_all(int fd, const char *buf, size_t n)
     return ok;
 }
 
+/* " 0", or " 1" and the sampling parameters. */
+static int send_sampling(int fd, const di_sampling_params *s)
+{
+    char buf[320] = " 0";
+    if (s->size)
+        snprintf(buf, sizeof buf, " 1 %a %d %a %a %a %a %a %u %llu", (double)s->temperature, (int)s->top_k,
+                 (double)s->top_p, (double)s->min_p, (double)s->repetition_penalty, (double)s->presence_penalty,
+                 (double)s->frequency_penalty, (unsigned)s->penalty_window, (unsigned long long)s->seed);
+    return write_all(fd, buf, strlen(buf));
+}
+
 static int send_prompts(int fd, const dt_prompt *prompts, uint32_t n_prompts)
 {
     int ok = 1;
@@ -127,7 +143,7 @@ static int send_prompts(int fd, const dt_prompt *prompts, uint32_t n_prompts)
             snprintf(num, sizeof num, " %d", prompts[p].tokens[i]);
             ok = write_all(fd, num, strlen(num));
         }
-        ok = ok && write_all(fd, "\n", 1);
+        ok = ok && send_sampling(fd, &prompts[p].sampling) && write_all(fd, "\n", 1);
     }
     return ok;
 }
@@ -244,7 +260,8 @@ static const dt_command child_command = {
     "--model FILE --max-new N [--threads N] [--backend NAME] [--profile NAME] [--device N] [--cpu-path NAME] "
     "< prompts",
     "Internal to 'detinfer verify' (the fresh-process axis): reads prompts as token\n"
-    "ids, one per line \"N t0 t1 ...\", runs each alone and prints its trace.",
+    "ids and sampling parameters, one per line \"N t0 t1 ... 0|1 [parameters]\", runs\n"
+    "each alone and prints its trace.",
     child_options,
 };
 
@@ -264,7 +281,27 @@ static void print_trace(void *ctx, uint32_t request, const dt_trace *t)
     putchar('\n');
 }
 
-/* Prompts from stdin, each line "N t0 ... t(N-1)". */
+/* A prompt's sampling parameters after its tokens: "0", or "1" and the fields. */
+static int read_sampling(di_sampling_params *s)
+{
+    int sampled;
+    if (scanf("%d", &sampled) != 1 || (sampled != 0 && sampled != 1))
+        return 0;
+    memset(s, 0, sizeof *s);
+    if (!sampled)
+        return 1;
+    di_sampling_params_init(s);
+    unsigned window;
+    unsigned long long seed;
+    if (scanf("%f %d %f %f %f %f %f %u %llu", &s->temperature, &s->top_k, &s->top_p, &s->min_p,
+              &s->repetition_penalty, &s->presence_penalty, &s->frequency_penalty, &window, &seed) != 9)
+        return 0;
+    s->penalty_window = window;
+    s->seed = seed;
+    return 1;
+}
+
+/* Prompts from stdin, each line "N t0 ... t(N-1)" and its sampling parameters. */
 static int read_prompts(dt_prompt_set *set)
 {
     unsigned long n;
@@ -280,13 +317,15 @@ static int read_prompts(dt_prompt_set *set)
             set->cap = cap;
         }
         dt_prompt *p = &set->p[set->n];
-        *p = (dt_prompt){NULL, NULL, malloc(n * sizeof(int32_t)), (uint32_t)n, -1.0f};
+        *p = (dt_prompt){NULL, NULL, malloc(n * sizeof(int32_t)), (uint32_t)n, -1.0f, {0}};
         if (!p->tokens)
             return 0;
         set->n++;
         for (unsigned long i = 0; i < n; i++)
             if (scanf("%d", &p->tokens[i]) != 1)
                 return 0;
+        if (!read_sampling(&p->sampling))
+            return 0;
     }
     return feof(stdin) && set->n > 0;
 }

@@ -68,7 +68,7 @@ static di_status add_prompt(dt_prompt_set *set, char *label, char *text, int32_t
     }
     if (!label)
         goto oom;
-    set->p[set->n++] = (dt_prompt){label, text, tokens, n, search_gap};
+    set->p[set->n++] = (dt_prompt){label, text, tokens, n, search_gap, {0}};
     return DI_OK;
 oom:
     free(label);
@@ -278,4 +278,63 @@ di_status dt_prompts_near_ties(const di_model *model, const dt_session_opts *opt
     free(cand);
     free(gaps);
     return st;
+}
+
+/* The parameter sets of the sampled requests, taken in turn: plain
+ * temperature, every filter with a repetition penalty, and a hot one with
+ * presence and frequency penalties over the whole sequence. */
+static di_sampling_params sampled_params(uint32_t k)
+{
+    di_sampling_params p;
+    di_sampling_params_init(&p);
+    switch (k % 3) {
+    case 0:
+        p.temperature = 0.8f;
+        break;
+    case 1:
+        p.temperature = 1.0f;
+        p.top_k = 40;
+        p.top_p = 0.95f;
+        p.min_p = 0.05f;
+        p.repetition_penalty = 1.1f;
+        break;
+    default:
+        p.temperature = 1.5f;
+        p.top_p = 0.9f;
+        p.presence_penalty = 0.5f;
+        p.frequency_penalty = 0.2f;
+        p.penalty_window = 0;
+        break;
+    }
+    return p;
+}
+
+di_status dt_prompts_add_sampled(dt_prompt_set *set, uint32_t n_sampled, uint64_t seed, char *err,
+                                 size_t err_size)
+{
+    const uint32_t n_base = set->n;
+    if (n_sampled == 0 || n_base == 0)
+        return DI_OK;
+    for (uint32_t k = 0; k < n_sampled; k++) {
+        const dt_prompt *base = &set->p[k % n_base];
+        di_sampling_params p = sampled_params(k);
+        p.seed = seed * 1000003u + k; /* a seed of its own per request */
+        char label[200];
+        snprintf(label, sizeof label, "sampled t=%g seed=%llu: %s", (double)p.temperature,
+                 (unsigned long long)p.seed, base->label);
+        int32_t *tokens = malloc(base->n * sizeof *tokens);
+        char *text = base->text ? strdup(base->text) : NULL;
+        if (tokens)
+            memcpy(tokens, base->tokens, base->n * sizeof *tokens);
+        const uint32_t n = base->n; /* add_prompt may move set->p */
+        di_status st = add_prompt(set, tokens && (text || !base->text) ? strdup(label) : NULL, text, tokens, n,
+                                  -1.0f, err, err_size);
+        if (st)
+            return st;
+        set->p[set->n - 1].sampling = p;
+    }
+    size_t at = strlen(set->note);
+    snprintf(set->note + at, sizeof set->note - at, ", and %u of them again sampled (seeded, temperature > 0)",
+             n_sampled);
+    return DI_OK;
 }
