@@ -8,6 +8,8 @@
     session.step({0: ids})
     logits, digest = session.logits(0)    # numpy float32 row, 32 hex characters
     next_id = session.greedy(0)
+    session.set_sampling(0, temperature=0.8, top_p=0.95, seed=42)
+    sampled_id = session.sample(0)        # seeded: the same token in any batch
 
 Errors raise DetinferError with the status name and the library's message.
 Only the public API of include/detinfer.h is used.
@@ -48,6 +50,14 @@ class Digest(C.Structure):
         return bytes(self.bytes).hex()
 
 
+class SamplingParams(C.Structure):
+    """di_sampling_params (DETINFER_1.2), field for field."""
+    _fields_ = [("size", C.c_uint32), ("temperature", C.c_float), ("top_k", C.c_int32),
+                ("top_p", C.c_float), ("min_p", C.c_float), ("repetition_penalty", C.c_float),
+                ("presence_penalty", C.c_float), ("frequency_penalty", C.c_float),
+                ("penalty_window", C.c_uint32), ("seed", C.c_uint64)]
+
+
 _P = C.c_void_p
 _SIGNATURES = {
     "di_status_name": (C.c_char_p, [C.c_int]),
@@ -78,6 +88,11 @@ _SIGNATURES = {
     "di_session_greedy_token": (C.c_int, [_P, C.c_uint32, C.POINTER(C.c_int32)]),
     "di_session_seq_digest": (C.c_int, [_P, C.c_uint32, C.POINTER(Digest)]),
     "di_session_seq_reset": (C.c_int, [_P, C.c_uint32]),
+    "di_sampling_params_init": (C.c_int, [C.POINTER(SamplingParams)]),
+    "di_session_seq_set_sampling": (C.c_int, [_P, C.c_uint32, C.POINTER(SamplingParams)]),
+    "di_session_sample_token": (C.c_int, [_P, C.c_uint32, C.POINTER(C.c_int32)]),
+    "di_session_seq_digest_extra": (C.c_int, [_P, C.c_uint32, C.POINTER(C.c_int32), C.c_size_t,
+                                              C.POINTER(Digest)]),
 }
 
 
@@ -215,9 +230,39 @@ class Session:
         self._check(self.lib.c.di_session_greedy_token(self.handle, seq, C.byref(out)))
         return out.value
 
-    def sequence_digest(self, seq):
+    def set_sampling(self, seq, **params):
+        """Sets seq's sampling parameters (temperature, top_k, top_p, min_p,
+        repetition_penalty, presence_penalty, frequency_penalty, penalty_window,
+        seed); the others keep di_sampling_params_init's defaults. No
+        arguments: the parameters the sequence started with."""
+        if not params:
+            self._check(self.lib.c.di_session_seq_set_sampling(self.handle, seq, None))
+            return
+        p = SamplingParams()
+        self.lib.check(self.lib.c.di_sampling_params_init(C.byref(p)), "di_sampling_params_init")
+        for key, value in params.items():
+            if key == "size" or key not in dict(SamplingParams._fields_):
+                raise TypeError(f"unknown sampling parameter {key!r}")
+            setattr(p, key, value)
+        self._check(self.lib.c.di_session_seq_set_sampling(self.handle, seq, C.byref(p)))
+
+    def sample(self, seq):
+        """The token seq's sampling parameters choose from its last logits
+        (with the defaults, the greedy token)."""
+        out = C.c_int32()
+        self._check(self.lib.c.di_session_sample_token(self.handle, seq, C.byref(out)))
+        return out.value
+
+    def sequence_digest(self, seq, extra=()):
+        """Digest of seq's tokens followed by `extra` tokens not stepped: with
+        the generated tokens' last one, the digest of a generation."""
         digest = Digest()
-        self._check(self.lib.c.di_session_seq_digest(self.handle, seq, C.byref(digest)))
+        if extra:
+            arr = (C.c_int32 * len(extra))(*extra)
+            self._check(self.lib.c.di_session_seq_digest_extra(self.handle, seq, arr, len(extra),
+                                                               C.byref(digest)))
+        else:
+            self._check(self.lib.c.di_session_seq_digest(self.handle, seq, C.byref(digest)))
         return digest.hex()
 
     def reset(self, seq):
