@@ -4,7 +4,9 @@
  * running canonical sum against di_cpu_sum, the parameters' checks and
  * messages, the distribution against the softmax (chi-square over fixed
  * seeds), the filters, penalties, and the greedy equivalences, on fixed
- * logits (the internal sampler) and on generated models (the public API).
+ * logits (the internal sampler) and on generated models (the public API),
+ * and the library's draws against an independent float64 reference
+ * (tests/sampling_reference.py: NumPy and a pure-Python Philox).
  * The determinism axes of sampled sequences are in check_determinism.c.
  */
 #include <check.h>
@@ -631,6 +633,39 @@ START_TEST(test_penalties_use_the_sequence)
 }
 END_TEST
 
+/* The library's tokens against tests/sampling_reference.py on five models
+ * (the shared library from DI_TEST_ROOT, loaded by Python's ctypes). */
+START_TEST(test_against_python_reference)
+{
+    const char *root = getenv("DI_TEST_ROOT"), *san = getenv("DI_TEST_SANITIZE");
+    ck_assert_msg(root != NULL, "DI_TEST_ROOT is not set (run the suite with make check)");
+    if (san && *san == '1') {
+        fprintf(stderr, "sampling: the Python reference is not run under the sanitizers (Python cannot "
+                        "load the instrumented library)\n");
+        return;
+    }
+    static const char *const names[] = {"gqa_untied_f32", "mha_tied_q4_0", "odd_f32", "qwen2_q8_0",
+                                        "gemma3_q8_0"};
+    char cmd[8192];
+    int at = snprintf(cmd, sizeof cmd, "python3 '%s/tests/sampling_reference.py' '%s/lib/libdetinfer.so.1'", root,
+                      root);
+    for (int i = 0; i < 5; i++)
+        at += snprintf(cmd + at, sizeof cmd - (size_t)at, " '%s'", tu_model_path(names[i], ".gguf"));
+    snprintf(cmd + at, sizeof cmd - (size_t)at, " 2>&1");
+    FILE *f = popen(cmd, "r");
+    ck_assert(f != NULL);
+    char line[512];
+    int models = 0;
+    while (fgets(line, sizeof line, f)) {
+        fputs(line, stderr);
+        models += strncmp(line, "sampling reference ", 19) == 0;
+    }
+    const int status = pclose(f);
+    ck_assert_msg(status == 0, "tests/sampling_reference.py failed (status %d)", status);
+    ck_assert_int_eq(models, 5);
+}
+END_TEST
+
 #define LOOP(tc, test, array) tcase_add_loop_test(tc, test, 0, (int)(sizeof array / sizeof array[0]))
 
 Suite *sampling_suite(void)
@@ -665,6 +700,7 @@ Suite *sampling_suite(void)
     tcase_add_test(dist, test_special_values);
     tcase_add_test(dist, test_seeds);
     tcase_add_test(dist, test_penalties_use_the_sequence);
+    tcase_add_test(dist, test_against_python_reference);
     suite_add_tcase(s, dist);
     return s;
 }
