@@ -331,16 +331,16 @@ static uint32_t top_p_length(di_sampler *s, order *o, float top_p)
     float block[DI_LANES];
     uint32_t j = 0;
     for (;;) {
-        const uint32_t have = order_take(o, j + DI_LANES);
+        const uint32_t have = order_take(o, j + DI_LANES); /* may hold more already (top-k) */
         if (have == j)
             return j;
-        const uint32_t n = have - j;
+        const uint32_t n = have - j < DI_LANES ? have - j : DI_LANES;
         for (uint32_t i = 0; i < n; i++)
             block[i] = s->p[s->ord[j + i]];
         const uint32_t used = feed_until(&r, block, n, top_p, 0);
         if (used > 0)
             return j + used;
-        j = have;
+        j += n;
     }
 }
 
