@@ -247,6 +247,85 @@ START_TEST(test_detect_names_and_needles)
 }
 END_TEST
 
+/* A file of the repository (DI_TEST_ROOT), whole, NUL-terminated; *len its size. */
+static char *read_repo_file(const char *rel, size_t *len)
+{
+    const char *root = getenv("DI_TEST_ROOT");
+    ck_assert_msg(root != NULL, "DI_TEST_ROOT is not set (run the suite with make check)");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)size + 1);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_uint_eq(fread(text, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    text[size] = '\0';
+    if (len)
+        *len = (size_t)size;
+    return text;
+}
+
+/* The real templates of tests/data/chat_templates (README.md there names the
+ * sources) and what llama.cpp's llm_chat_detect_template makes of them,
+ * worked out by hand from its rules (the chat goldens confirm each against
+ * llama.cpp itself). NULL: llama.cpp takes it for a template not built in. */
+static const struct {
+    const char *stem;
+    const char *want;
+} template_files[] = {
+    {"google-gemma-3-270m-it", "gemma"},
+    {"google-gemma-2-2b-it", "gemma"},
+    {"Qwen-Qwen2.5-7B-Instruct", "chatml"},
+    {"Qwen-Qwen3-0.6B", "chatml"},
+    {"Qwen-QwQ-32B", "chatml"},
+    {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use", "chatml"},
+    {"meta-llama-Llama-3.1-8B-Instruct", "llama3"},
+    {"meta-llama-Llama-3.2-3B-Instruct", "llama3"},
+    {"meta-llama-Llama-3.3-70B-Instruct", "llama3"},
+    {"microsoft-Phi-3.5-mini-instruct", "phi3"},
+    {"mistralai-Mistral-Nemo-Instruct-2407", "mistral-v3-tekken"},
+    {"CohereForAI-c4ai-command-r-plus-tool_use", NULL}, /* command-r */
+    {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", NULL}, /* deepseek3 */
+    {"ibm-granite-granite-3.3-2B-Instruct", NULL},      /* granite */
+    {"openai-gpt-oss-120b", NULL},
+};
+#define N_TEMPLATE_FILES ((int)(sizeof template_files / sizeof template_files[0]))
+
+/* The same text in a GGUF (make_tokenizer_models.py writes chat-STEM.gguf):
+ * read back whole by di_model_meta_string and recognised. */
+START_TEST(test_recognise_template_files)
+{
+    const char *stem = template_files[_i].stem, *want = template_files[_i].want;
+    char rel[512], name[512];
+    snprintf(rel, sizeof rel, "tests/data/chat_templates/%s.jinja", stem);
+    snprintf(name, sizeof name, "chat-%s", stem);
+    size_t n;
+    char *text = read_repo_file(rel, &n);
+    const char *got = di_chat_detect(text, n);
+    ck_assert_msg(want ? got && strcmp(got, want) == 0 : got == NULL, "%s: recognised as %s, want %s",
+                  stem, got ? got : "NULL", want ? want : "NULL");
+
+    di_model *m = tu_load(name);
+    size_t len = 0;
+    ck_assert_int_eq(di_model_meta_string(m, "tokenizer.chat_template", NULL, 0, &len),
+                     DI_ERR_BUFFER_TOO_SMALL);
+    ck_assert_uint_eq(len, n);
+    char *meta = malloc(len + 1);
+    ck_assert_int_eq(di_model_meta_string(m, "tokenizer.chat_template", meta, len + 1, &len), DI_OK);
+    ck_assert_msg(memcmp(meta, text, n) == 0, "%s: the template read back differs", stem);
+    got = di_model_chat_template(m);
+    ck_assert_msg(want ? got && strcmp(got, want) == 0 : got == NULL,
+                  "%s (GGUF): recognised as %s, want %s", stem, got ? got : "NULL", want ? want : "NULL");
+    free(meta);
+    free(text);
+    di_model_free(m);
+}
+END_TEST
+
 /* ---- metadata strings and token lookup ---------------------------------------- */
 
 START_TEST(test_meta_string)
@@ -423,6 +502,7 @@ Suite *chat_suite(void)
     tc = tcase_create("model");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_meta_string);
+    tcase_add_loop_test(tc, test_recognise_template_files, 0, N_TEMPLATE_FILES);
     tcase_add_loop_test(tc, test_token_lookup_every_token, 0, 2);
     tcase_add_test(tc, test_token_lookup_cases);
     tcase_add_test(tc, test_parse_special_basics);
