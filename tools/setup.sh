@@ -4,7 +4,8 @@
 # PyPI. Idempotent: packages already present are not reinstalled.
 set -euo pipefail
 
-debs=(build-essential pkg-config check libsubunit-dev libxxhash-dev xxhash libpcre2-dev abigail-tools clang libclang-rt-14-dev)
+debs=(build-essential pkg-config check libsubunit-dev libxxhash-dev xxhash libpcre2-dev abigail-tools clang libclang-rt-14-dev
+      cmake golang-go)
 missing=()
 for p in "${debs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
