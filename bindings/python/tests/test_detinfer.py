@@ -175,9 +175,12 @@ def test_config_set_get_and_refusals():
     with detinfer.Config(threads=2, max_sequences=3, temperature=0.0) as config:
         assert config.get("threads") == 2 and config.get(detinfer.ConfigKey.MAX_SEQUENCES) == 3
         assert config.get("top_p") == 1.0
+        config.set("temperature", 0.7)  # the sequences' starting parameters (with do_sample 1)
+        assert abs(config.get("temperature") - 0.7) < 1e-12
         with pytest.raises(DetinferError) as e:
-            config.set("temperature", 0.7)
-        assert e.value.status == Status.ERR_SAMPLING_REFUSED and "temperature" in e.value.message
+            config.set("temperature", -1.0)
+        assert e.value.status == Status.ERR_INVALID_ARGUMENT and "temperature = -1" in e.value.message
+        assert abs(config.get("temperature") - 0.7) < 1e-12
         with pytest.raises(DetinferError) as e:
             config.set("threads", 0)
         assert e.value.status == Status.ERR_INVALID_ARGUMENT and e.value.message
