@@ -326,6 +326,185 @@ START_TEST(test_recognise_template_files)
 }
 END_TEST
 
+/* ---- goldens from llama.cpp (tests/data/chat_goldens) ------------------------ */
+
+/* The built-in templates, as docs/CHAT.md lists them. */
+static const char *const built_in[] = {
+    "chatml", "gemma", "llama3", "llama2", "llama2-sys", "llama2-sys-bos", "llama2-sys-strip",
+    "mistral-v1", "mistral-v3", "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "phi3",
+    "zephyr",
+};
+#define N_BUILT_IN (sizeof built_in / sizeof built_in[0])
+
+static int hexval(int c)
+{
+    return c <= '9' ? c - '0' : (c | 32) - 'a' + 10;
+}
+
+/* Undoes the recorder's escaping (\\ and \xHH) in place; returns the length. */
+static size_t unescape(char *s)
+{
+    size_t n = 0;
+    for (size_t i = 0; s[i];) {
+        if (s[i] == '\\' && s[i + 1] == 'x') {
+            s[n++] = (char)(hexval(s[i + 2]) * 16 + hexval(s[i + 3]));
+            i += 4;
+        } else if (s[i] == '\\' && s[i + 1] == '\\') {
+            s[n++] = '\\';
+            i += 2;
+        } else {
+            s[n++] = s[i++];
+        }
+    }
+    s[n] = '\0';
+    return n;
+}
+
+static size_t split_tabs(char *line, char **fields, size_t max)
+{
+    size_t n = 0;
+    fields[n++] = line;
+    for (char *p = line; *p && n < max; p++) {
+        if (*p == '\t') {
+            *p = '\0';
+            fields[n++] = p + 1;
+        }
+    }
+    return n;
+}
+
+/* The lines of a golden file (comments dropped), split into tab fields. */
+typedef struct golden_line {
+    char *fields[40];
+    size_t n;
+} golden_line;
+
+static golden_line *read_goldens(const char *name, size_t *n_lines, char **keep)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/data/chat_goldens/%s", name);
+    char *text = read_repo_file(rel, NULL);
+    size_t cap = 64, n = 0;
+    golden_line *lines = malloc(cap * sizeof *lines);
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] == '#')
+            continue;
+        if (n == cap)
+            lines = realloc(lines, (cap *= 2) * sizeof *lines);
+        lines[n].n = split_tabs(line, lines[n].fields, 40);
+        n++;
+    }
+    *n_lines = n;
+    *keep = text;
+    return lines;
+}
+
+/* Every F line: di_chat_format gives llama.cpp's text byte for byte, or (gemma
+ * only) refuses a list where llama.cpp drops a system message's text. */
+START_TEST(test_goldens_format)
+{
+    size_t n_lines, cases = 0, refused = 0;
+    char *keep;
+    golden_line *lines = read_goldens("format.txt", &n_lines, &keep);
+    for (size_t i = 0; i < n_lines; i++) {
+        golden_line *l = &lines[i];
+        ck_assert_msg(l->n >= 4 && l->n % 2 == 0 && l->fields[0][0] == 'F', "malformed line %zu", i);
+        const char *tpl = l->fields[1];
+        int add_ass = atoi(l->fields[2]);
+        size_t want_len = unescape(l->fields[3]);
+        const char *roles[18], *contents[18];
+        size_t n = (l->n - 4) / 2;
+        for (size_t k = 0; k < n; k++) {
+            roles[k] = l->fields[4 + 2 * k];
+            unescape(l->fields[5 + 2 * k]);
+            contents[k] = l->fields[5 + 2 * k];
+        }
+        char err[ERRBUF_SIZE], buf[4096];
+        size_t len;
+        di_status st = di_chat_format(tpl, roles, contents, n, add_ass, buf, sizeof buf, &len, err,
+                                      sizeof err);
+        cases++;
+        if (st == DI_ERR_INVALID_ARGUMENT && strcmp(tpl, "gemma") == 0) {
+            /* llama.cpp's text lacks a system message's text */
+            int lost = 0;
+            for (size_t k = 0; k < n; k++)
+                if (strcmp(roles[k], "system") == 0 && contents[k][0] &&
+                    !strstr(l->fields[3], contents[k]))
+                    lost = 1;
+            ck_assert_msg(lost, "line %zu: gemma refused (%s) though llama.cpp keeps every text", i,
+                          err);
+            refused++;
+            continue;
+        }
+        ck_assert_msg(st == DI_OK, "line %zu (%s): %s: %s", i, tpl, di_status_name(st), err);
+        ck_assert_msg(len == want_len && memcmp(buf, l->fields[3], len) == 0,
+                      "line %zu (%s, add_ass %d):\n got: [%s]\nwant: [%s]", i, tpl, add_ass, buf,
+                      l->fields[3]);
+    }
+    /* every template x 17 message lists x add_ass 0/1; gemma refuses 2 lists x 2 */
+    ck_assert_uint_eq(cases, N_BUILT_IN * 17 * 2);
+    ck_assert_uint_eq(refused, 4);
+    free(lines);
+    free(keep);
+}
+END_TEST
+
+/* Every D line: a template text (a llama.cpp name, a marker text, or a real
+ * template file) is recognised as the built-in template whose formatting of
+ * the probe messages is llama.cpp's; when recognised as none, llama.cpp's
+ * text is no built-in template's (it refused the text or took it for one this
+ * library lacks). */
+START_TEST(test_goldens_detect)
+{
+    static const char *const roles[] = {"system", "user", "assistant", "user"};
+    static const char *const contents[] = {"Sys.", " Hi. ", "Yo.", "Bye."};
+    static char probe[N_BUILT_IN][1024];
+    for (size_t t = 0; t < N_BUILT_IN; t++) {
+        size_t len;
+        ck_assert_int_eq(di_chat_format(built_in[t], roles, contents, 4, 1, probe[t], sizeof probe[t],
+                                        &len, NULL, 0), DI_OK);
+    }
+    size_t n_lines, recognised = 0, files = 0;
+    char *keep;
+    golden_line *lines = read_goldens("detect.txt", &n_lines, &keep);
+    for (size_t i = 0; i < n_lines; i++) {
+        golden_line *l = &lines[i];
+        ck_assert_msg(l->n == 3 && l->fields[0][0] == 'D', "malformed line %zu", i);
+        size_t text_len = unescape(l->fields[1]);
+        unescape(l->fields[2]);
+        const char *want = l->fields[2];
+        char *text = l->fields[1], *file = NULL;
+        if (text[0] == '@') {
+            char rel[512];
+            snprintf(rel, sizeof rel, "tests/data/chat_templates/%s", text + 1);
+            text = file = read_repo_file(rel, &text_len);
+            files++;
+        }
+        const char *got = di_chat_detect(text, text_len);
+        if (got) {
+            size_t t = 0;
+            while (t < N_BUILT_IN && strcmp(built_in[t], got) != 0)
+                t++;
+            ck_assert_msg(t < N_BUILT_IN, "recognised as '%s', not in the built-in list", got);
+            ck_assert_msg(strcmp(probe[t], want) == 0,
+                          "'%.60s' recognised as %s:\n got: [%s]\nllama.cpp: [%s]", l->fields[1],
+                          got, probe[t], want);
+            recognised++;
+        } else {
+            for (size_t t = 0; t < N_BUILT_IN; t++)
+                ck_assert_msg(strcmp(probe[t], want) != 0,
+                              "'%.60s' recognised as none; llama.cpp formats it as %s", l->fields[1],
+                              built_in[t]);
+        }
+        free(file);
+    }
+    ck_assert_uint_eq(files, N_TEMPLATE_FILES);
+    ck_assert_uint_ge(recognised, 40);
+    free(lines);
+    free(keep);
+}
+END_TEST
+
 /* ---- metadata strings and token lookup ---------------------------------------- */
 
 START_TEST(test_meta_string)
@@ -498,6 +677,8 @@ Suite *chat_suite(void)
     tcase_add_test(tc, test_format_errors);
     tcase_add_test(tc, test_format_buffer_rules);
     tcase_add_test(tc, test_detect_names_and_needles);
+    tcase_add_test(tc, test_goldens_format);
+    tcase_add_test(tc, test_goldens_detect);
     suite_add_tcase(s, tc);
     tc = tcase_create("model");
     tcase_set_timeout(tc, 60);
