@@ -342,6 +342,7 @@ static const chat_template templates[] = {
     {"llama2", 1, {NULL}, {NULL}, format_llama2, 0},
     {"phi3", 0, {"<|assistant|>", "<|end|>"}, {NULL}, format_phi3, 0},
     {"chatglm4", 0, {"[gMASK]<sop>"}, {NULL}, NULL, 0},
+    {"exaone-moe", 0, {"<|assistant|>", "<|user|>", "<|tool_declare|>"}, {NULL}, NULL, 0},
     {"falcon3", 0, {"<|assistant|>", "<|user|>", "</s>"}, {NULL}, NULL, 0},
     {"glmedge", 0, {"<|assistant|>", "<|user|>"}, {NULL}, NULL, 0},
     {"glmedge", 0, {"<|{{ item['role'] }}|>", "<|begin_of_image|>"}, {NULL}, NULL, 0},

@@ -70,6 +70,7 @@ MARKERS = [
     "' [INST] ' + system_message", "[INST][AVAILABLE_TOOLS]", " [INST][AVAILABLE_TOOLS]",
     "\"[INST]\"[AVAILABLE_TOOLS]", "<|assistant|><|end|>", "<|assistant|><|end|><start_of_turn>",
     "[gMASK]<sop>", "<|assistant|><|user|></s>", "<|assistant|><|user|>",
+    "<|assistant|><|user|><|tool_declare|></s>", "<|assistant|><|user|><|endoftext|>",
     "<|user|><|endoftext|>", "<|user|><|endoftext|><start_of_turn>",
     "bos_token + message['role']", "<start_of_turn>", "<start_of_turn><|start_header_id|><|end_header_id|>",
     "'\\n\\nAssistant: ' + eos_token", "GPT4 Correct ", "USER: ASSISTANT: ",
@@ -149,9 +150,8 @@ def main(argv=None):
             with open(os.path.join(TEMPLATES, fname), "rb") as fh:
                 texts.append(("@" + fname, fh.read()))
     for label, text in texts:
-        out = apply(text, PROBE, True) if text else apply(b"", PROBE, True)
-        field = label.encode() if not label.startswith("@") else label.encode()
-        lines.append("\t".join(["D", esc(field), "-1" if out is None else esc(out)]))
+        out = apply(text, PROBE, True)
+        lines.append("\t".join(["D", esc(label.encode()), "-1" if out is None else esc(out)]))
     with open(os.path.join(a.out, "detect.txt"), "w", encoding="ascii") as f:
         f.write("\n".join(lines) + "\n")
     print("recorded %s" % a.out, file=sys.stderr)
