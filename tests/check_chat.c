@@ -16,6 +16,7 @@
 #include "chat_template.h"
 #include "detinfer.h"
 #include "gguf.h"
+#include "gguf_builder.h"
 #include "test_util.h"
 
 #define ERRBUF_SIZE 512
@@ -667,6 +668,117 @@ START_TEST(test_parse_special_basics)
 }
 END_TEST
 
+/* A tiny model written by the builder with one extra key, loaded. */
+static di_model *tiny_with(const char *key, uint32_t type, const void *value, size_t n)
+{
+    gb_model gm;
+    gb_llama_params p = gb_llama_defaults();
+    gb_model_llama(&gm, &p);
+    if (key) {
+        gb_kv *kv = gb_kv_set_raw(&gm, key, type);
+        gb_put(&kv->value, value, n);
+    }
+    char dir[4096], path[4200], err[ERRBUF_SIZE];
+    ck_assert_int_eq(gb_tmpdir(dir, sizeof dir), 0);
+    gb_path(path, sizeof path, dir, "chat.gguf");
+    ck_assert_int_eq(gb_model_write(&gm, path, NULL), 0);
+    di_model *m = NULL;
+    di_status st = di_model_load(path, &m, err, sizeof err);
+    gb_rmdir(dir);
+    gb_model_free(&gm);
+    ck_assert_msg(st == DI_OK, "%s", err);
+    return m;
+}
+
+/* tokenizer.chat_template as a template name, with a NUL inside, of another
+ * type; a string value with bytes of every kind read back exactly. */
+START_TEST(test_template_key_kinds)
+{
+    gb_buf b;
+    gb_buf_init(&b);
+    gb_put_str(&b, "chatml");
+    di_model *m = tiny_with("tokenizer.chat_template", GB_STRING, b.data, b.len);
+    ck_assert_str_eq(di_model_chat_template(m), "chatml");
+    di_model_free(m);
+
+    gb_buf_free(&b);
+    gb_buf_init(&b);
+    gb_put_str_len(&b, 22, "x\0{{ '<start_of_turn>' }}", 22);
+    m = tiny_with("tokenizer.chat_template", GB_STRING, b.data, b.len);
+    ck_assert_ptr_null(di_model_chat_template(m)); /* the text ends at the NUL, as llama.cpp reads it */
+    char buf[64];
+    size_t len;
+    ck_assert_int_eq(di_model_meta_string(m, "tokenizer.chat_template", buf, sizeof buf, &len), DI_OK);
+    ck_assert_uint_eq(len, 22); /* the value itself is kept whole */
+    ck_assert_mem_eq(buf, "x\0{{ '<start_of_turn>' }}", 22);
+    di_model_free(m);
+
+    uint32_t v = 7;
+    m = tiny_with("tokenizer.chat_template", GB_UINT32, &v, 4);
+    ck_assert_ptr_null(di_model_chat_template(m));
+    ck_assert_int_eq(di_model_meta_string(m, "tokenizer.chat_template", buf, sizeof buf, &len),
+                     DI_ERR_UNKNOWN_KEY);
+    di_model_free(m);
+
+    m = tiny_with(NULL, 0, NULL, 0);
+    ck_assert_ptr_null(di_model_chat_template(m));
+    ck_assert_int_eq(di_model_meta_string(m, "tokenizer.chat_template", buf, sizeof buf, &len),
+                     DI_ERR_UNKNOWN_KEY);
+    di_model_free(m);
+    gb_buf_free(&b);
+}
+END_TEST
+
+/* The real Gemma 3 270M file: a base model without a template; the chat
+ * flow with --chat-template gemma: format, tokenize with special tokens. */
+START_TEST(test_real_gemma)
+{
+    const char *path = getenv("DI_TEST_REAL_MODEL");
+    if (!path || !*path) {
+        printf("chat: SKIP the real Gemma checks (no real model)\n");
+        fflush(stdout);
+        return;
+    }
+    char err[ERRBUF_SIZE];
+    di_model *m = NULL;
+    ck_assert_msg(di_model_load(path, &m, err, sizeof err) == DI_OK, "%s", err);
+    ck_assert_ptr_null(di_model_chat_template(m));
+    char buf[256];
+    size_t len;
+    ck_assert_int_eq(di_model_meta_string(m, "tokenizer.chat_template", buf, sizeof buf, &len),
+                     DI_ERR_UNKNOWN_KEY);
+    ck_assert_int_eq(di_model_meta_string(m, "general.architecture", buf, sizeof buf, &len), DI_OK);
+    ck_assert_str_eq(buf, "gemma3");
+    int32_t sot, eot, bos;
+    ck_assert_int_eq(di_model_token_lookup(m, "<start_of_turn>", 15, &sot), DI_OK);
+    ck_assert_int_eq(di_model_token_lookup(m, "<end_of_turn>", 13, &eot), DI_OK);
+    ck_assert_int_eq(di_model_token_lookup(m, "<bos>", 5, &bos), DI_OK);
+    ck_assert_int_eq(sot, 105); /* Gemma 3's vocabulary */
+    ck_assert_int_eq(eot, 106);
+    ck_assert_int_eq(bos, 2);
+
+    char *text = format("gemma", r_sys_user, c_sys_user, 2, 1, DI_OK, err);
+    int32_t ids[128];
+    size_t n = tokenize(m, text, DI_TOKENIZE_PARSE_SPECIAL | DI_TOKENIZE_ADD_BOS, ids, 128);
+    /* <bos> <start_of_turn> user \n ... <end_of_turn> \n <start_of_turn> model \n */
+    ck_assert_uint_gt(n, 8);
+    ck_assert_int_eq(ids[0], bos);
+    ck_assert_int_eq(ids[1], sot);
+    int n_sot = 0, n_eot = 0;
+    for (size_t i = 0; i < n; i++)
+        n_sot += ids[i] == sot, n_eot += ids[i] == eot;
+    ck_assert_int_eq(n_sot, 2);
+    ck_assert_int_eq(n_eot, 1);
+    ck_assert_int_eq(ids[n - 3], sot);
+    /* without the flag the markers are plain text */
+    n = tokenize(m, text, 0, ids, 128);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_ne(ids[i], sot);
+    free(text);
+    di_model_free(m);
+}
+END_TEST
+
 Suite *chat_suite(void)
 {
     Suite *s = suite_create("chat");
@@ -687,6 +799,8 @@ Suite *chat_suite(void)
     tcase_add_loop_test(tc, test_token_lookup_every_token, 0, 2);
     tcase_add_test(tc, test_token_lookup_cases);
     tcase_add_test(tc, test_parse_special_basics);
+    tcase_add_test(tc, test_template_key_kinds);
+    tcase_add_test(tc, test_real_gemma);
     suite_add_tcase(s, tc);
     return s;
 }
