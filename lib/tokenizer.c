@@ -3,7 +3,7 @@
  * di_model_* tokenizer calls, UTF-8 validation, and decoding.
  *
  * The reference is llama.cpp (src/llama-vocab.cpp): token ids must be the
- * ones its llama_tokenize(parse_special=false) gives, and decoded text what
+ * ones its llama_tokenize(parse_special) gives, and decoded text what
  * its llama_detokenize(remove_special=false, unparse_special=false) gives.
  * docs/TOKENIZER.md lists each rule and where it comes from. The encoders
  * of the two kinds live in tokenizer_spm.c and tokenizer_bpe.c.
