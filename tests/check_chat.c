@@ -140,6 +140,10 @@ START_TEST(test_format_errors)
         format("chatml", bad_roles[i], hi, 1, 1, DI_ERR_INVALID_ARGUMENT, err);
         ck_assert_msg(strstr(err, "unknown role") && strstr(err, "message 0"), "message: %s", err);
     }
+    /* a long unknown role is quoted in part, never cut inside a character */
+    static const char *const long_role[] = {"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xa9\xc3\xa9"};
+    format("chatml", long_role, hi, 1, 1, DI_ERR_INVALID_ARGUMENT, err);
+    ck_assert_msg(strstr(err, "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'"), "message: %s", err);
     static const char *const roles2[] = {"user", "robot"};
     static const char *const c2[] = {"a", "b"};
     format("llama3", roles2, c2, 2, 1, DI_ERR_INVALID_ARGUMENT, err);
