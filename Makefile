@@ -205,14 +205,20 @@ check-peer: $(SHARED) $(PEER_VENV)/ok
 	$(PEER_VENV)/bin/python tests/peer/compare_llamacpp.py "$$(tools/fetch-model.sh)" \
 	    --lib $(SHARED) --new 32 --threads 2
 
-# libFuzzer over the GGUF parser (clang); FUZZ_SECONDS of fuzzing from a seed corpus.
+# libFuzzer (clang) over the GGUF parser and over the chat templates with
+# PARSE_SPECIAL tokenizing; FUZZ_SECONDS of fuzzing per target (two targets).
 FUZZ_SECONDS ?= 60
-fuzz: $(MODELS)/models.txt
-	@mkdir -p $(BUILD)/fuzz/corpus
+FUZZ_CC := clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude -Ilib
+fuzz: $(MODELS)/models.txt $(MODELS)/tokenizers.txt
+	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus_chat
 	cp $(MODELS)/mha_tied_q8_0.gguf $(MODELS)/odd_f32.gguf $(BUILD)/fuzz/corpus/
-	clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Ilib tests/fuzz/fuzz_gguf.c lib/gguf.c \
-	    -o $(BUILD)/fuzz/fuzz_gguf
+	$(FUZZ_CC) tests/fuzz/fuzz_gguf.c lib/gguf.c -o $(BUILD)/fuzz/fuzz_gguf
+	$(FUZZ_CC) tests/fuzz/fuzz_chat.c lib/chat_template.c lib/tokenizer.c lib/tokenizer_spm.c \
+	    lib/tokenizer_bpe.c lib/tokenizer_heap.c lib/gguf.c lib/status.c -o $(BUILD)/fuzz/fuzz_chat \
+	    -lpcre2-8 -lm
 	$(BUILD)/fuzz/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=262144 $(BUILD)/fuzz/corpus
+	DI_FUZZ_VOCAB=$(MODELS)/tok_bpe_llama3.gguf $(BUILD)/fuzz/fuzz_chat -max_total_time=$(FUZZ_SECONDS) \
+	    -max_len=4096 -dict=tests/fuzz/chat.dict $(BUILD)/fuzz/corpus_chat
 
 # ABI: the committed baseline abi/libdetinfer.abi is compared with the built library.
 abi-dump: $(SHARED)

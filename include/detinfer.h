@@ -186,7 +186,8 @@ DI_API const char *di_model_architecture(const di_model *model);
  * no tokenizer, another kind, or an unknown pre-tokenizer still loads; these
  * calls then give DI_ERR_UNSUPPORTED. Token ids match llama.cpp's tokenizer
  * with parse_special=false: the text of control tokens (<bos>, <s>) is not
- * parsed as those tokens, while user-defined tokens are matched in the text.
+ * parsed as those tokens, while user-defined tokens are matched in the text
+ * (DI_TOKENIZE_PARSE_SPECIAL, below, parses control tokens too).
  * docs/TOKENIZER.md states the details. Like every call on a const model
  * these are thread-safe. errbuf (optional) receives the detail of a failure. */
 
@@ -440,10 +441,11 @@ DI_API di_status di_session_sample_token(di_session *session, uint32_t seq, int3
 /* ---- Special tokens, metadata and chat templates (DETINFER_1.2) ----------- */
 
 #define DI_TOKENIZE_PARSE_SPECIAL 0x2u /* flag of di_model_tokenize: the text of
-                                          control and user-defined tokens in the
-                                          text ("<start_of_turn>", "<|im_start|>")
-                                          gives those tokens, as llama.cpp's
-                                          parse_special=true */
+                                          control and unknown tokens in the text
+                                          ("<start_of_turn>", "<|im_start|>")
+                                          gives those tokens too, as llama.cpp's
+                                          parse_special=true; for prompts from
+                                          di_chat_format, not for user text */
 
 /* The id of the token whose text is exactly text_len bytes of text (any
  * kind of token: "<end_of_turn>", "<|eot_id|>", "hello"). DI_ERR_TOKEN_RANGE
@@ -452,25 +454,32 @@ DI_API di_status di_model_token_lookup(const di_model *model, const char *text, 
                                        int32_t *token);
 
 /* A string value of the file's metadata by key ("general.name",
- * "tokenizer.chat_template"), with di_model_detokenize's buffer rules.
- * DI_ERR_UNKNOWN_KEY when the key is absent or its value is not a string. */
+ * "tokenizer.chat_template"), with di_model_detokenize's buffer rules (the
+ * value may hold NUL bytes: *text_len counts them). DI_ERR_UNKNOWN_KEY, with
+ * *text_len 0, when the key is absent or its value is not a string. */
 DI_API di_status di_model_meta_string(const di_model *model, const char *key, char *text,
                                       size_t capacity, size_t *text_len);
 
 /* The name of the built-in chat template that the file's
- * tokenizer.chat_template is recognised as ("gemma", "chatml", "llama3",
- * ...: docs/CHAT.md lists them), or NULL when the file has none or it is
- * not recognised. Static string. */
+ * tokenizer.chat_template is recognised as by llama.cpp's rules ("gemma",
+ * "chatml", "llama3", ...: docs/CHAT.md lists them), or NULL when the file
+ * has none (base models such as Gemma 3 270M) or it is not recognised as a
+ * built-in one. A static string, to pass to di_chat_format. */
 DI_API const char *di_model_chat_template(const di_model *model);
 
 /* Formats n_messages messages (roles[i]: "system", "user" or "assistant";
- * contents[i]: UTF-8) with the built-in chat template `template_name` into
- * prompt text, the text llama.cpp's llama_chat_apply_template gives. With
- * add_assistant != 0 it ends with the opening of the assistant's turn.
- * Buffer rules as di_model_detokenize. DI_ERR_UNSUPPORTED for an unknown
- * template name, DI_ERR_INVALID_ARGUMENT for an unknown role or an order the
- * template cannot express, DI_ERR_TEXT for invalid UTF-8; errbuf (optional)
- * receives the detail. Tokenize the result with DI_TOKENIZE_PARSE_SPECIAL. */
+ * contents[i]: NUL-terminated UTF-8; both arrays may be NULL when n_messages
+ * is 0) with the built-in chat template `template_name` into prompt text,
+ * byte for byte the text llama.cpp's llama_chat_apply_template gives. With
+ * add_assistant != 0 it ends with the opening of the assistant's turn (the
+ * [INST] templates open it after every user message, so the flag changes
+ * nothing there). Buffer rules as di_model_detokenize. DI_ERR_UNSUPPORTED
+ * for an unknown template name, DI_ERR_INVALID_ARGUMENT for an unknown role
+ * or an order the template cannot express (gemma: a system message with no
+ * user message after it, which llama.cpp would drop), DI_ERR_TEXT for
+ * invalid UTF-8; errbuf (optional) receives the detail, naming the message.
+ * Tokenize the result with DI_TOKENIZE_PARSE_SPECIAL (and DI_TOKENIZE_ADD_BOS:
+ * the text has no BOS). Needs no model; thread-safe. */
 DI_API di_status di_chat_format(const char *template_name, const char *const *roles,
                                 const char *const *contents, size_t n_messages, int add_assistant,
                                 char *text, size_t capacity, size_t *text_len, char *errbuf,

@@ -109,9 +109,16 @@ enum {
     MISTRAL_TRIM = 1u << 5,    /* v3: assistant contents trimmed */
 };
 
+/* Which texts a row looks at (besides its substrings). */
+typedef enum chat_scope {
+    ANY_TEXT,   /* every text */
+    INST_TEXT,  /* only a text that starts with "mistral" or holds "[INST]" */
+    NAME_ONLY   /* none: the template is only ever named */
+} chat_scope;
+
 typedef struct chat_template {
     const char *name;              /* llama.cpp's name, the one callers pass */
-    unsigned inst;                 /* 1: only when the text starts with "mistral" or has "[INST]" */
+    chat_scope scope;
     const char *all[3];            /* every one of these substrings is in the text */
     const char *any[2];            /* and, when given, at least one of these */
     chat_formatter format;         /* NULL: not built in */
@@ -329,34 +336,38 @@ static di_status format_mistral_v7(const chat_template *tpl, const chat_message 
 #define MISTRAL_V1_V3_MARKERS {"' [INST] ' + system_message", "[AVAILABLE_TOOLS]"}
 
 static const chat_template templates[] = {
-    {"phi4", 0, {"<|im_start|>", "<|im_sep|>"}, {NULL}, NULL, 0},
-    {"smolvlm", 0, {"<|im_start|>", "<end_of_utterance>"}, {NULL}, NULL, 0},
-    {"chatml", 0, {"<|im_start|>"}, {NULL}, format_chatml, 0},
-    {"mistral-v7", 1, {"[SYSTEM_PROMPT]"}, {NULL}, format_mistral_v7, 0},
-    {"mistral-v1", 1, {" [INST]"}, MISTRAL_V1_V3_MARKERS, format_mistral, MISTRAL_V1},
-    {"mistral-v3-tekken", 1, {"\"[INST]\""}, MISTRAL_V1_V3_MARKERS, format_mistral, MISTRAL_TEKKEN},
-    {"mistral-v3", 1, {NULL}, MISTRAL_V1_V3_MARKERS, format_mistral, MISTRAL_TRIM},
-    {"llama2-sys-strip", 1, {"content.strip()"}, {NULL}, format_llama2, LLAMA2_SYS | LLAMA2_STRIP},
-    {"llama2-sys-bos", 1, {"bos_token + '[INST]"}, {NULL}, format_llama2, LLAMA2_SYS | LLAMA2_BOS},
-    {"llama2-sys", 1, {"<<SYS>>"}, {NULL}, format_llama2, LLAMA2_SYS},
-    {"llama2", 1, {NULL}, {NULL}, format_llama2, 0},
-    {"phi3", 0, {"<|assistant|>", "<|end|>"}, {NULL}, format_phi3, 0},
-    {"chatglm4", 0, {"[gMASK]<sop>"}, {NULL}, NULL, 0},
-    {"falcon3", 0, {"<|assistant|>", "<|user|>", "</s>"}, {NULL}, NULL, 0},
-    {"glmedge", 0, {"<|assistant|>", "<|user|>"}, {NULL}, NULL, 0},
-    {"glmedge", 0, {"<|{{ item['role'] }}|>", "<|begin_of_image|>"}, {NULL}, NULL, 0},
-    {"zephyr", 0, {"<|user|>", "<|endoftext|>"}, {NULL}, format_zephyr, 0},
-    {"monarch", 0, {"bos_token + message['role']"}, {NULL}, NULL, 0},
-    {"gemma", 0, {"<start_of_turn>"}, {NULL}, format_gemma, 0},
-    {"orion", 0, {"'\\n\\nAssistant: ' + eos_token"}, {NULL}, NULL, 0},
-    {"openchat", 0, {"GPT4 Correct "}, {NULL}, NULL, 0},
-    {"vicuna-orca", 0, {"USER: ", "ASSISTANT: ", "SYSTEM: "}, {NULL}, NULL, 0},
-    {"vicuna", 0, {"USER: ", "ASSISTANT: "}, {NULL}, NULL, 0},
-    {"deepseek", 0, {"### Instruction:", "<|EOT|>"}, {NULL}, NULL, 0},
-    {"command-r", 0, {"<|START_OF_TURN_TOKEN|>", "<|USER_TOKEN|>"}, {NULL}, NULL, 0},
-    {"llama3", 0, {"<|start_header_id|>", "<|end_header_id|>"}, {NULL}, format_llama3, 0},
+    {"phi4", ANY_TEXT, {"<|im_start|>", "<|im_sep|>"}, {NULL}, NULL, 0},
+    {"smolvlm", ANY_TEXT, {"<|im_start|>", "<end_of_utterance>"}, {NULL}, NULL, 0},
+    {"chatml", ANY_TEXT, {"<|im_start|>"}, {NULL}, format_chatml, 0},
+    {"mistral-v7", INST_TEXT, {"[SYSTEM_PROMPT]"}, {NULL}, format_mistral_v7, 0},
+    {"mistral-v1", INST_TEXT, {" [INST]"}, MISTRAL_V1_V3_MARKERS, format_mistral, MISTRAL_V1},
+    {"mistral-v3-tekken", INST_TEXT, {"\"[INST]\""}, MISTRAL_V1_V3_MARKERS, format_mistral,
+     MISTRAL_TEKKEN},
+    {"mistral-v3", INST_TEXT, {NULL}, MISTRAL_V1_V3_MARKERS, format_mistral, MISTRAL_TRIM},
+    {"llama2-sys-strip", INST_TEXT, {"content.strip()"}, {NULL}, format_llama2,
+     LLAMA2_SYS | LLAMA2_STRIP},
+    {"llama2-sys-bos", INST_TEXT, {"bos_token + '[INST]"}, {NULL}, format_llama2,
+     LLAMA2_SYS | LLAMA2_BOS},
+    {"llama2-sys", INST_TEXT, {"<<SYS>>"}, {NULL}, format_llama2, LLAMA2_SYS},
+    {"llama2", INST_TEXT, {NULL}, {NULL}, format_llama2, 0},
+    {"phi3", ANY_TEXT, {"<|assistant|>", "<|end|>"}, {NULL}, format_phi3, 0},
+    {"chatglm4", ANY_TEXT, {"[gMASK]<sop>"}, {NULL}, NULL, 0},
+    {"exaone-moe", ANY_TEXT, {"<|assistant|>", "<|user|>", "<|tool_declare|>"}, {NULL}, NULL, 0},
+    {"falcon3", ANY_TEXT, {"<|assistant|>", "<|user|>", "</s>"}, {NULL}, NULL, 0},
+    {"glmedge", ANY_TEXT, {"<|assistant|>", "<|user|>"}, {NULL}, NULL, 0},
+    {"glmedge", ANY_TEXT, {"<|{{ item['role'] }}|>", "<|begin_of_image|>"}, {NULL}, NULL, 0},
+    {"zephyr", ANY_TEXT, {"<|user|>", "<|endoftext|>"}, {NULL}, format_zephyr, 0},
+    {"monarch", ANY_TEXT, {"bos_token + message['role']"}, {NULL}, NULL, 0},
+    {"gemma", ANY_TEXT, {"<start_of_turn>"}, {NULL}, format_gemma, 0},
+    {"orion", ANY_TEXT, {"'\\n\\nAssistant: ' + eos_token"}, {NULL}, NULL, 0},
+    {"openchat", ANY_TEXT, {"GPT4 Correct "}, {NULL}, NULL, 0},
+    {"vicuna-orca", ANY_TEXT, {"USER: ", "ASSISTANT: ", "SYSTEM: "}, {NULL}, NULL, 0},
+    {"vicuna", ANY_TEXT, {"USER: ", "ASSISTANT: "}, {NULL}, NULL, 0},
+    {"deepseek", ANY_TEXT, {"### Instruction:", "<|EOT|>"}, {NULL}, NULL, 0},
+    {"command-r", ANY_TEXT, {"<|START_OF_TURN_TOKEN|>", "<|USER_TOKEN|>"}, {NULL}, NULL, 0},
+    {"llama3", ANY_TEXT, {"<|start_header_id|>", "<|end_header_id|>"}, {NULL}, format_llama3, 0},
     /* mistral-v7-tekken is only ever named, never detected (as in llama.cpp) */
-    {"mistral-v7-tekken", 2, {NULL}, {NULL}, format_mistral_v7, MISTRAL_TEKKEN},
+    {"mistral-v7-tekken", NAME_ONLY, {NULL}, {NULL}, format_mistral_v7, MISTRAL_TEKKEN},
 };
 
 #define N_TEMPLATES (sizeof templates / sizeof templates[0])
@@ -368,7 +379,7 @@ static int contains(const char *text, size_t len, const char *needle)
 
 static int row_matches(const chat_template *t, const char *text, size_t len, int inst)
 {
-    if (t->inst == 2 || (t->inst == 1 && !inst))
+    if (t->scope == NAME_ONLY || (t->scope == INST_TEXT && !inst))
         return 0;
     for (int i = 0; i < 3 && t->all[i]; i++)
         if (!contains(text, len, t->all[i]))
@@ -436,9 +447,13 @@ static di_status read_messages(const char *const *roles, const char *const *cont
                 return di_error(err, es, DI_ERR_INVALID_ARGUMENT,
                                 "message %zu: unknown role (not UTF-8; expected system, user or "
                                 "assistant)", i);
+            size_t shown = strlen(roles[i]);
+            if (shown > 40) /* at most 40 bytes, cut before a character, not inside one */
+                for (shown = 40; ((unsigned char)roles[i][shown] & 0xC0) == 0x80; shown--)
+                    ;
             return di_error(err, es, DI_ERR_INVALID_ARGUMENT,
-                            "message %zu: unknown role '%.40s' (expected system, user or assistant)",
-                            i, roles[i]);
+                            "message %zu: unknown role '%.*s' (expected system, user or "
+                            "assistant)", i, (int)shown, roles[i]);
         }
         m[i].role = (chat_role)r;
         m[i].text = contents[i];

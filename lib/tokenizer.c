@@ -3,7 +3,7 @@
  * di_model_* tokenizer calls, UTF-8 validation, and decoding.
  *
  * The reference is llama.cpp (src/llama-vocab.cpp): token ids must be the
- * ones its llama_tokenize(parse_special=false) gives, and decoded text what
+ * ones its llama_tokenize(parse_special) gives, and decoded text what
  * its llama_detokenize(remove_special=false, unparse_special=false) gives.
  * docs/TOKENIZER.md lists each rule and where it comes from. The encoders
  * of the two kinds live in tokenizer_spm.c and tokenizer_bpe.c.
@@ -602,11 +602,23 @@ static int partition(const di_tokenizer *t, const char *text, size_t len, int pa
     frag_vec next = {0};
     if (len > 0 && !frag_push(frags, 0, len, -1))
         return 0;
+    /* The byte pairs of the text: a token whose first two bytes are not among
+     * them cannot occur (Gemma has 6,400 special tokens, mostly <unusedN>). */
+    uint64_t pairs[65536 / 64] = {0};
+    for (size_t i = 0; i + 1 < len; i++) {
+        unsigned pair = (unsigned char)text[i] << 8 | (unsigned char)text[i + 1];
+        pairs[pair / 64] |= UINT64_C(1) << (pair % 64);
+    }
     for (uint32_t u = 0; u < t->n_special && frags->n > 0; u++) {
         int32_t id = t->special[u];
         const di_tok_piece *p = &t->pieces[id];
         if (!parse_special && (p->attr & (DI_TOK_CONTROL | DI_TOK_UNKNOWN)))
             continue;
+        if (p->len >= 2) {
+            unsigned pair = (unsigned char)p->text[0] << 8 | (unsigned char)p->text[1];
+            if (!(pairs[pair / 64] >> (pair % 64) & 1))
+                continue;
+        }
         next.n = 0;
         for (size_t i = 0; i < frags->n; i++) {
             fragment f = frags->v[i];

@@ -6,7 +6,7 @@
  * architecture, but its vocabulary is the reference SentencePiece one).
  *
  * Behaviour follows llama.cpp's llama-vocab.cpp (tokenize with
- * parse_special=false, llama_detokenize with remove_special=false and
+ * parse_special=false or true, llama_detokenize with remove_special=false and
  * unparse_special=false); docs/TOKENIZER.md lists what is matched.
  */
 #ifndef DI_TOKENIZER_INTERNAL_H

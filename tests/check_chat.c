@@ -16,6 +16,7 @@
 #include "chat_template.h"
 #include "detinfer.h"
 #include "gguf.h"
+#include "gguf_builder.h"
 #include "test_util.h"
 
 #define ERRBUF_SIZE 512
@@ -139,6 +140,10 @@ START_TEST(test_format_errors)
         format("chatml", bad_roles[i], hi, 1, 1, DI_ERR_INVALID_ARGUMENT, err);
         ck_assert_msg(strstr(err, "unknown role") && strstr(err, "message 0"), "message: %s", err);
     }
+    /* a long unknown role is quoted in part, never cut inside a character */
+    static const char *const long_role[] = {"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xa9\xc3\xa9"};
+    format("chatml", long_role, hi, 1, 1, DI_ERR_INVALID_ARGUMENT, err);
+    ck_assert_msg(strstr(err, "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'"), "message: %s", err);
     static const char *const roles2[] = {"user", "robot"};
     static const char *const c2[] = {"a", "b"};
     format("llama3", roles2, c2, 2, 1, DI_ERR_INVALID_ARGUMENT, err);
@@ -326,6 +331,185 @@ START_TEST(test_recognise_template_files)
 }
 END_TEST
 
+/* ---- goldens from llama.cpp (tests/data/chat_goldens) ------------------------ */
+
+/* The built-in templates, as docs/CHAT.md lists them. */
+static const char *const built_in[] = {
+    "chatml", "gemma", "llama3", "llama2", "llama2-sys", "llama2-sys-bos", "llama2-sys-strip",
+    "mistral-v1", "mistral-v3", "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "phi3",
+    "zephyr",
+};
+#define N_BUILT_IN (sizeof built_in / sizeof built_in[0])
+
+static int hexval(int c)
+{
+    return c <= '9' ? c - '0' : (c | 32) - 'a' + 10;
+}
+
+/* Undoes the recorder's escaping (\\ and \xHH) in place; returns the length. */
+static size_t unescape(char *s)
+{
+    size_t n = 0;
+    for (size_t i = 0; s[i];) {
+        if (s[i] == '\\' && s[i + 1] == 'x') {
+            s[n++] = (char)(hexval(s[i + 2]) * 16 + hexval(s[i + 3]));
+            i += 4;
+        } else if (s[i] == '\\' && s[i + 1] == '\\') {
+            s[n++] = '\\';
+            i += 2;
+        } else {
+            s[n++] = s[i++];
+        }
+    }
+    s[n] = '\0';
+    return n;
+}
+
+static size_t split_tabs(char *line, char **fields, size_t max)
+{
+    size_t n = 0;
+    fields[n++] = line;
+    for (char *p = line; *p && n < max; p++) {
+        if (*p == '\t') {
+            *p = '\0';
+            fields[n++] = p + 1;
+        }
+    }
+    return n;
+}
+
+/* The lines of a golden file (comments dropped), split into tab fields. */
+typedef struct golden_line {
+    char *fields[40];
+    size_t n;
+} golden_line;
+
+static golden_line *read_goldens(const char *name, size_t *n_lines, char **keep)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/data/chat_goldens/%s", name);
+    char *text = read_repo_file(rel, NULL);
+    size_t cap = 64, n = 0;
+    golden_line *lines = malloc(cap * sizeof *lines);
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] == '#')
+            continue;
+        if (n == cap)
+            lines = realloc(lines, (cap *= 2) * sizeof *lines);
+        lines[n].n = split_tabs(line, lines[n].fields, 40);
+        n++;
+    }
+    *n_lines = n;
+    *keep = text;
+    return lines;
+}
+
+/* Every F line: di_chat_format gives llama.cpp's text byte for byte, or (gemma
+ * only) refuses a list where llama.cpp drops a system message's text. */
+START_TEST(test_goldens_format)
+{
+    size_t n_lines, cases = 0, refused = 0;
+    char *keep;
+    golden_line *lines = read_goldens("format.txt", &n_lines, &keep);
+    for (size_t i = 0; i < n_lines; i++) {
+        golden_line *l = &lines[i];
+        ck_assert_msg(l->n >= 4 && l->n % 2 == 0 && l->fields[0][0] == 'F', "malformed line %zu", i);
+        const char *tpl = l->fields[1];
+        int add_ass = atoi(l->fields[2]);
+        size_t want_len = unescape(l->fields[3]);
+        const char *roles[18], *contents[18];
+        size_t n = (l->n - 4) / 2;
+        for (size_t k = 0; k < n; k++) {
+            roles[k] = l->fields[4 + 2 * k];
+            unescape(l->fields[5 + 2 * k]);
+            contents[k] = l->fields[5 + 2 * k];
+        }
+        char err[ERRBUF_SIZE], buf[4096];
+        size_t len;
+        di_status st = di_chat_format(tpl, roles, contents, n, add_ass, buf, sizeof buf, &len, err,
+                                      sizeof err);
+        cases++;
+        if (st == DI_ERR_INVALID_ARGUMENT && strcmp(tpl, "gemma") == 0) {
+            /* llama.cpp's text lacks a system message's text */
+            int lost = 0;
+            for (size_t k = 0; k < n; k++)
+                if (strcmp(roles[k], "system") == 0 && contents[k][0] &&
+                    !strstr(l->fields[3], contents[k]))
+                    lost = 1;
+            ck_assert_msg(lost, "line %zu: gemma refused (%s) though llama.cpp keeps every text", i,
+                          err);
+            refused++;
+            continue;
+        }
+        ck_assert_msg(st == DI_OK, "line %zu (%s): %s: %s", i, tpl, di_status_name(st), err);
+        ck_assert_msg(len == want_len && memcmp(buf, l->fields[3], len) == 0,
+                      "line %zu (%s, add_ass %d):\n got: [%s]\nwant: [%s]", i, tpl, add_ass, buf,
+                      l->fields[3]);
+    }
+    /* every template x 17 message lists x add_ass 0/1; gemma refuses 2 lists x 2 */
+    ck_assert_uint_eq(cases, N_BUILT_IN * 17 * 2);
+    ck_assert_uint_eq(refused, 4);
+    free(lines);
+    free(keep);
+}
+END_TEST
+
+/* Every D line: a template text (a llama.cpp name, a marker text, or a real
+ * template file) is recognised as the built-in template whose formatting of
+ * the probe messages is llama.cpp's; when recognised as none, llama.cpp's
+ * text is no built-in template's (it refused the text or took it for one this
+ * library lacks). */
+START_TEST(test_goldens_detect)
+{
+    static const char *const roles[] = {"system", "user", "assistant", "user"};
+    static const char *const contents[] = {"Sys.", " Hi. ", "Yo.", "Bye."};
+    static char probe[N_BUILT_IN][1024];
+    for (size_t t = 0; t < N_BUILT_IN; t++) {
+        size_t len;
+        ck_assert_int_eq(di_chat_format(built_in[t], roles, contents, 4, 1, probe[t], sizeof probe[t],
+                                        &len, NULL, 0), DI_OK);
+    }
+    size_t n_lines, recognised = 0, files = 0;
+    char *keep;
+    golden_line *lines = read_goldens("detect.txt", &n_lines, &keep);
+    for (size_t i = 0; i < n_lines; i++) {
+        golden_line *l = &lines[i];
+        ck_assert_msg(l->n == 3 && l->fields[0][0] == 'D', "malformed line %zu", i);
+        size_t text_len = unescape(l->fields[1]);
+        unescape(l->fields[2]);
+        const char *want = l->fields[2];
+        char *text = l->fields[1], *file = NULL;
+        if (text[0] == '@') {
+            char rel[512];
+            snprintf(rel, sizeof rel, "tests/data/chat_templates/%s", text + 1);
+            text = file = read_repo_file(rel, &text_len);
+            files++;
+        }
+        const char *got = di_chat_detect(text, text_len);
+        if (got) {
+            size_t t = 0;
+            while (t < N_BUILT_IN && strcmp(built_in[t], got) != 0)
+                t++;
+            ck_assert_msg(t < N_BUILT_IN, "recognised as '%s', not in the built-in list", got);
+            ck_assert_msg(strcmp(probe[t], want) == 0,
+                          "'%.60s' recognised as %s:\n got: [%s]\nllama.cpp: [%s]", l->fields[1],
+                          got, probe[t], want);
+            recognised++;
+        } else {
+            for (size_t t = 0; t < N_BUILT_IN; t++)
+                ck_assert_msg(strcmp(probe[t], want) != 0,
+                              "'%.60s' recognised as none; llama.cpp formats it as %s", l->fields[1],
+                              built_in[t]);
+        }
+        free(file);
+    }
+    ck_assert_uint_eq(files, N_TEMPLATE_FILES);
+    ck_assert_uint_ge(recognised, 40);
+    free(lines);
+    free(keep);
+}
+END_TEST
+
 /* ---- metadata strings and token lookup ---------------------------------------- */
 
 START_TEST(test_meta_string)
@@ -488,6 +672,117 @@ START_TEST(test_parse_special_basics)
 }
 END_TEST
 
+/* A tiny model written by the builder with one extra key, loaded. */
+static di_model *tiny_with(const char *key, uint32_t type, const void *value, size_t n)
+{
+    gb_model gm;
+    gb_llama_params p = gb_llama_defaults();
+    gb_model_llama(&gm, &p);
+    if (key) {
+        gb_kv *kv = gb_kv_set_raw(&gm, key, type);
+        gb_put(&kv->value, value, n);
+    }
+    char dir[4096], path[4200], err[ERRBUF_SIZE];
+    ck_assert_int_eq(gb_tmpdir(dir, sizeof dir), 0);
+    gb_path(path, sizeof path, dir, "chat.gguf");
+    ck_assert_int_eq(gb_model_write(&gm, path, NULL), 0);
+    di_model *m = NULL;
+    di_status st = di_model_load(path, &m, err, sizeof err);
+    gb_rmdir(dir);
+    gb_model_free(&gm);
+    ck_assert_msg(st == DI_OK, "%s", err);
+    return m;
+}
+
+/* tokenizer.chat_template as a template name, with a NUL inside, of another
+ * type; a string value with bytes of every kind read back exactly. */
+START_TEST(test_template_key_kinds)
+{
+    gb_buf b;
+    gb_buf_init(&b);
+    gb_put_str(&b, "chatml");
+    di_model *m = tiny_with("tokenizer.chat_template", GB_STRING, b.data, b.len);
+    ck_assert_str_eq(di_model_chat_template(m), "chatml");
+    di_model_free(m);
+
+    gb_buf_free(&b);
+    gb_buf_init(&b);
+    gb_put_str_len(&b, 22, "x\0{{ '<start_of_turn>' }}", 22);
+    m = tiny_with("tokenizer.chat_template", GB_STRING, b.data, b.len);
+    ck_assert_ptr_null(di_model_chat_template(m)); /* the text ends at the NUL, as llama.cpp reads it */
+    char buf[64];
+    size_t len;
+    ck_assert_int_eq(di_model_meta_string(m, "tokenizer.chat_template", buf, sizeof buf, &len), DI_OK);
+    ck_assert_uint_eq(len, 22); /* the value itself is kept whole */
+    ck_assert_mem_eq(buf, "x\0{{ '<start_of_turn>' }}", 22);
+    di_model_free(m);
+
+    uint32_t v = 7;
+    m = tiny_with("tokenizer.chat_template", GB_UINT32, &v, 4);
+    ck_assert_ptr_null(di_model_chat_template(m));
+    ck_assert_int_eq(di_model_meta_string(m, "tokenizer.chat_template", buf, sizeof buf, &len),
+                     DI_ERR_UNKNOWN_KEY);
+    di_model_free(m);
+
+    m = tiny_with(NULL, 0, NULL, 0);
+    ck_assert_ptr_null(di_model_chat_template(m));
+    ck_assert_int_eq(di_model_meta_string(m, "tokenizer.chat_template", buf, sizeof buf, &len),
+                     DI_ERR_UNKNOWN_KEY);
+    di_model_free(m);
+    gb_buf_free(&b);
+}
+END_TEST
+
+/* The real Gemma 3 270M file: a base model without a template; the chat
+ * flow with --chat-template gemma: format, tokenize with special tokens. */
+START_TEST(test_real_gemma)
+{
+    const char *path = getenv("DI_TEST_REAL_MODEL");
+    if (!path || !*path) {
+        printf("chat: SKIP the real Gemma checks (no real model)\n");
+        fflush(stdout);
+        return;
+    }
+    char err[ERRBUF_SIZE];
+    di_model *m = NULL;
+    ck_assert_msg(di_model_load(path, &m, err, sizeof err) == DI_OK, "%s", err);
+    ck_assert_ptr_null(di_model_chat_template(m));
+    char buf[256];
+    size_t len;
+    ck_assert_int_eq(di_model_meta_string(m, "tokenizer.chat_template", buf, sizeof buf, &len),
+                     DI_ERR_UNKNOWN_KEY);
+    ck_assert_int_eq(di_model_meta_string(m, "general.architecture", buf, sizeof buf, &len), DI_OK);
+    ck_assert_str_eq(buf, "gemma3");
+    int32_t sot, eot, bos;
+    ck_assert_int_eq(di_model_token_lookup(m, "<start_of_turn>", 15, &sot), DI_OK);
+    ck_assert_int_eq(di_model_token_lookup(m, "<end_of_turn>", 13, &eot), DI_OK);
+    ck_assert_int_eq(di_model_token_lookup(m, "<bos>", 5, &bos), DI_OK);
+    ck_assert_int_eq(sot, 105); /* Gemma 3's vocabulary */
+    ck_assert_int_eq(eot, 106);
+    ck_assert_int_eq(bos, 2);
+
+    char *text = format("gemma", r_sys_user, c_sys_user, 2, 1, DI_OK, err);
+    int32_t ids[128];
+    size_t n = tokenize(m, text, DI_TOKENIZE_PARSE_SPECIAL | DI_TOKENIZE_ADD_BOS, ids, 128);
+    /* <bos> <start_of_turn> user \n ... <end_of_turn> \n <start_of_turn> model \n */
+    ck_assert_uint_gt(n, 8);
+    ck_assert_int_eq(ids[0], bos);
+    ck_assert_int_eq(ids[1], sot);
+    int n_sot = 0, n_eot = 0;
+    for (size_t i = 0; i < n; i++)
+        n_sot += ids[i] == sot, n_eot += ids[i] == eot;
+    ck_assert_int_eq(n_sot, 2);
+    ck_assert_int_eq(n_eot, 1);
+    ck_assert_int_eq(ids[n - 3], sot);
+    /* without the flag the markers are plain text */
+    n = tokenize(m, text, 0, ids, 128);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_ne(ids[i], sot);
+    free(text);
+    di_model_free(m);
+}
+END_TEST
+
 Suite *chat_suite(void)
 {
     Suite *s = suite_create("chat");
@@ -498,6 +793,8 @@ Suite *chat_suite(void)
     tcase_add_test(tc, test_format_errors);
     tcase_add_test(tc, test_format_buffer_rules);
     tcase_add_test(tc, test_detect_names_and_needles);
+    tcase_add_test(tc, test_goldens_format);
+    tcase_add_test(tc, test_goldens_detect);
     suite_add_tcase(s, tc);
     tc = tcase_create("model");
     tcase_set_timeout(tc, 60);
@@ -506,6 +803,8 @@ Suite *chat_suite(void)
     tcase_add_loop_test(tc, test_token_lookup_every_token, 0, 2);
     tcase_add_test(tc, test_token_lookup_cases);
     tcase_add_test(tc, test_parse_special_basics);
+    tcase_add_test(tc, test_template_key_kinds);
+    tcase_add_test(tc, test_real_gemma);
     suite_add_tcase(s, tc);
     return s;
 }

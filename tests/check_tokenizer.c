@@ -4,7 +4,8 @@
  * Goldens (tests/data/tokenizer_goldens/NAME.txt, recorded from llama.cpp by
  * tests/tools/record_tokenizer_goldens.py) give, for each test string, the
  * exact token ids llama.cpp's tokenizer returns and the text its
- * llama_detokenize gives back, plus the piece of single tokens and the
+ * llama_detokenize gives back, the ids with parse_special=true (S lines,
+ * DI_TOKENIZE_PARSE_SPECIAL), plus the piece of single tokens and the
  * decoding of id sequences. They are checked on the synthetic vocabularies
  * that tests/tools/make_tokenizer_models.py regenerates into
  * $DI_TEST_MODELS, and on the real Gemma 3 file when it is present
@@ -253,6 +254,32 @@ static void check_encode_line(const tok *k, char **f, golden_stats *gs)
     free(ids);
 }
 
+/* One S line: text (add_special) -> ids with DI_TOKENIZE_PARSE_SPECIAL
+ * (llama.cpp's parse_special=true). */
+static void check_special_line(const tok *k, char **f, golden_stats *gs)
+{
+    static int32_t want[1 << 16];
+    int add_special = atoi(f[1]);
+    size_t len = unescape(f[2]);
+    size_t n_want = parse_ids(f[3], want, sizeof want / sizeof want[0]);
+    char err[ERRBUF_SIZE], a[200], b[400], c[400];
+    int32_t *ids;
+    size_t n;
+    uint32_t flags = DI_TOKENIZE_PARSE_SPECIAL | (add_special ? DI_TOKENIZE_ADD_BOS : 0);
+    di_status s = tok_encode(k, f[2], len, flags, &ids, &n, err);
+    gs->cases++;
+    if (s != DI_OK) {
+        note_failure(gs, "'%s' (parse_special): %s: %s", show(f[2], len, a, sizeof a),
+                     di_status_name(s), err);
+    } else if (n != n_want || (n && memcmp(ids, want, n * sizeof *ids) != 0)) {
+        ids_str(ids, n, b, sizeof b);
+        ids_str(want, n_want, c, sizeof c);
+        note_failure(gs, "'%s' (parse_special, add_special %d): ids [%s], llama.cpp [%s]",
+                     show(f[2], len, a, sizeof a), add_special, b, c);
+    }
+    free(ids);
+}
+
 /* A D line (ids -> text) or, with piece set, a P line (one id -> its piece). */
 static void check_decode_line(const tok *k, char *ids_field, char *text_field, int piece,
                               golden_stats *gs)
@@ -312,6 +339,8 @@ static golden_stats run_goldens(const tok *k, const char *name)
         size_t nf = split_tabs(line, fields, 6);
         if (fields[0][0] == 'T' && nf == 5)
             check_encode_line(k, fields, &gs);
+        else if (fields[0][0] == 'S' && nf == 4)
+            check_special_line(k, fields, &gs);
         else if ((fields[0][0] == 'P' || fields[0][0] == 'D') && nf == 3)
             check_decode_line(k, fields[1], fields[2], fields[0][0] == 'P', &gs);
         else

@@ -10,9 +10,12 @@ script with a Python that has llama-cpp-python):
 For every model it writes OUT/NAME.txt:
   # header lines (llama-cpp-python version, command, tokenizer digest)
   T <tab> add_special <tab> text <tab> ids <tab> detokenized
+  S <tab> add_special <tab> text <tab> ids
   P <tab> id <tab> piece
   D <tab> ids <tab> detokenized
-where ids come from llama_tokenize(add_special, parse_special=false),
+where ids come from llama_tokenize(add_special, parse_special=false), on S
+lines from llama_tokenize(add_special, parse_special=true) (for TEXTS and
+SPECIAL_TEXTS),
 "detokenized" from llama_detokenize(remove_special=false,
 unparse_special=false) and "piece" from llama_token_to_piece(lstrip=0,
 special=false): the exact C calls, not llama-cpp-python's Python-side
@@ -63,6 +66,27 @@ TEXTS = [
     "a" * 300, "1" * 64, " " * 64, "\n" * 40, "ab " * 50, LONG,
 ]
 
+# Texts with the control and user-defined tokens of the vocabularies (the
+# synthetic ones and Gemma's), for parse_special=true: chat-formatted
+# prompts, tokens back to back, inside words, overlapping, cut short.
+SPECIAL_TEXTS = [
+    "<s>Hello</s>", "<s><s>", "x</s>y</s>z", "<unk>", "a<unk>b", "<ctrl>", " <ctrl> ", "a<ctrl>b",
+    "<ctrl><ctrl>", "\n\n<ctrl>\n\n", "<tool><ctrl></tool>", "<s</s>>", "<<s>>", "</s",
+    "<end_of_turn", "<end_of_turn>", "<end_of_turn><end_of_turn>",
+    "<|begin_of_text|>Hi<|end_of_text|>", "<|begin_of_text|><|begin_of_text|>",
+    "<|eot_id|>x<|eot_id|>", "<|reserved_0|>", " <|end_of_text|> ",
+    "<bos>", "<eos>", "<pad>", "<mask>", "<bos><bos>text<eos>", "<start_of_turn>",
+    "<start_of_turn>user\nHi!<end_of_turn>\n<start_of_turn>model\n",
+    "<start_of_turn>user\nYou are terse.\n\nWhat is 2+2?<end_of_turn>\n"
+    "<start_of_turn>model\n4<end_of_turn>\n<start_of_turn>user\nAnd 3+3?<end_of_turn>\n"
+    "<start_of_turn>model\n",
+    "<start_of_turn>user\n\u4f60\u597d <end_of_turn>\n <start_of_turn>model\n",
+    "<start_of_image>[multimodal]<end_of_image>", "<unused0><unused1>", "<unused99999>",
+    "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+    "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+    "<|start_header_id|>assistant<|end_header_id|>\n\n",
+]
+
 
 def esc(b):
     out = []
@@ -82,10 +106,11 @@ class Vocab:
         self.vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
         self.n = llama_cpp.llama_vocab_n_tokens(self.vocab)
 
-    def tokenize(self, text, add_special):
+    def tokenize(self, text, add_special, parse_special=False):
         cap = len(text) + 16
         buf = (llama_cpp.llama_token * cap)()
-        n = llama_cpp.llama_tokenize(self.vocab, text, len(text), buf, cap, add_special, False)
+        n = llama_cpp.llama_tokenize(self.vocab, text, len(text), buf, cap, add_special,
+                                     parse_special)
         assert n >= 0, n
         return list(buf[:n])
 
@@ -117,6 +142,11 @@ def record(vocab, out_path, header, piece_ids, seqs):
             ids = vocab.tokenize(b, bool(add_special))
             lines.append("T\t%d\t%s\t%s\t%s" % (add_special, esc(b), " ".join(map(str, ids)),
                                                  esc(vocab.detokenize(ids))))
+    for text in TEXTS + SPECIAL_TEXTS:
+        b = text.encode("utf-8")
+        for add_special in (0, 1):
+            ids = vocab.tokenize(b, bool(add_special), parse_special=True)
+            lines.append("S\t%d\t%s\t%s" % (add_special, esc(b), " ".join(map(str, ids))))
     for t in piece_ids:
         lines.append("P\t%d\t%s" % (t, esc(vocab.piece(t))))
     for ids in seqs:
@@ -150,7 +180,8 @@ def main(argv=None):
                "--gemma GEMMA_GGUF --out tests/data/tokenizer_goldens")
     common = ["# recorded from llama.cpp by llama-cpp-python %s" % llama_cpp.__version__,
               "# command: " + command,
-              "# lines: T add_special text ids detokenized | P id piece | D ids detokenized "
+              "# lines: T add_special text ids detokenized | S add_special text ids "
+              "| P id piece | D ids detokenized "
               "(tab-separated; see record_tokenizer_goldens.py)"]
     for name in SYNTHETIC:
         v = Vocab(os.path.join(a.models, name + ".gguf"))
