@@ -93,12 +93,14 @@ fi
 
 python3 "$root/tests/test_ffi.py" "$stage$prefix/lib/libdetinfer.so.1" "$model"
 
-# The Rust example (no crates: the C API declared by hand, found by pkg-config)
-# prints the same step lines, digests included, as the C example.
+# The Rust binding's example (bindings/rust: no crates, the library found by
+# pkg-config) prints the same step and sequence lines as the C example.
 if command -v cargo >/dev/null; then
     # cargo itself runs without the ASan preload a sanitized build sets above
-    env -u LD_PRELOAD CARGO_TARGET_DIR="$stage/rust" cargo build --offline -q --manifest-path "$root/examples/rust/Cargo.toml"
-    "$stage/rust/debug/detinfer-example" "$model" tokens:1,2,3 3 | grep -E '^(step|sequence) ' > "$stage/rust.out"
+    env -u LD_PRELOAD CARGO_TARGET_DIR="$stage/rust" cargo build --offline -q \
+        --manifest-path "$root/bindings/rust/Cargo.toml" --example generate
+    LD_LIBRARY_PATH="$lib" "$stage/rust/debug/examples/generate" --model "$model" --tokens 1,2,3 --max-new 3 |
+        grep -E '^(step|sequence) ' > "$stage/rust.out"
     test "$(wc -l < "$stage/rust.out")" -eq 4 && cmp "$stage/want" "$stage/rust.out" ||
         { echo "install: the Rust example's digests differ from the C example's"; exit 1; }
 else

@@ -1,0 +1,43 @@
+//! Greedy generation with digests through the detinfer crate: the same "step"
+//! and "sequence" lines as examples/generate.c for the same tokens.
+//!
+//!     cargo run --example generate -- --model FILE (--tokens 1,2,3 | --prompt TEXT) [--max-new N] [--threads T]
+use detinfer::{Config, ConfigKey, Model, ModelKey, TokenizeFlags};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let get = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
+    let (Some(model), max_new, threads) = (
+        get("--model"),
+        get("--max-new").and_then(|v| v.parse().ok()).unwrap_or(16usize),
+        get("--threads").and_then(|v| v.parse().ok()).unwrap_or(1i64),
+    ) else {
+        eprintln!("usage: generate --model FILE (--tokens 1,2,3 | --prompt TEXT) [--max-new N] [--threads T]");
+        std::process::exit(2);
+    };
+    if let Err(e) = run(&model, get("--tokens"), get("--prompt"), max_new, threads) {
+        eprintln!("generate: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(path: &str, tokens: Option<String>, prompt: Option<String>, max_new: usize, threads: i64)
+       -> Result<(), Box<dyn std::error::Error>> {
+    let model = Model::load(path)?;
+    let ids: Vec<i32> = match tokens {
+        Some(list) => list.split(',').map(|t| t.trim().parse()).collect::<Result<_, _>>()?,
+        None => model.tokenize(&prompt.unwrap_or_default(), TokenizeFlags::ADD_BOS)?,
+    };
+    println!("model {path}: {}, {} layers, vocabulary {}; libdetinfer {}", model.architecture(),
+             model.get_int(ModelKey::NLayer)?, model.n_vocab(), detinfer::version());
+    let mut config = Config::new()?;
+    config.set_int(ConfigKey::Threads, threads)?.set_int(ConfigKey::ContextLength, (ids.len() + max_new) as i64)?;
+    let mut session = model.session(&config)?;
+    let mut generation = session.generate(0, &ids, max_new, false);
+    for (step, token) in (&mut generation).enumerate() {
+        let token = token?;
+        println!("step {step} token {} logits {}", token.token, token.digest);
+    }
+    println!("sequence {} tokens digest {}", generation.len()?, generation.sequence_digest()?);
+    Ok(())
+}
