@@ -151,6 +151,13 @@ uninstall: uninstall-tools
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 	rmdir $(DESTDIR)$(cmakedir) 2>/dev/null || true
 
+# The bindings (bindings/python, go, rust) tested against an installed copy,
+# and C, Python, Go and Rust generating the same tokens and digests
+# (tests/bindings/run.sh; a language is skipped only without its toolchain).
+.PHONY: check-bindings
+check-bindings: $(SHARED) $(STATIC) $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt
+	bash tests/bindings/run.sh $(CURDIR) $(MODELS) "$$(cat $(MODELS)/real.txt)"
+
 # The main job: the real model (or, offline, a generated one), greedy
 # continuations of a few prompts with their digests, then a short verification:
 # the same prompts 50 times and in batches of 1, 4 and 8 with other requests.
