@@ -89,7 +89,8 @@ $(MODELS)/models.txt: $(wildcard tests/tools/*.py)
 # Small GGUF files with synthetic tokenizers; --check-goldens fails if they no
 # longer match the ones the llama.cpp goldens were recorded on.
 $(MODELS)/tokenizers.txt: tests/tools/make_tokenizer_models.py tests/tools/make_model.py \
-                          $(wildcard tests/data/tokenizer_goldens/*.txt)
+                          $(wildcard tests/data/tokenizer_goldens/*.txt) \
+                          $(wildcard tests/data/chat_templates/*.jinja)
 	@mkdir -p $(MODELS)
 	$(PYTHON) tests/tools/make_tokenizer_models.py $(MODELS) --check-goldens tests/data/tokenizer_goldens
 

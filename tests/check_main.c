@@ -11,8 +11,10 @@ Suite *kernels_suite(void);
 Suite *paths_suite(void);
 Suite *quants_suite(void);
 Suite *tokenizer_suite(void);
+Suite *chat_suite(void);
 Suite *format_suite(void);
 Suite *api_suite(void);
+Suite *sampling_suite(void);
 Suite *reference_suite(void);
 Suite *determinism_suite(di_cpu_path path);
 Suite *install_suite(void);
@@ -26,8 +28,10 @@ int main(void)
     srunner_add_suite(runner, paths_suite());
     srunner_add_suite(runner, quants_suite());
     srunner_add_suite(runner, tokenizer_suite());
+    srunner_add_suite(runner, chat_suite());
     srunner_add_suite(runner, format_suite());
     srunner_add_suite(runner, api_suite());
+    srunner_add_suite(runner, sampling_suite());
     srunner_add_suite(runner, reference_suite());
     srunner_add_suite(runner, determinism_suite(DI_CPU_PATH_AUTO)); /* paths agree */
     srunner_add_suite(runner, determinism_suite(DI_CPU_PATH_SCALAR));
