@@ -232,7 +232,7 @@ func TestConfig(t *testing.T) {
 		t.Error(v)
 	}
 	var e *Error
-	if err := c.SetFloat(ConfigTemperature, 0.7); !errors.As(err, &e) || e.Status != ErrSamplingRefused ||
+	if err := c.SetFloat(ConfigTemperature, -1); !errors.As(err, &e) || e.Status != ErrInvalidArgument ||
 		!strings.Contains(e.Message, "temperature") {
 		t.Error(err)
 	}
@@ -417,72 +417,118 @@ func TestGeneratePiecesAndEOS(t *testing.T) {
 	}
 }
 
-// DETINFER_1.2 calls: while a call is a stub it answers DI_ERR_UNSUPPORTED;
-// the call must reach the library and its error surface as an *Error. Real
-// results are checked once the library implements the call.
-func TestAPI12ErrorsSurface(t *testing.T) {
-	m := load(t, "tok_spm.gguf")
-	s := session(t, m, 1)
+func TestSamplingKeysMustAgree(t *testing.T) {
+	m := load(t, "gqa_untied_q8_0.gguf")
+	c, _ := NewConfig()
+	defer c.Close()
+	c.SetFloat(ConfigTemperature, 0.7) // do_sample left at 0
 	var e *Error
-	p := DefaultSampling()
-	if err := s.SetSampling(3, &p); !errors.As(err, &e) || (e.Status != ErrSequence && e.Status != ErrUnsupported) {
-		t.Error(err)
-	}
-	if _, err := s.SampleToken(0); !errors.As(err, &e) || (e.Status != ErrState && e.Status != ErrUnsupported) {
-		t.Error(err)
-	}
-	if _, err := m.MetaString("no.such.key"); !errors.As(err, &e) || (e.Status != ErrUnknownKey && e.Status != ErrUnsupported) {
-		t.Error(err)
-	}
-	if _, err := ChatFormat("no-such-template", []Message{{"user", "hi"}}, true); !errors.Is(err, ErrUnsupported) {
-		t.Error(err)
-	}
-	if d, err := LibrarySamplingDefaults(); err == nil && d != DefaultSampling() {
-		t.Errorf("library defaults %+v, header's %+v", d, DefaultSampling())
-	} else if err != nil && !errors.Is(err, ErrUnsupported) {
-		t.Error(err)
-	}
-	if tok, err := m.TokenLookup("hello"); err == nil {
-		if text, _ := m.Detokenize([]int32{tok}); strings.TrimSpace(text) != "hello" {
-			t.Errorf("lookup gave %d (%q)", tok, text)
-		}
-	} else if !errors.Is(err, ErrUnsupported) {
-		t.Error(err)
-	}
-	if text, err := ChatFormat("chatml", []Message{{"user", "hi"}}, true); err == nil {
-		if text != "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n" {
-			t.Errorf("%q", text)
-		}
-	} else if !errors.Is(err, ErrUnsupported) {
+	if _, err := m.NewSession(c); !errors.As(err, &e) || e.Status != ErrSamplingRefused || e.Message == "" {
 		t.Error(err)
 	}
 }
 
-func TestSampling(t *testing.T) {
-	m := load(t, "gqa_untied_q8_0.gguf")
-	s := session(t, m, 1)
-	p := DefaultSampling()
-	if err := s.SetSampling(0, &p); errors.Is(err, ErrUnsupported) {
-		t.Skip("di_session_seq_set_sampling is not implemented in this library yet")
-	} else if err != nil {
+func TestSpecialTokensMetadataChat(t *testing.T) {
+	m := load(t, "tok_spm.gguf")
+	bos, _ := m.SpecialToken(TokenBOS)
+	if tok, err := m.TokenLookup("<s>"); err != nil || tok != bos {
+		t.Error(tok, err)
+	}
+	if _, err := m.TokenLookup("no such token text"); !errors.Is(err, ErrTokenRange) {
+		t.Error(err)
+	}
+	if a, err := m.MetaString("general.architecture"); err != nil || a != m.Architecture() {
+		t.Error(a, err)
+	}
+	if _, err := m.MetaString("no.such.key"); !errors.Is(err, ErrUnknownKey) {
+		t.Error(err)
+	}
+	if m.ChatTemplate() != "" {
+		t.Error(m.ChatTemplate())
+	}
+	// llama.cpp's chatml text for one user turn, written out by hand
+	if text, err := ChatFormat("chatml", []Message{{"user", "hi"}}, true); err != nil ||
+		text != "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n" {
+		t.Errorf("%q %v", text, err)
+	}
+	if _, err := ChatFormat("no-such-template", []Message{{"user", "hi"}}, true); !errors.Is(err, ErrUnsupported) {
+		t.Error(err)
+	}
+	var e *Error
+	if _, err := ChatFormat("chatml", []Message{{"robot", "hi"}}, true); !errors.As(err, &e) ||
+		e.Status != ErrInvalidArgument || !strings.Contains(e.Message, "robot") {
+		t.Error(err)
+	}
+}
+
+func TestRealModelSpecialTokens(t *testing.T) {
+	if _, err := os.Stat(realPath); err != nil {
+		t.Skip("the real model is not in the cache")
+	}
+	m, err := LoadModel(realPath)
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer m.Close()
+	start, err := m.TokenLookup("<start_of_turn>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt, _ := ChatFormat("gemma", []Message{{"user", "What is the capital of France?"}}, true)
+	ids, err := m.Tokenize(prompt, TokenizeAddBOS|TokenizeParseSpecial)
+	if err != nil || len(ids) < 2 || ids[1] != start {
+		t.Error(ids, err)
+	}
+	plain, _ := m.Tokenize("<start_of_turn>", 0)
+	for _, id := range plain {
+		if id == start {
+			t.Error("without TokenizeParseSpecial the text gave the special token")
+		}
+	}
+}
+
+func TestSampling(t *testing.T) {
+	if d, err := LibrarySamplingDefaults(); err != nil || d != DefaultSampling() {
+		t.Errorf("library defaults %+v (%v), header's %+v", d, err, DefaultSampling())
+	}
+	m := load(t, "gqa_untied_q8_0.gguf")
+	s := session(t, m, 2)
+	var e *Error
+	p := DefaultSampling()
+	if err := s.SetSampling(3, &p); !errors.Is(err, ErrSequence) {
+		t.Error(err)
+	}
+	if _, err := s.SampleToken(0); !errors.Is(err, ErrState) {
+		t.Error(err)
+	}
+	bad := SamplingParams{Temperature: -1, TopP: 1, RepetitionPenalty: 1}
+	if err := s.SetSampling(0, &bad); !errors.As(err, &e) || e.Status != ErrInvalidArgument ||
+		!strings.Contains(e.Message, "temperature") {
+		t.Error(err)
+	}
+	s.SetSampling(0, &p)
 	s.Step([]Entry{{0, []int32{1, 2, 3}}}, 0)
 	g, _ := s.GreedyToken(0)
 	if st, err := s.SampleToken(0); err != nil || st != g {
 		t.Error(st, g, err)
 	}
-	p = SamplingParams{Temperature: 1, TopK: 20, TopP: 1, RepetitionPenalty: 1, PenaltyWindow: 64, Seed: 7}
+	p = DefaultSampling()
+	p.Temperature, p.TopK, p.Seed = 1.5, 40, 7
 	var runs []string
 	for i := 0; i < 2; i++ {
 		s.SeqReset(0)
-		s.SetSampling(0, &p)
-		gen := s.Generate(0, []int32{1, 2, 3}, 6, GenerateOptions{Sample: true})
+		if i == 1 { // another sequence stepped alongside changes nothing
+			s.Step([]Entry{{1, []int32{9, 8, 7, 6}}}, 0)
+		}
+		gen := s.Generate(0, []int32{1, 2, 3}, 8, GenerateOptions{Sampling: &p})
 		for gen.Next() {
 		}
 		d, err := gen.SequenceDigest()
 		if gen.Err() != nil || err != nil {
 			t.Fatal(gen.Err(), err)
+		}
+		if want := xxh128(t, le(append([]int32{1, 2, 3}, gen.Tokens()...))); d.String() != want {
+			t.Error(d, want)
 		}
 		runs = append(runs, d.String())
 	}

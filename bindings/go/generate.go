@@ -33,18 +33,23 @@ type Generation struct {
 	StoppedAtEOS bool // stopped at the end-of-sequence token
 }
 
-// GenerateOptions: Sample chooses with the sequence's sampling parameters
-// (SetSampling) instead of greedy; StopAtEOS stops after the EOS token.
+// GenerateOptions: StopAtEOS stops after the EOS token; Sampling, when not
+// nil, sets the sequence's sampling parameters first. Tokens are chosen with
+// the sequence's parameters (di_session_sample_token): greedy unless set.
 type GenerateOptions struct {
 	StopAtEOS bool
-	Sample    bool
+	Sampling  *SamplingParams
 }
 
 // Generate returns the generation of up to maxNew tokens after prompt on seq.
 func (s *Session) Generate(seq uint32, prompt []int32, maxNew int, opts GenerateOptions) *Generation {
-	g := &Generation{s: s, seq: seq, feed: append([]int32(nil), prompt...), maxNew: maxNew, sampled: opts.Sample}
+	g := &Generation{s: s, seq: seq, feed: append([]int32(nil), prompt...), maxNew: maxNew}
 	if len(prompt) == 0 {
 		g.err, g.done = errors.New("detinfer: the prompt has no tokens"), true
+	} else if opts.Sampling != nil {
+		if err := s.SetSampling(seq, opts.Sampling); err != nil {
+			g.err, g.done = err, true
+		}
 	}
 	if opts.StopAtEOS && s.model != nil {
 		if eos, err := s.model.SpecialToken(TokenEOS); err == nil {
@@ -67,11 +72,7 @@ func (g *Generation) Next() bool {
 	digest, err := g.s.LogitsDigest(g.seq)
 	var token int32
 	if err == nil {
-		if g.sampled {
-			token, err = g.s.SampleToken(g.seq)
-		} else {
-			token, err = g.s.GreedyToken(g.seq)
-		}
+		token, err = g.s.SampleToken(g.seq) // with the default parameters, the greedy token
 	}
 	if err != nil {
 		g.err, g.done = err, true

@@ -18,12 +18,12 @@ const (
 	ConfigContextLength     ConfigKey = 3  // int; 0: the model's, capped at 4096
 	ConfigBackend           ConfigKey = 4  // int, a Backend
 	ConfigProfile           ConfigKey = 5  // int, a Profile
-	ConfigTemperature       ConfigKey = 6  // float; only 0
-	ConfigDoSample          ConfigKey = 7  // int; only 0
-	ConfigTopP              ConfigKey = 8  // float; only 1
-	ConfigTopK              ConfigKey = 9  // int; only 0
-	ConfigRepetitionPenalty ConfigKey = 10 // float; only 1
-	ConfigSeed              ConfigKey = 11 // int
+	ConfigTemperature       ConfigKey = 6  // float, >= 0: the sequences' starting sampling parameters
+	ConfigDoSample          ConfigKey = 7  // int, 0 or 1 (must agree with the temperature)
+	ConfigTopP              ConfigKey = 8  // float, (0, 1]
+	ConfigTopK              ConfigKey = 9  // int, >= 0
+	ConfigRepetitionPenalty ConfigKey = 10 // float, > 0
+	ConfigSeed              ConfigKey = 11 // int, its 64 bits
 	ConfigCPUPath           ConfigKey = 12 // int, a CPUPath
 	ConfigDevice            ConfigKey = 13 // int, the CUDA device ordinal
 )
@@ -341,7 +341,7 @@ func (s *Session) SampleToken(seq uint32) (int32, error) {
 	})
 }
 
-// SetSampling sets seq's sampling parameters; nil restores the defaults.
+// SetSampling sets seq's sampling parameters; nil restores the ones it started with.
 func (s *Session) SetSampling(seq uint32, params *SamplingParams) error {
 	p, err := s.handle()
 	if err != nil {

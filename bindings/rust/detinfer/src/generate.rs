@@ -20,7 +20,6 @@ pub struct Generation<'s, 'm> {
     tokens: Vec<i32>,
     max_new: usize,
     eos: Option<i32>,
-    sampled: bool,
     done: bool,
     stopped_at_eos: bool,
 }
@@ -29,15 +28,8 @@ impl<'s, 'm> Generation<'s, 'm> {
     pub(crate) fn new(session: &'s mut Session<'m>, seq: u32, prompt: &[i32], max_new: usize, stop_at_eos: bool)
                       -> Generation<'s, 'm> {
         let eos = if stop_at_eos { session.model().special_token(SpecialToken::Eos).ok() } else { None };
-        Generation { session, seq, feed: prompt.to_vec(), tokens: Vec::new(), max_new, eos, sampled: false,
+        Generation { session, seq, feed: prompt.to_vec(), tokens: Vec::new(), max_new, eos,
                      done: max_new == 0 || prompt.is_empty(), stopped_at_eos: false }
-    }
-
-    /// Chooses tokens with the sequence's sampling parameters
-    /// (`Session::set_sampling`) instead of greedy.
-    pub fn sampled(mut self) -> Self {
-        self.sampled = true;
-        self
     }
 
     /// The generated ids so far.
@@ -64,7 +56,8 @@ impl<'s, 'm> Generation<'s, 'm> {
     fn next_token(&mut self) -> Result<Generated> {
         self.session.step(&[(self.seq, &self.feed)], false)?;
         let digest = self.session.logits(self.seq)?.1;
-        let token = if self.sampled { self.session.sample_token(self.seq)? } else { self.session.greedy_token(self.seq)? };
+        // with the sequence's sampling parameters: greedy unless set
+        let token = self.session.sample_token(self.seq)?;
         let piece = match self.session.model().token_piece(token) {
             Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
             Err(e) if e.status == Status::Unsupported => String::new(), // no tokenizer in the file

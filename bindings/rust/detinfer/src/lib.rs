@@ -700,7 +700,7 @@ impl<'m> Session<'m> {
         Ok(t)
     }
 
-    /// seq's sampling parameters; None restores the defaults.
+    /// seq's sampling parameters; None restores the ones it started with.
     pub fn set_sampling(&mut self, seq: u32, params: Option<&SamplingParams>) -> Result<()> {
         let c = params.map(|p| p.to_sys());
         let st = unsafe {
@@ -749,9 +749,9 @@ impl<'m> Session<'m> {
         self.check("di_session_seq_copy", st)
     }
 
-    /// Steps `prompt` on seq, then one token per step (greedy, or with the
-    /// sequence's sampling parameters after `Generation::sampled`): an
-    /// iterator of `Result<Generated>`.
+    /// Steps `prompt` on seq, then one token per step, chosen with the
+    /// sequence's sampling parameters (greedy unless `set_sampling` or the
+    /// config's sampling keys say otherwise): an iterator of `Result<Generated>`.
     pub fn generate<'s>(&'s mut self, seq: u32, prompt: &[i32], max_new: usize, stop_at_eos: bool)
                         -> Generation<'s, 'm> {
         Generation::new(self, seq, prompt, max_new, stop_at_eos)
