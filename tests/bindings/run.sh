@@ -73,17 +73,22 @@ else
 fi
 
 # ---- the cross-language table ------------------------------------------------------
-# model file | prompt token ids; 8 new tokens each
+# model file | prompt token ids | sampling options (none: greedy); 8 new tokens each.
+# The sampled cases pass di_sampling_params, a size-first struct, through each FFI.
+sample="--temperature 1.5 --top-k 40 --top-p 0.95 --seed 7"
 cases=(
-    "$models/gqa_untied_q8_0.gguf|1,17,42"
-    "$models/gqa_untied_q8_0.gguf|5,9,2,33,7,100"
-    "$models/gemma3_q8_0.gguf|1,17,42"
-    "$models/qwen2_q8_0.gguf|1,17,42"
-    "$models/tok_spm.gguf|1,3,4,5"
+    "$models/gqa_untied_q8_0.gguf|1,17,42|"
+    "$models/gqa_untied_q8_0.gguf|5,9,2,33,7,100|"
+    "$models/gqa_untied_q8_0.gguf|1,17,42|$sample"
+    "$models/gemma3_q8_0.gguf|1,17,42|"
+    "$models/gemma3_q8_0.gguf|1,17,42|$sample"
+    "$models/qwen2_q8_0.gguf|1,17,42|"
+    "$models/tok_spm.gguf|1,3,4,5|"
 )
 if [ -n "$real" ] && [ -f "$real" ]; then
-    cases+=("$real|2,818,5279,529,7001,563"          # BOS + "The capital of France is"
-            "$real|2,2063,10779,78113,236769,236749,1473")  # BOS + "def fibonacci(n):"
+    cases+=("$real|2,818,5279,529,7001,563|"          # BOS + "The capital of France is"
+            "$real|2,2063,10779,78113,236769,236749,1473|"  # BOS + "def fibonacci(n):"
+            "$real|2,818,5279,529,7001,563|$sample")
 else
     echo "== the real model is not in the cache: the table has the generated models only"
 fi
@@ -91,25 +96,27 @@ langs=(C Python Go Rust)
 echo
 echo "== C, Python, Go and Rust: the same tokens and digests (8 new tokens each)"
 echo
-echo "| model | prompt | generated token ids | sequence digest | languages |"
-echo "| --- | --- | --- | --- | --- |"
+echo "| model | prompt | sampling | generated token ids | sequence digest | languages |"
+echo "| --- | --- | --- | --- | --- | --- |"
 fail=0
 for c in "${cases[@]}"; do
-    model=${c%%|*} tokens=${c#*|}
+    IFS='|' read -r model tokens options <<< "$c"
     ran=()
     for lang in "${langs[@]}"; do
         [ -n "${gen[$lang]:-}" ] || continue
-        ${gen[$lang]} --model "$model" --tokens "$tokens" --max-new 8 | grep -E '^(step|sequence) ' > "$stage/$lang.out"
+        # shellcheck disable=SC2086 # the command and the options are word lists
+        ${gen[$lang]} --model "$model" --tokens "$tokens" --max-new 8 $options |
+            grep -E '^(step|sequence) ' > "$stage/$lang.out"
         ran+=("$lang")
         if ! cmp -s "$stage/C.out" "$stage/$lang.out"; then
-            echo "MISMATCH: $lang differs from C on $(basename "$model") prompt $tokens:"
+            echo "MISMATCH: $lang differs from C on $(basename "$model") prompt $tokens ${options:-greedy}:"
             diff "$stage/C.out" "$stage/$lang.out" || true
             fail=1
         fi
     done
     ids=$(sed -n 's/^step [0-9]* token \([0-9]*\) .*/\1/p' "$stage/C.out" | paste -sd, -)
     digest=$(sed -n 's/^sequence .* digest //p' "$stage/C.out")
-    echo "| $(basename "$model") | $tokens | $ids | \`$digest\` | ${ran[*]} equal |"
+    echo "| $(basename "$model") | $tokens | ${options:-greedy} | $ids | \`$digest\` | ${ran[*]} equal |"
 done
 echo
 for s in "${summary[@]}"; do echo "$s"; done

@@ -1,7 +1,9 @@
-// Command detinfer-generate: greedy generation with digests through the Go
-// binding, printing the same "step" and "sequence" lines as examples/generate.c.
+// Command detinfer-generate: generation with digests through the Go binding,
+// printing the same "step" and "sequence" lines as examples/generate.c for the
+// same tokens and options.
 //
 //	detinfer-generate --model FILE (--tokens 1,2,3 | --prompt TEXT) [--max-new N] [--threads T]
+//	                  [--temperature F --top-k N --top-p F --seed N]
 package main
 
 import (
@@ -20,18 +22,24 @@ func main() {
 	prompt := flag.String("prompt", "", "prompt text (a model with a tokenizer)")
 	maxNew := flag.Int("max-new", 16, "tokens to generate")
 	threads := flag.Int64("threads", 1, "worker threads")
+	sampling := detinfer.DefaultSampling()
+	temperature := flag.Float64("temperature", 0, "sampling temperature (0: greedy)")
+	topK := flag.Int("top-k", 0, "top-k cut (0: none)")
+	topP := flag.Float64("top-p", 1, "top-p cut (1: none)")
+	flag.Uint64Var(&sampling.Seed, "seed", 0, "sampling seed")
 	flag.Parse()
+	sampling.Temperature, sampling.TopK, sampling.TopP = float32(*temperature), int32(*topK), float32(*topP)
 	if *model == "" || (*tokens == "") == (*prompt == "") {
 		fmt.Fprintln(os.Stderr, "usage: detinfer-generate --model FILE (--tokens LIST | --prompt TEXT) [--max-new N]")
 		os.Exit(2)
 	}
-	if err := run(*model, *tokens, *prompt, *maxNew, *threads); err != nil {
+	if err := run(*model, *tokens, *prompt, *maxNew, *threads, &sampling); err != nil {
 		fmt.Fprintln(os.Stderr, "detinfer-generate:", err)
 		os.Exit(1)
 	}
 }
 
-func run(path, tokenList, text string, maxNew int, threads int64) error {
+func run(path, tokenList, text string, maxNew int, threads int64, sampling *detinfer.SamplingParams) error {
 	m, err := detinfer.LoadModel(path)
 	if err != nil {
 		return err
@@ -68,7 +76,7 @@ func run(path, tokenList, text string, maxNew int, threads int64) error {
 		return err
 	}
 	defer s.Close()
-	g := s.Generate(0, ids, maxNew, detinfer.GenerateOptions{})
+	g := s.Generate(0, ids, maxNew, detinfer.GenerateOptions{Sampling: sampling})
 	for step := 0; g.Next(); step++ {
 		t := g.Token()
 		fmt.Printf("step %d token %d logits %s\n", step, t.Token, t.Digest)

@@ -1,8 +1,9 @@
-//! Greedy generation with digests through the detinfer crate: the same "step"
-//! and "sequence" lines as examples/generate.c for the same tokens.
+//! Generation with digests through the detinfer crate: the same "step" and
+//! "sequence" lines as examples/generate.c for the same tokens and options.
 //!
 //!     cargo run --example generate -- --model FILE (--tokens 1,2,3 | --prompt TEXT) [--max-new N] [--threads T]
-use detinfer::{Config, ConfigKey, Model, ModelKey, TokenizeFlags};
+//!                                     [--temperature F --top-k N --top-p F --seed N]
+use detinfer::{Config, ConfigKey, Model, ModelKey, SamplingParams, TokenizeFlags};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -15,14 +16,25 @@ fn main() {
         eprintln!("usage: generate --model FILE (--tokens 1,2,3 | --prompt TEXT) [--max-new N] [--threads T]");
         std::process::exit(2);
     };
-    if let Err(e) = run(&model, get("--tokens"), get("--prompt"), max_new, threads) {
+    let number = |flag: &str, default: f64| get(flag).map_or(Ok(default), |v| v.parse::<f64>());
+    let sampling = match (number("--temperature", 0.0), number("--top-k", 0.0), number("--top-p", 1.0),
+                          get("--seed").map_or(Ok(0), |v| v.parse::<u64>())) {
+        (Ok(temperature), Ok(top_k), Ok(top_p), Ok(seed)) => SamplingParams {
+            temperature: temperature as f32, top_k: top_k as i32, top_p: top_p as f32, seed, ..Default::default()
+        },
+        _ => {
+            eprintln!("generate: --temperature, --top-k, --top-p and --seed want numbers");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(&model, get("--tokens"), get("--prompt"), max_new, threads, &sampling) {
         eprintln!("generate: {e}");
         std::process::exit(1);
     }
 }
 
-fn run(path: &str, tokens: Option<String>, prompt: Option<String>, max_new: usize, threads: i64)
-       -> Result<(), Box<dyn std::error::Error>> {
+fn run(path: &str, tokens: Option<String>, prompt: Option<String>, max_new: usize, threads: i64,
+       sampling: &SamplingParams) -> Result<(), Box<dyn std::error::Error>> {
     let model = Model::load(path)?;
     let ids: Vec<i32> = match tokens {
         Some(list) => list.split(',').map(|t| t.trim().parse()).collect::<Result<_, _>>()?,
@@ -33,6 +45,7 @@ fn run(path: &str, tokens: Option<String>, prompt: Option<String>, max_new: usiz
     let mut config = Config::new()?;
     config.set_int(ConfigKey::Threads, threads)?.set_int(ConfigKey::ContextLength, (ids.len() + max_new) as i64)?;
     let mut session = model.session(&config)?;
+    session.set_sampling(0, Some(sampling))?;
     let mut generation = session.generate(0, &ids, max_new, false);
     for (step, token) in (&mut generation).enumerate() {
         let token = token?;
