@@ -41,6 +41,18 @@ fi
     "$root/bindings/python/tests")
 gen[Python]="$stage/venv/bin/python $root/bindings/python/examples/generate.py"
 summary+=("Python: pytest passed")
+# numpy is optional: the suite again in an environment without it, and the
+# type hints under mypy --strict (both need pytest, xxhash and mypy from PyPI)
+"${PYTHON:-python3}" -m venv "$stage/bare"
+if "$stage/bare/bin/pip" install -q pytest xxhash mypy "$root/bindings/python" 2>"$stage/pip-bare.err"; then
+    ! "$stage/bare/bin/python" -c 'import numpy' 2>/dev/null || { echo "the bare environment has numpy"; exit 1; }
+    (cd "$stage" && DETINFER_LIB=$prefix/lib/libdetinfer.so.1 "$stage/bare/bin/python" -m pytest -q \
+        -p no:cacheprovider "$root/bindings/python/tests")
+    "$stage/bare/bin/mypy" --strict --no-incremental --cache-dir=/dev/null "$root/bindings/python/src/detinfer"
+    summary+=("Python without numpy: pytest passed; mypy --strict passed")
+else
+    summary+=("Python without numpy and mypy: NOT RUN (pip could not install pytest, xxhash, mypy: no index?)")
+fi
 
 echo "== Go: go test"
 if command -v go >/dev/null; then

@@ -103,6 +103,15 @@ def test_library_found_through_pkg_config(tmp_path):
     assert r.stdout.strip() == os.path.join(os.path.dirname(os.path.realpath(lib)), "libdetinfer.so.1")
 
 
+def test_library_found_through_the_loader_path(tmp_path):
+    libdir = os.path.dirname(os.path.realpath(os.environ["DETINFER_LIB"]))
+    env = {k: v for k, v in os.environ.items() if k != "DETINFER_LIB"}
+    env.update(PKG_CONFIG_PATH=str(tmp_path), PKG_CONFIG_LIBDIR=str(tmp_path), LD_LIBRARY_PATH=libdir)
+    r = run_python("import detinfer; print(detinfer.library().path, detinfer.version())", env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[0] == "libdetinfer.so.1"
+
+
 # ---- digests --------------------------------------------------------------------
 
 def test_digests_are_xxh3_128():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes as C
 import enum
+import importlib
 import os
 import weakref
 from dataclasses import dataclass, fields
@@ -12,8 +13,9 @@ from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Name
 
 from ._lib import Digest, SamplingParamsC, library
 
+_np: Any
 try:
-    import numpy as _np
+    _np = importlib.import_module("numpy")
 except ImportError:  # numpy is optional: logits then come back as lists of floats
     _np = None
 
@@ -454,7 +456,8 @@ class Config(_Handle):
         return ConfigKey(key)
 
     def _msg(self) -> bytes:
-        return library().c.di_config_errmsg(self._h())
+        msg = library().c.di_config_errmsg(self._h())
+        return msg if isinstance(msg, bytes) else b""
 
     def set(self, key: Union[str, ConfigKey], value: Union[int, float]) -> None:
         k = self._key(key)
@@ -501,7 +504,8 @@ class Session(_Handle):
         model._sessions.add(self)
 
     def _msg(self) -> bytes:
-        return library().c.di_session_errmsg(self._handle) if self._handle else b""
+        msg = library().c.di_session_errmsg(self._handle) if self._handle else None
+        return msg if isinstance(msg, bytes) else b""
 
     def _call(self, name: str, *args: Any) -> None:
         _check(library().fn(name)(self._h(), *args), self._msg)
