@@ -145,8 +145,8 @@ install: $(SHARED) $(STATIC) install-tools
 	    -e 's|@ABI@|$(ABI)|g' cmake/detinfer-config.cmake.in > $(DESTDIR)$(cmakedir)/detinfer-config.cmake
 	sed -e 's|@VERSION@|$(VERSION)|' -e 's|@VERSION_MAJOR@|$(VERSION_MAJOR)|' -e 's|@ABI@|$(ABI)|' \
 	    cmake/detinfer-config-version.cmake.in > $(DESTDIR)$(cmakedir)/detinfer-config-version.cmake
-	install -m 644 man/detinfer.1 $(DESTDIR)$(mandir)/man1/
-	install -m 644 man/libdetinfer.3 $(DESTDIR)$(mandir)/man3/
+	sed 's|@VERSION@|$(VERSION)|' man/detinfer.1 > $(DESTDIR)$(mandir)/man1/detinfer.1
+	sed 's|@VERSION@|$(VERSION)|' man/libdetinfer.3 > $(DESTDIR)$(mandir)/man3/libdetinfer.3
 
 uninstall: uninstall-tools
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))

@@ -30,6 +30,8 @@ test -f "$lib/$real" -a ! -L "$lib/$real" && test "$(readlink "$lib/libdetinfer.
 test "$(readelf -d "$lib/libdetinfer.so.1" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')" = libdetinfer.so.1
 ar t "$lib/libdetinfer.a" | grep -q '^session\.o$' || { echo "install: libdetinfer.a lacks session.o"; exit 1; }
 for f in detinfer.1 libdetinfer.3; do
+    grep -q "\"libdetinfer $(hdr DI_VERSION_STRING | tr -d '"')\"" "$stage$prefix/share/man/man${f##*.}/$f" ||
+        { echo "install: $f does not name the release"; exit 1; }
     command -v man >/dev/null || break
     ! man --warnings -l "$stage$prefix/share/man/man${f##*.}/$f" 2>&1 >/dev/null | grep . ||
         { echo "install: $f has roff warnings"; exit 1; }
