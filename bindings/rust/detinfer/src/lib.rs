@@ -613,7 +613,8 @@ pub struct Session<'m> {
 
 // Send, not Sync: a di_session is used by one thread at a time but is not
 // tied to a thread, so it may move to another (it reads the model, which is
-// Sync, from whichever thread uses it). Not Sync: every call may write the
+// Sync, from whichever thread uses it; the CUDA backend selects its device on
+// every call rather than relying on a thread's current device). Not Sync: every call may write the
 // session's error message, so two threads must never use one session at once
 // (PhantomData<Cell> keeps the compiler from deriving Sync).
 unsafe impl Send for Session<'_> {}
