@@ -17,7 +17,10 @@ echo "== make install PREFIX=$prefix"
 env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$root" install PREFIX="$prefix" >/dev/null
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig LD_LIBRARY_PATH=$prefix/lib
 export DI_TEST_ROOT=$root DI_TEST_MODELS=$models DI_TEST_REAL_MODEL=${real:-/nonexistent}
-export GOPROXY=off GOTOOLCHAIN=local GOFLAGS=-mod=readonly GOCACHE=${GOCACHE:-$build/go-cache}
+# A fresh Go build cache: go 1.19 does not key cached cgo packages on
+# pkg-config's output, so a cache from another run would link against that
+# run's (deleted) staging prefix.
+export GOPROXY=off GOTOOLCHAIN=local GOFLAGS=-mod=readonly GOCACHE=$stage/go-cache
 export CARGO_TARGET_DIR=$build/rust
 mkdir -p "$build"
 
