@@ -51,6 +51,6 @@ fn run(path: &str, tokens: Option<String>, prompt: Option<String>, max_new: usiz
         let token = token?;
         println!("step {step} token {} logits {}", token.token, token.digest);
     }
-    println!("sequence {} tokens digest {}", generation.len()?, generation.sequence_digest()?);
+    println!("sequence {} tokens digest {}", generation.sequence_length()?, generation.sequence_digest()?);
     Ok(())
 }

@@ -49,7 +49,7 @@ impl<'s, 'm> Generation<'s, 'm> {
     }
 
     /// The number of tokens the sequence digest covers.
-    pub fn len(&mut self) -> Result<usize> {
+    pub fn sequence_length(&mut self) -> Result<usize> {
         Ok(self.session.seq_length(self.seq)? as usize + self.feed.len())
     }
 

@@ -328,12 +328,13 @@ impl Model {
     /// Loads a GGUF v3 file; the error says what is wrong with a bad file.
     pub fn load(path: impl AsRef<Path>) -> Result<Model> {
         const OP: &str = "di_model_load";
+        use std::os::unix::ffi::OsStrExt; // a path is bytes, whatever their encoding
         let path = path.as_ref();
-        let cpath = cstring(OP, path.to_str().ok_or_else(|| Error {
+        let cpath = CString::new(path.as_os_str().as_bytes()).map_err(|_| Error {
             op: OP,
             status: Status::InvalidArgument,
-            message: format!("{} is not UTF-8", path.display()),
-        })?)?;
+            message: format!("{} contains NUL", path.display()),
+        })?;
         let mut p = ptr::null_mut();
         let mut eb = ErrBuf::new();
         check(OP, unsafe { sys::di_model_load(cpath.as_ptr(), &mut p, eb.ptr(), 512) }, || eb.message())?;

@@ -229,7 +229,7 @@ fn generate_lines(model: &std::path::Path, prompt: &[i32], max_new: usize) -> Ve
         .map(|(i, t)| { let t = t.unwrap(); format!("step {i} token {} logits {}", t.token, t.digest) }).collect();
     let digest = g.sequence_digest().unwrap();
     assert_xxh(digest, &le_i32(&[prompt, g.tokens()].concat()));
-    lines.push(format!("sequence {} tokens digest {digest}", g.len().unwrap()));
+    lines.push(format!("sequence {} tokens digest {digest}", g.sequence_length().unwrap()));
     lines
 }
 
