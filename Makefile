@@ -145,12 +145,19 @@ install: $(SHARED) $(STATIC) install-tools
 	    -e 's|@ABI@|$(ABI)|g' cmake/detinfer-config.cmake.in > $(DESTDIR)$(cmakedir)/detinfer-config.cmake
 	sed -e 's|@VERSION@|$(VERSION)|' -e 's|@VERSION_MAJOR@|$(VERSION_MAJOR)|' -e 's|@ABI@|$(ABI)|' \
 	    cmake/detinfer-config-version.cmake.in > $(DESTDIR)$(cmakedir)/detinfer-config-version.cmake
-	install -m 644 man/detinfer.1 $(DESTDIR)$(mandir)/man1/
-	install -m 644 man/libdetinfer.3 $(DESTDIR)$(mandir)/man3/
+	sed 's|@VERSION@|$(VERSION)|' man/detinfer.1 > $(DESTDIR)$(mandir)/man1/detinfer.1
+	sed 's|@VERSION@|$(VERSION)|' man/libdetinfer.3 > $(DESTDIR)$(mandir)/man3/libdetinfer.3
 
 uninstall: uninstall-tools
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 	rmdir $(DESTDIR)$(cmakedir) 2>/dev/null || true
+
+# The bindings (bindings/python, go, rust) tested against an installed copy,
+# and C, Python, Go and Rust generating the same tokens and digests
+# (tests/bindings/run.sh; a language is skipped only without its toolchain).
+.PHONY: check-bindings
+check-bindings: $(SHARED) $(STATIC) $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt
+	bash tests/bindings/run.sh $(CURDIR) $(MODELS) "$$(cat $(MODELS)/real.txt)"
 
 # The main job: the real model (or, offline, a generated one), greedy
 # continuations of a few prompts with their digests, then a short verification:

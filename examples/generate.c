@@ -1,7 +1,11 @@
 /*
- * generate.c — greedy generation with digests, using only the public API.
+ * generate.c — generation with digests, using only the public API.
  *
  *   generate --model FILE --tokens 1,2,3 [--max-new N] [--threads T]
+ *            [--temperature F --top-k N --top-p F --seed N]
+ *
+ * Greedy by default; the sampling options set the sequence's
+ * di_sampling_params (the other fields keep their defaults).
  *
  * Prints one line per generated token: "step I token T logits HEX", where HEX
  * is the digest of the logits row the token was chosen from, then the digest
@@ -20,7 +24,8 @@
 
 static int usage(const char *msg)
 {
-    fprintf(stderr, "generate: %s\nusage: generate --model FILE --tokens 1,2,3 [--max-new N] [--threads T]\n",
+    fprintf(stderr, "generate: %s\nusage: generate --model FILE --tokens 1,2,3 [--max-new N] [--threads T]\n"
+                    "                [--temperature F] [--top-k N] [--top-p F] [--seed N]\n",
             msg);
     return 2;
 }
@@ -50,6 +55,14 @@ static int parse_count(const char *text, long lo, long hi, long *out)
     return *text && !*end && !errno && *out >= lo && *out <= hi;
 }
 
+static int parse_float(const char *text, float *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtof(text, &end);
+    return *text && !*end && !errno;
+}
+
 static int fail(const char *what, di_status st, const char *detail)
 {
     fprintf(stderr, "generate: %s: %s: %s\n", what, di_status_name(st), detail);
@@ -61,7 +74,9 @@ int main(int argc, char **argv)
     const char *model_path = NULL;
     static int32_t prompt[MAX_PROMPT];
     uint32_t n_prompt = 0;
-    long max_new = 16, threads = 1;
+    long max_new = 16, threads = 1, top_k = 0;
+    float temperature = 0.0f, top_p = 1.0f;
+    unsigned long long seed = 0;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc)
             return usage("missing value");
@@ -76,6 +91,21 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--threads")) {
             if (!parse_count(argv[++i], 1, 256, &threads))
                 return usage("--threads wants 1..256");
+        } else if (!strcmp(argv[i], "--temperature")) {
+            if (!parse_float(argv[++i], &temperature))
+                return usage("--temperature wants a number");
+        } else if (!strcmp(argv[i], "--top-p")) {
+            if (!parse_float(argv[++i], &top_p))
+                return usage("--top-p wants a number");
+        } else if (!strcmp(argv[i], "--top-k")) {
+            if (!parse_count(argv[++i], 0, INT32_MAX, &top_k))
+                return usage("--top-k wants a count");
+        } else if (!strcmp(argv[i], "--seed")) {
+            char *end;
+            errno = 0;
+            seed = strtoull(argv[++i], &end, 10);
+            if (!*argv[i] || *end || errno)
+                return usage("--seed wants a number");
         } else
             return usage("unknown argument");
     }
@@ -107,8 +137,20 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    /* the prompt in one step, then one token per step */
+    /* the sampling parameters: the defaults (greedy) and the options given */
     const uint32_t seq = 0;
+    di_sampling_params sampling;
+    di_sampling_params_init(&sampling);
+    sampling.temperature = temperature;
+    sampling.top_k = (int32_t)top_k;
+    sampling.top_p = top_p;
+    sampling.seed = seed;
+    if ((st = di_session_seq_set_sampling(session, seq, &sampling))) {
+        fail("sampling parameters", st, di_session_errmsg(session));
+        goto out;
+    }
+
+    /* the prompt in one step, then one token per step */
     uint32_t n = n_prompt;
     const int32_t *feed = prompt;
     for (long step = 0; step < max_new; step++) {
@@ -121,7 +163,7 @@ int main(int argc, char **argv)
         static int32_t next;
         char hex[DI_DIGEST_HEX_SIZE];
         di_session_logits(session, seq, &logits, &digest);
-        di_session_greedy_token(session, seq, &next);
+        di_session_sample_token(session, seq, &next);
         di_digest_format(&digest, hex);
         printf("step %ld token %d logits %s\n", step, next, hex);
         n = 1;

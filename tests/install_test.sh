@@ -30,6 +30,8 @@ test -f "$lib/$real" -a ! -L "$lib/$real" && test "$(readlink "$lib/libdetinfer.
 test "$(readelf -d "$lib/libdetinfer.so.1" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')" = libdetinfer.so.1
 ar t "$lib/libdetinfer.a" | grep -q '^session\.o$' || { echo "install: libdetinfer.a lacks session.o"; exit 1; }
 for f in detinfer.1 libdetinfer.3; do
+    grep -q "\"libdetinfer $(hdr DI_VERSION_STRING | tr -d '"')\"" "$stage$prefix/share/man/man${f##*.}/$f" ||
+        { echo "install: $f does not name the release"; exit 1; }
     command -v man >/dev/null || break
     ! man --warnings -l "$stage$prefix/share/man/man${f##*.}/$f" 2>&1 >/dev/null | grep . ||
         { echo "install: $f has roff warnings"; exit 1; }
@@ -93,12 +95,14 @@ fi
 
 python3 "$root/tests/test_ffi.py" "$stage$prefix/lib/libdetinfer.so.1" "$model"
 
-# The Rust example (no crates: the C API declared by hand, found by pkg-config)
-# prints the same step lines, digests included, as the C example.
+# The Rust binding's example (bindings/rust: no crates, the library found by
+# pkg-config) prints the same step and sequence lines as the C example.
 if command -v cargo >/dev/null; then
     # cargo itself runs without the ASan preload a sanitized build sets above
-    env -u LD_PRELOAD CARGO_TARGET_DIR="$stage/rust" cargo build --offline -q --manifest-path "$root/examples/rust/Cargo.toml"
-    "$stage/rust/debug/detinfer-example" "$model" tokens:1,2,3 3 | grep -E '^(step|sequence) ' > "$stage/rust.out"
+    env -u LD_PRELOAD CARGO_TARGET_DIR="$stage/rust" cargo build --offline -q \
+        --manifest-path "$root/bindings/rust/Cargo.toml" --example generate
+    LD_LIBRARY_PATH="$lib" "$stage/rust/debug/examples/generate" --model "$model" --tokens 1,2,3 --max-new 3 |
+        grep -E '^(step|sequence) ' > "$stage/rust.out"
     test "$(wc -l < "$stage/rust.out")" -eq 4 && cmp "$stage/want" "$stage/rust.out" ||
         { echo "install: the Rust example's digests differ from the C example's"; exit 1; }
 else

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Greedy generation with digests through the detinfer package: the same
-"step" and "sequence" lines as examples/generate.c for the same tokens.
+"""Generation with digests through the detinfer package: the same "step" and
+"sequence" lines as examples/generate.c for the same tokens and options.
 
     python3 generate.py --model FILE (--tokens 1,2,3 | --prompt TEXT) [--max-new N] [--threads T]
+                        [--temperature F --top-k N --top-p F --seed N]
 """
 import argparse
 import sys
@@ -17,6 +18,10 @@ def main() -> int:
     ap.add_argument("--prompt", help="prompt text (a model with a tokenizer)")
     ap.add_argument("--max-new", type=int, default=16)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--top-k", type=int, default=0)
+    ap.add_argument("--top-p", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     try:
         with detinfer.Model(a.model) as model:
@@ -25,7 +30,9 @@ def main() -> int:
             print(f"model {a.model}: {model.architecture}, {model.get_int(detinfer.ModelKey.N_LAYER)} "
                   f"layers, vocabulary {model.n_vocab}; libdetinfer {detinfer.version()}")
             with model.session(threads=a.threads, context_length=len(prompt) + a.max_new) as session:
-                gen = session.sequence(0).generate(prompt, a.max_new, stop_at_eos=False)
+                sampling = detinfer.SamplingParams(temperature=a.temperature, top_k=a.top_k, top_p=a.top_p,
+                                                   seed=a.seed)
+                gen = session.sequence(0).generate(prompt, a.max_new, stop_at_eos=False, sampling=sampling)
                 for step, (token, _piece, digest) in enumerate(gen):
                     print(f"step {step} token {token} logits {digest}")
                 print(f"sequence {gen.length} tokens digest {gen.digest}")

@@ -103,6 +103,15 @@ def test_library_found_through_pkg_config(tmp_path):
     assert r.stdout.strip() == os.path.join(os.path.dirname(os.path.realpath(lib)), "libdetinfer.so.1")
 
 
+def test_library_found_through_the_loader_path(tmp_path):
+    libdir = os.path.dirname(os.path.realpath(os.environ["DETINFER_LIB"]))
+    env = {k: v for k, v in os.environ.items() if k != "DETINFER_LIB"}
+    env.update(PKG_CONFIG_PATH=str(tmp_path), PKG_CONFIG_LIBDIR=str(tmp_path), LD_LIBRARY_PATH=libdir)
+    r = run_python("import detinfer; print(detinfer.library().path, detinfer.version())", env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[0] == "libdetinfer.so.1"
+
+
 # ---- digests --------------------------------------------------------------------
 
 def test_digests_are_xxh3_128():
@@ -188,6 +197,16 @@ def test_config_set_get_and_refusals():
         with pytest.raises(DetinferError) as e:
             config.set("no_such_key", 1)
         assert e.value.status == Status.ERR_UNKNOWN_KEY
+
+
+def test_sampling_keys_must_agree_at_session_creation(llama_path):
+    with detinfer.Model(llama_path) as model:
+        with pytest.raises(DetinferError) as e:
+            model.session(temperature=0.7)  # do_sample left at 0
+        assert e.value.status == Status.ERR_SAMPLING_REFUSED and e.value.message
+        with model.session(temperature=0.7, do_sample=1, seed=3) as s:
+            s.step({0: [1, 2, 3]})
+            assert 0 <= s.sample_token(0) < model.n_vocab
 
 
 def test_step_logits_greedy_digest(llama_path):
@@ -285,87 +304,81 @@ def test_real_model_digest_is_the_commands():
 
 
 # ---- DETINFER_1.2: sampling, special tokens, metadata, chat templates ------------------
-# While a call is a stub it answers DI_ERR_UNSUPPORTED; these tests check that
-# the call reaches the library and its error surfaces as DetinferError, and
-# check real results once the library implements the call.
 
-def implemented(call):
-    try:
-        return True, call()
-    except DetinferError as e:
-        if e.status != Status.ERR_UNSUPPORTED:
-            raise
-        assert e.name == "DI_ERR_UNSUPPORTED"
-        return False, None
+def test_sampling_params_defaults_are_the_headers():
+    assert detinfer.SamplingParams.library_defaults() == detinfer.SamplingParams()
 
 
-def test_sampling_params_defaults():
-    ok, defaults = implemented(detinfer.SamplingParams.library_defaults)
-    if ok:
-        assert defaults == detinfer.SamplingParams()
-
-
-def test_sampling_errors_surface(llama_path):
+def test_sampling_errors(llama_path):
     with detinfer.Model(llama_path) as model, model.session() as s:
         with pytest.raises(DetinferError) as e:
             s.set_sampling(3, detinfer.SamplingParams())  # no sequence 3
-        assert e.value.status in (Status.ERR_SEQUENCE, Status.ERR_UNSUPPORTED)
+        assert e.value.status == Status.ERR_SEQUENCE
         with pytest.raises(DetinferError) as e:
             s.sample_token(0)  # no step yet
-        assert e.value.status in (Status.ERR_STATE, Status.ERR_UNSUPPORTED)
+        assert e.value.status == Status.ERR_STATE
+        with pytest.raises(DetinferError) as e:
+            s.set_sampling(0, detinfer.SamplingParams(temperature=-1.0))
+        assert e.value.status == Status.ERR_INVALID_ARGUMENT and "temperature" in e.value.message
 
 
 def test_sampling_greedy_defaults_and_seeded_repeats(llama_path):
-    with detinfer.Model(llama_path) as model, model.session() as s:
+    with detinfer.Model(llama_path) as model, model.session(max_sequences=2) as s:
         seq = s.sequence(0)
-        ok, _ = implemented(lambda: seq.set_sampling(detinfer.SamplingParams()))
-        if not ok:
-            pytest.skip("di_session_seq_set_sampling is not implemented in this library yet")
+        seq.set_sampling(detinfer.SamplingParams())
         seq.step([1, 2, 3])
         assert seq.sample_token() == seq.greedy_token()
-        with pytest.raises(DetinferError) as e:
-            seq.set_sampling(detinfer.SamplingParams(temperature=-1.0))
-        assert e.value.status == Status.ERR_INVALID_ARGUMENT and "temperature" in e.value.message
-        params = detinfer.SamplingParams(temperature=1.0, top_k=20, seed=7)
+        params = detinfer.SamplingParams(temperature=1.5, top_k=40, seed=7)
         runs = []
-        for _ in range(2):
+        for batch_mate in (False, True):
             seq.reset()
-            seq.set_sampling(params)
-            gen = seq.generate([1, 2, 3], 6, stop_at_eos=False)
+            if batch_mate:  # another sequence stepped alongside changes nothing
+                s.step({1: [9, 8, 7, 6]})
+            gen = seq.generate([1, 2, 3], 8, stop_at_eos=False, sampling=params)
             runs.append(([t.token for t in gen], gen.digest))
         assert runs[0] == runs[1]
+        assert runs[0][1] == tokens_digest([1, 2, 3] + runs[0][0])
 
 
 def test_token_lookup_and_metadata(spm_path):
     with detinfer.Model(spm_path) as model:
-        ok, token = implemented(lambda: model.token_lookup("hello"))
-        if ok:
-            assert model.detokenize([token]).strip() == "hello"
+        assert model.token_lookup("<s>") == model.bos and model.token_lookup("</s>") == model.eos
+        with pytest.raises(DetinferError) as e:
+            model.token_lookup("no such token text")
+        assert e.value.status == Status.ERR_TOKEN_RANGE
+        assert model.meta_string("general.architecture") == model.architecture
         with pytest.raises(DetinferError) as e:
             model.meta_string("no.such.key")
-        assert e.value.status in (Status.ERR_UNKNOWN_KEY, Status.ERR_UNSUPPORTED)
-        ok, arch = implemented(lambda: model.meta_string("general.architecture"))
-        if ok:
-            assert arch == model.architecture
+        assert e.value.status == Status.ERR_UNKNOWN_KEY
+        assert model.chat_template is None  # the generated file has none
+        assert model.tokenize("hello", add_bos=False, parse_special=True) == model.tokenize("hello", add_bos=False)
 
 
-def test_chat_format_errors_surface():
+def test_chat_format():
+    # llama.cpp's chatml text for one user turn, written out by hand
+    assert detinfer.chat_format("chatml", [("user", "hi")]) == \
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert detinfer.chat_format("gemma", [{"role": "user", "content": "hi"}], add_assistant=False) == \
+        "<start_of_turn>user\nhi<end_of_turn>\n"
     with pytest.raises(DetinferError) as e:
         detinfer.chat_format("no-such-template", [("user", "hi")])
     assert e.value.status == Status.ERR_UNSUPPORTED and e.value.message
-    ok, text = implemented(lambda: detinfer.chat_format("chatml", [("user", "hi")]))
-    if ok:
-        assert text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    with pytest.raises(DetinferError) as e:
+        detinfer.chat_format("chatml", [("robot", "hi")])
+    assert e.value.status == Status.ERR_INVALID_ARGUMENT and "robot" in e.value.message
 
 
-def test_parse_special_flag_reaches_the_library(spm_path):
-    with detinfer.Model(spm_path) as model:
-        try:
-            ids = model.tokenize("hello", add_bos=False, parse_special=True)
-        except DetinferError as e:  # a library before DI_TOKENIZE_PARSE_SPECIAL refuses the flag
-            assert e.status == Status.ERR_INVALID_ARGUMENT and "flags" in e.message
-            pytest.skip("DI_TOKENIZE_PARSE_SPECIAL is not implemented in this library yet")
-        assert ids == model.tokenize("hello", add_bos=False)
+@pytest.mark.skipif(not REAL.exists(), reason="the real model is not in the cache")
+def test_real_model_special_tokens_and_chat():
+    with detinfer.Model(REAL) as model:
+        start = model.token_lookup("<start_of_turn>")
+        assert model.tokenize("<start_of_turn>", add_bos=False, parse_special=True) == [start]
+        assert start not in model.tokenize("<start_of_turn>", add_bos=False)  # text, not the token
+        assert model.meta_string("general.name")
+        prompt = detinfer.chat_format("gemma", [("user", "What is the capital of France?")])
+        ids = model.tokenize(prompt, parse_special=True)
+        assert ids[:2] == [model.bos, start] and ids.count(start) == 2
+        assert model.token_lookup("<end_of_turn>") in ids
 
 
 # ---- the README's example runs as written ----------------------------------------------

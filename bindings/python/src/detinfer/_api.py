@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes as C
 import enum
+import importlib
 import os
 import weakref
 from dataclasses import dataclass, fields
@@ -12,8 +13,9 @@ from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Name
 
 from ._lib import Digest, SamplingParamsC, library
 
+_np: Any
 try:
-    import numpy as _np
+    _np = importlib.import_module("numpy")
 except ImportError:  # numpy is optional: logits then come back as lists of floats
     _np = None
 
@@ -454,7 +456,8 @@ class Config(_Handle):
         return ConfigKey(key)
 
     def _msg(self) -> bytes:
-        return library().c.di_config_errmsg(self._h())
+        msg = library().c.di_config_errmsg(self._h())
+        return msg if isinstance(msg, bytes) else b""
 
     def set(self, key: Union[str, ConfigKey], value: Union[int, float]) -> None:
         k = self._key(key)
@@ -501,7 +504,8 @@ class Session(_Handle):
         model._sessions.add(self)
 
     def _msg(self) -> bytes:
-        return library().c.di_session_errmsg(self._handle) if self._handle else b""
+        msg = library().c.di_session_errmsg(self._handle) if self._handle else None
+        return msg if isinstance(msg, bytes) else b""
 
     def _call(self, name: str, *args: Any) -> None:
         _check(library().fn(name)(self._h(), *args), self._msg)
@@ -560,7 +564,7 @@ class Session(_Handle):
         return out.value
 
     def set_sampling(self, seq: int, params: Optional[SamplingParams]) -> None:
-        """seq's sampling parameters; None restores the defaults (greedy)."""
+        """seq's sampling parameters; None restores the ones it started with."""
         c = params._to_c() if params is not None else None
         self._call("di_session_seq_set_sampling", seq, C.byref(c) if c is not None else None)
 
@@ -599,7 +603,6 @@ class Sequence:
     def __init__(self, session: Session, seq: int) -> None:
         self.session = session
         self.id = seq
-        self._sampling = False
 
     def __enter__(self) -> "Sequence":
         return self
@@ -624,13 +627,9 @@ class Sequence:
         return self.session.sample_token(self.id)
 
     def set_sampling(self, params: Optional[SamplingParams]) -> None:
+        """This sequence's sampling parameters; None restores the ones it
+        started with (the session config's sampling keys, else greedy)."""
         self.session.set_sampling(self.id, params)
-        self._sampling = params is not None
-
-    def next_token(self) -> int:
-        """The token for the next position: greedy, or sampled once sampling
-        parameters were set on this sequence."""
-        return self.sample_token() if self._sampling else self.greedy_token()
 
     def __len__(self) -> int:
         return self.session.length(self.id)
@@ -648,10 +647,15 @@ class Sequence:
         self.session.copy(self.id, dst, length)
         return Sequence(self.session, dst)
 
-    def generate(self, prompt: Seq[int], max_new: int = 32, stop_at_eos: bool = True) -> "Generation":
+    def generate(self, prompt: Seq[int], max_new: int = 32, stop_at_eos: bool = True,
+                 sampling: Optional[SamplingParams] = None) -> "Generation":
         """Steps the prompt, then one token per step: an iterator of
-        GeneratedToken(token, piece, digest). Afterwards `.digest` is the
-        sequence digest of the generation."""
+        GeneratedToken(token, piece, digest). Tokens are chosen with the
+        sequence's sampling parameters (greedy unless set: `sampling` sets
+        them first). Afterwards `.digest` is the sequence digest of the
+        generation."""
+        if sampling is not None:
+            self.set_sampling(sampling)
         return Generation(self, prompt, max_new, stop_at_eos)
 
 
@@ -681,7 +685,7 @@ class Generation(Iterator[GeneratedToken]):
         seq = self.sequence
         seq.step(self._feed)
         digest = seq.session.logits_digest(seq.id)
-        token = seq.next_token()
+        token = seq.sample_token()  # with the defaults, the greedy token
         self.tokens.append(token)
         self._feed = [token]
         if len(self.tokens) >= self.max_new:

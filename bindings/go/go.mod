@@ -1,0 +1,3 @@
+module detinfer
+
+go 1.19

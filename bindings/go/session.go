@@ -1,0 +1,418 @@
+package detinfer
+
+// #include <stdlib.h>
+// #include <detinfer.h>
+import "C"
+
+import (
+	"runtime"
+	"unsafe"
+)
+
+// ConfigKey is a di_config_key. Keys are set with SetInt or SetFloat by their type.
+type ConfigKey int
+
+const (
+	ConfigThreads           ConfigKey = 1  // int, 1..256
+	ConfigMaxSequences      ConfigKey = 2  // int, 1..4096
+	ConfigContextLength     ConfigKey = 3  // int; 0: the model's, capped at 4096
+	ConfigBackend           ConfigKey = 4  // int, a Backend
+	ConfigProfile           ConfigKey = 5  // int, a Profile
+	ConfigTemperature       ConfigKey = 6  // float, >= 0: the sequences' starting sampling parameters
+	ConfigDoSample          ConfigKey = 7  // int, 0 or 1 (must agree with the temperature)
+	ConfigTopP              ConfigKey = 8  // float, (0, 1]
+	ConfigTopK              ConfigKey = 9  // int, >= 0
+	ConfigRepetitionPenalty ConfigKey = 10 // float, > 0
+	ConfigSeed              ConfigKey = 11 // int, its 64 bits
+	ConfigCPUPath           ConfigKey = 12 // int, a CPUPath
+	ConfigDevice            ConfigKey = 13 // int, the CUDA device ordinal
+)
+
+// Backend is a di_backend.
+type Backend int
+
+const (
+	BackendCPU  Backend = 1
+	BackendCUDA Backend = 2
+)
+
+// Profile is a di_profile.
+type Profile int
+
+const (
+	ProfilePortable Profile = 1
+	ProfileDevice   Profile = 2
+)
+
+// CPUPath is a di_cpu_path.
+type CPUPath int
+
+const (
+	CPUPathAuto   CPUPath = 0
+	CPUPathScalar CPUPath = 1
+	CPUPathAVX2   CPUPath = 2
+	CPUPathAVX512 CPUPath = 3
+)
+
+// StepFlags are di_session_step's flags.
+type StepFlags uint32
+
+// StepAllLogits keeps the logits of every position of the step.
+const StepAllLogits StepFlags = C.DI_STEP_ALL_LOGITS
+
+// Config is a bag of session settings; one goroutine at a time.
+type Config struct {
+	p *C.di_config
+}
+
+// NewConfig gives a config with every default.
+func NewConfig() (*Config, error) {
+	var p *C.di_config
+	if err := check("di_config_create", C.di_config_create(&p), nil); err != nil {
+		return nil, err
+	}
+	c := &Config{p: p}
+	runtime.SetFinalizer(c, (*Config).Close)
+	return c, nil
+}
+
+// Close frees the config. Idempotent.
+func (c *Config) Close() error {
+	if c.p != nil {
+		C.di_config_free(c.p)
+		c.p = nil
+		runtime.SetFinalizer(c, nil)
+	}
+	return nil
+}
+
+func (c *Config) handle() (*C.di_config, error) {
+	if c == nil || c.p == nil {
+		return nil, ErrClosed
+	}
+	return c.p, nil
+}
+
+func (c *Config) message() string { return C.GoString(C.di_config_errmsg(c.p)) }
+
+// SetInt sets an integer key.
+func (c *Config) SetInt(key ConfigKey, value int64) error {
+	p, err := c.handle()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(c)
+	return check("di_config_set_int", C.di_config_set_int(p, C.di_config_key(key), C.int64_t(value)), c.message)
+}
+
+// SetFloat sets a float key.
+func (c *Config) SetFloat(key ConfigKey, value float64) error {
+	p, err := c.handle()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(c)
+	return check("di_config_set_float", C.di_config_set_float(p, C.di_config_key(key), C.double(value)), c.message)
+}
+
+// Int reads an integer key.
+func (c *Config) Int(key ConfigKey) (int64, error) {
+	p, err := c.handle()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(c)
+	var v C.int64_t
+	err = check("di_config_get_int", C.di_config_get_int(p, C.di_config_key(key), &v), c.message)
+	return int64(v), err
+}
+
+// Float reads a float key.
+func (c *Config) Float(key ConfigKey) (float64, error) {
+	p, err := c.handle()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(c)
+	var v C.double
+	err = check("di_config_get_float", C.di_config_get_float(p, C.di_config_key(key), &v), c.message)
+	return float64(v), err
+}
+
+// SamplingParams is di_sampling_params; DefaultSampling gives the header's defaults.
+type SamplingParams struct {
+	Temperature       float32 // >= 0; 0: greedy
+	TopK              int32   // >= 0; 0: no cut
+	TopP              float32 // (0, 1]; 1: no cut
+	MinP              float32 // [0, 1]; 0: no cut
+	RepetitionPenalty float32 // > 0; 1: none
+	PresencePenalty   float32
+	FrequencyPenalty  float32
+	PenaltyWindow     uint32 // the last N tokens; 0: the whole sequence
+	Seed              uint64
+}
+
+// DefaultSampling is greedy: the defaults include/detinfer.h lists.
+func DefaultSampling() SamplingParams {
+	return SamplingParams{TopP: 1, RepetitionPenalty: 1, PenaltyWindow: 64}
+}
+
+// LibrarySamplingDefaults is what the loaded library's di_sampling_params_init sets.
+func LibrarySamplingDefaults() (SamplingParams, error) {
+	var c C.di_sampling_params
+	if err := check("di_sampling_params_init", C.di_sampling_params_init(&c), nil); err != nil {
+		return SamplingParams{}, err
+	}
+	return SamplingParams{float32(c.temperature), int32(c.top_k), float32(c.top_p), float32(c.min_p),
+		float32(c.repetition_penalty), float32(c.presence_penalty), float32(c.frequency_penalty),
+		uint32(c.penalty_window), uint64(c.seed)}, nil
+}
+
+func (s SamplingParams) c() C.di_sampling_params {
+	return C.di_sampling_params{
+		size: C.uint32_t(unsafe.Sizeof(C.di_sampling_params{})), temperature: C.float(s.Temperature),
+		top_k: C.int32_t(s.TopK), top_p: C.float(s.TopP), min_p: C.float(s.MinP),
+		repetition_penalty: C.float(s.RepetitionPenalty), presence_penalty: C.float(s.PresencePenalty),
+		frequency_penalty: C.float(s.FrequencyPenalty), penalty_window: C.uint32_t(s.PenaltyWindow),
+		seed: C.uint64_t(s.Seed),
+	}
+}
+
+// Session holds up to max_sequences sequences with their KV caches. One
+// goroutine at a time.
+type Session struct {
+	p     *C.di_session
+	model *Model // keeps the model reachable while the session lives
+}
+
+// NewSession creates a session on m; config may be nil (every default) and
+// may be closed afterwards.
+func (m *Model) NewSession(config *Config) (*Session, error) {
+	mp, err := m.handle()
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.KeepAlive(m)
+	var cp *C.di_config
+	if config != nil {
+		if cp, err = config.handle(); err != nil {
+			return nil, err
+		}
+		defer runtime.KeepAlive(config)
+	}
+	var p *C.di_session
+	var eb errbuf
+	if err := check("di_session_create", C.di_session_create(mp, cp, &p, eb.ptr(), eb.size()), eb.text()); err != nil {
+		return nil, err
+	}
+	s := &Session{p: p, model: m}
+	runtime.SetFinalizer(s, (*Session).Close)
+	return s, nil
+}
+
+// Close frees the session. Idempotent.
+func (s *Session) Close() error {
+	if s.p != nil {
+		C.di_session_free(s.p)
+		s.p = nil
+		runtime.SetFinalizer(s, nil)
+	}
+	return nil
+}
+
+func (s *Session) handle() (*C.di_session, error) {
+	if s == nil || s.p == nil {
+		return nil, ErrClosed
+	}
+	return s.p, nil
+}
+
+func (s *Session) message() string { return C.GoString(C.di_session_errmsg(s.p)) }
+
+// Model is the session's model.
+func (s *Session) Model() *Model { return s.model }
+
+// BackendInfo names what computes the results ("backend=cpu path=avx2 threads=1").
+func (s *Session) BackendInfo() string {
+	p, err := s.handle()
+	if err != nil {
+		return ""
+	}
+	defer runtime.KeepAlive(s)
+	return C.GoString(C.di_session_backend_info(p))
+}
+
+// Entry appends Tokens to sequence Seq in a step.
+type Entry struct {
+	Seq    uint32
+	Tokens []int32
+}
+
+// Step advances the entries' sequences at once; all or nothing.
+func (s *Session) Step(entries []Entry, flags StepFlags) error {
+	p, err := s.handle()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(s)
+	seqs := make([]C.uint32_t, len(entries)+1)
+	counts := make([]C.uint32_t, len(entries)+1)
+	var tokens []int32
+	for i, e := range entries {
+		seqs[i], counts[i] = C.uint32_t(e.Seq), C.uint32_t(len(e.Tokens))
+		tokens = append(tokens, e.Tokens...)
+	}
+	return check("di_session_step", C.di_session_step(p, C.uint32_t(len(entries)), &seqs[0], &counts[0],
+		int32s(tokens), C.uint32_t(flags)), s.message)
+}
+
+func (s *Session) row(logits *C.float) []float32 {
+	n := s.model.nVocab
+	return append([]float32(nil), unsafe.Slice((*float32)(unsafe.Pointer(logits)), n)...)
+}
+
+// Logits is a copy of seq's last logits row and its digest.
+func (s *Session) Logits(seq uint32) ([]float32, Digest, error) {
+	p, err := s.handle()
+	if err != nil {
+		return nil, Digest{}, err
+	}
+	defer runtime.KeepAlive(s)
+	var l *C.float
+	var d C.di_digest
+	if err := check("di_session_logits", C.di_session_logits(p, C.uint32_t(seq), &l, &d), s.message); err != nil {
+		return nil, Digest{}, err
+	}
+	return s.row(l), goDigest(&d), nil
+}
+
+// LogitsDigest is the digest of seq's last logits row, without copying it.
+func (s *Session) LogitsDigest(seq uint32) (Digest, error) {
+	p, err := s.handle()
+	if err != nil {
+		return Digest{}, err
+	}
+	defer runtime.KeepAlive(s)
+	var l *C.float
+	var d C.di_digest
+	err = check("di_session_logits", C.di_session_logits(p, C.uint32_t(seq), &l, &d), s.message)
+	return goDigest(&d), err
+}
+
+// LogitsAt is position index of what seq appended in the last step (which
+// used StepAllLogits).
+func (s *Session) LogitsAt(seq, index uint32) ([]float32, Digest, error) {
+	p, err := s.handle()
+	if err != nil {
+		return nil, Digest{}, err
+	}
+	defer runtime.KeepAlive(s)
+	var l *C.float
+	var d C.di_digest
+	st := C.di_session_logits_at(p, C.uint32_t(seq), C.uint32_t(index), &l, &d)
+	if err := check("di_session_logits_at", st, s.message); err != nil {
+		return nil, Digest{}, err
+	}
+	return s.row(l), goDigest(&d), nil
+}
+
+func (s *Session) token(op string, call func(p *C.di_session, t *C.int32_t) C.di_status) (int32, error) {
+	p, err := s.handle()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(s)
+	var t C.int32_t
+	err = check(op, call(p, &t), s.message)
+	return int32(t), err
+}
+
+// GreedyToken is seq's argmax token (ties to the lowest id).
+func (s *Session) GreedyToken(seq uint32) (int32, error) {
+	return s.token("di_session_greedy_token", func(p *C.di_session, t *C.int32_t) C.di_status {
+		return C.di_session_greedy_token(p, C.uint32_t(seq), t)
+	})
+}
+
+// SampleToken is the token chosen with seq's sampling parameters.
+func (s *Session) SampleToken(seq uint32) (int32, error) {
+	return s.token("di_session_sample_token", func(p *C.di_session, t *C.int32_t) C.di_status {
+		return C.di_session_sample_token(p, C.uint32_t(seq), t)
+	})
+}
+
+// SetSampling sets seq's sampling parameters; nil restores the ones it started with.
+func (s *Session) SetSampling(seq uint32, params *SamplingParams) error {
+	p, err := s.handle()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(s)
+	var cp *C.di_sampling_params
+	if params != nil {
+		c := params.c()
+		cp = &c
+	}
+	return check("di_session_seq_set_sampling", C.di_session_seq_set_sampling(p, C.uint32_t(seq), cp), s.message)
+}
+
+// SeqLength is the number of tokens in seq.
+func (s *Session) SeqLength(seq uint32) (uint32, error) {
+	p, err := s.handle()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(s)
+	var n C.uint32_t
+	err = check("di_session_seq_length", C.di_session_seq_length(p, C.uint32_t(seq), &n), s.message)
+	return uint32(n), err
+}
+
+// SeqDigest is the digest of seq's stepped tokens followed by extra (not
+// stepped): with the generation's last chosen token, the sequence digest of
+// the generation.
+func (s *Session) SeqDigest(seq uint32, extra ...int32) (Digest, error) {
+	p, err := s.handle()
+	if err != nil {
+		return Digest{}, err
+	}
+	defer runtime.KeepAlive(s)
+	var d C.di_digest
+	if len(extra) == 0 {
+		err = check("di_session_seq_digest", C.di_session_seq_digest(p, C.uint32_t(seq), &d), s.message)
+	} else {
+		err = check("di_session_seq_digest_extra", C.di_session_seq_digest_extra(p, C.uint32_t(seq),
+			int32s(extra), C.size_t(len(extra)), &d), s.message)
+	}
+	return goDigest(&d), err
+}
+
+func (s *Session) do(op string, call func(p *C.di_session) C.di_status) error {
+	p, err := s.handle()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(s)
+	return check(op, call(p), s.message)
+}
+
+// SeqReset empties seq.
+func (s *Session) SeqReset(seq uint32) error {
+	return s.do("di_session_seq_reset", func(p *C.di_session) C.di_status {
+		return C.di_session_seq_reset(p, C.uint32_t(seq))
+	})
+}
+
+// SeqTruncate keeps the first length tokens of seq.
+func (s *Session) SeqTruncate(seq, length uint32) error {
+	return s.do("di_session_seq_truncate", func(p *C.di_session) C.di_status {
+		return C.di_session_seq_truncate(p, C.uint32_t(seq), C.uint32_t(length))
+	})
+}
+
+// SeqCopy makes dst hold the first length tokens of src, KV cache included.
+func (s *Session) SeqCopy(src, dst, length uint32) error {
+	return s.do("di_session_seq_copy", func(p *C.di_session) C.di_status {
+		return C.di_session_seq_copy(p, C.uint32_t(src), C.uint32_t(dst), C.uint32_t(length))
+	})
+}

@@ -1,0 +1,89 @@
+//! Generation as an iterator.
+use crate::{Digest, Result, Session, SpecialToken, Status};
+
+/// One generated token: its id, its text piece (empty for a model without a
+/// tokenizer) and the digest of the logits row it was chosen from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Generated {
+    pub token: i32,
+    pub piece: String,
+    pub digest: Digest,
+}
+
+/// The generation of up to `max_new` tokens after a prompt: iterate for
+/// `Result<Generated>`; afterwards `sequence_digest` is the digest of the
+/// prompt and every generated token.
+pub struct Generation<'s, 'm> {
+    session: &'s mut Session<'m>,
+    seq: u32,
+    feed: Vec<i32>,
+    tokens: Vec<i32>,
+    max_new: usize,
+    eos: Option<i32>,
+    done: bool,
+    stopped_at_eos: bool,
+}
+
+impl<'s, 'm> Generation<'s, 'm> {
+    pub(crate) fn new(session: &'s mut Session<'m>, seq: u32, prompt: &[i32], max_new: usize, stop_at_eos: bool)
+                      -> Generation<'s, 'm> {
+        let eos = if stop_at_eos { session.model().special_token(SpecialToken::Eos).ok() } else { None };
+        Generation { session, seq, feed: prompt.to_vec(), tokens: Vec::new(), max_new, eos,
+                     done: max_new == 0 || prompt.is_empty(), stopped_at_eos: false }
+    }
+
+    /// The generated ids so far.
+    pub fn tokens(&self) -> &[i32] {
+        &self.tokens
+    }
+
+    pub fn stopped_at_eos(&self) -> bool {
+        self.stopped_at_eos
+    }
+
+    /// The sequence digest of the generation: the sequence's stepped tokens
+    /// and the last chosen one (never stepped) — the prompt and every
+    /// generated token.
+    pub fn sequence_digest(&mut self) -> Result<Digest> {
+        self.session.seq_digest(self.seq, &self.feed)
+    }
+
+    /// The number of tokens the sequence digest covers.
+    pub fn sequence_length(&mut self) -> Result<usize> {
+        Ok(self.session.seq_length(self.seq)? as usize + self.feed.len())
+    }
+
+    fn next_token(&mut self) -> Result<Generated> {
+        self.session.step(&[(self.seq, &self.feed)], false)?;
+        let digest = self.session.logits(self.seq)?.1;
+        // with the sequence's sampling parameters: greedy unless set
+        let token = self.session.sample_token(self.seq)?;
+        let piece = match self.session.model().token_piece(token) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(e) if e.status == Status::Unsupported => String::new(), // no tokenizer in the file
+            Err(e) => return Err(e),
+        };
+        Ok(Generated { token, piece, digest })
+    }
+}
+
+impl Iterator for Generation<'_, '_> {
+    type Item = Result<Generated>;
+
+    fn next(&mut self) -> Option<Result<Generated>> {
+        if self.done {
+            return None;
+        }
+        let result = self.next_token();
+        match &result {
+            Ok(g) => {
+                self.tokens.push(g.token);
+                self.feed = vec![g.token];
+                self.stopped_at_eos = self.eos == Some(g.token);
+                self.done = self.tokens.len() >= self.max_new || self.stopped_at_eos;
+            }
+            Err(_) => self.done = true,
+        }
+        Some(result)
+    }
+}
