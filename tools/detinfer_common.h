@@ -170,5 +170,6 @@ int dt_cmd_verify(int argc, char **argv);
 int dt_cmd_verify_child(int argc, char **argv); /* hidden: the fresh-process axis */
 int dt_cmd_doctor(int argc, char **argv);
 int dt_cmd_bench(int argc, char **argv);
+int dt_cmd_serve(int argc, char **argv); /* tools/serve/ */
 
 #endif /* DETINFER_COMMON_H */
