@@ -437,12 +437,14 @@ static MHD_Result_t on_request(void *cls, struct MHD_Connection *c, const char *
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode why)
 {
     (void)c;
-    (void)why;
     sv_server *s = cls;
     conn *k = *con_cls;
     if (!k)
         return;
-    sv_metrics_request(s, routes[k->route].path, k->status ? k->status : 499);
+    /* A response cut short (the client went away mid-stream, a timeout)
+     * counts as 499, nginx's "client closed request". */
+    int status = k->status && why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? k->status : 499;
+    sv_metrics_request(s, routes[k->route].path, status);
     free(k->body);
     free(k);
     *con_cls = NULL;
