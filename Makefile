@@ -11,11 +11,17 @@
 
 VERSION := $(shell sed -n 's/^\#define DI_VERSION_STRING "\(.*\)"/\1/p' include/detinfer.h)
 ABI     := $(shell sed -n 's/^\#define DI_ABI_VERSION \([0-9]*\)/\1/p' include/detinfer.h)
+VERSION_MAJOR := $(word 1,$(subst ., ,$(VERSION)))
+# The library file is named after the SONAME major: release 0.2.0 of ABI 1
+# is libdetinfer.so.1.2.0 (docs/ABI.md).
+LIBFILE_VERSION := $(ABI).$(word 2,$(subst ., ,$(VERSION))).$(word 3,$(subst ., ,$(VERSION)))
 
 PREFIX      ?= /usr/local
 libdir      ?= $(PREFIX)/lib
 includedir  ?= $(PREFIX)/include
 pkgconfigdir ?= $(libdir)/pkgconfig
+cmakedir    ?= $(libdir)/cmake/detinfer
+mandir      ?= $(PREFIX)/share/man
 DESTDIR     ?=
 
 CC      ?= cc
@@ -40,9 +46,9 @@ endif
 LIB_SRC := $(wildcard lib/*.c)
 LIB_OBJ := $(LIB_SRC:lib/%.c=$(BUILD)/lib/%.o)
 SONAME  := libdetinfer.so.$(ABI)
-SHARED  := lib/libdetinfer.so.$(VERSION)
+SHARED  := lib/libdetinfer.so.$(LIBFILE_VERSION)
 ifeq ($(SANITIZE),1)
-SHARED  := $(BUILD)/libdetinfer.so.$(VERSION)
+SHARED  := $(BUILD)/libdetinfer.so.$(LIBFILE_VERSION)
 endif
 STATIC  := $(BUILD)/libdetinfer.a
 
@@ -83,7 +89,8 @@ $(MODELS)/models.txt: $(wildcard tests/tools/*.py)
 # Small GGUF files with synthetic tokenizers; --check-goldens fails if they no
 # longer match the ones the llama.cpp goldens were recorded on.
 $(MODELS)/tokenizers.txt: tests/tools/make_tokenizer_models.py tests/tools/make_model.py \
-                          $(wildcard tests/data/tokenizer_goldens/*.txt)
+                          $(wildcard tests/data/tokenizer_goldens/*.txt) \
+                          $(wildcard tests/data/chat_templates/*.jinja)
 	@mkdir -p $(MODELS)
 	$(PYTHON) tests/tools/make_tokenizer_models.py $(MODELS) --check-goldens tests/data/tokenizer_goldens
 
@@ -112,21 +119,38 @@ check: $(TEST_BIN) $(EXAMPLE) $(SHARED) $(MODELS)/models.txt $(MODELS)/tokenizer
 	DI_TEST_REAL_MODEL="$$(cat $(MODELS)/real.txt)" DI_TEST_REAL_REF=$(abspath $(MODELS))/real.ref \
 	$(TEST_BIN)
 
-install: $(SHARED) install-tools
-	install -d $(DESTDIR)$(libdir) $(DESTDIR)$(includedir) $(DESTDIR)$(pkgconfigdir)
+# A path under $(PREFIX) is written relative to it (${prefix} in detinfer.pc,
+# the config file's own directory in the CMake package), so a staged or moved
+# tree still works.
+PC_REL    = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+CMAKE_REL = $(patsubst $(PREFIX)/%,$${_detinfer_prefix}/%,$(1))
+INSTALLED := $(libdir)/$(notdir $(SHARED)) $(libdir)/$(SONAME) $(libdir)/libdetinfer.so \
+             $(libdir)/libdetinfer.a $(includedir)/detinfer.h $(pkgconfigdir)/detinfer.pc \
+             $(cmakedir)/detinfer-config.cmake $(cmakedir)/detinfer-config-version.cmake \
+             $(mandir)/man1/detinfer.1 $(mandir)/man3/libdetinfer.3
+
+install: $(SHARED) $(STATIC) install-tools
+	install -d $(DESTDIR)$(libdir) $(DESTDIR)$(includedir) $(DESTDIR)$(pkgconfigdir) $(DESTDIR)$(cmakedir) \
+	    $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man3
 	install -m 755 $(SHARED) $(DESTDIR)$(libdir)/
 	ln -sf $(notdir $(SHARED)) $(DESTDIR)$(libdir)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(libdir)/libdetinfer.so
+	install -m 644 $(STATIC) $(DESTDIR)$(libdir)/libdetinfer.a
 	install -m 644 include/detinfer.h $(DESTDIR)$(includedir)/
-	sed -e 's|@PREFIX@|$(PREFIX)|' \
-	    -e 's|@LIBDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(libdir))|' \
-	    -e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(includedir))|' \
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(call PC_REL,$(libdir))|' \
+	    -e 's|@INCLUDEDIR@|$(call PC_REL,$(includedir))|' \
 	    -e 's|@VERSION@|$(VERSION)|' pkgconfig/detinfer.pc.in > $(DESTDIR)$(pkgconfigdir)/detinfer.pc
+	sed -e 's|@PREFIX_FROM_CMAKEDIR@|$(shell realpath -m --relative-to=$(cmakedir) $(PREFIX))|' \
+	    -e 's|@LIBDIR@|$(call CMAKE_REL,$(libdir))|' -e 's|@INCLUDEDIR@|$(call CMAKE_REL,$(includedir))|' \
+	    -e 's|@ABI@|$(ABI)|g' cmake/detinfer-config.cmake.in > $(DESTDIR)$(cmakedir)/detinfer-config.cmake
+	sed -e 's|@VERSION@|$(VERSION)|' -e 's|@VERSION_MAJOR@|$(VERSION_MAJOR)|' -e 's|@ABI@|$(ABI)|' \
+	    cmake/detinfer-config-version.cmake.in > $(DESTDIR)$(cmakedir)/detinfer-config-version.cmake
+	install -m 644 man/detinfer.1 $(DESTDIR)$(mandir)/man1/
+	install -m 644 man/libdetinfer.3 $(DESTDIR)$(mandir)/man3/
 
 uninstall: uninstall-tools
-	rm -f $(DESTDIR)$(libdir)/$(notdir $(SHARED)) $(DESTDIR)$(libdir)/$(SONAME) \
-	      $(DESTDIR)$(libdir)/libdetinfer.so $(DESTDIR)$(includedir)/detinfer.h \
-	      $(DESTDIR)$(pkgconfigdir)/detinfer.pc
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	rmdir $(DESTDIR)$(cmakedir) 2>/dev/null || true
 
 # The main job: the real model (or, offline, a generated one), greedy
 # continuations of a few prompts with their digests, then a short verification:

@@ -5,7 +5,8 @@
  *
  * Prints one line per generated token: "step I token T logits HEX", where HEX
  * is the digest of the logits row the token was chosen from, then the digest
- * of the whole token sequence. Exit status 0 on success, 1 on a library
+ * of the whole token sequence: the prompt and every generated token
+ * (di_session_seq_digest_extra). Exit status 0 on success, 1 on a library
  * error, 2 on bad arguments.
  */
 #include <errno.h>
@@ -125,21 +126,21 @@ int main(int argc, char **argv)
         printf("step %ld token %d logits %s\n", step, next, hex);
         n = 1;
         feed = &next;
-        if (step + 1 == max_new) {
-            /* append the last token too, so the sequence digest covers it */
-            if ((st = di_session_step(session, 1, &seq, &n, feed, 0))) {
-                fail("step", st, di_session_errmsg(session));
-                goto out;
-            }
-        }
     }
+    /* The sequence digest of the generation: the prompt and every generated
+     * token, the last of which was chosen but never stepped (with --max-new 0,
+     * nothing was stepped: the prompt alone). */
     di_digest seq_digest;
     uint32_t length = 0;
     char hex[DI_DIGEST_HEX_SIZE];
     di_session_seq_length(session, seq, &length);
-    di_session_seq_digest(session, seq, &seq_digest);
+    const uint32_t n_extra = max_new > 0 ? 1 : n_prompt;
+    if ((st = di_session_seq_digest_extra(session, seq, feed, n_extra, &seq_digest))) {
+        fail("sequence digest", st, di_session_errmsg(session));
+        goto out;
+    }
     di_digest_format(&seq_digest, hex);
-    printf("sequence %u tokens digest %s\n", length, hex);
+    printf("sequence %u tokens digest %s\n", length + n_extra, hex);
     rc = 0;
 out:
     di_session_free(session);

@@ -27,33 +27,3 @@ DI_API di_status di_session_sample_token(di_session *session, uint32_t seq, int3
     (void)session, (void)seq, (void)token;
     return DI_ERR_UNSUPPORTED;
 }
-
-DI_API di_status di_model_token_lookup(const di_model *model, const char *text, size_t text_len,
-                                       int32_t *token)
-{
-    (void)model, (void)text, (void)text_len, (void)token;
-    return DI_ERR_UNSUPPORTED;
-}
-
-DI_API di_status di_model_meta_string(const di_model *model, const char *key, char *text,
-                                      size_t capacity, size_t *text_len)
-{
-    (void)model, (void)key, (void)text, (void)capacity, (void)text_len;
-    return DI_ERR_UNSUPPORTED;
-}
-
-DI_API const char *di_model_chat_template(const di_model *model)
-{
-    (void)model;
-    return NULL;
-}
-
-DI_API di_status di_chat_format(const char *template_name, const char *const *roles,
-                                const char *const *contents, size_t n_messages, int add_assistant,
-                                char *text, size_t capacity, size_t *text_len, char *errbuf,
-                                size_t errbuf_size)
-{
-    (void)template_name, (void)roles, (void)contents, (void)n_messages, (void)add_assistant;
-    (void)text, (void)capacity, (void)text_len;
-    return di_error(errbuf, errbuf_size, DI_ERR_UNSUPPORTED, "di_chat_format is not implemented yet");
-}

@@ -430,3 +430,24 @@ DI_API const char *di_model_architecture(const di_model *m)
 {
     return m ? m->arch : NULL;
 }
+
+DI_API di_status di_model_meta_string(const di_model *m, const char *key, char *text,
+                                      size_t capacity, size_t *text_len)
+{
+    if (!m || !key || !text_len || (!text && capacity > 0))
+        return DI_ERR_INVALID_ARGUMENT;
+    *text_len = 0;
+    if (capacity > 0)
+        text[0] = '\0';
+    const di_gguf_kv *kv = di_gguf_find_kv(&m->gguf, key);
+    if (!kv || kv->type != DI_GGUF_STRING)
+        return DI_ERR_UNKNOWN_KEY;
+    if (kv->v.str.len >= SIZE_MAX)
+        return DI_ERR_BUFFER_TOO_SMALL;
+    *text_len = (size_t)kv->v.str.len;
+    if (capacity <= *text_len)
+        return DI_ERR_BUFFER_TOO_SMALL;
+    memcpy(text, kv->v.str.ptr, *text_len);
+    text[*text_len] = '\0';
+    return DI_OK;
+}

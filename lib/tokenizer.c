@@ -411,7 +411,9 @@ static di_status apply_name_fixes(di_tokenizer *t, const di_gguf *g, char *err, 
     return DI_OK;
 }
 
-/* Ids of user-defined tokens that plain text is split on, longest first. */
+/* llama.cpp's cache_special_tokens: the ids of control, user-defined and
+ * unknown tokens, longest text first (ties by id; llama.cpp's std::sort
+ * leaves their order unspecified). */
 static int cmp_longest_first(const void *a, const void *b, void *pieces)
 {
     const di_tok_piece *p = pieces;
@@ -421,24 +423,22 @@ static int cmp_longest_first(const void *a, const void *b, void *pieces)
     return (x > y) - (x < y);
 }
 
-static di_status collect_user_defined(di_tokenizer *t, char *err, size_t es)
+#define SPECIAL_ATTRS (DI_TOK_CONTROL | DI_TOK_USER_DEFINED | DI_TOK_UNKNOWN)
+
+static di_status collect_special(di_tokenizer *t, char *err, size_t es)
 {
     uint32_t n = 0;
-    for (uint32_t i = 0; i < t->n_vocab; i++) {
-        uint32_t a = t->pieces[i].attr;
-        n += (a & DI_TOK_USER_DEFINED) && !(a & (DI_TOK_CONTROL | DI_TOK_UNKNOWN));
-    }
+    for (uint32_t i = 0; i < t->n_vocab; i++)
+        n += (t->pieces[i].attr & SPECIAL_ATTRS) != 0;
     if (n == 0)
         return DI_OK;
-    t->user_defined = malloc(n * sizeof *t->user_defined);
-    if (!t->user_defined)
-        return di_error(err, es, DI_ERR_OUT_OF_MEMORY, "out of memory for user-defined tokens");
-    for (uint32_t i = 0; i < t->n_vocab; i++) {
-        uint32_t a = t->pieces[i].attr;
-        if ((a & DI_TOK_USER_DEFINED) && !(a & (DI_TOK_CONTROL | DI_TOK_UNKNOWN)))
-            t->user_defined[t->n_user_defined++] = (int32_t)i;
-    }
-    qsort_r(t->user_defined, n, sizeof *t->user_defined, cmp_longest_first, t->pieces);
+    t->special = malloc(n * sizeof *t->special);
+    if (!t->special)
+        return di_error(err, es, DI_ERR_OUT_OF_MEMORY, "out of memory for special tokens");
+    for (uint32_t i = 0; i < t->n_vocab; i++)
+        if (t->pieces[i].attr & SPECIAL_ATTRS)
+            t->special[t->n_special++] = (int32_t)i;
+    qsort_r(t->special, n, sizeof *t->special, cmp_longest_first, t->pieces);
     return DI_OK;
 }
 
@@ -489,7 +489,7 @@ static di_status load_kind(di_tokenizer *t, const di_gguf *g, uint32_t n_vocab, 
         return di_error(err, es, DI_ERR_MODEL, "add_bos_token is set but there is no BOS token");
     if (t->add_eos && t->eos < 0)
         return di_error(err, es, DI_ERR_MODEL, "add_eos_token is set but there is no EOS token");
-    if ((st = apply_name_fixes(t, g, err, es)) || (st = collect_user_defined(t, err, es)))
+    if ((st = apply_name_fixes(t, g, err, es)) || (st = collect_special(t, err, es)))
         return st;
     if (t->kind == DI_TOK_KIND_SPM)
         find_byte_tokens(t);
@@ -502,12 +502,12 @@ static void free_vocabulary(di_tokenizer *t)
     free(t->pieces);
     free(t->by_text.slots);
     free(t->names);
-    free(t->user_defined);
+    free(t->special);
     t->pieces = NULL;
     t->by_text.slots = NULL;
     t->names = NULL;
-    t->user_defined = NULL;
-    t->n_vocab = t->n_user_defined = 0;
+    t->special = NULL;
+    t->n_vocab = t->n_special = 0;
     t->bos = t->eos = -1;
 }
 
@@ -567,7 +567,7 @@ void di_tokenizer_free(di_tokenizer *t)
 
 /* ---- encoding ------------------------------------------------------------ */
 
-/* A stretch of the input: plain text, or a user-defined token found in it. */
+/* A stretch of the input: plain text, or a special token found in it. */
 typedef struct fragment {
     size_t off, len;
     int32_t token; /* -1: plain text */
@@ -592,17 +592,21 @@ static int frag_push(frag_vec *f, size_t off, size_t len, int32_t token)
     return 1;
 }
 
-/* llama.cpp's tokenizer_st_partition with parse_special=false: each
- * user-defined token in turn, longest first, cuts every plain stretch at each
- * of its occurrences, left to right. */
-static int partition(const di_tokenizer *t, const char *text, size_t len, frag_vec *frags)
+/* llama.cpp's tokenizer_st_partition: each special token in turn, longest
+ * first, cuts every plain stretch at each of its occurrences, left to right.
+ * Without parse_special only user-defined tokens cut (control and unknown
+ * ones are skipped, as llama.cpp does). */
+static int partition(const di_tokenizer *t, const char *text, size_t len, int parse_special,
+                     frag_vec *frags)
 {
     frag_vec next = {0};
     if (len > 0 && !frag_push(frags, 0, len, -1))
         return 0;
-    for (uint32_t u = 0; u < t->n_user_defined && frags->n > 0; u++) {
-        int32_t id = t->user_defined[u];
+    for (uint32_t u = 0; u < t->n_special && frags->n > 0; u++) {
+        int32_t id = t->special[u];
         const di_tok_piece *p = &t->pieces[id];
+        if (!parse_special && (p->attr & (DI_TOK_CONTROL | DI_TOK_UNKNOWN)))
+            continue;
         next.n = 0;
         for (size_t i = 0; i < frags->n; i++) {
             fragment f = frags->v[i];
@@ -639,9 +643,10 @@ di_status di_tokenizer_encode(const di_tokenizer *t, const char *text, size_t te
 {
     if (t->kind == DI_TOK_KIND_NONE)
         return di_error(err, err_size, DI_ERR_UNSUPPORTED, "%s", t->reason);
-    if (flags & ~DI_TOKENIZE_ADD_BOS)
+    const uint32_t known = DI_TOKENIZE_ADD_BOS | DI_TOKENIZE_PARSE_SPECIAL;
+    if (flags & ~known)
         return di_error(err, err_size, DI_ERR_INVALID_ARGUMENT, "unknown tokenize flags 0x%x",
-                        flags & ~DI_TOKENIZE_ADD_BOS);
+                        flags & ~known);
     if (text_len > DI_TOK_MAX_TEXT)
         return di_error(err, err_size, DI_ERR_INVALID_ARGUMENT,
                         "text of %zu bytes is longer than the %u bytes one call takes", text_len,
@@ -652,7 +657,7 @@ di_status di_tokenizer_encode(const di_tokenizer *t, const char *text, size_t te
                         bad, (unsigned char)text[bad]);
     int add_special = (flags & DI_TOKENIZE_ADD_BOS) != 0;
     frag_vec frags = {0};
-    if (!partition(t, text, text_len, &frags)) {
+    if (!partition(t, text, text_len, (flags & DI_TOKENIZE_PARSE_SPECIAL) != 0, &frags)) {
         free(frags.v);
         return di_error(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory splitting the text");
     }
@@ -956,6 +961,23 @@ DI_API di_status di_model_special_token(const di_model *model, di_special_token 
     }
     if (id < 0)
         return DI_ERR_UNSUPPORTED;
+    *token = id;
+    return DI_OK;
+}
+
+DI_API di_status di_model_token_lookup(const di_model *model, const char *text, size_t text_len,
+                                       int32_t *token)
+{
+    if (!token || (!text && text_len > 0))
+        return DI_ERR_INVALID_ARGUMENT;
+    *token = -1;
+    const di_tokenizer *t = NULL;
+    di_status st = model_tokenizer(model, &t, NULL, 0);
+    if (st)
+        return st;
+    int32_t id = text_len > UINT32_MAX ? -1 : di_tok_find(t, text ? text : "", text_len);
+    if (id < 0)
+        return DI_ERR_TOKEN_RANGE;
     *token = id;
     return DI_OK;
 }

@@ -90,8 +90,9 @@ struct di_tokenizer {
     int add_space_prefix;      /* SPM: leading space; decode: strip it again */
     int clean_spaces;          /* decode: llama.cpp's clean_up_tokenization_spaces */
 
-    int32_t *user_defined;     /* user-defined ids, longest text first */
-    uint32_t n_user_defined;
+    int32_t *special;          /* control, user-defined and unknown ids, longest
+                                  text first: what encoding matches in the text */
+    uint32_t n_special;
 
     int32_t byte_token[256];   /* SPM byte fallback: <0xXX> or the byte itself; -1 */
 

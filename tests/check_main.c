@@ -11,6 +11,7 @@ Suite *kernels_suite(void);
 Suite *paths_suite(void);
 Suite *quants_suite(void);
 Suite *tokenizer_suite(void);
+Suite *chat_suite(void);
 Suite *format_suite(void);
 Suite *api_suite(void);
 Suite *reference_suite(void);
@@ -26,6 +27,7 @@ int main(void)
     srunner_add_suite(runner, paths_suite());
     srunner_add_suite(runner, quants_suite());
     srunner_add_suite(runner, tokenizer_suite());
+    srunner_add_suite(runner, chat_suite());
     srunner_add_suite(runner, format_suite());
     srunner_add_suite(runner, api_suite());
     srunner_add_suite(runner, reference_suite());

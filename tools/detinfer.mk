@@ -32,10 +32,15 @@ $(DETINFER): $(DETINFER_OBJ) $(SHARED)
 	    -Wl,-rpath,$(abspath $(dir $(SHARED))) $(DETINFER_LIBS)
 
 # Relinked on every install so its run path is the installed $(libdir), not
-# the build tree.
+# the build tree; none at all for a directory the loader searches anyway
+# (/usr/lib and the like: a run path there is redundant and against Debian policy).
+SYSTEM_LIBDIRS := /lib /lib64 /usr/lib /usr/lib64 \
+                  $(addprefix /usr/lib/,$(shell $(CC) -print-multiarch 2>/dev/null)) \
+                  $(addprefix /lib/,$(shell $(CC) -print-multiarch 2>/dev/null))
+INSTALL_RPATH = $(if $(filter $(patsubst %/,%,$(libdir)),$(SYSTEM_LIBDIRS)),,-Wl,-rpath,$(libdir))
 install-tools: $(DETINFER_OBJ) $(SHARED)
 	$(CC) $(DETINFER_OBJ) -o $(BUILD)/tools/detinfer.install $(LDFLAGS) -L$(dir $(SHARED)) -ldetinfer \
-	    -Wl,-rpath,$(libdir) $(DETINFER_LIBS)
+	    $(INSTALL_RPATH) $(DETINFER_LIBS)
 	install -d $(DESTDIR)$(bindir)
 	install -m 755 $(BUILD)/tools/detinfer.install $(DESTDIR)$(bindir)/detinfer
 	rm -f $(BUILD)/tools/detinfer.install

@@ -159,15 +159,23 @@ static int generate(const run_opts *o, const di_model *model, di_session *s, run
     return DT_EXIT_OK;
 }
 
-static di_status sequence_digest(run_result *r)
+/* The sequence digest of the generation (include/detinfer.h, DETINFER_1.2):
+ * the tokens seq 0 has stepped, followed by those it has not (the last
+ * generated token, or everything when nothing was stepped). */
+static di_status sequence_digest(di_session *s, run_result *r)
 {
-    uint32_t n = r->n_prompt + r->n_generated;
+    uint32_t stepped = 0, n = r->n_prompt + r->n_generated;
+    di_status st = di_session_seq_length(s, 0, &stepped);
     int32_t *all = malloc(n * sizeof *all);
-    if (!all)
-        return DI_ERR_OUT_OF_MEMORY;
-    memcpy(all, r->prompt, r->n_prompt * sizeof *all);
-    memcpy(all + r->n_prompt, r->generated, r->n_generated * sizeof *all);
-    di_status st = di_digest_tokens(all, n, &r->sequence);
+    if (!st && !all)
+        st = DI_ERR_OUT_OF_MEMORY;
+    if (!st && stepped > n)
+        st = DI_ERR_INTERNAL;
+    if (!st) {
+        memcpy(all, r->prompt, r->n_prompt * sizeof *all);
+        memcpy(all + r->n_prompt, r->generated, r->n_generated * sizeof *all);
+        st = di_session_seq_digest_extra(s, 0, all + stepped, n - stepped, &r->sequence);
+    }
     free(all);
     return st;
 }
@@ -273,8 +281,8 @@ int dt_cmd_run(int argc, char **argv)
         print_header(&o, model, &r);
     if ((rc = generate(&o, model, s, &r)))
         goto out;
-    if ((st = sequence_digest(&r))) {
-        rc = dt_fail(&command, "sequence digest", st, "");
+    if ((st = sequence_digest(s, &r))) {
+        rc = dt_fail(&command, "sequence digest", st, di_session_errmsg(s));
         goto out;
     }
     if (o.json)

@@ -29,6 +29,9 @@ The vocabularies:
                 ("Ġxyzzy", for llama3's ignore_merges) and a normal token
                 outside the byte alphabet ("€"), with tokenizer.ggml.pre =
                 llama-bpe, qwen2, default, gpt-2 and smollm.
+  chat-STEM     the spm vocabulary with tokenizer.chat_template set to the
+                text of tests/data/chat_templates/STEM.jinja (real templates,
+                for the recognition tests of tests/check_chat.c).
 """
 
 import argparse
@@ -226,6 +229,32 @@ def add_bpe(pre, add_bos):
     return len(toks), hook, meta
 
 
+# ---- chat templates -------------------------------------------------------------
+
+CHAT_TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "data",
+                              "chat_templates")
+
+
+def chat_templates():
+    """STEM -> the text of tests/data/chat_templates/STEM.jinja, sorted by STEM."""
+    out = {}
+    for f in sorted(os.listdir(CHAT_TEMPLATES)):
+        if f.endswith(".jinja"):
+            with open(os.path.join(CHAT_TEMPLATES, f), encoding="utf-8", newline="") as fh:
+                out[f[:-len(".jinja")]] = fh.read()
+    return out
+
+
+def add_chat(text):
+    n_vocab, hook, meta = add_spm(prefix=True, add_eos=False)
+
+    def chat_hook(w):
+        hook(w)
+        w.add_chat_template(text)
+
+    return n_vocab, chat_hook, dict(meta, chat_template=text)
+
+
 # ---- the set -------------------------------------------------------------------
 
 def models():
@@ -238,6 +267,7 @@ def models():
         "tok_bpe_default": add_bpe("default", add_bos=False),
         "tok_bpe_gpt2": add_bpe("gpt-2", add_bos=False),
         "tok_bpe_smollm": add_bpe("smollm", add_bos=False),
+        **{"chat-" + stem: add_chat(text) for stem, text in chat_templates().items()},
     }
 
 

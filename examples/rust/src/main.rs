@@ -4,7 +4,7 @@
 //!     cargo run -- MODEL.gguf tokens:1,17,42 [MAX_NEW]     (a model without a tokenizer)
 //!
 //! Prints each generated token with the digest of the logits row it was chosen
-//! from, then the digest of the sequence: the same lines as examples/generate.c
+//! from, then the sequence digest (prompt and generated tokens): the same lines as examples/generate.c
 //! for the same tokens. Only the public API of include/detinfer.h is declared.
 
 use std::ffi::{c_char, c_int, CStr, CString};
@@ -45,7 +45,9 @@ extern "C" {
                        flags: u32) -> c_int;
     fn di_session_logits(s: *mut Session, seq: u32, logits: *mut *const f32, digest: *mut Digest) -> c_int;
     fn di_session_greedy_token(s: *mut Session, seq: u32, token: *mut i32) -> c_int;
-    fn di_session_seq_digest(s: *mut Session, seq: u32, digest: *mut Digest) -> c_int;
+    fn di_session_seq_length(s: *mut Session, seq: u32, length: *mut u32) -> c_int;
+    fn di_session_seq_digest_extra(s: *mut Session, seq: u32, extra: *const i32, n_extra: usize,
+                                   digest: *mut Digest) -> c_int;
 }
 
 fn hex(d: &Digest) -> String {
@@ -132,13 +134,17 @@ fn generate(model: *mut Model, prompt: &[i32], max_new: usize) -> Result<(), Str
         let mut text = vec![0 as c_char; 4096];
         let mut len = 0usize;
         let mut digest = Digest { bytes: [0; 16] };
+        let mut length = 0u32;
+        // The sequence digest of the generation: the stepped tokens followed by
+        // those never stepped (the last chosen one; the prompt when max_new is 0).
         unsafe {
             di_model_detokenize(model, generated.as_ptr(), generated.len(), text.as_mut_ptr(), text.len(),
                                 &mut len, err.as_mut_ptr(), err.len());
-            di_session_seq_digest(session, seq, &mut digest);
+            di_session_seq_length(session, seq, &mut length);
+            di_session_seq_digest_extra(session, seq, feed.as_ptr(), feed.len(), &mut digest);
         }
         println!("text {:?}", message(&text));
-        println!("sequence digest {} (prompt and fed tokens)", hex(&digest));
+        println!("sequence {} tokens digest {}", length as usize + feed.len(), hex(&digest));
     }
     unsafe { di_session_free(session) };
     result

@@ -1,0 +1,31 @@
+"""detinfer: the Python binding of libdetinfer (deterministic LLM inference:
+bitwise-identical logits, every output with an XXH3-128 digest).
+
+    import detinfer
+    with detinfer.Model("model.gguf") as model, model.session(threads=2) as session:
+        gen = session.sequence(0).generate(model.tokenize("The capital of France is"), max_new=8)
+        for token, piece, digest in gen:
+            print(token, repr(piece), digest)
+        print("sequence digest", gen.digest)
+
+The C library (libdetinfer.so.1) is loaded with ctypes from $DETINFER_LIB,
+pkg-config's libdir, or the loader's path. Distribution name on PyPI:
+libdetinfer (PyPI's "detinfer" is an unrelated project).
+"""
+
+from ._api import (STEP_ALL_LOGITS, TOKENIZE_ADD_BOS, TOKENIZE_PARSE_SPECIAL, Backend, Config,
+                   ConfigKey, CpuPath, DetinferError, GeneratedToken, Generation, Logits, Model,
+                   ModelKey, Profile, SamplingParams, Sequence, Session, SpecialToken, Status,
+                   build_info, chat_format, digest_floats, digest_tokens, status_name, version,
+                   version_number)
+from ._lib import LibraryNotFoundError, library
+
+__version__ = "0.2.0"
+
+__all__ = [
+    "Backend", "Config", "ConfigKey", "CpuPath", "DetinferError", "GeneratedToken", "Generation",
+    "LibraryNotFoundError", "Logits", "Model", "ModelKey", "Profile", "STEP_ALL_LOGITS",
+    "SamplingParams", "Sequence", "Session", "SpecialToken", "Status", "TOKENIZE_ADD_BOS",
+    "TOKENIZE_PARSE_SPECIAL", "build_info", "chat_format", "digest_floats", "digest_tokens",
+    "library", "status_name", "version", "version_number",
+]

@@ -1,0 +1,712 @@
+"""Model, Config, Session and Sequence over the C API (include/detinfer.h)."""
+
+from __future__ import annotations
+
+import ctypes as C
+import enum
+import os
+import weakref
+from dataclasses import dataclass, fields
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional,
+                    Sequence as Seq, Tuple, Union)
+
+from ._lib import Digest, SamplingParamsC, library
+
+try:
+    import numpy as _np
+except ImportError:  # numpy is optional: logits then come back as lists of floats
+    _np = None
+
+_ERRBUF = 512
+
+
+# ---- Numbers of include/detinfer.h (never renumbered) -----------------------
+
+class Status(enum.IntEnum):
+    OK = 0
+    ERR_INVALID_ARGUMENT = 1
+    ERR_OUT_OF_MEMORY = 2
+    ERR_IO = 3
+    ERR_FORMAT = 4
+    ERR_UNSUPPORTED = 5
+    ERR_MODEL = 6
+    ERR_SAMPLING_REFUSED = 7
+    ERR_TOKEN_RANGE = 8
+    ERR_CONTEXT_FULL = 9
+    ERR_SEQUENCE = 10
+    ERR_STATE = 11
+    ERR_BACKEND_UNAVAILABLE = 12
+    ERR_THREAD = 13
+    ERR_UNKNOWN_KEY = 14
+    ERR_INTERNAL = 15
+    ERR_BUFFER_TOO_SMALL = 16
+    ERR_TEXT = 17
+
+
+class ModelKey(enum.IntEnum):
+    N_VOCAB = 1
+    N_CTX_TRAIN = 2
+    N_EMBD = 3
+    N_LAYER = 4
+    N_HEAD = 5
+    N_HEAD_KV = 6
+    N_FF = 7
+    N_PARAMS = 8
+    FILE_SIZE = 9
+    BYTES_PER_TOKEN = 10
+
+
+class ConfigKey(enum.IntEnum):
+    THREADS = 1
+    MAX_SEQUENCES = 2
+    CONTEXT_LENGTH = 3
+    BACKEND = 4
+    PROFILE = 5
+    TEMPERATURE = 6
+    DO_SAMPLE = 7
+    TOP_P = 8
+    TOP_K = 9
+    REPETITION_PENALTY = 10
+    SEED = 11
+    CPU_PATH = 12
+    DEVICE = 13
+
+
+class Backend(enum.IntEnum):
+    CPU = 1
+    CUDA = 2
+
+
+class Profile(enum.IntEnum):
+    PORTABLE = 1
+    DEVICE = 2
+
+
+class CpuPath(enum.IntEnum):
+    AUTO = 0
+    SCALAR = 1
+    AVX2 = 2
+    AVX512 = 3
+
+
+class SpecialToken(enum.IntEnum):
+    BOS = 1
+    EOS = 2
+
+
+TOKENIZE_ADD_BOS = 0x1
+TOKENIZE_PARSE_SPECIAL = 0x2
+STEP_ALL_LOGITS = 0x1
+
+# The type of each configuration key: set with di_config_set_int or _float.
+_FLOAT_KEYS = {ConfigKey.TEMPERATURE, ConfigKey.TOP_P, ConfigKey.REPETITION_PENALTY}
+
+
+# ---- Errors -------------------------------------------------------------------
+
+class DetinferError(Exception):
+    """A call into libdetinfer failed: `status` (a Status), `name` (the C
+    name, "DI_ERR_FORMAT") and `message` (the library's detail)."""
+
+    def __init__(self, status: int, message: str = "") -> None:
+        self.status: Union[Status, int]
+        try:
+            self.status = Status(status)
+        except ValueError:
+            self.status = status
+        self.name: str = status_name(status)
+        self.message: str = message
+        super().__init__(f"{self.name}: {message}" if message else self.name)
+
+
+def _text(value: Optional[bytes]) -> str:
+    return value.decode("utf-8", errors="replace") if value else ""
+
+
+def _check(status: int, message: Union[str, bytes, Callable[[], Any]] = "") -> None:
+    if status != Status.OK:
+        msg = message() if callable(message) else message
+        raise DetinferError(status, _text(msg) if isinstance(msg, (bytes, type(None))) else msg)
+
+
+def _sized(call: Callable[[Any, int, Any], int], first: int = 256) -> bytes:
+    """Runs a call with di_model_detokenize's buffer rules: call(buf, capacity,
+    byref(length)); retries once with the length it asks for."""
+    need = C.c_size_t()
+    buf = C.create_string_buffer(first)
+    st = call(buf, first, C.byref(need))
+    if st == Status.ERR_BUFFER_TOO_SMALL:
+        buf = C.create_string_buffer(need.value + 1)
+        st = call(buf, need.value + 1, C.byref(need))
+    _check(st)
+    return buf.raw[: need.value]
+
+
+# ---- Functions without a handle (thread-safe) ---------------------------------
+
+def status_name(status: int) -> str:
+    """The C name of a status code ("DI_ERR_FORMAT")."""
+    return _text(library().c.di_status_name(int(status)))
+
+
+def version() -> str:
+    """The loaded library's version string ("0.2.0")."""
+    return _text(library().c.di_version_string())
+
+
+def version_number() -> int:
+    """The loaded library's version as MAJOR*10000 + MINOR*100 + PATCH."""
+    return int(library().c.di_version_number())
+
+
+def build_info() -> str:
+    """Compiler, flags and numerics contract the library was built with."""
+    return _text(library().c.di_build_info())
+
+
+def _tokens_array(tokens: Seq[int]) -> Any:
+    return (C.c_int32 * max(len(tokens), 1))(*tokens)
+
+
+def digest_tokens(tokens: Seq[int]) -> str:
+    """The digest (32 hex characters) of token ids as little-endian int32:
+    what the library reports for a sequence."""
+    out = Digest()
+    _check(library().c.di_digest_tokens(_tokens_array(tokens), len(tokens), C.byref(out)))
+    return out.hex()
+
+
+def digest_floats(values: Any) -> str:
+    """The digest of float32 values as little-endian bytes: what the library
+    reports for a logits row. Takes a sequence of floats or a numpy array."""
+    if _np is not None and isinstance(values, _np.ndarray):
+        arr = _np.ascontiguousarray(values, dtype=_np.float32)
+        ptr = arr.ctypes.data_as(C.POINTER(C.c_float))
+        n = arr.size
+    else:
+        n = len(values)
+        ptr = (C.c_float * max(n, 1))(*values)
+    out = Digest()
+    _check(library().c.di_digest_floats(ptr, n, C.byref(out)))
+    return out.hex()
+
+
+def chat_format(template: str, messages: Iterable[Union[Tuple[str, str], Mapping[str, str]]],
+                add_assistant: bool = True) -> str:
+    """Prompt text of `messages` ((role, content) pairs or {"role", "content"}
+    dicts) in the built-in chat template `template` ("gemma", "chatml", ...).
+    Tokenize it with parse_special=True."""
+    roles: List[bytes] = []
+    contents: List[bytes] = []
+    for m in messages:
+        role, content = (m["role"], m["content"]) if isinstance(m, Mapping) else m
+        roles.append(role.encode())
+        contents.append(content.encode())
+    n = len(roles)
+    r = (C.c_char_p * max(n, 1))(*roles)
+    c = (C.c_char_p * max(n, 1))(*contents)
+    err = C.create_string_buffer(_ERRBUF)
+    fn = library().fn("di_chat_format")
+    need = C.c_size_t()
+    st = fn(template.encode(), r, c, n, int(add_assistant), None, 0, C.byref(need), err, _ERRBUF)
+    if st not in (Status.OK, Status.ERR_BUFFER_TOO_SMALL):
+        _check(st, err.value)
+    buf = C.create_string_buffer(need.value + 1)
+    _check(fn(template.encode(), r, c, n, int(add_assistant), buf, need.value + 1, C.byref(need), err,
+              _ERRBUF), err.value)
+    return buf.raw[: need.value].decode("utf-8")
+
+
+# ---- Sampling -----------------------------------------------------------------
+
+@dataclass
+class SamplingParams:
+    """di_sampling_params with the header's defaults (greedy). docs/DETERMINISM.md
+    states the canonical sampling order; the token depends only on the model,
+    the sequence's tokens, these parameters and the seed."""
+
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    penalty_window: int = 64
+    seed: int = 0
+
+    def _to_c(self) -> SamplingParamsC:
+        c = SamplingParamsC()
+        c.size = C.sizeof(SamplingParamsC)
+        for f in fields(self):
+            setattr(c, f.name, getattr(self, f.name))
+        return c
+
+    @classmethod
+    def library_defaults(cls) -> "SamplingParams":
+        """The defaults as the loaded library's di_sampling_params_init sets them."""
+        c = SamplingParamsC()
+        _check(library().fn("di_sampling_params_init")(C.byref(c)), "di_sampling_params_init")
+        return cls(**{f.name: getattr(c, f.name) for f in fields(cls)})
+
+
+# ---- Results ------------------------------------------------------------------
+
+class Logits(NamedTuple):
+    """One logits row (a numpy float32 array, or a list without numpy) and its
+    digest (32 hex characters)."""
+
+    values: Any
+    digest: str
+
+
+class GeneratedToken(NamedTuple):
+    """One generated token: its id, its text piece and the digest of the
+    logits row it was chosen from."""
+
+    token: int
+    piece: str
+    digest: str
+
+
+# ---- Handles ------------------------------------------------------------------
+
+class _Handle:
+    _handle: Optional[int] = None
+    _free_name = ""
+
+    def _h(self) -> int:
+        if not self._handle:
+            raise ValueError(f"{type(self).__name__} is closed")
+        return self._handle
+
+    @property
+    def closed(self) -> bool:
+        return not self._handle
+
+    def close(self) -> None:
+        """Frees the C handle; further calls raise ValueError. Idempotent."""
+        if self._handle:
+            handle, self._handle = self._handle, None
+            getattr(library().c, self._free_name)(handle)
+
+    def __del__(self) -> None:  # a safety net: close() or `with` is the way
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Model(_Handle):
+    """The immutable weights of one GGUF file. Thread-safe: any number of
+    threads and sessions may use one model. close() closes its sessions first."""
+
+    _free_name = "di_model_free"
+
+    def __init__(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        lib = library()
+        handle = C.c_void_p()
+        err = C.create_string_buffer(_ERRBUF)
+        _check(lib.c.di_model_load(os.fsencode(path), C.byref(handle), err, _ERRBUF), err.value)
+        self._handle = handle.value
+        self.path = os.fspath(path)
+        self._sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
+        self.n_vocab = self.get_int(ModelKey.N_VOCAB)
+
+    def close(self) -> None:
+        for s in list(getattr(self, "_sessions", ())):
+            s.close()
+        super().close()
+
+    def get_int(self, key: ModelKey) -> int:
+        out = C.c_int64()
+        _check(library().c.di_model_get_int(self._h(), int(key), C.byref(out)),
+               f"model key {key!r}")
+        return out.value
+
+    @property
+    def architecture(self) -> str:
+        return _text(library().c.di_model_architecture(self._h()))
+
+    def tokenize(self, text: str, add_bos: bool = True, parse_special: bool = False) -> List[int]:
+        """Token ids of text (llama.cpp's tokenizer; add_bos adds the special
+        tokens the file asks for; parse_special turns "<start_of_turn>" and
+        the like into their tokens)."""
+        data = text.encode("utf-8")
+        flags = (TOKENIZE_ADD_BOS if add_bos else 0) | (TOKENIZE_PARSE_SPECIAL if parse_special else 0)
+        fn = library().c.di_model_tokenize
+        need = C.c_size_t()
+        err = C.create_string_buffer(_ERRBUF)
+        st = fn(self._h(), data, len(data), flags, None, 0, C.byref(need), err, _ERRBUF)
+        if st not in (Status.OK, Status.ERR_BUFFER_TOO_SMALL):
+            _check(st, err.value)
+        ids = (C.c_int32 * max(need.value, 1))()
+        _check(fn(self._h(), data, len(data), flags, ids, need.value, C.byref(need), err, _ERRBUF),
+               err.value)
+        return list(ids[: need.value])
+
+    def detokenize_bytes(self, tokens: Seq[int]) -> bytes:
+        arr = _tokens_array(tokens)
+        err = C.create_string_buffer(_ERRBUF)
+        fn = library().c.di_model_detokenize
+        try:
+            return _sized(lambda buf, cap, n: fn(self._h(), arr, len(tokens), buf, cap, n, err, _ERRBUF))
+        except DetinferError as e:
+            raise DetinferError(e.status, _text(err.value)) from None
+
+    def detokenize(self, tokens: Seq[int]) -> str:
+        return self.detokenize_bytes(tokens).decode("utf-8", errors="replace")
+
+    def token_piece_bytes(self, token: int) -> bytes:
+        """The bytes of one token inside decoded text (a byte token may be part
+        of a UTF-8 character)."""
+        fn = library().c.di_model_token_piece
+        try:
+            return _sized(lambda buf, cap, n: fn(self._h(), token, buf, cap, n), 64)
+        except DetinferError as e:
+            raise DetinferError(e.status, f"token {token}") from None
+
+    def token_piece(self, token: int) -> str:
+        return self.token_piece_bytes(token).decode("utf-8", errors="replace")
+
+    def special_token(self, which: SpecialToken) -> int:
+        out = C.c_int32()
+        _check(library().c.di_model_special_token(self._h(), int(which), C.byref(out)),
+               f"the model has no {SpecialToken(which).name} token")
+        return out.value
+
+    @property
+    def bos(self) -> Optional[int]:
+        try:
+            return self.special_token(SpecialToken.BOS)
+        except DetinferError:
+            return None
+
+    @property
+    def eos(self) -> Optional[int]:
+        try:
+            return self.special_token(SpecialToken.EOS)
+        except DetinferError:
+            return None
+
+    def token_lookup(self, text: str) -> int:
+        """The id of the token whose text is exactly `text`."""
+        data = text.encode("utf-8")
+        out = C.c_int32()
+        _check(library().fn("di_model_token_lookup")(self._h(), data, len(data), C.byref(out)),
+               f"no token has the text {text!r}")
+        return out.value
+
+    def meta_string(self, key: str) -> str:
+        """A string value of the file's metadata ("general.name")."""
+        fn = library().fn("di_model_meta_string")
+        try:
+            return _sized(lambda buf, cap, n: fn(self._h(), key.encode(), buf, cap, n)).decode(
+                "utf-8", errors="replace")
+        except DetinferError as e:
+            raise DetinferError(e.status, f"metadata key {key!r}") from None
+
+    @property
+    def chat_template(self) -> Optional[str]:
+        """The built-in template name the file's chat template is recognised
+        as ("gemma", "chatml", ...), or None."""
+        name = library().fn("di_model_chat_template")(self._h())
+        return _text(name) if name is not None else None
+
+    def format_chat(self, messages: Iterable[Union[Tuple[str, str], Mapping[str, str]]],
+                    add_assistant: bool = True) -> str:
+        """chat_format with this model's template."""
+        template = self.chat_template
+        if template is None:
+            raise DetinferError(Status.ERR_UNSUPPORTED, "the model has no recognised chat template")
+        return chat_format(template, messages, add_assistant)
+
+    def session(self, config: Optional["Config"] = None, **settings: Any) -> "Session":
+        return Session(self, config, **settings)
+
+
+class Config(_Handle):
+    """Session settings. Keyword names are ConfigKey names in lower case
+    (threads=2, max_sequences=4, backend=Backend.CUDA, ...). One thread at a time."""
+
+    _free_name = "di_config_free"
+
+    def __init__(self, **settings: Any) -> None:
+        handle = C.c_void_p()
+        _check(library().c.di_config_create(C.byref(handle)), "out of memory")
+        self._handle = handle.value
+        for name, value in settings.items():
+            self.set(name, value)
+
+    @staticmethod
+    def _key(key: Union[str, ConfigKey]) -> ConfigKey:
+        if isinstance(key, str):
+            try:
+                return ConfigKey[key.upper()]
+            except KeyError:
+                raise DetinferError(Status.ERR_UNKNOWN_KEY, f"unknown configuration key {key!r}") from None
+        return ConfigKey(key)
+
+    def _msg(self) -> bytes:
+        return library().c.di_config_errmsg(self._h())
+
+    def set(self, key: Union[str, ConfigKey], value: Union[int, float]) -> None:
+        k = self._key(key)
+        c = library().c
+        if k in _FLOAT_KEYS:
+            _check(c.di_config_set_float(self._h(), int(k), float(value)), self._msg)
+        else:
+            _check(c.di_config_set_int(self._h(), int(k), int(value)), self._msg)
+
+    def get(self, key: Union[str, ConfigKey]) -> Union[int, float]:
+        k = self._key(key)
+        c = library().c
+        if k in _FLOAT_KEYS:
+            f = C.c_double()
+            _check(c.di_config_get_float(self._h(), int(k), C.byref(f)), self._msg)
+            return f.value
+        i = C.c_int64()
+        _check(c.di_config_get_int(self._h(), int(k), C.byref(i)), self._msg)
+        return i.value
+
+
+class Session(_Handle):
+    """Up to max_sequences sequences with their KV caches. One thread at a
+    time; the model must stay open (closing the model closes the session)."""
+
+    _free_name = "di_session_free"
+
+    def __init__(self, model: Model, config: Optional[Config] = None, **settings: Any) -> None:
+        own = None
+        if settings:
+            if config is not None:
+                raise TypeError("give either a Config or keyword settings, not both")
+            config = own = Config(**settings)
+        try:
+            handle = C.c_void_p()
+            err = C.create_string_buffer(_ERRBUF)
+            _check(library().c.di_session_create(model._h(), config._h() if config else None,
+                                                 C.byref(handle), err, _ERRBUF), err.value)
+        finally:
+            if own is not None:
+                own.close()
+        self._handle = handle.value
+        self.model = model  # keeps the model alive as long as the session
+        model._sessions.add(self)
+
+    def _msg(self) -> bytes:
+        return library().c.di_session_errmsg(self._handle) if self._handle else b""
+
+    def _call(self, name: str, *args: Any) -> None:
+        _check(library().fn(name)(self._h(), *args), self._msg)
+
+    @property
+    def backend_info(self) -> str:
+        """"backend=cpu path=avx512 threads=2" and the like."""
+        return _text(library().c.di_session_backend_info(self._h()))
+
+    def sequence(self, seq: int = 0) -> "Sequence":
+        return Sequence(self, seq)
+
+    def step(self, entries: Union[Mapping[int, Seq[int]], Iterable[Tuple[int, Seq[int]]]],
+             all_logits: bool = False) -> None:
+        """One batch step: entries maps sequence ids to the tokens each
+        appends. All or nothing: on an error no sequence changes."""
+        items = list(entries.items() if isinstance(entries, Mapping) else entries)
+        seqs = [int(s) for s, _ in items]
+        counts = [len(t) for _, t in items]
+        flat = [int(x) for _, t in items for x in t]
+        n = len(items)
+        self._call("di_session_step", n, (C.c_uint32 * max(n, 1))(*seqs),
+                   (C.c_uint32 * max(n, 1))(*counts), _tokens_array(flat),
+                   STEP_ALL_LOGITS if all_logits else 0)
+
+    def _row(self, ptr: Any) -> Any:
+        if _np is not None:
+            return _np.ctypeslib.as_array(ptr, shape=(self.model.n_vocab,)).copy()
+        return ptr[: self.model.n_vocab]
+
+    def logits(self, seq: int, index: Optional[int] = None) -> Logits:
+        """The logits (a copy) of seq's last position, or of position `index`
+        of its last step (which must have used all_logits), with their digest."""
+        ptr, digest = C.POINTER(C.c_float)(), Digest()
+        if index is None:
+            self._call("di_session_logits", seq, C.byref(ptr), C.byref(digest))
+        else:
+            self._call("di_session_logits_at", seq, index, C.byref(ptr), C.byref(digest))
+        return Logits(self._row(ptr), digest.hex())
+
+    def logits_digest(self, seq: int) -> str:
+        """The digest of seq's last logits row, without copying the row."""
+        ptr, digest = C.POINTER(C.c_float)(), Digest()
+        self._call("di_session_logits", seq, C.byref(ptr), C.byref(digest))
+        return digest.hex()
+
+    def greedy_token(self, seq: int) -> int:
+        out = C.c_int32()
+        self._call("di_session_greedy_token", seq, C.byref(out))
+        return out.value
+
+    def sample_token(self, seq: int) -> int:
+        """The token chosen with seq's sampling parameters (greedy by default)."""
+        out = C.c_int32()
+        self._call("di_session_sample_token", seq, C.byref(out))
+        return out.value
+
+    def set_sampling(self, seq: int, params: Optional[SamplingParams]) -> None:
+        """seq's sampling parameters; None restores the defaults (greedy)."""
+        c = params._to_c() if params is not None else None
+        self._call("di_session_seq_set_sampling", seq, C.byref(c) if c is not None else None)
+
+    def length(self, seq: int) -> int:
+        out = C.c_uint32()
+        self._call("di_session_seq_length", seq, C.byref(out))
+        return out.value
+
+    def digest(self, seq: int, extra: Seq[int] = ()) -> str:
+        """The digest of seq's stepped tokens followed by `extra` (not stepped):
+        with extra the generation's last chosen token, the sequence digest
+        of the generation (the one the command, server and docs report)."""
+        out = Digest()
+        if extra:
+            self._call("di_session_seq_digest_extra", seq, _tokens_array(extra), len(extra),
+                       C.byref(out))
+        else:
+            self._call("di_session_seq_digest", seq, C.byref(out))
+        return out.hex()
+
+    def reset(self, seq: int) -> None:
+        self._call("di_session_seq_reset", seq)
+
+    def truncate(self, seq: int, length: int) -> None:
+        self._call("di_session_seq_truncate", seq, length)
+
+    def copy(self, src: int, dst: int, length: Optional[int] = None) -> None:
+        """dst holds the first `length` (default: all) tokens of src, KV cache included."""
+        self._call("di_session_seq_copy", src, dst, self.length(src) if length is None else length)
+
+
+class Sequence:
+    """One sequence of a session (a view: the session owns it). As a context
+    manager, or on close(), the sequence is reset."""
+
+    def __init__(self, session: Session, seq: int) -> None:
+        self.session = session
+        self.id = seq
+        self._sampling = False
+
+    def __enter__(self) -> "Sequence":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if not self.session.closed:
+            self.reset()
+
+    def step(self, tokens: Seq[int], all_logits: bool = False) -> None:
+        self.session.step([(self.id, tokens)], all_logits)
+
+    def logits(self, index: Optional[int] = None) -> Logits:
+        return self.session.logits(self.id, index)
+
+    def greedy_token(self) -> int:
+        return self.session.greedy_token(self.id)
+
+    def sample_token(self) -> int:
+        return self.session.sample_token(self.id)
+
+    def set_sampling(self, params: Optional[SamplingParams]) -> None:
+        self.session.set_sampling(self.id, params)
+        self._sampling = params is not None
+
+    def next_token(self) -> int:
+        """The token for the next position: greedy, or sampled once sampling
+        parameters were set on this sequence."""
+        return self.sample_token() if self._sampling else self.greedy_token()
+
+    def __len__(self) -> int:
+        return self.session.length(self.id)
+
+    def digest(self, extra: Seq[int] = ()) -> str:
+        return self.session.digest(self.id, extra)
+
+    def reset(self) -> None:
+        self.session.reset(self.id)
+
+    def truncate(self, length: int) -> None:
+        self.session.truncate(self.id, length)
+
+    def copy_to(self, dst: int, length: Optional[int] = None) -> "Sequence":
+        self.session.copy(self.id, dst, length)
+        return Sequence(self.session, dst)
+
+    def generate(self, prompt: Seq[int], max_new: int = 32, stop_at_eos: bool = True) -> "Generation":
+        """Steps the prompt, then one token per step: an iterator of
+        GeneratedToken(token, piece, digest). Afterwards `.digest` is the
+        sequence digest of the generation."""
+        return Generation(self, prompt, max_new, stop_at_eos)
+
+
+class Generation(Iterator[GeneratedToken]):
+    """Generation from a Sequence: iterate for GeneratedToken(token, piece,
+    logits digest). `tokens` holds the generated ids so far, `digest` the
+    sequence digest of the generation (prompt and every generated token:
+    the sequence's stepped tokens and the last chosen one, not stepped)."""
+
+    def __init__(self, sequence: Sequence, prompt: Seq[int], max_new: int, stop_at_eos: bool) -> None:
+        if not prompt:
+            raise ValueError("the prompt has no tokens")
+        self.sequence = sequence
+        self.max_new = max_new
+        self.tokens: List[int] = []
+        self.stopped_at_eos = False
+        self._feed: List[int] = list(prompt)
+        self._eos = sequence.session.model.eos if stop_at_eos else None
+        self._done = max_new <= 0
+
+    def __iter__(self) -> "Generation":
+        return self
+
+    def __next__(self) -> GeneratedToken:
+        if self._done:
+            raise StopIteration
+        seq = self.sequence
+        seq.step(self._feed)
+        digest = seq.session.logits_digest(seq.id)
+        token = seq.next_token()
+        self.tokens.append(token)
+        self._feed = [token]
+        if len(self.tokens) >= self.max_new:
+            self._done = True
+        if self._eos is not None and token == self._eos:
+            self.stopped_at_eos = self._done = True
+        return GeneratedToken(token, self._piece(token), digest)
+
+    def _piece(self, token: int) -> str:
+        try:
+            return self.sequence.session.model.token_piece(token)
+        except DetinferError as e:
+            if e.status == Status.ERR_UNSUPPORTED:  # a model file without a tokenizer
+                return ""
+            raise
+
+    @property
+    def digest(self) -> str:
+        """The sequence digest of the generation so far."""
+        return self.sequence.digest(self._feed)
+
+    @property
+    def length(self) -> int:
+        """Tokens in the generation (stepped and the last chosen one)."""
+        return len(self.sequence) + len(self._feed)
+
+    def text(self) -> str:
+        return self.sequence.session.model.detokenize(self.tokens)

@@ -1,0 +1,44 @@
+"""Inputs of the suite, from the environment (tests/bindings/run.sh sets them)
+or, in a built source tree, from its build/ directory:
+  DETINFER_LIB      the library to test (default: the tree's lib/libdetinfer.so.1)
+  DI_TEST_MODELS    directory of generated models (default: build/models)
+  DI_TEST_EXAMPLE   the C example examples/generate.c, built (default: build/examples/generate)
+  DI_TEST_REAL_MODEL  the real model (default: ~/.cache/detinfer/gemma-3-270m-q4_k_m.gguf)
+"""
+import os
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+TREE_LIB = ROOT / "lib" / "libdetinfer.so.1"
+if "DETINFER_LIB" not in os.environ and TREE_LIB.exists():
+    os.environ["DETINFER_LIB"] = str(TREE_LIB)
+
+MODELS = pathlib.Path(os.environ.get("DI_TEST_MODELS", ROOT / "build" / "models"))
+EXAMPLE = pathlib.Path(os.environ.get("DI_TEST_EXAMPLE", ROOT / "build" / "examples" / "generate"))
+REAL = pathlib.Path(os.environ.get("DI_TEST_REAL_MODEL",
+                                   pathlib.Path.home() / ".cache/detinfer/gemma-3-270m-q4_k_m.gguf"))
+
+
+def model_path(name: str) -> pathlib.Path:
+    p = MODELS / name
+    if not p.exists():
+        pytest.fail(f"{p} is missing: run `make check` (or make build/models/models.txt) first")
+    return p
+
+
+@pytest.fixture
+def llama_path() -> pathlib.Path:
+    return model_path("gqa_untied_q8_0.gguf")
+
+
+@pytest.fixture
+def spm_path() -> pathlib.Path:
+    """A small model with a SentencePiece tokenizer."""
+    return model_path("tok_spm.gguf")
+
+
+@pytest.fixture
+def header() -> str:
+    return (ROOT / "include" / "detinfer.h").read_text()

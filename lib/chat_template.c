@@ -1,0 +1,525 @@
+/*
+ * chat_template.c — the built-in chat templates: recognising a GGUF's
+ * tokenizer.chat_template text, and formatting messages into prompt text.
+ *
+ * The reference is llama.cpp (src/llama-chat.cpp): recognition follows its
+ * llm_chat_detect_template (an exact template name, else substrings of the
+ * Jinja text tested in a fixed order), and each formatter gives exactly what
+ * its llm_chat_apply_template gives. docs/CHAT.md lists the templates.
+ *
+ * One table holds every template: its name, the substrings that recognise it
+ * and its formatter. Rows without a formatter are templates llama.cpp knows
+ * but this library does not build in; they stay in the table so that a text
+ * llama.cpp takes for one of them is not taken for a later row.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat_template.h"
+#include "detinfer.h"
+#include "errors.h"
+#include "model.h"
+#include "tokenizer_internal.h" /* di_utf8_valid */
+
+/* ---- messages and the output text ---------------------------------------- */
+
+typedef enum chat_role { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT } chat_role;
+
+static const char *const role_names[] = {"system", "user", "assistant"};
+
+typedef struct chat_message {
+    chat_role role;
+    const char *text;
+    size_t len;
+} chat_message;
+
+typedef struct out_text {
+    char *p;
+    size_t n, cap;
+    int oom;
+} out_text;
+
+static void put(out_text *o, const char *s, size_t n)
+{
+    if (o->oom || n == 0)
+        return;
+    if (n > o->cap - o->n) {
+        size_t cap = o->cap ? o->cap : 256;
+        while (cap - o->n < n) {
+            if (cap > SIZE_MAX / 2) {
+                o->oom = 1;
+                return;
+            }
+            cap *= 2;
+        }
+        char *p = realloc(o->p, cap);
+        if (!p) {
+            o->oom = 1;
+            return;
+        }
+        o->p = p;
+        o->cap = cap;
+    }
+    memcpy(o->p + o->n, s, n);
+    o->n += n;
+}
+
+static void put_z(out_text *o, const char *z)
+{
+    put(o, z, strlen(z));
+}
+
+static void put_content(out_text *o, const chat_message *m)
+{
+    put(o, m->text, m->len);
+}
+
+/* llama.cpp's trim(): isspace in the C locale, so ASCII whitespace only. */
+static int is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+static void put_trimmed(out_text *o, const char *s, size_t n)
+{
+    size_t start = 0, end = n;
+    while (start < end && is_space(s[start]))
+        start++;
+    while (end > start && is_space(s[end - 1]))
+        end--;
+    put(o, s + start, end - start);
+}
+
+/* ---- the formatters -------------------------------------------------------
+ * Each writes what llama.cpp's llm_chat_apply_template writes for the same
+ * messages; roles are already checked to be system, user or assistant. */
+
+struct chat_template;
+typedef di_status (*chat_formatter)(const struct chat_template *tpl, const chat_message *m,
+                                    size_t n, int add_ass, out_text *o, char *err, size_t es);
+
+/* Variants of one formatter (bits of chat_template.variant). */
+enum {
+    LLAMA2_SYS = 1u << 0,      /* a system message gets <<SYS>> */
+    LLAMA2_BOS = 1u << 1,      /* <s> before each later [INST] */
+    LLAMA2_STRIP = 1u << 2,    /* contents trimmed */
+    MISTRAL_V1 = 1u << 3,      /* a space before [INST] and [/INST] */
+    MISTRAL_TEKKEN = 1u << 4,  /* no space after [INST] (v3) / anywhere (v7) */
+    MISTRAL_TRIM = 1u << 5,    /* v3: assistant contents trimmed */
+};
+
+typedef struct chat_template {
+    const char *name;              /* llama.cpp's name, the one callers pass */
+    unsigned inst;                 /* 1: only when the text starts with "mistral" or has "[INST]" */
+    const char *all[3];            /* every one of these substrings is in the text */
+    const char *any[2];            /* and, when given, at least one of these */
+    chat_formatter format;         /* NULL: not built in */
+    unsigned variant;
+} chat_template;
+
+static di_status format_chatml(const chat_template *tpl, const chat_message *m, size_t n,
+                               int add_ass, out_text *o, char *err, size_t es)
+{
+    (void)tpl, (void)err, (void)es;
+    for (size_t i = 0; i < n; i++) {
+        put_z(o, "<|im_start|>");
+        put_z(o, role_names[m[i].role]);
+        put_z(o, "\n");
+        put_content(o, &m[i]);
+        put_z(o, "<|im_end|>\n");
+    }
+    if (add_ass)
+        put_z(o, "<|im_start|>assistant\n");
+    return DI_OK;
+}
+
+static di_status format_llama3(const chat_template *tpl, const chat_message *m, size_t n,
+                               int add_ass, out_text *o, char *err, size_t es)
+{
+    (void)tpl, (void)err, (void)es;
+    for (size_t i = 0; i < n; i++) {
+        put_z(o, "<|start_header_id|>");
+        put_z(o, role_names[m[i].role]);
+        put_z(o, "<|end_header_id|>\n\n");
+        put_trimmed(o, m[i].text, m[i].len);
+        put_z(o, "<|eot_id|>");
+    }
+    if (add_ass)
+        put_z(o, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    return DI_OK;
+}
+
+/* Gemma has no system turn: system texts (trimmed, joined with nothing) open
+ * the next user turn; the assistant's role is "model". */
+static di_status format_gemma(const chat_template *tpl, const chat_message *m, size_t n,
+                              int add_ass, out_text *o, char *err, size_t es)
+{
+    (void)tpl;
+    size_t pending = SIZE_MAX; /* the first system message not yet written */
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].role == ROLE_SYSTEM) {
+            if (pending == SIZE_MAX)
+                pending = i;
+            continue;
+        }
+        int model = m[i].role == ROLE_ASSISTANT;
+        put_z(o, model ? "<start_of_turn>model\n" : "<start_of_turn>user\n");
+        if (!model && pending != SIZE_MAX) {
+            size_t before = o->n;
+            for (size_t k = pending; k < i; k++)
+                if (m[k].role == ROLE_SYSTEM)
+                    put_trimmed(o, m[k].text, m[k].len);
+            if (o->n > before) /* llama.cpp: only a non-empty system prompt */
+                put_z(o, "\n\n");
+            pending = SIZE_MAX;
+        }
+        put_trimmed(o, m[i].text, m[i].len);
+        put_z(o, "<end_of_turn>\n");
+    }
+    if (pending != SIZE_MAX) {
+        /* llama.cpp drops it silently; refuse rather than lose the text */
+        for (size_t k = pending; k < n; k++) {
+            size_t start = 0, len = m[k].len;
+            while (start < len && is_space(m[k].text[start]))
+                start++;
+            if (m[k].role == ROLE_SYSTEM && start < len)
+                return di_error(err, es, DI_ERR_INVALID_ARGUMENT,
+                                "message %zu: the gemma template has no system turn; a system "
+                                "message must be followed by a user message", k);
+        }
+    }
+    if (add_ass)
+        put_z(o, "<start_of_turn>model\n");
+    return DI_OK;
+}
+
+static di_status format_phi3(const chat_template *tpl, const chat_message *m, size_t n,
+                             int add_ass, out_text *o, char *err, size_t es)
+{
+    (void)tpl, (void)err, (void)es;
+    for (size_t i = 0; i < n; i++) {
+        put_z(o, "<|");
+        put_z(o, role_names[m[i].role]);
+        put_z(o, "|>\n");
+        put_content(o, &m[i]);
+        put_z(o, "<|end|>\n");
+    }
+    if (add_ass)
+        put_z(o, "<|assistant|>\n");
+    return DI_OK;
+}
+
+static di_status format_zephyr(const chat_template *tpl, const chat_message *m, size_t n,
+                               int add_ass, out_text *o, char *err, size_t es)
+{
+    (void)tpl, (void)err, (void)es;
+    for (size_t i = 0; i < n; i++) {
+        put_z(o, "<|");
+        put_z(o, role_names[m[i].role]);
+        put_z(o, "|>\n");
+        put_content(o, &m[i]);
+        put_z(o, "<|endoftext|>\n");
+    }
+    if (add_ass)
+        put_z(o, "<|assistant|>\n");
+    return DI_OK;
+}
+
+/* Llama 2 and its variants. The assistant's turn opens after each user
+ * message ("[/INST]"), so add_ass changes nothing (as in llama.cpp). */
+static di_status format_llama2(const chat_template *tpl, const chat_message *m, size_t n,
+                               int add_ass, out_text *o, char *err, size_t es)
+{
+    (void)add_ass, (void)err, (void)es;
+    unsigned v = tpl->variant;
+    int inside_turn = 1;
+    put_z(o, "[INST] ");
+    for (size_t i = 0; i < n; i++) {
+        if (!inside_turn) {
+            inside_turn = 1;
+            put_z(o, (v & LLAMA2_BOS) ? "<s>[INST] " : "[INST] ");
+        }
+        if (m[i].role == ROLE_SYSTEM)
+            put_z(o, (v & LLAMA2_SYS) ? "<<SYS>>\n" : "");
+        if (v & LLAMA2_STRIP)
+            put_trimmed(o, m[i].text, m[i].len);
+        else
+            put_content(o, &m[i]);
+        switch (m[i].role) {
+        case ROLE_SYSTEM: put_z(o, (v & LLAMA2_SYS) ? "\n<</SYS>>\n\n" : "\n"); break;
+        case ROLE_USER: put_z(o, " [/INST]"); break;
+        case ROLE_ASSISTANT:
+            put_z(o, "</s>");
+            inside_turn = 0;
+            break;
+        }
+    }
+    return DI_OK;
+}
+
+/* Mistral v1, v3 and v3-tekken (add_ass changes nothing, as in llama.cpp). */
+static di_status format_mistral(const chat_template *tpl, const chat_message *m, size_t n,
+                                int add_ass, out_text *o, char *err, size_t es)
+{
+    (void)add_ass, (void)err, (void)es;
+    unsigned v = tpl->variant;
+    const char *lead = (v & MISTRAL_V1) ? " " : "";
+    const char *trail = (v & MISTRAL_TEKKEN) ? "" : " ";
+    int inside_turn = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!inside_turn) {
+            put_z(o, lead);
+            put_z(o, "[INST]");
+            put_z(o, trail);
+            inside_turn = 1;
+        }
+        switch (m[i].role) {
+        case ROLE_SYSTEM:
+            put_content(o, &m[i]);
+            put_z(o, "\n\n");
+            break;
+        case ROLE_USER:
+            put_content(o, &m[i]);
+            put_z(o, lead);
+            put_z(o, "[/INST]");
+            break;
+        case ROLE_ASSISTANT:
+            put_z(o, trail);
+            if (v & MISTRAL_TRIM)
+                put_trimmed(o, m[i].text, m[i].len);
+            else
+                put_content(o, &m[i]);
+            put_z(o, "</s>");
+            inside_turn = 0;
+            break;
+        }
+    }
+    return DI_OK;
+}
+
+/* Mistral v7 and v7-tekken (add_ass changes nothing, as in llama.cpp). */
+static di_status format_mistral_v7(const chat_template *tpl, const chat_message *m, size_t n,
+                                   int add_ass, out_text *o, char *err, size_t es)
+{
+    (void)add_ass, (void)err, (void)es;
+    const char *space = (tpl->variant & MISTRAL_TEKKEN) ? "" : " ";
+    for (size_t i = 0; i < n; i++) {
+        switch (m[i].role) {
+        case ROLE_SYSTEM: put_z(o, "[SYSTEM_PROMPT]"); break;
+        case ROLE_USER: put_z(o, "[INST]"); break;
+        case ROLE_ASSISTANT: break;
+        }
+        put_z(o, space);
+        put_content(o, &m[i]);
+        switch (m[i].role) {
+        case ROLE_SYSTEM: put_z(o, "[/SYSTEM_PROMPT]"); break;
+        case ROLE_USER: put_z(o, "[/INST]"); break;
+        case ROLE_ASSISTANT: put_z(o, "</s>"); break;
+        }
+    }
+    return DI_OK;
+}
+
+/* ---- the table --------------------------------------------------------------
+ * In llama.cpp's detection order, up to the last built-in template (later
+ * llama.cpp rows cannot change the answer). A row matches when no earlier
+ * row did and its substrings are in the text. */
+
+#define MISTRAL_V1_V3_MARKERS {"' [INST] ' + system_message", "[AVAILABLE_TOOLS]"}
+
+static const chat_template templates[] = {
+    {"phi4", 0, {"<|im_start|>", "<|im_sep|>"}, {NULL}, NULL, 0},
+    {"smolvlm", 0, {"<|im_start|>", "<end_of_utterance>"}, {NULL}, NULL, 0},
+    {"chatml", 0, {"<|im_start|>"}, {NULL}, format_chatml, 0},
+    {"mistral-v7", 1, {"[SYSTEM_PROMPT]"}, {NULL}, format_mistral_v7, 0},
+    {"mistral-v1", 1, {" [INST]"}, MISTRAL_V1_V3_MARKERS, format_mistral, MISTRAL_V1},
+    {"mistral-v3-tekken", 1, {"\"[INST]\""}, MISTRAL_V1_V3_MARKERS, format_mistral, MISTRAL_TEKKEN},
+    {"mistral-v3", 1, {NULL}, MISTRAL_V1_V3_MARKERS, format_mistral, MISTRAL_TRIM},
+    {"llama2-sys-strip", 1, {"content.strip()"}, {NULL}, format_llama2, LLAMA2_SYS | LLAMA2_STRIP},
+    {"llama2-sys-bos", 1, {"bos_token + '[INST]"}, {NULL}, format_llama2, LLAMA2_SYS | LLAMA2_BOS},
+    {"llama2-sys", 1, {"<<SYS>>"}, {NULL}, format_llama2, LLAMA2_SYS},
+    {"llama2", 1, {NULL}, {NULL}, format_llama2, 0},
+    {"phi3", 0, {"<|assistant|>", "<|end|>"}, {NULL}, format_phi3, 0},
+    {"chatglm4", 0, {"[gMASK]<sop>"}, {NULL}, NULL, 0},
+    {"falcon3", 0, {"<|assistant|>", "<|user|>", "</s>"}, {NULL}, NULL, 0},
+    {"glmedge", 0, {"<|assistant|>", "<|user|>"}, {NULL}, NULL, 0},
+    {"glmedge", 0, {"<|{{ item['role'] }}|>", "<|begin_of_image|>"}, {NULL}, NULL, 0},
+    {"zephyr", 0, {"<|user|>", "<|endoftext|>"}, {NULL}, format_zephyr, 0},
+    {"monarch", 0, {"bos_token + message['role']"}, {NULL}, NULL, 0},
+    {"gemma", 0, {"<start_of_turn>"}, {NULL}, format_gemma, 0},
+    {"orion", 0, {"'\\n\\nAssistant: ' + eos_token"}, {NULL}, NULL, 0},
+    {"openchat", 0, {"GPT4 Correct "}, {NULL}, NULL, 0},
+    {"vicuna-orca", 0, {"USER: ", "ASSISTANT: ", "SYSTEM: "}, {NULL}, NULL, 0},
+    {"vicuna", 0, {"USER: ", "ASSISTANT: "}, {NULL}, NULL, 0},
+    {"deepseek", 0, {"### Instruction:", "<|EOT|>"}, {NULL}, NULL, 0},
+    {"command-r", 0, {"<|START_OF_TURN_TOKEN|>", "<|USER_TOKEN|>"}, {NULL}, NULL, 0},
+    {"llama3", 0, {"<|start_header_id|>", "<|end_header_id|>"}, {NULL}, format_llama3, 0},
+    /* mistral-v7-tekken is only ever named, never detected (as in llama.cpp) */
+    {"mistral-v7-tekken", 2, {NULL}, {NULL}, format_mistral_v7, MISTRAL_TEKKEN},
+};
+
+#define N_TEMPLATES (sizeof templates / sizeof templates[0])
+
+static int contains(const char *text, size_t len, const char *needle)
+{
+    return memmem(text, len, needle, strlen(needle)) != NULL;
+}
+
+static int row_matches(const chat_template *t, const char *text, size_t len, int inst)
+{
+    if (t->inst == 2 || (t->inst == 1 && !inst))
+        return 0;
+    for (int i = 0; i < 3 && t->all[i]; i++)
+        if (!contains(text, len, t->all[i]))
+            return 0;
+    if (!t->any[0])
+        return 1;
+    for (int i = 0; i < 2 && t->any[i]; i++)
+        if (contains(text, len, t->any[i]))
+            return 1;
+    return 0;
+}
+
+static const chat_template *find_by_name(const char *name, size_t len)
+{
+    for (size_t i = 0; i < N_TEMPLATES; i++)
+        if (strlen(templates[i].name) == len && memcmp(templates[i].name, name, len) == 0)
+            return &templates[i];
+    return NULL;
+}
+
+const char *di_chat_detect(const char *text, size_t len)
+{
+    if (!text)
+        return NULL;
+    /* llama.cpp receives the text as a C string: it ends at a NUL */
+    const char *nul = memchr(text, '\0', len);
+    if (nul)
+        len = (size_t)(nul - text);
+    /* llama.cpp first takes the whole text as a template name */
+    const chat_template *t = find_by_name(text, len);
+    if (!t) {
+        int inst = (len >= 7 && memcmp(text, "mistral", 7) == 0) || contains(text, len, "[INST]");
+        for (size_t i = 0; i < N_TEMPLATES && !t; i++)
+            if (row_matches(&templates[i], text, len, inst))
+                t = &templates[i];
+    }
+    return t && t->format ? t->name : NULL;
+}
+
+/* ---- the public calls ------------------------------------------------------- */
+
+DI_API const char *di_model_chat_template(const di_model *model)
+{
+    if (!model)
+        return NULL;
+    const di_gguf_kv *kv = di_gguf_find_kv(&model->gguf, "tokenizer.chat_template");
+    if (!kv || kv->type != DI_GGUF_STRING)
+        return NULL;
+    return di_chat_detect(kv->v.str.ptr, (size_t)kv->v.str.len);
+}
+
+static di_status read_messages(const char *const *roles, const char *const *contents, size_t n,
+                               chat_message *m, char *err, size_t es)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!roles[i] || !contents[i])
+            return di_error(err, es, DI_ERR_INVALID_ARGUMENT, "message %zu: NULL %s", i,
+                            roles[i] ? "content" : "role");
+        size_t r = 0;
+        while (r < 3 && strcmp(roles[i], role_names[r]) != 0)
+            r++;
+        if (r == 3) {
+            size_t bad;
+            if (!di_utf8_valid(roles[i], strlen(roles[i]), &bad))
+                return di_error(err, es, DI_ERR_INVALID_ARGUMENT,
+                                "message %zu: unknown role (not UTF-8; expected system, user or "
+                                "assistant)", i);
+            return di_error(err, es, DI_ERR_INVALID_ARGUMENT,
+                            "message %zu: unknown role '%.40s' (expected system, user or assistant)",
+                            i, roles[i]);
+        }
+        m[i].role = (chat_role)r;
+        m[i].text = contents[i];
+        m[i].len = strlen(contents[i]);
+        size_t bad;
+        if (!di_utf8_valid(m[i].text, m[i].len, &bad))
+            return di_error(err, es, DI_ERR_TEXT,
+                            "message %zu: content is not valid UTF-8 at byte %zu (0x%02x)", i, bad,
+                            (unsigned char)m[i].text[bad]);
+    }
+    return DI_OK;
+}
+
+static void list_names(char *buf, size_t size)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < N_TEMPLATES; i++) {
+        if (!templates[i].format)
+            continue;
+        size_t len = strlen(templates[i].name);
+        if (n + len + 3 >= size)
+            break;
+        if (n > 0) {
+            memcpy(buf + n, ", ", 2);
+            n += 2;
+        }
+        memcpy(buf + n, templates[i].name, len + 1);
+        n += len;
+    }
+}
+
+DI_API di_status di_chat_format(const char *template_name, const char *const *roles,
+                                const char *const *contents, size_t n_messages, int add_assistant,
+                                char *text, size_t capacity, size_t *text_len, char *errbuf,
+                                size_t errbuf_size)
+{
+    if (errbuf && errbuf_size > 0)
+        errbuf[0] = '\0';
+    if (!template_name || !text_len || (!text && capacity > 0) ||
+        (n_messages > 0 && (!roles || !contents)))
+        return di_error(errbuf, errbuf_size, DI_ERR_INVALID_ARGUMENT,
+                        "NULL template_name, text_len, text (with capacity > 0), or roles or "
+                        "contents (with n_messages > 0)");
+    *text_len = 0;
+    if (capacity > 0)
+        text[0] = '\0';
+    const chat_template *tpl = find_by_name(template_name, strlen(template_name));
+    if (!tpl || !tpl->format) {
+        char names[256];
+        list_names(names, sizeof names);
+        return di_error(errbuf, errbuf_size, DI_ERR_UNSUPPORTED,
+                        "unknown chat template '%.60s' (built in: %s)", template_name, names);
+    }
+    if (n_messages > SIZE_MAX / sizeof(chat_message))
+        return di_error(errbuf, errbuf_size, DI_ERR_INVALID_ARGUMENT, "%zu messages are too many",
+                        n_messages);
+    chat_message *m = malloc((n_messages ? n_messages : 1) * sizeof *m);
+    if (!m)
+        return di_error(errbuf, errbuf_size, DI_ERR_OUT_OF_MEMORY, "out of memory for %zu messages",
+                        n_messages);
+    out_text o = {0};
+    di_status st = read_messages(roles, contents, n_messages, m, errbuf, errbuf_size);
+    if (!st)
+        st = tpl->format(tpl, m, n_messages, add_assistant != 0, &o, errbuf, errbuf_size);
+    if (!st && o.oom)
+        st = di_error(errbuf, errbuf_size, DI_ERR_OUT_OF_MEMORY,
+                      "out of memory formatting %zu messages", n_messages);
+    if (!st) {
+        *text_len = o.n;
+        if (capacity <= o.n)
+            st = di_error(errbuf, errbuf_size, DI_ERR_BUFFER_TOO_SMALL,
+                          "the prompt needs %zu bytes and its NUL; the buffer has %zu", o.n,
+                          capacity);
+        else {
+            if (o.n > 0)
+                memcpy(text, o.p, o.n);
+            text[o.n] = '\0';
+        }
+    }
+    free(o.p);
+    free(m);
+    return st;
+}
