@@ -318,6 +318,10 @@ static MHD_Result_t handle_models(sv_server *s, struct MHD_Connection *c, conn *
                         json_pack("{s:s, s:s, s:s}", "library_version", di_version_string(), "backend",
                                   s->backend_info, "model_digest", s->model_digest));
     json_object_set_new(d, "context", json_integer(s->context));
+    json_object_set_new(d, "n_vocab", json_integer(s->n_vocab));
+    int32_t bos;
+    json_object_set_new(d, "bos_token",
+                        di_model_special_token(s->model, DI_TOKEN_BOS, &bos) == DI_OK ? json_integer(bos) : json_null());
     json_object_set_new(d, "max_tokens", json_integer(s->cfg.max_tokens));
     json_object_set_new(d, "chat_template", s->chat_template ? json_string(s->chat_template) : json_null());
     json_object_set_new(d, "sampling", json_boolean(s->sampling_available));
