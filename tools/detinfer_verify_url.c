@@ -445,7 +445,8 @@ static int plan(vu *v)
         p->temperature = 0.8;
         p->top_p = 0.95;
         p->seed = v->o.seed * 7919 + 17;
-        snprintf(p->label + strlen(p->label) - 1, sizeof p->label - strlen(p->label) + 1, "] seed %lld", p->seed);
+        snprintf(p->label, sizeof p->label, "sampled seed %lld [%d,%d,%d,...]", p->seed, p->prompt[0], p->prompt[1],
+                 p->prompt[2]);
     }
     for (long i = 0; i < v->o.traffic; i++) {
         uint32_t n = 1 + (uint32_t)(dt_rand(&rng) % max_prompt);

@@ -143,6 +143,37 @@ def check_against_reference(d, ref, n_tokens=None):
         assert d["logits_digests"] == [s["logits_digest"] for s in ref["steps"]][:len(ids)]
 
 
+def bindings():
+    """The Python bindings (bindings/python) over the plain library of this
+    tree, for references the detinfer command cannot give (special-token
+    tokenization, sampling). Not a sanitizer build: its runtimes cannot be
+    loaded into Python."""
+    import sys
+    lib = os.path.join(ROOT, "lib", "libdetinfer.so.1")
+    if not os.path.exists(lib):
+        pytest.skip("lib/libdetinfer.so.1 (make) is needed for this reference")
+    os.environ.setdefault("DETINFER_LIB", lib)
+    src = os.path.join(ROOT, "bindings", "python", "src")
+    if src not in sys.path:
+        sys.path.insert(0, src)
+    import detinfer
+    return detinfer
+
+
+def sampled_reference(model, tokens, max_tokens, **params):
+    """The library alone (through the bindings) generating with sampling
+    parameters: {"tokens", "digests", "sequence_digest"}."""
+    detinfer = bindings()
+    with detinfer.Model(model) as m:
+        with m.session(max_sequences=1, context_length=len(tokens) + max_tokens) as s:
+            seq = s.sequence(0)
+            seq.set_sampling(detinfer.SamplingParams(**params))
+            gen = seq.generate(tokens, max_new=max_tokens)
+            steps = list(gen)
+            return {"tokens": [t.token for t in steps], "digests": [t.digest for t in steps],
+                    "sequence_digest": gen.digest, "prompt_tokens": list(tokens)}
+
+
 def metric(text, name, labels=None):
     """The value of one sample of Prometheus text, or 0 when absent."""
     for line in text.splitlines():

@@ -5,13 +5,11 @@ every response equal to the library's run alone of the formatted prompt.
 The expected prompt texts are written out here by hand from the templates'
 published formats; they are tokenized (special tokens parsed) through the
 Python bindings, and the reference generation is `detinfer run --tokens`."""
-import glob
 import os
-import sys
 
 import openai
 import pytest
-from conftest import MODELS, ROOT, SLOW, check_against_reference, real_model, reference
+from conftest import MODELS, SLOW, bindings, check_against_reference, real_model, reference
 
 GEMMA_CHAT = os.path.join(MODELS, "chat-google-gemma-3-270m-it.gguf")
 QWEN_CHAT = os.path.join(MODELS, "chat-Qwen-Qwen2.5-7B-Instruct.gguf")
@@ -19,14 +17,8 @@ QWEN_CHAT = os.path.join(MODELS, "chat-Qwen-Qwen2.5-7B-Instruct.gguf")
 
 def tokenize_special(model_path, text):
     """Token ids of text with BOS and special tokens parsed, from the library
-    through the bindings (not the server). The plain library, not a sanitizer
-    build: the sanitizer runtimes cannot be loaded into Python."""
-    lib = os.path.join(ROOT, "lib", "libdetinfer.so.1")
-    if not os.path.exists(lib):
-        pytest.skip("lib/libdetinfer.so.1 (make) is needed for the tokenization reference")
-    os.environ.setdefault("DETINFER_LIB", lib)
-    sys.path.insert(0, os.path.join(ROOT, "bindings", "python", "src"))
-    import detinfer
+    through the bindings (not the server)."""
+    detinfer = bindings()
     with detinfer.Model(model_path) as m:
         return m.tokenize(text, add_bos=True, parse_special=True)
 
