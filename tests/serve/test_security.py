@@ -45,7 +45,9 @@ def assert_error(status, text, want_status, param=None):
 
 
 def assert_still_serving(s):
-    status, text = curl(s.url + "/v1/completions", body=b'{"prompt": "Hello", "max_tokens": 4}')
+    # With the neutral values of fields some clients always send.
+    status, text = curl(s.url + "/v1/completions", body=b'{"prompt": "Hello", "max_tokens": 4, "logit_bias": {}, '
+                        b'"suffix": null, "best_of": 1, "user": "u", "stream_options": null}')
     assert status == 200, text
     check_against_reference(json.loads(text)["detinfer"], reference(SMALL, prompt="Hello", max_tokens=4))
 
@@ -100,6 +102,9 @@ CORPUS = [
     (b'{"prompt": "\\ud800"}', 400, None),               # a lone surrogate escape
     (b'{"prompt": "a\\u0000b"}', 400, None),             # NUL
     (b'{"prompt": "hi", "model": 7}', 400, "model"),
+    (b'{"prompt": "hi", "logit_bias": {"5": 100}}', 400, "logit_bias"),
+    (b'{"prompt": "hi", "suffix": "x"}', 400, "suffix"),
+    (b'{"prompt": "hi", "best_of": 3}', 400, "best_of"),
 ]
 
 

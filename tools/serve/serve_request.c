@@ -53,6 +53,8 @@ static const struct field {
     {"n", FOR_BOTH},            {"logprobs", FOR_BOTH},        {"top_logprobs", FOR_CHAT},
     {"stream", FOR_BOTH},       {"stream_options", FOR_BOTH},  {"echo", FOR_COMPLETION},
     {"user", FOR_BOTH},         {"detinfer", FOR_BOTH},
+    /* OpenAI fields some clients always send: accepted with their neutral values only. */
+    {"logit_bias", FOR_BOTH},   {"suffix", FOR_COMPLETION},    {"best_of", FOR_COMPLETION},
     {NULL, 0},
 };
 
@@ -321,6 +323,15 @@ static int check_unsupported(json_t *root, sv_kind kind, sv_error *e)
         return -1;
     if (echo)
         return bad(e, "echo", "'echo' is not supported");
+    json_t *bias = json_object_get(root, "logit_bias");
+    if (bias && !json_is_null(bias) && !(json_is_object(bias) && json_object_size(bias) == 0))
+        return bad(e, "logit_bias", "'logit_bias' is not supported (only null or {})");
+    json_t *suffix = json_object_get(root, "suffix");
+    if (suffix && !json_is_null(suffix) && !(json_is_string(suffix) && json_string_length(suffix) == 0))
+        return bad(e, "suffix", "'suffix' is not supported");
+    long long best_of = 1;
+    if (get_int(root, "best_of", 1, 1, &best_of, e))
+        return -1;
     json_t *so = json_object_get(root, "stream_options");
     if (so && !json_is_null(so) && !json_is_object(so))
         return bad(e, "stream_options", "'stream_options' must be an object");
