@@ -87,6 +87,13 @@ class Server:
         return rc
 
 
+def step_delay(ms):
+    """The environment of a server that pauses ms after every engine step
+    (TEST ONLY hook DETINFER_TEST_STEP_DELAY_MS), so that lifecycle tests act
+    while requests are in flight on the tiny model. Results do not change."""
+    return dict(os.environ, DETINFER_TEST_STEP_DELAY_MS=str(ms))
+
+
 @pytest.fixture
 def serve():
     """serve(model, *args) starts a server; every one is stopped (SIGTERM, exit 0) at the end."""

@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from conftest import SLOW, SMALL, check_against_reference, metric, real_model, reference
+from conftest import SLOW, SMALL, check_against_reference, metric, reference, step_delay
 
 
 def curl(url, *args, body=None, interface=None):
@@ -201,12 +201,10 @@ def test_stalled_client_times_out(serve):
 
 
 def test_full_queue_429(serve):
-    path = real_model()
-    if not path:
-        pytest.skip("the real model is not available")
-    s = serve(path, "--max-sequences", "1", "--queue", "1", "--context", "256")
-    prompt = "The capital of France is"
-    body = json.dumps({"prompt": prompt, "max_tokens": 40}).encode()
+    # One slot, one queue place, 50 ms per step: a request holds the slot ~1 s.
+    s = serve(SMALL, "--max-sequences", "1", "--queue", "1", env=step_delay(50))
+    prompt = "Hello world"
+    body = json.dumps({"prompt": prompt, "max_tokens": 20}).encode()
     results = [None] * 6
 
     def one(i):
@@ -219,8 +217,8 @@ def test_full_queue_429(serve):
     for t in threads:
         t.join()
     statuses = sorted(r[0] for r in results)
-    assert statuses.count(200) >= 2 and statuses.count(429) >= 1, statuses
-    ref = reference(path, prompt=prompt, max_tokens=40)
+    assert statuses.count(200) == 2 and statuses.count(429) == 4, statuses
+    ref = reference(SMALL, prompt=prompt, max_tokens=20)
     for status, text in results:
         headers, _, payload = text.partition(b"\r\n\r\n")
         if status == 429:
@@ -228,3 +226,4 @@ def test_full_queue_429(serve):
             assert_error(status, payload, 429)
         else:
             check_against_reference(json.loads(payload)["detinfer"], ref)
+    assert_still_serving(s)

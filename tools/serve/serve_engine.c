@@ -28,6 +28,7 @@ struct sv_engine {
     sv_request **queue; /* ring of cap entries */
     int q_head, q_len, q_cap;
     int stop;
+    long step_delay_ms; /* TEST ONLY: DETINFER_TEST_STEP_DELAY_MS */
     /* One step's entries. */
     uint32_t *seq_ids, *n_tokens;
     int32_t *tokens;
@@ -201,6 +202,10 @@ static void *engine_main(void *arg)
         di_status st = di_session_step(g->session, n, g->seq_ids, g->n_tokens, g->tokens, 0);
         double elapsed = dt_now() - t0;
         sv_metrics_step(s, n, n_tok, elapsed);
+        if (g->step_delay_ms > 0) {
+            struct timespec ts = {g->step_delay_ms / 1000, (g->step_delay_ms % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
         pthread_mutex_lock(&g->lock);
         for (uint32_t k = 0; k < n; k++) {
             sv_request *r = g->stepped[k];
@@ -229,6 +234,17 @@ int sv_engine_start(sv_server *s, char *err, size_t err_size)
     }
     s->engine = g;
     g->n_slots = (uint32_t)s->cfg.max_sequences;
+    /* TEST ONLY: a pause after every step, so the lifecycle tests (a client
+     * leaving mid-stream, SIGTERM during load, a full queue) can act while
+     * requests are in flight on a tiny model. Results do not change. */
+    const char *delay = getenv("DETINFER_TEST_STEP_DELAY_MS");
+    if (delay && *delay) {
+        g->step_delay_ms = strtol(delay, NULL, 10);
+        if (g->step_delay_ms < 0 || g->step_delay_ms > 10000)
+            g->step_delay_ms = 0;
+        fprintf(stderr, "detinfer serve: TEST ONLY: DETINFER_TEST_STEP_DELAY_MS=%ld pauses after every step\n",
+                g->step_delay_ms);
+    }
     g->q_cap = (int)s->cfg.queue;
     size_t max_tokens = (size_t)g->n_slots * (size_t)s->cfg.chunk;
     g->slots = calloc(g->n_slots, sizeof *g->slots);
