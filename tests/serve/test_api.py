@@ -146,3 +146,18 @@ def test_real_model_end_to_end(serve):
     with pytest.raises(openai.BadRequestError) as e:
         c.chat.completions.create(model="gemma", messages=[{"role": "user", "content": "hi"}], max_tokens=3)
     assert "--chat-template" in str(e.value)
+
+
+def test_shared_prefix_is_reused_and_changes_nothing(serve):
+    s = serve(SMALL, "--max-sequences", "2")
+    c = client(s)
+    base = [1, 17, 42, 99, 300, 301, 302, 303, 304, 305]
+    for tokens, n in [(base, 6), (base + [7, 8], 6), (base[:4] + [9], 9), (base, 12), (base + [7, 8, 9], 4)]:
+        r = c.completions.create(model="x", prompt=tokens, max_tokens=n,
+                                 extra_body={"detinfer": {"logits_digests": True}})
+        check_against_reference(detinfer_of(r), reference(SMALL, tokens=tokens, max_tokens=n))
+    import urllib.request
+    with urllib.request.urlopen(s.url + "/metrics") as m:
+        # Each request runs in slot 0 after the one before: the shared prefixes
+        # 10, 4, 4 and 10 came from its cache (the first request had none).
+        assert metric(m.read().decode(), "detinfer_prefix_reused_tokens_total") >= 28

@@ -92,6 +92,8 @@ def test_200_requests_16_clients_equal_alone(serve):
     up_to_2 = metric(m, "detinfer_step_batch_sequences_bucket", {"le": "2"})
     assert steps - single >= 100 and steps - up_to_2 >= 20, (single, up_to_2, steps)
     assert metric(m, "detinfer_queue_depth") == 0 and metric(m, "detinfer_running_requests") == 0
+    # Repeated prompts started from cached prefixes (di_session_seq_copy), and still matched.
+    assert metric(m, "detinfer_prefix_reused_tokens_total") > 0
 
 
 def open_stream(port, body):

@@ -181,6 +181,8 @@ void sv_metrics_free(sv_server *s);
 void sv_metrics_request(sv_server *s, const char *endpoint, int status);
 void sv_metrics_tokens(sv_server *s, uint64_t prompt, uint64_t completion);
 void sv_metrics_step(sv_server *s, uint32_t batch_sequences, uint32_t batch_tokens, double seconds);
+/* Prompt tokens a request took from a cached prefix instead of computing. */
+void sv_metrics_prefix(sv_server *s, uint32_t tokens);
 /* Prometheus text exposition; caller frees. */
 char *sv_metrics_text(sv_server *s);
 

@@ -6,6 +6,11 @@
  * sequence's logits independent of the rest of the step, so a request gets
  * exactly the tokens and digests it would get alone (tests/serve proves it).
  *
+ * A new request starts from the longest prefix of its prompt that a slot
+ * already holds (another request's, running or finished): di_session_seq_copy
+ * (or truncate, for the slot's own leftovers) instead of recomputing it. The
+ * library makes the copy's logits equal to a fresh computation's.
+ *
  * One mutex guards the queue, the slots and every request's progress; the
  * session itself is used by this thread only. HTTP threads wait on each
  * request's condition variable.
@@ -25,6 +30,8 @@ struct sv_engine {
     di_session *session;
     uint32_t n_slots;
     sv_request **slots;
+    int32_t **held;      /* per slot: the tokens whose KV cache it holds */
+    uint32_t *n_held;
     sv_request **queue; /* ring of cap entries */
     int q_head, q_len, q_cap;
     int stop;
@@ -134,6 +141,45 @@ static void advance_locked(sv_server *s, sv_engine *g, sv_request *r)
     pthread_cond_broadcast(&r->changed);
 }
 
+static uint32_t common_prefix(const int32_t *a, uint32_t na, const int32_t *b, uint32_t nb)
+{
+    uint32_t n = na < nb ? na : nb, i = 0;
+    while (i < n && a[i] == b[i])
+        i++;
+    return i;
+}
+
+/* Gives r's slot the longest prefix of r's prompt held by any slot (at least
+ * one prompt token is left to step, for the logits), or empties it. */
+static di_status start_from_prefix(sv_server *s, sv_engine *g, sv_request *r)
+{
+    uint32_t slot = r->slot, best = 0, donor = slot;
+    for (uint32_t i = 0; i < g->n_slots; i++) {
+        uint32_t n = common_prefix(r->prompt, r->n_prompt - 1, g->held[i], g->n_held[i]);
+        if (n > best || (n == best && i == slot)) {
+            best = n;
+            donor = i;
+        }
+    }
+    di_status st;
+    if (best == 0)
+        st = di_session_seq_reset(g->session, slot);
+    else if (donor == slot)
+        st = di_session_seq_truncate(g->session, slot, best);
+    else
+        st = di_session_seq_copy(g->session, donor, slot, best);
+    if (st) {
+        g->n_held[slot] = 0;
+        return st;
+    }
+    memcpy(g->held[slot], r->prompt, best * sizeof *r->prompt);
+    g->n_held[slot] = best;
+    r->n_fed = best;
+    if (best)
+        sv_metrics_prefix(s, best);
+    return DI_OK;
+}
+
 static void admit_locked(sv_server *s, sv_engine *g)
 {
     for (uint32_t slot = 0; slot < g->n_slots && g->q_len > 0; slot++) {
@@ -152,7 +198,7 @@ static void admit_locked(sv_server *s, sv_engine *g)
         r->slot = slot;
         r->state = SV_RUNNING;
         g->slots[slot] = r;
-        di_status st = di_session_seq_reset(g->session, slot);
+        di_status st = start_from_prefix(s, g, r);
         if (!st && s->sampling_available)
             st = di_session_seq_set_sampling(g->session, slot, r->sampled ? &r->params : NULL);
         if (st)
@@ -207,6 +253,17 @@ static void *engine_main(void *arg)
             nanosleep(&ts, NULL);
         }
         pthread_mutex_lock(&g->lock);
+        uint32_t at = 0;
+        for (uint32_t k = 0; k < n; k++) { /* what each slot's cache now holds */
+            uint32_t slot = g->seq_ids[k];
+            if (st)
+                g->n_held[slot] = 0; /* undefined after a failed step */
+            else if (g->n_held[slot] + g->n_tokens[k] <= (uint32_t)s->context) {
+                memcpy(g->held[slot] + g->n_held[slot], &g->tokens[at], g->n_tokens[k] * sizeof *g->tokens);
+                g->n_held[slot] += g->n_tokens[k];
+            }
+            at += g->n_tokens[k];
+        }
         for (uint32_t k = 0; k < n; k++) {
             sv_request *r = g->stepped[k];
             if (st) {
@@ -248,12 +305,19 @@ int sv_engine_start(sv_server *s, char *err, size_t err_size)
     g->q_cap = (int)s->cfg.queue;
     size_t max_tokens = (size_t)g->n_slots * (size_t)s->cfg.chunk;
     g->slots = calloc(g->n_slots, sizeof *g->slots);
+    g->held = calloc(g->n_slots, sizeof *g->held);
+    g->n_held = calloc(g->n_slots, sizeof *g->n_held);
+    for (uint32_t i = 0; g->held && i < g->n_slots; i++)
+        if (!(g->held[i] = calloc((size_t)s->context, sizeof **g->held))) {
+            snprintf(err, err_size, "out of memory");
+            return -1;
+        }
     g->queue = calloc((size_t)g->q_cap, sizeof *g->queue);
     g->seq_ids = calloc(g->n_slots, sizeof *g->seq_ids);
     g->n_tokens = calloc(g->n_slots, sizeof *g->n_tokens);
     g->stepped = calloc(g->n_slots, sizeof *g->stepped);
     g->tokens = calloc(max_tokens, sizeof *g->tokens);
-    if (!g->slots || !g->queue || !g->seq_ids || !g->n_tokens || !g->stepped || !g->tokens) {
+    if (!g->slots || !g->held || !g->n_held || !g->queue || !g->seq_ids || !g->n_tokens || !g->stepped || !g->tokens) {
         snprintf(err, err_size, "out of memory");
         return -1;
     }
@@ -362,6 +426,10 @@ void sv_engine_stop(sv_server *s)
         pthread_cond_destroy(&g->work);
     }
     di_session_free(g->session);
+    for (uint32_t i = 0; g->held && i < g->n_slots; i++)
+        free(g->held[i]);
+    free(g->held);
+    free(g->n_held);
     free(g->slots);
     free(g->queue);
     free(g->seq_ids);

@@ -33,7 +33,7 @@ struct sv_metrics {
         uint64_t count;
     } requests[MAX_REQUEST_SERIES];
     int n_requests;
-    uint64_t prompt_tokens, completion_tokens, steps, step_tokens;
+    uint64_t prompt_tokens, completion_tokens, steps, step_tokens, prefix_tokens;
     histogram batch, latency;
 };
 
@@ -82,6 +82,14 @@ void sv_metrics_tokens(sv_server *s, uint64_t prompt, uint64_t completion)
     pthread_mutex_lock(&m->lock);
     m->prompt_tokens += prompt;
     m->completion_tokens += completion;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void sv_metrics_prefix(sv_server *s, uint32_t tokens)
+{
+    sv_metrics *m = s->metrics;
+    pthread_mutex_lock(&m->lock);
+    m->prefix_tokens += tokens;
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -194,6 +202,9 @@ char *sv_metrics_text(sv_server *s)
     put(&b, "# HELP detinfer_step_tokens_total Tokens computed by engine steps.\n"
             "# TYPE detinfer_step_tokens_total counter\ndetinfer_step_tokens_total %llu\n",
         (unsigned long long)m->step_tokens);
+    put(&b, "# HELP detinfer_prefix_reused_tokens_total Prompt tokens copied from a cached prefix, not computed.\n"
+            "# TYPE detinfer_prefix_reused_tokens_total counter\ndetinfer_prefix_reused_tokens_total %llu\n",
+        (unsigned long long)m->prefix_tokens);
     put_histogram(&b, "detinfer_step_batch_sequences", "Sequences per engine step.", &m->batch);
     put_histogram(&b, "detinfer_step_seconds", "Duration of an engine step.", &m->latency);
     pthread_mutex_unlock(&m->lock);
