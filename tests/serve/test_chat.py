@@ -83,3 +83,11 @@ def test_real_model_chat(serve):
     if r.choices[0].finish_reason == "stop":
         assert d["completion_token_ids"][-1] in (106, 1)
     assert r.choices[0].message.content == ref["text"] or r.choices[0].finish_reason == "stop"
+
+
+def test_unknown_chat_template_is_a_usage_error():
+    import subprocess
+    from conftest import TOOL
+    out = subprocess.run([TOOL, "serve", "--model", GEMMA_CHAT, "--port", "0", "--chat-template", "nonesuch"],
+                         capture_output=True, text=True, timeout=60 * SLOW)
+    assert out.returncode == 2 and "--chat-template nonesuch" in out.stderr, out.stderr

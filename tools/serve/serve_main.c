@@ -154,6 +154,14 @@ static int set_up_model(sv_server *s)
     if (di_model_special_token(s->model, DI_TOKEN_EOS, &s->eos) != DI_OK)
         s->eos = -1;
     s->chat_template = s->cfg.chat_template ? s->cfg.chat_template : di_model_chat_template(s->model);
+    if (s->cfg.chat_template) { /* an unknown name is an error now, not at the first chat */
+        const char *role = "user", *content = "hi";
+        char err[256] = "";
+        size_t need = 0;
+        di_status st = di_chat_format(s->cfg.chat_template, &role, &content, 1, 1, NULL, 0, &need, err, sizeof err);
+        if (st != DI_OK && st != DI_ERR_BUFFER_TOO_SMALL)
+            return dt_usage(&command, "--chat-template %s: %s", s->cfg.chat_template, err[0] ? err : di_status_name(st));
+    }
     s->eot = -1;
     for (int i = 0; s->chat_template && turn_ends[i].template_name; i++)
         if (!strcmp(turn_ends[i].template_name, s->chat_template) &&
