@@ -41,7 +41,7 @@ static const dt_option options[] = {
 };
 
 static const dt_command command = {
-    "verify --url",
+    "verify",
     "--url http://HOST:PORT [--model FILE] [--reps N] [options]",
     "Checks a live `detinfer serve`: the same request --reps times, concurrently and\n"
     "interleaved with other traffic, near-tie prompts, and a seeded sampled request\n"

@@ -111,18 +111,6 @@ def test_models_health_metrics(serve):
     assert 'detinfer_info{version="' in text and "model_digest=" in text
 
 
-def test_greedy_only_until_sampling_lands(serve):
-    s = serve(SMALL)
-    info = client(s).models.list().data[0].model_extra["detinfer"]
-    if info["sampling"]:
-        pytest.skip("this build samples; tests/serve/test_sampling.py covers it")
-    with pytest.raises(openai.BadRequestError) as e:
-        client(s).completions.create(model="x", prompt="Hello", max_tokens=3, temperature=0.7)
-    assert "temperature" in str(e.value) and "greedy" in str(e.value)
-    # temperature 0 is greedy, and accepted.
-    client(s).completions.create(model="x", prompt="Hello", max_tokens=3, temperature=0)
-
-
 def test_chat_needs_a_template(serve):
     s = serve(SMALL)
     with pytest.raises(openai.BadRequestError) as e:
