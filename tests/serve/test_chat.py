@@ -91,3 +91,9 @@ def test_unknown_chat_template_is_a_usage_error():
     out = subprocess.run([TOOL, "serve", "--model", GEMMA_CHAT, "--port", "0", "--chat-template", "nonesuch"],
                          capture_output=True, text=True, timeout=60 * SLOW)
     assert out.returncode == 2 and "--chat-template nonesuch" in out.stderr, out.stderr
+
+
+def test_chat_default_max_tokens_fills_the_context(serve):
+    s = serve(GEMMA_CHAT)
+    r = client(s).chat.completions.create(model="x", messages=[{"role": "user", "content": "Hi"}])
+    assert r.usage.total_tokens == 64 or r.choices[0].finish_reason == "stop"  # the small model's context

@@ -381,9 +381,8 @@ int sv_request_parse(sv_server *s, sv_kind kind, const char *body, size_t len, s
     }
     r->kind = kind;
     r->refs = 1;
-    long long max_tokens = 16; /* OpenAI's default for completions */
-    if (kind == SV_CHAT)
-        max_tokens = s->cfg.max_tokens;
+    /* OpenAI's default for completions; a chat's default is what fits (below). */
+    long long max_tokens = kind == SV_CHAT ? -1 : 16;
     int rc = -1;
     if (!json_is_object(root)) {
         bad(e, NULL, "the body must be a JSON object");
@@ -409,7 +408,9 @@ int sv_request_parse(sv_server *s, sv_kind kind, const char *body, size_t len, s
         bad(e, kind == SV_CHAT ? "messages" : "prompt", "the prompt gives no tokens");
         goto out;
     }
-    if ((long long)r->n_prompt + max_tokens > s->context) {
+    if (max_tokens < 0) /* a chat without max_tokens: up to the cap, within the context */
+        max_tokens = s->context - r->n_prompt < s->cfg.max_tokens ? s->context - r->n_prompt : s->cfg.max_tokens;
+    if (max_tokens < 1 || (long long)r->n_prompt + max_tokens > s->context) {
         bad(e, mt_name, "the prompt's %u tokens and %s %lld exceed the context of %lld tokens", r->n_prompt,
             mt_name, max_tokens, (long long)s->context);
         goto out;
