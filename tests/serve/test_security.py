@@ -102,6 +102,7 @@ CORPUS = [
     (b'{"prompt": "\\ud800"}', 400, None),               # a lone surrogate escape
     (b'{"prompt": "a\\u0000b"}', 400, None),             # NUL
     (b'{"prompt": "hi", "model": 7}', 400, "model"),
+    (b'{"prompt": "hi", "' + "\u00e9".encode() * 40 + b'": 1}', 400, None),  # an unknown key, cut to fit
     (b'{"prompt": "hi", "logit_bias": {"5": 100}}', 400, "logit_bias"),
     (b'{"prompt": "hi", "suffix": "x"}', 400, "suffix"),
     (b'{"prompt": "hi", "best_of": 3}', 400, "best_of"),

@@ -127,7 +127,7 @@ enum { SV_QUEUED = 0, SV_RUNNING = 1, SV_DONE = 2 };
 typedef struct sv_error {
     int status;
     const char *type; /* "invalid_request_error", ... */
-    const char *param; /* the offending field, or NULL */
+    char param[64];   /* the offending field, or "" (a copy: the request's JSON is gone by then) */
     char message[512];
 } sv_error;
 

@@ -19,7 +19,7 @@ void sv_set_error(sv_error *e, int status, const char *type, const char *param, 
 {
     e->status = status;
     e->type = type;
-    e->param = param;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
@@ -31,7 +31,7 @@ static int bad(sv_error *e, const char *param, const char *fmt, ...)
 {
     e->status = 400;
     e->type = "invalid_request_error";
-    e->param = param;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
@@ -600,10 +600,12 @@ char *sv_chunk_json(const sv_server *s, const sv_request *r, const char *delta, 
 
 char *sv_error_json(const sv_error *e)
 {
-    json_t *err = json_pack("{s:s, s:s, s:o, s:o}", "message", e->message, "type", e->type ? e->type : "error",
-                            "param", e->param ? json_string(e->param) : json_null(), "code", json_null());
-    if (!err) /* a message that is not UTF-8 (it quotes the request) */
-        err = json_pack("{s:s, s:s, s:n, s:n}", "message", "invalid request", "type",
-                        e->type ? e->type : "error", "param", "code");
+    /* The message and param may quote the request, cut to fit: sv_json_text
+     * keeps them valid UTF-8. */
+    json_t *err = json_object();
+    json_object_set_new(err, "message", sv_json_text(e->message, strlen(e->message)));
+    json_object_set_new(err, "type", json_string(e->type ? e->type : "error"));
+    json_object_set_new(err, "param", e->param[0] ? sv_json_text(e->param, strlen(e->param)) : json_null());
+    json_object_set_new(err, "code", json_null());
     return dump(json_pack("{s:o}", "error", err));
 }
