@@ -41,8 +41,10 @@ START_TEST(test_serve_pytest_suite)
     FILE *p = popen(cmd, "r");
     ck_assert(p != NULL);
     char line[4096];
-    while (fgets(line, sizeof line, p))
+    while (fgets(line, sizeof line, p)) {
         fputs(line, stdout);
+        fflush(stdout); /* the forked test's output survives its failure */
+    }
     int status = pclose(p);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tests/serve failed (status %d)", status);
 }
