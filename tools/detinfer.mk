@@ -1,10 +1,11 @@
-# Rules for the detinfer command-line tool (tools/detinfer*.c). Included by
+# Rules for the detinfer command-line tool (tools/detinfer*.c, tools/serve/*.c). Included by
 # the top-level Makefile, which defines BUILD, SHARED, CC, CFLAGS, LDFLAGS,
 # PREFIX and DESTDIR.
 #
 #   make detinfer          $(BUILD)/tools/detinfer, linked against the built library
 #   make install-tools     $(DESTDIR)$(bindir)/detinfer, relinked to find $(libdir)
 #   make uninstall-tools   removes it
+#   make check-serve       the tests of `detinfer serve` and `verify --url` (tests/serve)
 #
 # The tool uses only include/detinfer.h. It loads CUDA libraries with dlopen
 # (doctor), so neither CUDA headers nor libraries are needed to build it.
