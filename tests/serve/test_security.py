@@ -156,6 +156,11 @@ def test_allowlist(serve):
     assert curl(s6.url + "/health")[0] == 200
     s4 = serve(SMALL, "--allow", "::1/128,10.0.0.0/8")
     assert_error(*curl(s4.url + "/health"), 403)
+    # "::" takes IPv4 clients too (IPv4-mapped), matched against IPv4 networks.
+    s_any = serve(SMALL, "--host", "::", "--allow", "127.0.0.1/32")
+    assert curl("http://127.0.0.1:%d/health" % s_any.port)[0] == 200
+    assert_error(*curl("http://[::1]:%d/health" % s_any.port), 403)
+    assert_error(*curl("http://127.0.0.1:%d/health" % s_any.port, interface="127.0.0.2"), 403)
 
 
 def test_allow_option_errors():

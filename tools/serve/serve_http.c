@@ -470,8 +470,9 @@ struct MHD_Daemon *sv_http_start(sv_server *s, char *err, size_t err_size)
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG;
-    if (ai->ai_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
+    if (ai->ai_family == AF_INET6) /* "::" listens for IPv4 clients too (as ::ffff:a.b.c.d) */
+        flags |= IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr) ? MHD_USE_DUAL_STACK
+                                                                                          : MHD_USE_IPv6;
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout,

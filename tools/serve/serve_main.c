@@ -20,7 +20,7 @@ enum { OPT_MODEL, OPT_HOST, OPT_PORT, OPT_ALLOW, OPT_API_KEY_FILE, OPT_THREADS, 
 
 static const dt_option options[] = {
     [OPT_MODEL] = {"--model", "FILE", "GGUF model file (required)"},
-    [OPT_HOST] = {"--host", "ADDR", "numeric address to listen on (default 127.0.0.1; :: for all IPv6)"},
+    [OPT_HOST] = {"--host", "ADDR", "numeric address to listen on (default 127.0.0.1; :: for every IPv6 and IPv4 one)"},
     [OPT_PORT] = {"--port", "N", "TCP port (default 8080; 0: a free port, printed at start)"},
     [OPT_ALLOW] = {"--allow", "CIDRS", "clients allowed, e.g. 10.0.0.0/8,::1 (default 127.0.0.0/8,::1/128)"},
     [OPT_API_KEY_FILE] = {"--api-key-file", "FILE", "require 'Authorization: Bearer KEY' (first line of FILE)"},
