@@ -19,6 +19,7 @@ Suite *reference_suite(void);
 Suite *determinism_suite(di_cpu_path path);
 Suite *install_suite(void);
 Suite *cli_suite(void);
+Suite *serve_suite(void);
 Suite *real_suite(void);
 Suite *cuda_suite(void);
 
@@ -39,6 +40,7 @@ int main(void)
     srunner_add_suite(runner, determinism_suite(DI_CPU_PATH_AVX512));
     srunner_add_suite(runner, install_suite());
     srunner_add_suite(runner, cli_suite());
+    srunner_add_suite(runner, serve_suite());
     srunner_add_suite(runner, real_suite());
     srunner_add_suite(runner, cuda_suite());
     srunner_set_fork_status(runner, CK_FORK);

@@ -6,6 +6,7 @@
  *   detinfer verify  the determinism contract checked on this deployment
  *   detinfer doctor  the environment fingerprint and its checks
  *   detinfer bench   prompt and generation tokens per second
+ *   detinfer serve   an OpenAI-compatible HTTP service (tools/serve/)
  *
  * Built only on the public API (include/detinfer.h). Exit status: 0 success,
  * 1 a mismatch, failed check or library error, 2 bad arguments.
@@ -27,6 +28,7 @@ static const subcommand subcommands[] = {
      "check bitwise determinism across repetitions, batch sizes, threads, chunks, processes, backends"},
     {"doctor", dt_cmd_doctor, "environment fingerprint: library, CPU and SIMD path, OS, CUDA; OK/WARN checks"},
     {"bench", dt_cmd_bench, "prompt processing and generation tokens per second (pp N, tg N)"},
+    {"serve", dt_cmd_serve, "HTTP service, OpenAI's API, continuous batching, digests in every response"},
     {"__verify-child", dt_cmd_verify_child, NULL},
     {NULL, NULL, NULL},
 };

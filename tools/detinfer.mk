@@ -1,10 +1,11 @@
-# Rules for the detinfer command-line tool (tools/detinfer*.c). Included by
+# Rules for the detinfer command-line tool (tools/detinfer*.c, tools/serve/*.c). Included by
 # the top-level Makefile, which defines BUILD, SHARED, CC, CFLAGS, LDFLAGS,
 # PREFIX and DESTDIR.
 #
 #   make detinfer          $(BUILD)/tools/detinfer, linked against the built library
 #   make install-tools     $(DESTDIR)$(bindir)/detinfer, relinked to find $(libdir)
 #   make uninstall-tools   removes it
+#   make check-serve       the tests of `detinfer serve` and `verify --url` (tests/serve)
 #
 # The tool uses only include/detinfer.h. It loads CUDA libraries with dlopen
 # (doctor), so neither CUDA headers nor libraries are needed to build it.
@@ -12,16 +13,18 @@
 bindir ?= $(PREFIX)/bin
 
 DETINFER        := $(BUILD)/tools/detinfer
-DETINFER_SRC    := $(wildcard tools/detinfer*.c)
+DETINFER_SRC    := $(wildcard tools/detinfer*.c) $(wildcard tools/serve/*.c)
 DETINFER_OBJ    := $(DETINFER_SRC:tools/%.c=$(BUILD)/tools/%.o)
 DETINFER_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
-                   -ffp-contract=off -fno-fast-math -Iinclude -Itools
-DETINFER_LIBS   := -ldl -lpthread -lm
+                   -ffp-contract=off -fno-fast-math -Iinclude -Itools -Itools/serve
+# serve: HTTP from libmicrohttpd, JSON from jansson, the model file's digest
+# from libxxhash; verify --url: HTTP client from libcurl (make deps installs them).
+DETINFER_LIBS   := -lmicrohttpd -ljansson -lcurl -lxxhash -ldl -lpthread -lm
 
 .PHONY: detinfer install-tools uninstall-tools
 detinfer: $(DETINFER)
 
-$(BUILD)/tools/%.o: tools/%.c $(wildcard tools/detinfer*.h) include/detinfer.h
+$(BUILD)/tools/%.o: tools/%.c $(wildcard tools/detinfer*.h tools/serve/*.h) include/detinfer.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DETINFER_CFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -45,3 +48,12 @@ install-tools: $(DETINFER_OBJ) $(SHARED)
 
 uninstall-tools:
 	rm -f $(DESTDIR)$(bindir)/detinfer
+
+# The server's tests (tests/serve: pytest with the official openai package and
+# curl), bounded in time, each server on a free loopback port. Under SANITIZE=1
+# they run the ASan+UBSan tool of build-san/ (DI_TEST_SLOW stretches timeouts).
+.PHONY: check-serve
+check-serve: $(DETINFER) $(MODELS)/tokenizers.txt $(MODELS)/real.txt
+	DETINFER=$(abspath $(DETINFER)) DI_TEST_MODELS=$(abspath $(MODELS)) \
+	DI_TEST_REAL_MODEL="$$(cat $(MODELS)/real.txt)" DI_TEST_SLOW=$(if $(filter 1,$(SANITIZE)),4,1) \
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests/serve

@@ -167,8 +167,10 @@ uint64_t dt_rand(uint64_t *state);
 /* ---- Subcommands (argv[0] is the subcommand's name) ---------------------- */
 int dt_cmd_run(int argc, char **argv);
 int dt_cmd_verify(int argc, char **argv);
+int dt_cmd_verify_url(int argc, char **argv); /* verify --url: a live server */
 int dt_cmd_verify_child(int argc, char **argv); /* hidden: the fresh-process axis */
 int dt_cmd_doctor(int argc, char **argv);
 int dt_cmd_bench(int argc, char **argv);
+int dt_cmd_serve(int argc, char **argv); /* tools/serve/ */
 
 #endif /* DETINFER_COMMON_H */

@@ -79,6 +79,7 @@ static const dt_command command = {
     "The built-in prompts are text (with confusable ones) for a model with a\n"
     "tokenizer, token ids otherwise, plus near-tie prompts found by search.\n"
     "Exit status 0 only when everything matched.\n"
+    "'detinfer verify --url http://HOST:PORT' checks a live `detinfer serve` instead.\n"
     "Test only: DETINFER_TEST_PERTURB=SLOT:POS flips the lowest bit of one logit of\n"
     "batch slot SLOT at position POS in the batched runs (child:POS: in the fresh\n"
     "processes) before hashing, to prove that the check can fail.",
@@ -826,6 +827,9 @@ static void free_verify(verify *v)
 
 int dt_cmd_verify(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++) /* a live server: tools/detinfer_verify_url.c */
+        if (!strcmp(argv[i], "--url") || !strncmp(argv[i], "--url=", 6))
+            return dt_cmd_verify_url(argc, argv);
     verify *v = calloc(1, sizeof *v);
     if (!v)
         return dt_fail(&command, "allocating", DI_ERR_OUT_OF_MEMORY, "");

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 debs=(build-essential pkg-config check libsubunit-dev libxxhash-dev xxhash libpcre2-dev abigail-tools clang libclang-rt-14-dev
-      cmake golang-go python3-venv)
+      cmake golang-go libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev curl python3-venv)
 missing=()
 for p in "${debs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -19,7 +19,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 py=${PYTHON:-python3}
-if ! "$py" -c 'import numpy, gguf, xxhash, pytest' 2>/dev/null; then
+if ! "$py" -c 'import numpy, gguf, xxhash, openai, pytest' 2>/dev/null; then
     echo "setup: installing Python test tooling (tests/requirements.txt)"
     "$py" -m pip install -q -r "$(dirname "$0")/../tests/requirements.txt" ||
         "$py" -m pip install -q --break-system-packages -r "$(dirname "$0")/../tests/requirements.txt"

@@ -1,0 +1,195 @@
+/*
+ * serve.h — `detinfer serve`: a deterministic HTTP service with OpenAI's
+ * completion and chat shapes (docs/SERVING.md). What the files of
+ * tools/serve/ share:
+ *
+ *   serve_main.c     options, start-up, signals, draining shutdown
+ *   serve_allow.c    the client allowlist (CIDR) and the API key check
+ *   serve_request.c  request JSON -> a checked sv_request; response JSON
+ *   serve_engine.c   the engine thread: continuous batching over one session
+ *   serve_http.c     libmicrohttpd handlers, routing, SSE streaming
+ *   serve_metrics.c  counters and histograms, Prometheus text
+ *
+ * Built only on the public API (include/detinfer.h).
+ */
+#ifndef DETINFER_SERVE_H
+#define DETINFER_SERVE_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <jansson.h>
+
+#include "detinfer_common.h"
+
+/* ---- Allowlist and key (serve_allow.c) ----------------------------------- */
+typedef struct sv_cidr {
+    int family;              /* AF_INET or AF_INET6 */
+    unsigned char addr[16];  /* network address, 4 or 16 bytes */
+    int prefix;              /* bits */
+} sv_cidr;
+
+typedef struct sv_allowlist {
+    sv_cidr *nets;
+    int n;
+} sv_allowlist;
+
+/* Parses "127.0.0.1/32,::1/128" (a bare address means the host alone) into
+ * *out; 0 on success, else -1 with the reason in err. */
+int sv_allow_parse(const char *text, sv_allowlist *out, char *err, size_t err_size);
+void sv_allow_free(sv_allowlist *a);
+/* 1 when addr (IPv4, IPv6, or IPv4-mapped IPv6) is inside one of the nets. */
+int sv_allow_match(const sv_allowlist *a, const struct sockaddr *addr);
+/* 1 when the n bytes of a and b are equal; the time does not depend on where
+ * they differ. */
+int sv_bytes_equal_ct(const void *a, const void *b, size_t n);
+
+/* ---- Server settings and shared state ------------------------------------ */
+typedef struct sv_config {
+    const char *model_path;
+    const char *host;
+    long port;
+    const char *allow_text;
+    const char *api_key_file;
+    long threads, max_sequences, context, max_tokens, queue, timeout, chunk, max_body;
+    di_backend backend;
+    di_profile profile;
+    long device;
+    di_cpu_path cpu_path;
+    const char *chat_template; /* --chat-template NAME, else the model's */
+    const char *model_name;    /* the id /v1/models lists; default the file's base name */
+} sv_config;
+
+typedef struct sv_metrics sv_metrics;
+typedef struct sv_engine sv_engine;
+
+typedef struct sv_server {
+    sv_config cfg;
+    sv_allowlist allow;
+    char *api_key;       /* NULL: no key required */
+    size_t api_key_len;
+    di_model *model;
+    int64_t n_vocab;
+    int64_t context;     /* tokens per sequence */
+    int32_t eos;         /* -1 when the model has none */
+    int32_t eot;         /* end of a chat turn, -1 when none */
+    const char *chat_template; /* NULL: chat answers 400 */
+    int sampling_available;
+    /* The fingerprint every response carries. */
+    char model_digest[DI_DIGEST_HEX_SIZE];
+    char backend_info[256];
+    sv_engine *engine;
+    sv_metrics *metrics;
+    volatile int draining; /* SIGTERM/SIGINT: refuse new requests */
+} sv_server;
+
+/* ---- Requests (serve_request.c) ------------------------------------------ */
+typedef enum sv_kind { SV_COMPLETION, SV_CHAT } sv_kind;
+
+typedef struct sv_request {
+    /* Fixed once parsed. */
+    sv_kind kind;
+    int stream;
+    int want_logits_digests;
+    int32_t *prompt;
+    uint32_t n_prompt;
+    uint32_t max_tokens;
+    char **stops;
+    size_t n_stops, max_stop_len;
+    int sampled; /* 0: greedy */
+    di_sampling_params params;
+    char id[48];
+    long long created;
+
+    /* Progress, written by the engine under its lock. */
+    int state;                /* SV_QUEUED, SV_RUNNING, SV_DONE */
+    uint32_t slot, n_fed;     /* prompt tokens stepped so far */
+    int32_t *out;             /* generated tokens (max_tokens) */
+    di_digest *digests;       /* logits digest each was chosen from */
+    uint32_t n_out;
+    char *text;               /* detokenized generated tokens, NUL-terminated */
+    size_t text_visible;      /* bytes of text that are final (stop strings held back) */
+    const char *finish_reason;/* "stop" or "length" when done */
+    di_digest sequence;       /* prompt + generated ids, when done */
+    int cancelled;            /* the client went away */
+    char error[256];          /* non-empty: the engine failed this request */
+    double t_queued, t_first_token;
+    pthread_cond_t changed;
+    int refs;                 /* the HTTP side and the engine */
+} sv_request;
+
+enum { SV_QUEUED = 0, SV_RUNNING = 1, SV_DONE = 2 };
+
+/* An HTTP error: status, OpenAI's error type and a message. */
+typedef struct sv_error {
+    int status;
+    const char *type; /* "invalid_request_error", ... */
+    char param[64];   /* the offending field, or "" (a copy: the request's JSON is gone by then) */
+    char message[512];
+} sv_error;
+
+/* Parses and checks a request body; on success *out is a new request with
+ * refs = 1. On failure fills e (status 400) and returns -1. */
+int sv_request_parse(sv_server *s, sv_kind kind, const char *body, size_t len, sv_request **out, sv_error *e);
+void sv_request_free(sv_request *r);
+/* The complete (non-streaming) response body; caller frees. Call with the
+ * request done. */
+char *sv_response_json(const sv_server *s, const sv_request *r);
+/* One SSE chunk's JSON for a text delta (finish NULL while running); the
+ * last one (finish set) carries the detinfer object. Caller frees. */
+char *sv_chunk_json(const sv_server *s, const sv_request *r, const char *delta, size_t delta_len,
+                    const char *finish, int final);
+/* {"error": {...}} */
+char *sv_error_json(const sv_error *e);
+/* The detinfer object of a finished request (new reference). */
+json_t *sv_detinfer_object(const sv_server *s, const sv_request *r);
+/* Appends to the string a JSON string value of bytes that may end inside a
+ * UTF-8 sequence or hold invalid bytes (replaced by U+FFFD). */
+json_t *sv_json_text(const char *text, size_t len);
+/* Length of the longest prefix of text[0..len) that does not end inside a
+ * UTF-8 sequence. */
+size_t sv_utf8_complete_prefix(const char *text, size_t len);
+void sv_set_error(sv_error *e, int status, const char *type, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* ---- Engine (serve_engine.c) --------------------------------------------- */
+/* Creates the session and starts the engine thread. */
+int sv_engine_start(sv_server *s, char *err, size_t err_size);
+/* Hands r to the engine (adds a reference). 0, or -1 with e set (429 when
+ * the queue is full, 503 while draining). */
+int sv_engine_submit(sv_server *s, sv_request *r, sv_error *e);
+/* Waits until r changes or `seconds` pass; returns with the lock held for the
+ * caller to read r: call sv_engine_unlock after. */
+void sv_engine_lock(sv_server *s);
+void sv_engine_unlock(sv_server *s);
+void sv_engine_wait(sv_server *s, sv_request *r, double seconds);
+/* The client went away: the engine frees r's sequence at its next step. */
+void sv_engine_cancel(sv_server *s, sv_request *r);
+/* Drops the HTTP side's reference. */
+void sv_engine_release(sv_server *s, sv_request *r);
+/* Requests waiting and running. */
+void sv_engine_counts(sv_server *s, int *queued, int *running);
+/* Finishes the requests in flight, then stops the thread and frees the session. */
+void sv_engine_stop(sv_server *s);
+
+/* ---- Metrics (serve_metrics.c) ------------------------------------------- */
+int sv_metrics_create(sv_server *s);
+void sv_metrics_free(sv_server *s);
+void sv_metrics_request(sv_server *s, const char *endpoint, int status);
+void sv_metrics_tokens(sv_server *s, uint64_t prompt, uint64_t completion);
+void sv_metrics_step(sv_server *s, uint32_t batch_sequences, uint32_t batch_tokens, double seconds);
+/* Prompt tokens a request took from a cached prefix instead of computing. */
+void sv_metrics_prefix(sv_server *s, uint32_t tokens);
+/* Prometheus text exposition; caller frees. */
+char *sv_metrics_text(sv_server *s);
+
+/* ---- HTTP (serve_http.c) ------------------------------------------------- */
+struct MHD_Daemon;
+struct MHD_Daemon *sv_http_start(sv_server *s, char *err, size_t err_size);
+/* Requests received and not yet completed (their response sent or abandoned). */
+int sv_http_in_flight(void);
+
+#endif /* DETINFER_SERVE_H */

@@ -1,0 +1,486 @@
+/*
+ * serve_http.c — HTTP/1.1 with keep-alive from libmicrohttpd, one thread per
+ * connection (a handler may wait for the engine). Order of checks, each
+ * before any work: the allowlist (403), the route (404/405), the API key
+ * (401), draining (503), the body size (413); then the body is parsed (400)
+ * and queued (429). Streams are Server-Sent Events in OpenAI's chunk format.
+ */
+#include <microhttpd.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "serve.h"
+
+#if MHD_VERSION < 0x00097002
+typedef int MHD_Result_t;
+#else
+typedef enum MHD_Result MHD_Result_t;
+#endif
+
+/* ---- Routes (one table) -------------------------------------------------- */
+typedef enum route_id { R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_NONE } route_id;
+static const struct route {
+    const char *path;
+    const char *method;
+    int needs_key;
+} routes[] = {
+    [R_COMPLETIONS] = {"/v1/completions", "POST", 1},
+    [R_CHAT] = {"/v1/chat/completions", "POST", 1},
+    [R_MODELS] = {"/v1/models", "GET", 1},
+    [R_HEALTH] = {"/health", "GET", 0},
+    [R_METRICS] = {"/metrics", "GET", 1},
+    [R_NONE] = {"other", NULL, 0},
+};
+
+typedef struct conn {
+    route_id route;
+    char *body;
+    size_t len, cap;
+    int too_big;
+    int status; /* of the response queued; for metrics */
+} conn;
+
+/* A streaming response's state (the content reader's). */
+typedef struct stream {
+    sv_server *s;
+    sv_request *r;
+    struct MHD_Connection *connection;
+    int fd;
+    char *pending; /* SSE bytes not yet handed to MHD */
+    size_t pending_len, pending_off;
+    size_t text_sent;
+    int finished; /* [DONE] queued */
+} stream;
+
+static volatile int in_flight; /* requests between their first call and completion */
+
+static MHD_Result_t queue_text(struct MHD_Connection *c, conn *k, int status, const char *type, char *body,
+                               const char *retry_after)
+{
+    if (!body) {
+        body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,"
+                      "\"code\":null}}");
+        status = 500;
+        type = "application/json";
+    }
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (retry_after)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, retry_after);
+    if (status == 401)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (status == 405)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, routes[k->route].method);
+    k->status = status;
+    MHD_Result_t ret = MHD_queue_response(c, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static MHD_Result_t queue_json(struct MHD_Connection *c, conn *k, int status, char *body)
+{
+    return queue_text(c, k, status, "application/json", body, NULL);
+}
+
+static MHD_Result_t queue_error(struct MHD_Connection *c, conn *k, const sv_error *e)
+{
+    const char *retry = e->status == 429 || e->status == 503 ? "1" : NULL;
+    return queue_text(c, k, e->status, "application/json", sv_error_json(e), retry);
+}
+
+static MHD_Result_t fail(struct MHD_Connection *c, conn *k, int status, const char *type, const char *fmt,
+                         const char *arg)
+{
+    sv_error e;
+    sv_set_error(&e, status, type, NULL, fmt, arg);
+    return queue_error(c, k, &e);
+}
+
+static route_id find_route(const char *url)
+{
+    for (int i = 0; i < R_NONE; i++)
+        if (!strcmp(url, routes[i].path))
+            return (route_id)i;
+    return R_NONE;
+}
+
+/* "Authorization: Bearer KEY", compared in constant time. */
+static int key_ok(sv_server *s, struct MHD_Connection *c)
+{
+    if (!s->api_key)
+        return 1;
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!auth || strncmp(auth, "Bearer ", 7))
+        return 0;
+    const char *given = auth + 7;
+    size_t n = strlen(given);
+    /* Compare as many bytes as the key has whatever was given, so the time
+     * tells nothing about the key but its length. */
+    char *padded = calloc(1, s->api_key_len + 1);
+    if (!padded)
+        return 0;
+    memcpy(padded, given, n < s->api_key_len ? n : s->api_key_len);
+    int equal = sv_bytes_equal_ct(padded, s->api_key, s->api_key_len);
+    free(padded);
+    return equal && n == s->api_key_len;
+}
+
+/* 1 when the client has closed its end (checked without reading). */
+static int client_gone(int fd)
+{
+    if (fd < 0)
+        return 0;
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+static int connection_fd(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info ? info->connect_fd : -1;
+}
+
+/* ---- Streaming ------------------------------------------------------------ */
+
+static int stream_append(stream *st, const char *event)
+{
+    size_t n = strlen(event);
+    char *p = realloc(st->pending, st->pending_len + n + 8);
+    if (!p)
+        return -1;
+    st->pending = p;
+    memcpy(p + st->pending_len, "data: ", 6);
+    memcpy(p + st->pending_len + 6, event, n);
+    memcpy(p + st->pending_len + 6 + n, "\n\n", 2);
+    st->pending_len += n + 8;
+    return 0;
+}
+
+/* Builds the next events from r's progress; 0 when nothing new yet. Called
+ * with the engine lock held. */
+static int stream_collect_locked(stream *st)
+{
+    sv_request *r = st->r;
+    int produced = 0;
+    if (r->text_visible > st->text_sent && !(r->state == SV_DONE && r->error[0])) {
+        char *ev = sv_chunk_json(st->s, r, r->text + st->text_sent, r->text_visible - st->text_sent, NULL, 0);
+        if (ev) {
+            stream_append(st, ev);
+            free(ev);
+        }
+        st->text_sent = r->text_visible;
+        produced = 1;
+    }
+    if (r->state == SV_DONE) {
+        char *ev;
+        if (r->error[0]) {
+            sv_error e;
+            sv_set_error(&e, 500, "server_error", NULL, "%s", r->error);
+            ev = sv_error_json(&e);
+        } else {
+            ev = sv_chunk_json(st->s, r, "", 0, r->finish_reason, 1);
+        }
+        if (ev) {
+            stream_append(st, ev);
+            free(ev);
+        }
+        st->pending = realloc(st->pending, st->pending_len + 16);
+        if (st->pending) {
+            memcpy(st->pending + st->pending_len, "data: [DONE]\n\n", 14);
+            st->pending_len += 14;
+        }
+        st->finished = 1;
+        produced = 1;
+    }
+    return produced;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+    (void)pos;
+    stream *st = cls;
+    while (st->pending_off == st->pending_len) {
+        if (st->finished)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        st->pending_len = st->pending_off = 0;
+        sv_engine_lock(st->s);
+        while (!stream_collect_locked(st)) {
+            sv_engine_wait(st->s, st->r, 0.1);
+            if (st->r->state != SV_DONE && client_gone(st->fd)) {
+                sv_engine_unlock(st->s);
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+        }
+        sv_engine_unlock(st->s);
+        if (!st->pending)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = st->pending_len - st->pending_off;
+    if (n > max)
+        n = max;
+    memcpy(out, st->pending + st->pending_off, n);
+    st->pending_off += n;
+    return (ssize_t)n;
+}
+
+/* The response is over (sent, or the client went away): the engine frees
+ * the sequence if it still runs. */
+static void stream_free(void *cls)
+{
+    stream *st = cls;
+    sv_engine_cancel(st->s, st->r);
+    sv_engine_release(st->s, st->r);
+    free(st->pending);
+    free(st);
+}
+
+static MHD_Result_t start_stream(sv_server *s, struct MHD_Connection *c, conn *k, sv_request *r)
+{
+    stream *st = calloc(1, sizeof *st);
+    if (!st) {
+        sv_engine_cancel(s, r);
+        sv_engine_release(s, r);
+        return fail(c, k, 500, "server_error", "%s", "out of memory");
+    }
+    *st = (stream){.s = s, .r = r, .connection = c, .fd = connection_fd(c)};
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
+    if (!resp) {
+        stream_free(st);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    k->status = 200;
+    MHD_Result_t ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* ---- Handlers --------------------------------------------------------------- */
+
+static MHD_Result_t handle_generation(sv_server *s, struct MHD_Connection *c, conn *k)
+{
+    sv_request *r = NULL;
+    sv_error e;
+    if (k->too_big) {
+        sv_set_error(&e, 413, "invalid_request_error", NULL, "the body is larger than %ld bytes (--max-body)",
+                     s->cfg.max_body);
+        return queue_error(c, k, &e);
+    }
+    if (sv_request_parse(s, k->route == R_CHAT ? SV_CHAT : SV_COMPLETION, k->body ? k->body : "", k->len, &r, &e))
+        return queue_error(c, k, &e);
+    if (sv_engine_submit(s, r, &e)) {
+        sv_request_free(r);
+        return queue_error(c, k, &e);
+    }
+    /* Two references now: this side's (from sv_request_parse) and the engine's. */
+    if (r->stream)
+        return start_stream(s, c, k, r);
+    int fd = connection_fd(c);
+    sv_engine_lock(s);
+    while (r->state != SV_DONE) {
+        sv_engine_wait(s, r, 0.1);
+        if (r->state != SV_DONE && client_gone(fd)) {
+            r->cancelled = 1;
+            sv_engine_unlock(s);
+            sv_engine_cancel(s, r);
+            sv_engine_release(s, r);
+            k->status = 499; /* nginx's "client closed request", for metrics */
+            return MHD_NO;
+        }
+    }
+    sv_engine_unlock(s);
+    MHD_Result_t ret;
+    if (r->error[0]) {
+        sv_set_error(&e, 500, "server_error", NULL, "%s", r->error);
+        ret = queue_error(c, k, &e);
+    } else {
+        ret = queue_json(c, k, 200, sv_response_json(s, r));
+    }
+    sv_engine_release(s, r);
+    return ret;
+}
+
+static MHD_Result_t handle_models(sv_server *s, struct MHD_Connection *c, conn *k)
+{
+    json_t *model = json_pack("{s:s, s:s, s:I, s:s}", "id", s->cfg.model_name, "object", "model", "created",
+                              (json_int_t)0, "owned_by", "detinfer");
+    json_t *d = json_object();
+    json_object_set_new(d, "fingerprint",
+                        json_pack("{s:s, s:s, s:s}", "library_version", di_version_string(), "backend",
+                                  s->backend_info, "model_digest", s->model_digest));
+    json_object_set_new(d, "context", json_integer(s->context));
+    json_object_set_new(d, "n_vocab", json_integer(s->n_vocab));
+    int32_t bos;
+    json_object_set_new(d, "bos_token",
+                        di_model_special_token(s->model, DI_TOKEN_BOS, &bos) == DI_OK ? json_integer(bos) : json_null());
+    json_object_set_new(d, "max_tokens", json_integer(s->cfg.max_tokens));
+    json_object_set_new(d, "chat_template", s->chat_template ? json_string(s->chat_template) : json_null());
+    json_object_set_new(d, "sampling", json_boolean(s->sampling_available));
+    json_object_set_new(model, "detinfer", d);
+    json_t *root = json_pack("{s:s, s:[o]}", "object", "list", "data", model);
+    char *body = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    return queue_json(c, k, 200, body);
+}
+
+static MHD_Result_t handle_health(sv_server *s, struct MHD_Connection *c, conn *k)
+{
+    int queued = 0, running = 0;
+    sv_engine_counts(s, &queued, &running);
+    json_t *root = json_pack("{s:s, s:i, s:i}", "status", s->draining ? "draining" : "ok", "queued", queued,
+                             "running", running);
+    char *body = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    return queue_json(c, k, s->draining ? 503 : 200, body);
+}
+
+static MHD_Result_t handle_metrics(sv_server *s, struct MHD_Connection *c, conn *k)
+{
+    char *text = sv_metrics_text(s);
+    if (!text)
+        return fail(c, k, 500, "server_error", "%s", "out of memory");
+    return queue_text(c, k, 200, "text/plain; version=0.0.4", text, NULL);
+}
+
+/* The first call of a request: every check that needs no body. Returns 1
+ * when it queued a response. */
+static int first_checks(sv_server *s, struct MHD_Connection *c, conn *k, const char *method, MHD_Result_t *ret)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !sv_allow_match(&s->allow, ci->client_addr)) {
+        *ret = fail(c, k, 403, "permission_error", "%s", "this client's address is not in the server's allowlist");
+        return 1;
+    }
+    if (k->route == R_NONE) {
+        *ret = fail(c, k, 404, "invalid_request_error", "%s", "no such endpoint");
+        return 1;
+    }
+    if (strcmp(method, routes[k->route].method)) {
+        *ret = fail(c, k, 405, "invalid_request_error", "this endpoint takes %s", routes[k->route].method);
+        return 1;
+    }
+    if (routes[k->route].needs_key && !key_ok(s, c)) {
+        *ret = fail(c, k, 401, "authentication_error", "%s",
+                    "a valid API key is required (Authorization: Bearer KEY)");
+        return 1;
+    }
+    if (s->draining && (k->route == R_COMPLETIONS || k->route == R_CHAT)) {
+        sv_error e;
+        sv_set_error(&e, 503, "server_error", NULL, "the server is shutting down");
+        *ret = queue_error(c, k, &e);
+        return 1;
+    }
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > (unsigned long long)s->cfg.max_body) {
+        sv_error e;
+        sv_set_error(&e, 413, "invalid_request_error", NULL, "the body is larger than %ld bytes (--max-body)",
+                     s->cfg.max_body);
+        *ret = queue_error(c, k, &e);
+        return 1;
+    }
+    return 0;
+}
+
+static MHD_Result_t on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                               const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    sv_server *s = cls;
+    conn *k = *con_cls;
+    if (!k) {
+        k = calloc(1, sizeof *k);
+        if (!k)
+            return MHD_NO;
+        *con_cls = k;
+        __atomic_add_fetch(&in_flight, 1, __ATOMIC_SEQ_CST);
+        k->route = find_route(url);
+        MHD_Result_t ret;
+        if (first_checks(s, c, k, method, &ret))
+            return ret;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (k->too_big || k->len + n > (size_t)s->cfg.max_body) {
+            k->too_big = 1;
+            return MHD_YES;
+        }
+        if (k->len + n + 1 > k->cap) {
+            size_t cap = (k->len + n + 1) * 2;
+            char *p = realloc(k->body, cap);
+            if (!p)
+                return MHD_NO;
+            k->body = p;
+            k->cap = cap;
+        }
+        memcpy(k->body + k->len, upload, n);
+        k->len += n;
+        k->body[k->len] = '\0';
+        return MHD_YES;
+    }
+    switch (k->route) {
+    case R_COMPLETIONS:
+    case R_CHAT: return handle_generation(s, c, k);
+    case R_MODELS: return handle_models(s, c, k);
+    case R_HEALTH: return handle_health(s, c, k);
+    case R_METRICS: return handle_metrics(s, c, k);
+    default: return MHD_NO;
+    }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode why)
+{
+    (void)c;
+    sv_server *s = cls;
+    conn *k = *con_cls;
+    if (!k)
+        return;
+    /* A response cut short (the client went away mid-stream, a timeout)
+     * counts as 499, nginx's "client closed request". */
+    int status = k->status && why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? k->status : 499;
+    sv_metrics_request(s, routes[k->route].path, status);
+    free(k->body);
+    free(k);
+    *con_cls = NULL;
+    __atomic_sub_fetch(&in_flight, 1, __ATOMIC_SEQ_CST);
+}
+
+int sv_http_in_flight(void) { return __atomic_load_n(&in_flight, __ATOMIC_SEQ_CST); }
+
+struct MHD_Daemon *sv_http_start(sv_server *s, char *err, size_t err_size)
+{
+    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_PASSIVE, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%ld", s->cfg.port);
+    int gai = getaddrinfo(s->cfg.host, port, &hints, &ai);
+    if (gai) {
+        snprintf(err, err_size, "--host %s: %s (give a numeric IPv4 or IPv6 address)", s->cfg.host,
+                 gai_strerror(gai));
+        return NULL;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6) /* "::" listens for IPv4 clients too (as ::ffff:a.b.c.d) */
+        flags |= IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr) ? MHD_USE_DUAL_STACK
+                                                                                          : MHD_USE_IPv6;
+    struct MHD_Daemon *d = MHD_start_daemon(
+        flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->cfg.max_sequences + s->cfg.queue + 16),
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!d)
+        snprintf(err, err_size, "cannot listen on %s port %ld (in use, or not an address of this machine?)",
+                 s->cfg.host, s->cfg.port);
+    return d;
+}

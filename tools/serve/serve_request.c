@@ -1,0 +1,611 @@
+/*
+ * serve_request.c — a request body (JSON, parsed by jansson: strict, and it
+ * rejects invalid UTF-8) checked field by field into an sv_request, and the
+ * JSON of responses, stream chunks and errors in OpenAI's shapes, each with
+ * the "detinfer" object (docs/SERVING.md).
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "serve.h"
+
+#define MAX_STOPS 4
+#define MAX_STOP_BYTES 256
+#define MAX_MESSAGES 256
+
+void sv_set_error(sv_error *e, int status, const char *type, const char *param, const char *fmt, ...)
+{
+    e->status = status;
+    e->type = type;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+}
+
+static int bad(sv_error *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int bad(sv_error *e, const char *param, const char *fmt, ...)
+{
+    e->status = 400;
+    e->type = "invalid_request_error";
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* ---- The fields each endpoint accepts (one table) ------------------------ */
+enum { FOR_COMPLETION = 1, FOR_CHAT = 2, FOR_BOTH = 3 };
+static const struct field {
+    const char *name;
+    int endpoints;
+} fields[] = {
+    {"model", FOR_BOTH},        {"prompt", FOR_COMPLETION},    {"messages", FOR_CHAT},
+    {"max_tokens", FOR_BOTH},   {"max_completion_tokens", FOR_CHAT},
+    {"temperature", FOR_BOTH},  {"top_p", FOR_BOTH},           {"top_k", FOR_BOTH},
+    {"min_p", FOR_BOTH},        {"seed", FOR_BOTH},            {"stop", FOR_BOTH},
+    {"presence_penalty", FOR_BOTH}, {"frequency_penalty", FOR_BOTH}, {"repetition_penalty", FOR_BOTH},
+    {"n", FOR_BOTH},            {"logprobs", FOR_BOTH},        {"top_logprobs", FOR_CHAT},
+    {"stream", FOR_BOTH},       {"stream_options", FOR_BOTH},  {"echo", FOR_COMPLETION},
+    {"user", FOR_BOTH},         {"detinfer", FOR_BOTH},
+    /* OpenAI fields some clients always send: accepted with their neutral values only. */
+    {"logit_bias", FOR_BOTH},   {"suffix", FOR_COMPLETION},    {"best_of", FOR_COMPLETION},
+    {NULL, 0},
+};
+
+static int check_known_fields(json_t *root, sv_kind kind, sv_error *e)
+{
+    const char *key;
+    json_t *value;
+    int mask = kind == SV_CHAT ? FOR_CHAT : FOR_COMPLETION;
+    json_object_foreach(root, key, value)
+    {
+        const struct field *f = fields;
+        while (f->name && strcmp(f->name, key))
+            f++;
+        if (!f->name || !(f->endpoints & mask))
+            return bad(e, key, "unknown field '%s' for %s", key,
+                       kind == SV_CHAT ? "/v1/chat/completions" : "/v1/completions");
+    }
+    return 0;
+}
+
+/* A number field in [lo, hi]; absent or null leaves *out. */
+static int get_number(json_t *root, const char *name, double lo, double hi, double *out, sv_error *e)
+{
+    json_t *v = json_object_get(root, name);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_number(v))
+        return bad(e, name, "'%s' must be a number", name);
+    double x = json_number_value(v);
+    if (!(x >= lo && x <= hi))
+        return bad(e, name, "'%s' is %g; it must be in [%g, %g]", name, x, lo, hi);
+    *out = x;
+    return 0;
+}
+
+/* An integer field in [lo, hi]; absent or null leaves *out. */
+static int get_int(json_t *root, const char *name, long long lo, long long hi, long long *out, sv_error *e)
+{
+    json_t *v = json_object_get(root, name);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v))
+        return bad(e, name, "'%s' must be an integer", name);
+    long long x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return bad(e, name, "'%s' is %lld; it must be in [%lld, %lld]", name, x, lo, hi);
+    *out = x;
+    return 0;
+}
+
+static int get_bool(json_t *root, const char *name, int *out, sv_error *e)
+{
+    json_t *v = json_object_get(root, name);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_boolean(v))
+        return bad(e, name, "'%s' must be true or false", name);
+    *out = json_is_true(v);
+    return 0;
+}
+
+static int add_stop(sv_request *r, json_t *v, sv_error *e)
+{
+    if (!json_is_string(v))
+        return bad(e, "stop", "'stop' must be a string or an array of strings");
+    size_t len = json_string_length(v);
+    if (len == 0 || len > MAX_STOP_BYTES)
+        return bad(e, "stop", "a stop string must have 1..%d bytes", MAX_STOP_BYTES);
+    if (memchr(json_string_value(v), '\0', len))
+        return bad(e, "stop", "a stop string must not contain NUL");
+    r->stops[r->n_stops] = strdup(json_string_value(v));
+    if (!r->stops[r->n_stops])
+        return bad(e, "stop", "out of memory");
+    r->n_stops++;
+    if (len > r->max_stop_len)
+        r->max_stop_len = len;
+    return 0;
+}
+
+static int get_stops(json_t *root, sv_request *r, sv_error *e)
+{
+    json_t *v = json_object_get(root, "stop");
+    if (!v || json_is_null(v))
+        return 0;
+    r->stops = calloc(MAX_STOPS, sizeof *r->stops);
+    if (!r->stops)
+        return bad(e, "stop", "out of memory");
+    if (!json_is_array(v))
+        return add_stop(r, v, e);
+    if (json_array_size(v) > MAX_STOPS)
+        return bad(e, "stop", "at most %d stop strings", MAX_STOPS);
+    size_t i;
+    json_t *item;
+    json_array_foreach(v, i, item) if (add_stop(r, item, e)) return -1;
+    return 0;
+}
+
+/* Sampling fields into r->params; r->sampled when any is not greedy's. */
+static int get_sampling(sv_server *s, json_t *root, sv_request *r, sv_error *e)
+{
+    double temperature = 0, top_p = 1, min_p = 0, presence = 0, frequency = 0, repetition = 1;
+    long long top_k = 0, seed = 0;
+    if (get_number(root, "temperature", 0, 2, &temperature, e) || get_number(root, "top_p", 0, 1, &top_p, e) ||
+        get_number(root, "min_p", 0, 1, &min_p, e) || get_int(root, "top_k", 0, 1 << 30, &top_k, e) ||
+        get_number(root, "presence_penalty", -2, 2, &presence, e) ||
+        get_number(root, "frequency_penalty", -2, 2, &frequency, e) ||
+        get_number(root, "repetition_penalty", 0.01, 10, &repetition, e) ||
+        get_int(root, "seed", INT64_MIN, INT64_MAX, &seed, e))
+        return -1;
+    if (top_p <= 0)
+        return bad(e, "top_p", "'top_p' must be in (0, 1]");
+    /* The library's defaults (greedy), then the request's values. */
+    di_sampling_params p;
+    memset(&p, 0, sizeof p);
+    p.size = sizeof p;
+    p.top_p = 1;
+    p.repetition_penalty = 1;
+    p.penalty_window = 64;
+    if (s->sampling_available)
+        di_sampling_params_init(&p);
+    p.temperature = (float)temperature;
+    p.top_k = (int32_t)top_k;
+    p.top_p = (float)top_p;
+    p.min_p = (float)min_p;
+    p.presence_penalty = (float)presence;
+    p.frequency_penalty = (float)frequency;
+    p.repetition_penalty = (float)repetition;
+    p.seed = (uint64_t)seed;
+    r->params = p;
+    /* top_p, top_k and min_p do nothing at temperature 0 (argmax), while the
+     * penalties change the logits argmax sees. */
+    const char *needs = temperature > 0 ? "temperature"
+                        : presence != 0 ? "presence_penalty"
+                        : frequency != 0 ? "frequency_penalty"
+                        : repetition != 1 ? "repetition_penalty"
+                                          : NULL;
+    r->sampled = needs != NULL;
+    if (r->sampled && !s->sampling_available)
+        return bad(e, needs,
+                   "'%s' asks for sampling, which this build of libdetinfer does not have yet: "
+                   "only greedy decoding (temperature 0, no penalties) is served",
+                   needs);
+    return 0;
+}
+
+static int tokenize(sv_server *s, const char *text, size_t len, uint32_t flags, sv_request *r, sv_error *e,
+                    const char *param)
+{
+    char err[256] = "";
+    size_t need = 0;
+    di_status st = di_model_tokenize(s->model, text, len, flags, NULL, 0, &need, err, sizeof err);
+    if (st == DI_OK || st == DI_ERR_BUFFER_TOO_SMALL) {
+        if (need > (size_t)s->context)
+            return bad(e, param, "the prompt has %zu tokens; the context is %lld", need, (long long)s->context);
+        r->prompt = malloc((need ? need : 1) * sizeof *r->prompt);
+        if (!r->prompt)
+            return bad(e, param, "out of memory");
+        st = di_model_tokenize(s->model, text, len, flags, r->prompt, need, &need, err, sizeof err);
+        r->n_prompt = (uint32_t)need;
+    }
+    if (st == DI_ERR_UNSUPPORTED)
+        return bad(e, param, "this model has no tokenizer: give the prompt as an array of token ids");
+    if (st)
+        return bad(e, param, "the prompt cannot be tokenized: %s: %s", di_status_name(st), err);
+    return 0;
+}
+
+static int get_prompt(sv_server *s, json_t *root, sv_request *r, sv_error *e)
+{
+    json_t *v = json_object_get(root, "prompt");
+    if (!v)
+        return bad(e, "prompt", "'prompt' is required");
+    if (json_is_array(v) && json_array_size(v) == 1 && json_is_string(json_array_get(v, 0)))
+        v = json_array_get(v, 0); /* ["text"]: one prompt */
+    if (json_is_string(v))
+        return tokenize(s, json_string_value(v), json_string_length(v), DI_TOKENIZE_ADD_BOS, r, e, "prompt");
+    if (!json_is_array(v))
+        return bad(e, "prompt", "'prompt' must be a string or an array of token ids");
+    size_t n = json_array_size(v);
+    if (n == 0)
+        return bad(e, "prompt", "'prompt' has no tokens");
+    if (n > (size_t)s->context)
+        return bad(e, "prompt", "the prompt has %zu tokens; the context is %lld", n, (long long)s->context);
+    r->prompt = malloc(n * sizeof *r->prompt);
+    if (!r->prompt)
+        return bad(e, "prompt", "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_array_get(v, i);
+        if (!json_is_integer(t))
+            return bad(e, "prompt", "'prompt' must be a string, or an array of token ids (integers); one prompt only");
+        long long id = json_integer_value(t);
+        if (id < 0 || id >= s->n_vocab)
+            return bad(e, "prompt", "token id %lld at %zu is outside [0, %lld)", id, i, (long long)s->n_vocab);
+        r->prompt[i] = (int32_t)id;
+    }
+    r->n_prompt = (uint32_t)n;
+    return 0;
+}
+
+static int get_messages(sv_server *s, json_t *root, sv_request *r, sv_error *e)
+{
+    json_t *v = json_object_get(root, "messages");
+    if (!v)
+        return bad(e, "messages", "'messages' is required");
+    if (!json_is_array(v) || json_array_size(v) == 0)
+        return bad(e, "messages", "'messages' must be a non-empty array of {\"role\", \"content\"}");
+    size_t n = json_array_size(v);
+    if (n > MAX_MESSAGES)
+        return bad(e, "messages", "at most %d messages", MAX_MESSAGES);
+    if (!s->chat_template)
+        return bad(e, "messages",
+                   "this model carries no chat template the server recognises (a base model?): "
+                   "start the server with --chat-template NAME (docs/SERVING.md), or use /v1/completions");
+    const char *roles[MAX_MESSAGES], *contents[MAX_MESSAGES];
+    for (size_t i = 0; i < n; i++) {
+        json_t *m = json_array_get(v, i);
+        json_t *role = json_is_object(m) ? json_object_get(m, "role") : NULL;
+        json_t *content = json_is_object(m) ? json_object_get(m, "content") : NULL;
+        if (!json_is_string(role) || !json_is_string(content))
+            return bad(e, "messages", "message %zu must be an object with string 'role' and 'content'", i);
+        if (json_object_size(m) != 2 && !(json_object_size(m) == 3 && json_object_get(m, "name")))
+            return bad(e, "messages", "message %zu has fields other than 'role', 'content' and 'name'", i);
+        if (strlen(json_string_value(content)) != json_string_length(content))
+            return bad(e, "messages", "message %zu contains NUL", i);
+        roles[i] = json_string_value(role);
+        contents[i] = json_string_value(content);
+    }
+    char err[256] = "";
+    size_t need = 0;
+    di_status st = di_chat_format(s->chat_template, roles, contents, n, 1, NULL, 0, &need, err, sizeof err);
+    char *text = NULL;
+    if (st == DI_ERR_BUFFER_TOO_SMALL || st == DI_OK) {
+        text = malloc(need + 1);
+        if (!text)
+            return bad(e, "messages", "out of memory");
+        st = di_chat_format(s->chat_template, roles, contents, n, 1, text, need + 1, &need, err, sizeof err);
+    }
+    if (st) {
+        free(text);
+        if (st == DI_ERR_UNSUPPORTED && !err[0])
+            return bad(e, "messages", "chat formatting is not available in this build of libdetinfer");
+        return bad(e, "messages", "the messages cannot be formatted with the '%s' template: %s: %s",
+                   s->chat_template, di_status_name(st), err);
+    }
+    int rc = tokenize(s, text, need, DI_TOKENIZE_ADD_BOS | DI_TOKENIZE_PARSE_SPECIAL, r, e, "messages");
+    free(text);
+    return rc;
+}
+
+static int check_unsupported(json_t *root, sv_kind kind, sv_error *e)
+{
+    long long n = 1;
+    if (get_int(root, "n", 1, 1, &n, e))
+        return -1;
+    json_t *lp = json_object_get(root, "logprobs");
+    if (lp && !json_is_null(lp) && !json_is_false(lp) && !(json_is_integer(lp) && json_integer_value(lp) == 0))
+        return bad(e, "logprobs", "logprobs are not served yet; ask for per-token logits digests with "
+                                  "\"detinfer\": {\"logits_digests\": true}");
+    if (kind == SV_CHAT) {
+        json_t *tl = json_object_get(root, "top_logprobs");
+        if (tl && !json_is_null(tl) && !(json_is_integer(tl) && json_integer_value(tl) == 0))
+            return bad(e, "top_logprobs", "logprobs are not served yet");
+    }
+    int echo = 0;
+    if (get_bool(root, "echo", &echo, e))
+        return -1;
+    if (echo)
+        return bad(e, "echo", "'echo' is not supported");
+    json_t *bias = json_object_get(root, "logit_bias");
+    if (bias && !json_is_null(bias) && !(json_is_object(bias) && json_object_size(bias) == 0))
+        return bad(e, "logit_bias", "'logit_bias' is not supported (only null or {})");
+    json_t *suffix = json_object_get(root, "suffix");
+    if (suffix && !json_is_null(suffix) && !(json_is_string(suffix) && json_string_length(suffix) == 0))
+        return bad(e, "suffix", "'suffix' is not supported");
+    long long best_of = 1;
+    if (get_int(root, "best_of", 1, 1, &best_of, e))
+        return -1;
+    json_t *so = json_object_get(root, "stream_options");
+    if (so && !json_is_null(so) && !json_is_object(so))
+        return bad(e, "stream_options", "'stream_options' must be an object");
+    json_t *model = json_object_get(root, "model");
+    if (model && !json_is_string(model))
+        return bad(e, "model", "'model' must be a string");
+    json_t *user = json_object_get(root, "user");
+    if (user && !json_is_string(user))
+        return bad(e, "user", "'user' must be a string");
+    return 0;
+}
+
+static int get_detinfer_options(json_t *root, sv_request *r, sv_error *e)
+{
+    json_t *d = json_object_get(root, "detinfer");
+    if (!d || json_is_null(d))
+        return 0;
+    if (!json_is_object(d))
+        return bad(e, "detinfer", "'detinfer' must be an object, e.g. {\"logits_digests\": true}");
+    const char *key;
+    json_t *value;
+    json_object_foreach(d, key, value) if (strcmp(key, "logits_digests")) return bad(
+        e, "detinfer", "unknown field 'detinfer.%s' (known: logits_digests)", key);
+    return get_bool(d, "logits_digests", &r->want_logits_digests, e);
+}
+
+static void new_id(sv_request *r)
+{
+    static unsigned long long counter;
+    unsigned long long n = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+    r->created = (long long)time(NULL);
+    snprintf(r->id, sizeof r->id, "%s-%llx-%llu", r->kind == SV_CHAT ? "chatcmpl" : "cmpl", r->created, n);
+}
+
+int sv_request_parse(sv_server *s, sv_kind kind, const char *body, size_t len, sv_request **out, sv_error *e)
+{
+    *out = NULL;
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return bad(e, NULL, "the body is not valid JSON (line %d, column %d): %s", jerr.line, jerr.column,
+                   jerr.text);
+    sv_request *r = calloc(1, sizeof *r);
+    if (!r) {
+        json_decref(root);
+        return bad(e, NULL, "out of memory");
+    }
+    r->kind = kind;
+    r->refs = 1;
+    /* OpenAI's default for completions; a chat's default is what fits (below). */
+    long long max_tokens = kind == SV_CHAT ? -1 : 16;
+    int rc = -1;
+    if (!json_is_object(root)) {
+        bad(e, NULL, "the body must be a JSON object");
+        goto out;
+    }
+    if (check_known_fields(root, kind, e) || check_unsupported(root, kind, e) ||
+        get_bool(root, "stream", &r->stream, e) || get_detinfer_options(root, r, e) || get_stops(root, r, e) ||
+        get_sampling(s, root, r, e))
+        goto out;
+    const char *mt_name = "max_tokens";
+    if (kind == SV_CHAT && json_object_get(root, "max_completion_tokens") &&
+        !json_is_null(json_object_get(root, "max_completion_tokens")))
+        mt_name = "max_completion_tokens";
+    if (get_int(root, mt_name, 1, s->cfg.max_tokens, &max_tokens, e)) {
+        if (json_is_integer(json_object_get(root, mt_name)) && json_integer_value(json_object_get(root, mt_name)) >= 1)
+            bad(e, mt_name, "'%s' is %lld; this server's cap is %ld (--max-tokens)", mt_name,
+                json_integer_value(json_object_get(root, mt_name)), s->cfg.max_tokens);
+        goto out;
+    }
+    if ((kind == SV_CHAT ? get_messages(s, root, r, e) : get_prompt(s, root, r, e)))
+        goto out;
+    if (r->n_prompt == 0) {
+        bad(e, kind == SV_CHAT ? "messages" : "prompt", "the prompt gives no tokens");
+        goto out;
+    }
+    if (max_tokens < 0) /* a chat without max_tokens: up to the cap, within the context */
+        max_tokens = s->context - r->n_prompt < s->cfg.max_tokens ? s->context - r->n_prompt : s->cfg.max_tokens;
+    if (max_tokens < 1 || (long long)r->n_prompt + max_tokens > s->context) {
+        bad(e, mt_name, "the prompt's %u tokens and %s %lld exceed the context of %lld tokens", r->n_prompt,
+            mt_name, max_tokens, (long long)s->context);
+        goto out;
+    }
+    r->max_tokens = (uint32_t)max_tokens;
+    r->out = calloc(r->max_tokens, sizeof *r->out);
+    r->digests = calloc(r->max_tokens, sizeof *r->digests);
+    if (!r->out || !r->digests) {
+        bad(e, NULL, "out of memory");
+        goto out;
+    }
+    new_id(r);
+    rc = 0;
+out:
+    json_decref(root);
+    if (rc)
+        sv_request_free(r);
+    else
+        *out = r;
+    return rc;
+}
+
+void sv_request_free(sv_request *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->n_stops; i++)
+        free(r->stops[i]);
+    free(r->stops);
+    free(r->prompt);
+    free(r->out);
+    free(r->digests);
+    free(r->text);
+    free(r);
+}
+
+/* ---- Text ------------------------------------------------------------------ */
+
+static size_t utf8_seq_len(unsigned char c)
+{
+    return c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+}
+
+size_t sv_utf8_complete_prefix(const char *text, size_t len)
+{
+    /* Look back at most 3 bytes for a lead byte whose sequence runs past len. */
+    for (size_t back = 1; back <= 4 && back <= len; back++) {
+        unsigned char c = (unsigned char)text[len - back];
+        if ((c & 0xC0) == 0x80)
+            continue; /* continuation byte */
+        size_t need = utf8_seq_len(c);
+        return need > back ? len - back : len;
+    }
+    return len;
+}
+
+json_t *sv_json_text(const char *text, size_t len)
+{
+    json_t *v = json_stringn(text, len);
+    if (v)
+        return v;
+    /* Not valid UTF-8 (a byte token, or a stop cut inside a character): each
+     * bad byte becomes U+FFFD. */
+    char *clean = malloc(len * 3 + 1);
+    if (!clean)
+        return json_string("");
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_seq_len((unsigned char)text[i]);
+        json_t *probe = n && i + n <= len ? json_stringn(text + i, n) : NULL;
+        if (probe) {
+            memcpy(clean + o, text + i, n);
+            o += n;
+            i += n;
+            json_decref(probe);
+        } else {
+            memcpy(clean + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        }
+    }
+    v = json_stringn(clean, o);
+    free(clean);
+    return v ? v : json_string("");
+}
+
+/* ---- Responses -------------------------------------------------------------- */
+
+static json_t *hex(const di_digest *d)
+{
+    char h[DI_DIGEST_HEX_SIZE];
+    dt_hex(d, h);
+    return json_string(h);
+}
+
+json_t *sv_detinfer_object(const sv_server *s, const sv_request *r)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "sequence_digest", hex(&r->sequence));
+    json_object_set_new(o, "prompt_tokens", json_integer(r->n_prompt));
+    json_t *toks = json_array();
+    for (uint32_t i = 0; i < r->n_out; i++)
+        json_array_append_new(toks, json_integer(r->out[i]));
+    json_object_set_new(o, "completion_token_ids", toks);
+    if (r->want_logits_digests) {
+        json_t *d = json_array();
+        for (uint32_t i = 0; i < r->n_out; i++)
+            json_array_append_new(d, hex(&r->digests[i]));
+        json_object_set_new(o, "logits_digests", d);
+    }
+    json_object_set_new(o, "sampling", json_string(r->sampled ? "sampled" : "greedy"));
+    json_t *fp = json_object();
+    json_object_set_new(fp, "library_version", json_string(di_version_string()));
+    json_object_set_new(fp, "backend", json_string(s->backend_info));
+    json_object_set_new(fp, "model_digest", json_string(s->model_digest));
+    json_object_set_new(o, "fingerprint", fp);
+    return o;
+}
+
+static json_t *usage(const sv_request *r)
+{
+    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)r->n_prompt, "completion_tokens",
+                     (json_int_t)r->n_out, "total_tokens", (json_int_t)(r->n_prompt + r->n_out));
+}
+
+static json_t *envelope(const sv_server *s, const sv_request *r, const char *object)
+{
+    return json_pack("{s:s, s:s, s:I, s:s}", "id", r->id, "object", object, "created", (json_int_t)r->created,
+                     "model", s->cfg.model_name);
+}
+
+static char *dump(json_t *root)
+{
+    char *text = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    return text;
+}
+
+char *sv_response_json(const sv_server *s, const sv_request *r)
+{
+    int chat = r->kind == SV_CHAT;
+    json_t *root = envelope(s, r, chat ? "chat.completion" : "text_completion");
+    json_t *choice = json_object();
+    json_object_set_new(choice, "index", json_integer(0));
+    json_t *text = sv_json_text(r->text ? r->text : "", r->text_visible);
+    if (chat)
+        json_object_set_new(choice, "message", json_pack("{s:s, s:o}", "role", "assistant", "content", text));
+    else
+        json_object_set_new(choice, "text", text);
+    json_object_set_new(choice, "logprobs", json_null());
+    json_object_set_new(choice, "finish_reason", json_string(r->finish_reason ? r->finish_reason : "length"));
+    json_object_set_new(root, "choices", json_pack("[o]", choice));
+    json_object_set_new(root, "usage", usage(r));
+    json_object_set_new(root, "detinfer", sv_detinfer_object(s, r));
+    return dump(root);
+}
+
+char *sv_chunk_json(const sv_server *s, const sv_request *r, const char *delta, size_t delta_len,
+                    const char *finish, int final)
+{
+    int chat = r->kind == SV_CHAT;
+    json_t *root = envelope(s, r, chat ? "chat.completion.chunk" : "text_completion");
+    json_t *choice = json_object();
+    json_object_set_new(choice, "index", json_integer(0));
+    json_t *text = sv_json_text(delta, delta_len);
+    if (chat) {
+        json_t *d = json_object();
+        if (!final)
+            json_object_set_new(d, "role", json_string("assistant"));
+        if (delta_len || !final)
+            json_object_set_new(d, "content", text);
+        else
+            json_decref(text);
+        json_object_set_new(choice, "delta", d);
+    } else {
+        json_object_set_new(choice, "text", text);
+    }
+    json_object_set_new(choice, "logprobs", json_null());
+    json_object_set_new(choice, "finish_reason", finish ? json_string(finish) : json_null());
+    json_object_set_new(root, "choices", json_pack("[o]", choice));
+    if (final) {
+        json_object_set_new(root, "usage", usage(r));
+        json_object_set_new(root, "detinfer", sv_detinfer_object(s, r));
+    }
+    return dump(root);
+}
+
+char *sv_error_json(const sv_error *e)
+{
+    /* The message and param may quote the request, cut to fit: sv_json_text
+     * keeps them valid UTF-8. */
+    json_t *err = json_object();
+    json_object_set_new(err, "message", sv_json_text(e->message, strlen(e->message)));
+    json_object_set_new(err, "type", json_string(e->type ? e->type : "error"));
+    json_object_set_new(err, "param", e->param[0] ? sv_json_text(e->param, strlen(e->param)) : json_null());
+    json_object_set_new(err, "code", json_null());
+    return dump(json_pack("{s:o}", "error", err));
+}
