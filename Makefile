@@ -73,6 +73,13 @@ $(EXAMPLE): examples/generate.c include/detinfer.h $(SHARED)
 	$(CC) -std=c11 -Wall -Wextra $(CFLAGS) -Iinclude $< -o $@ $(LDFLAGS) -L$(dir $(SHARED)) -ldetinfer \
 	    -Wl,-rpath,$(abspath $(dir $(SHARED)))
 
+# A host linked with -ffast-math (crtfastmath sets FTZ|DAZ): check_fpenv.c.
+FASTMATH := $(BUILD)/tests/fpenv_fastmath
+$(FASTMATH): tests/fpenv_fastmath.c include/detinfer.h $(SHARED)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -Wall -Wextra -O2 -ffast-math -Iinclude $< -o $@ $(LDFLAGS) -L$(dir $(SHARED)) -ldetinfer \
+	    -Wl,-rpath,$(abspath $(dir $(SHARED)))
+
 $(TEST_BIN): $(TEST_SRC) $(wildcard tests/*.h) $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(DI_CFLAGS) $(CFLAGS) -Itests $(TEST_SRC) $(STATIC) -o $@ $(LDFLAGS) -lcheck -lsubunit $(LIBS) -lrt
@@ -103,11 +110,11 @@ $(MODELS)/real.txt: tools/fetch-model.sh tests/tools/reference.py
 # The CUDA suite uses the plugin when `make cuda` built it, nvcc's host build of the
 # shared numerics when nvcc is here (cuda-numerics says so when it is not), and the
 # plugin's source run on the CPU (kernels/cuda.mk, tests/cuda_emu).
-check: $(TEST_BIN) $(EXAMPLE) $(SHARED) $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt detinfer \
+check: $(TEST_BIN) $(EXAMPLE) $(FASTMATH) $(SHARED) $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt detinfer \
        cuda-numerics cuda-emu
 	DI_TEST_MODELS=$(abspath $(MODELS)) DI_TEST_EXAMPLE=$(abspath $(EXAMPLE)) \
 	DI_TEST_CUDA_PLUGIN=$(abspath $(CUDA_PLUGIN)) DI_TEST_NUMERICS_NVCC=$(abspath $(NUMERICS_NVCC)) \
-	DI_TEST_CUDA_EMU=$(abspath $(CUDA_EMU)) \
+	DI_TEST_CUDA_EMU=$(abspath $(CUDA_EMU)) DI_TEST_FASTMATH=$(abspath $(FASTMATH)) \
 	DI_TEST_ROOT=$(CURDIR) DI_TEST_SANITIZE=$(SANITIZE) \
 	DI_TEST_REAL_MODEL="$$(cat $(MODELS)/real.txt)" DI_TEST_REAL_REF=$(abspath $(MODELS))/real.ref \
 	$(TEST_BIN)
