@@ -87,6 +87,11 @@ $(TEST_BIN): $(TEST_SRC) $(wildcard tests/*.h) $(STATIC)
 $(MODELS)/models.txt: $(wildcard tests/tools/*.py)
 	$(PYTHON) tests/tools/make_test_models.py $(MODELS) --force
 
+# mpmath's values of the RoPE functions of lib/numerics.h (check_rope.c).
+$(MODELS)/rope_reference.txt: tests/tools/rope_reference.py
+	@mkdir -p $(MODELS)
+	$(PYTHON) $< $@
+
 # Small GGUF files with synthetic tokenizers; --check-goldens fails if they no
 # longer match the ones the llama.cpp goldens were recorded on.
 $(MODELS)/tokenizers.txt: tests/tools/make_tokenizer_models.py tests/tools/make_model.py \
@@ -110,11 +115,12 @@ $(MODELS)/real.txt: tools/fetch-model.sh tests/tools/reference.py
 # The CUDA suite uses the plugin when `make cuda` built it, nvcc's host build of the
 # shared numerics when nvcc is here (cuda-numerics says so when it is not), and the
 # plugin's source run on the CPU (kernels/cuda.mk, tests/cuda_emu).
-check: $(TEST_BIN) $(EXAMPLE) $(FASTMATH) $(SHARED) $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt detinfer \
+check: $(TEST_BIN) $(EXAMPLE) $(FASTMATH) $(SHARED) $(MODELS)/models.txt $(MODELS)/rope_reference.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt detinfer \
        cuda-numerics cuda-emu
 	DI_TEST_MODELS=$(abspath $(MODELS)) DI_TEST_EXAMPLE=$(abspath $(EXAMPLE)) \
 	DI_TEST_CUDA_PLUGIN=$(abspath $(CUDA_PLUGIN)) DI_TEST_NUMERICS_NVCC=$(abspath $(NUMERICS_NVCC)) \
 	DI_TEST_CUDA_EMU=$(abspath $(CUDA_EMU)) DI_TEST_FASTMATH=$(abspath $(FASTMATH)) \
+	DI_TEST_SHARED=$(abspath $(SHARED)) \
 	DI_TEST_ROOT=$(CURDIR) DI_TEST_SANITIZE=$(SANITIZE) \
 	DI_TEST_REAL_MODEL="$$(cat $(MODELS)/real.txt)" DI_TEST_REAL_REF=$(abspath $(MODELS))/real.ref \
 	$(TEST_BIN)
