@@ -41,7 +41,9 @@ LIB_SRC := $(wildcard lib/*.c)
 LIB_OBJ := $(LIB_SRC:lib/%.c=$(BUILD)/lib/%.o)
 SONAME  := libdetinfer.so.$(ABI)
 SHARED  := lib/libdetinfer.so.$(VERSION)
-ifeq ($(SANITIZE),1)
+# Any build but the default one (sanitizers, CC=clang BUILD=build-clang,
+# check-tsan, ...) keeps its shared library in its own directory.
+ifneq ($(BUILD),build)
 SHARED  := $(BUILD)/libdetinfer.so.$(VERSION)
 endif
 STATIC  := $(BUILD)/libdetinfer.a
