@@ -33,6 +33,12 @@ ifeq ($(SANITIZE),1)
 BUILD   ?= build-san
 CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
+else ifeq ($(SANITIZE),thread)
+# ThreadSanitizer: lib/cpu_clones.h drops target_clones (IFUNC resolvers crash
+# under TSan at load) by itself, for any build with -fsanitize=thread.
+BUILD   ?= build-tsan
+CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
+LDFLAGS += -fsanitize=thread
 else
 BUILD   ?= build
 endif
@@ -54,7 +60,7 @@ MODELS   := $(BUILD)/models
 EXAMPLE  := $(BUILD)/examples/generate
 CACHE    ?= $(HOME)/.cache/detinfer
 
-.PHONY: all check check-peer peer-venv bench-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
+.PHONY: all check check-tsan check-peer peer-venv bench-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
 all: $(SHARED) $(EXAMPLE) detinfer
 
 $(BUILD)/lib/%.o: lib/%.c $(wildcard lib/*.h) include/detinfer.h
@@ -177,6 +183,17 @@ bench: detinfer
 
 deps:
 	bash tools/setup.sh
+
+# The library and a program built with -fsanitize=thread: one model shared by
+# 4 threads, each with its own 2-thread session (tests/tsan_shared_model.c).
+TSAN_MODELS := gqa_untied_q8_0 gemma3_f32 mha_tied_q4_1
+check-tsan: $(MODELS)/models.txt
+	$(MAKE) SANITIZE=thread build-tsan/libdetinfer.so.$(VERSION)
+	$(CC) -std=c11 -Wall -Wextra -O1 -g -fsanitize=thread -Iinclude tests/tsan_shared_model.c \
+	    -o build-tsan/tsan_shared_model -Lbuild-tsan -ldetinfer -Wl,-rpath,$(abspath build-tsan) -lpthread
+	@for m in $(TSAN_MODELS); do \
+	    TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/tsan_shared_model \
+	        $(MODELS)/$$m.gguf $(MODELS)/$$m.tokens || exit 1; done
 
 # libdetinfer against llama.cpp on the real model. llama.cpp comes from the
 # llama-cpp-python package (it builds llama.cpp during pip install: ~20 min on
