@@ -60,7 +60,7 @@ MODELS   := $(BUILD)/models
 EXAMPLE  := $(BUILD)/examples/generate
 CACHE    ?= $(HOME)/.cache/detinfer
 
-.PHONY: all check check-tsan check-peer peer-venv bench-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
+.PHONY: all check check-tsan check-portability golden-digests check-peer peer-venv bench-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
 all: $(SHARED) $(EXAMPLE) detinfer
 
 $(BUILD)/lib/%.o: lib/%.c $(wildcard lib/*.h) include/detinfer.h
@@ -87,6 +87,20 @@ $(FASTMATH): tests/fpenv_fastmath.c include/detinfer.h $(SHARED)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -Wall -Wextra -O2 -ffast-math -Iinclude $< -o $@ $(LDFLAGS) -L$(dir $(SHARED)) -ldetinfer \
 	    -Wl,-rpath,$(abspath $(dir $(SHARED)))
+
+# The digest program of the golden digests and of check-portability.
+DIGESTS := $(BUILD)/tests/digests
+$(DIGESTS): tests/portability/digests.c include/detinfer.h $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(DI_CFLAGS) $(CFLAGS) $< $(STATIC) -o $@ $(LDFLAGS) $(LIBS)
+
+# Golden digests (check_golden.c): recorded only when DI_NUMERICS_VERSION
+# changes on purpose (docs/DETERMINISM.md), from the reference build.
+golden-digests: $(DIGESTS) $(MODELS)/models.txt $(MODELS)/real.txt
+	@mkdir -p tests/data/golden_digests
+	tests/portability/cases.sh $(MODELS) "$$(cat $(MODELS)/real.txt)" > $(BUILD)/golden_cases.txt
+	$(DIGESTS) $(BUILD)/golden_cases.txt > tests/data/golden_digests/digests.txt
+	cd $(MODELS) && sha256sum $$(sed 's/$$/.gguf/' models.txt) > $(CURDIR)/tests/data/golden_digests/models.sha256
 
 $(TEST_BIN): $(TEST_SRC) $(wildcard tests/*.h) $(STATIC)
 	@mkdir -p $(dir $@)
@@ -123,12 +137,12 @@ $(MODELS)/real.txt: tools/fetch-model.sh tests/tools/reference.py
 # The CUDA suite uses the plugin when `make cuda` built it, nvcc's host build of the
 # shared numerics when nvcc is here (cuda-numerics says so when it is not), and the
 # plugin's source run on the CPU (kernels/cuda.mk, tests/cuda_emu).
-check: $(TEST_BIN) $(EXAMPLE) $(FASTMATH) $(SHARED) $(MODELS)/models.txt $(MODELS)/rope_reference.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt detinfer \
+check: $(TEST_BIN) $(EXAMPLE) $(FASTMATH) $(DIGESTS) $(SHARED) $(MODELS)/models.txt $(MODELS)/rope_reference.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt detinfer \
        cuda-numerics cuda-emu
 	DI_TEST_MODELS=$(abspath $(MODELS)) DI_TEST_EXAMPLE=$(abspath $(EXAMPLE)) \
 	DI_TEST_CUDA_PLUGIN=$(abspath $(CUDA_PLUGIN)) DI_TEST_NUMERICS_NVCC=$(abspath $(NUMERICS_NVCC)) \
 	DI_TEST_CUDA_EMU=$(abspath $(CUDA_EMU)) DI_TEST_FASTMATH=$(abspath $(FASTMATH)) \
-	DI_TEST_SHARED=$(abspath $(SHARED)) \
+	DI_TEST_SHARED=$(abspath $(SHARED)) DI_TEST_DIGESTS=$(abspath $(DIGESTS)) \
 	DI_TEST_ROOT=$(CURDIR) DI_TEST_SANITIZE=$(SANITIZE) \
 	DI_TEST_REAL_MODEL="$$(cat $(MODELS)/real.txt)" DI_TEST_REAL_REF=$(abspath $(MODELS))/real.ref \
 	$(TEST_BIN)
@@ -184,6 +198,15 @@ bench: detinfer
 deps:
 	bash tools/setup.sh
 
+# The library and tests/portability/digests.c built with gcc and clang, -O0 and
+# -O3, glibc and musl, x86-64 and aarch64 (qemu-user), compared with the
+# reference build (gcc -O3 glibc x86-64): a table build x model x result.
+# tests/portability/setup.sh installs the compilers and qemu.
+check-portability: $(STATIC) $(MODELS)/models.txt $(MODELS)/real.txt
+	bash tests/portability/setup.sh
+	DI_CFLAGS="$(DI_CFLAGS)" DI_REF_STATIC=$(abspath $(STATIC)) \
+	    bash tests/portability/run.sh $(abspath $(MODELS)) "$$(cat $(MODELS)/real.txt)" $(abspath build-port)
+
 # The library and a program built with -fsanitize=thread: one model shared by
 # 4 threads, each with its own 2-thread session (tests/tsan_shared_model.c).
 TSAN_MODELS := gqa_untied_q8_0 gemma3_f32 mha_tied_q4_1
@@ -229,7 +252,7 @@ abi-check: $(SHARED)
 	abidiff --headers-dir2 include abi/libdetinfer.abi $(SHARED)
 
 clean:
-	rm -rf build build-san lib/libdetinfer.so*
+	rm -rf build build-san build-tsan build-clang build-port lib/libdetinfer.so*
 
 # The detinfer command (tools/): its rules live in their own file.
 include tools/detinfer.mk

@@ -9,10 +9,15 @@
 #ifndef DI_CPU_CLONES_H
 #define DI_CPU_CLONES_H
 
-/* ThreadSanitizer cannot run IFUNC resolvers while ld.so relocates the
- * library (its runtime is not initialised yet): a TSan build gets the
- * baseline copy only. The SIMD paths (cpu_ops.c) are chosen at run time and
- * stay. */
+#include <stdlib.h> /* __GLIBC__ */
+
+/* Only one (baseline) copy where the clones' IFUNC resolvers cannot run:
+ * musl's loader has no IFUNC (a static musl program jumps to nowhere), and
+ * ThreadSanitizer's runtime is not initialised yet while ld.so relocates the
+ * library. The SIMD paths (cpu_ops.c) are chosen at run time and stay. */
+#if !defined(__GLIBC__)
+#define DI_NO_CLONES 1
+#endif
 #if defined(__SANITIZE_THREAD__)
 #define DI_NO_CLONES 1
 #elif defined(__has_feature)
