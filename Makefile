@@ -60,7 +60,7 @@ MODELS   := $(BUILD)/models
 EXAMPLE  := $(BUILD)/examples/generate
 CACHE    ?= $(HOME)/.cache/detinfer
 
-.PHONY: all check check-tsan check-portability golden-digests check-peer peer-venv bench-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
+.PHONY: all check check-tsan check-baseline check-portability golden-digests check-peer peer-venv bench-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
 all: $(SHARED) $(EXAMPLE) detinfer
 
 $(BUILD)/lib/%.o: lib/%.c $(wildcard lib/*.h) include/detinfer.h
@@ -206,6 +206,21 @@ check-portability: $(STATIC) $(MODELS)/models.txt $(MODELS)/real.txt
 	bash tests/portability/setup.sh
 	DI_CFLAGS="$(DI_CFLAGS)" DI_REF_STATIC=$(abspath $(STATIC)) \
 	    bash tests/portability/run.sh $(abspath $(MODELS)) "$$(cat $(MODELS)/real.txt)" $(abspath build-port)
+
+# The baseline copy of every target_clones function (DI_NO_CLONES) and glibc's
+# software fmaf (GLIBC_TUNABLES hides AVX2, FMA and AVX-512 from glibc's own
+# IFUNCs; glibc 2.33+ names), on the scalar path: the suites that compare
+# digests with references and goldens must pass unchanged.
+BASELINE_SUITES := golden reference kernels determinism-scalar fpenv
+check-baseline: $(MODELS)/models.txt $(MODELS)/real.txt $(MODELS)/rope_reference.txt
+	$(MAKE) BUILD=build-baseline CFLAGS="-O3 -g -DDI_NO_CLONES" MODELS=$(abspath $(MODELS)) \
+	    build-baseline/tests/check_detinfer build-baseline/tests/digests build-baseline/tests/fpenv_fastmath
+	@for s in $(BASELINE_SUITES); do \
+	    GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2,-FMA,-AVX512F DETINFER_CPU_PATH=scalar CK_RUN_SUITE=$$s \
+	    DI_TEST_MODELS=$(abspath $(MODELS)) DI_TEST_ROOT=$(CURDIR) DI_TEST_DIGESTS=$(abspath build-baseline/tests/digests) \
+	    DI_TEST_FASTMATH=$(abspath build-baseline/tests/fpenv_fastmath) \
+	    DI_TEST_REAL_MODEL="$$(cat $(MODELS)/real.txt)" DI_TEST_REAL_REF=$(abspath $(MODELS))/real.ref \
+	    build-baseline/tests/check_detinfer || exit 1; done
 
 # The library and a program built with -fsanitize=thread: one model shared by
 # 4 threads, each with its own 2-thread session (tests/tsan_shared_model.c).
