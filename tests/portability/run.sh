@@ -18,19 +18,9 @@ models=$1 real=$2 out=$3
 mkdir -p "$out"
 cd "$root"
 
-# ---- the cases: each weight type's generated model, other families, the real model
+# ---- the cases (those of the golden digests): tests/portability/cases.sh
 cases=$out/cases.txt
-: > "$cases"
-for m in mha_tied_f32 mha_tied_f16 mha_tied_bf16 mha_tied_q8_0 mha_tied_q4_0 mha_tied_q4_1 \
-         mha_tied_q5_0 mha_tied_q5_1 gqa_untied_q8_0 odd_f32 qwen2_q8_0 gemma3_q8_0; do
-    ids=$(tr -s ' \n' ',,' < "$models/$m.tokens" | sed 's/,$//')
-    printf '%s\t%s\tids:%s\t4\n' "$m" "$models/$m.gguf" "$ids" >> "$cases"
-done
-if [ -n "$real" ]; then
-    # BOS + "The capital of France is", as ids, then the same text tokenized
-    printf 'real\t%s\tids:2,818,5279,529,7001,563\t2\n' "$real" >> "$cases"
-    printf 'real-tokens\t%s\ttext:The capital of France is\t-1\n' "$real" >> "$cases"
-fi
+tests/portability/cases.sh "$models" "$real" > "$cases" || exit 1
 
 # ---- the builds: name, compiler, flags, extra sources, libraries, runner, environment
 base_flags="${DI_CFLAGS:--std=c11 -D_GNU_SOURCE -ffp-contract=off -fno-fast-math -DDI_BUILDING_LIBRARY -Iinclude -Ilib}"
