@@ -176,6 +176,13 @@ DI_HD float di_rms_scale(float sum_sq, uint32_t n, float eps)
 
 typedef struct di_dd { double hi, lo; } di_dd;
 
+/* A double as a double-double (no compound literal: nvcc compiles C++). */
+DI_HD di_dd di_dd_of(double x)
+{
+    const di_dd r = {x, 0.0};
+    return r;
+}
+
 /* a + b exactly (Knuth's two-sum). */
 DI_HD di_dd di_dd_two_sum(double a, double b)
 {
@@ -215,12 +222,12 @@ DI_HD di_dd di_dd_mul(di_dd a, di_dd b)
 DI_HD di_dd di_dd_div(di_dd a, di_dd b)
 {
     const double q1 = a.hi / b.hi;
-    di_dd r = di_dd_add(a, di_dd_mul(b, (di_dd){-q1, 0.0}));
+    di_dd r = di_dd_add(a, di_dd_mul(b, di_dd_of(-q1)));
     const double q2 = r.hi / b.hi;
-    r = di_dd_add(r, di_dd_mul(b, (di_dd){-q2, 0.0}));
+    r = di_dd_add(r, di_dd_mul(b, di_dd_of(-q2)));
     const double q3 = r.hi / b.hi;
     const di_dd q = di_dd_two_sum(q1, q2);
-    return di_dd_add(q, (di_dd){q3, 0.0});
+    return di_dd_add(q, di_dd_of(q3));
 }
 
 DI_HD double di_double_from_bits(uint64_t bits)
@@ -237,9 +244,9 @@ DI_HD uint64_t di_bits_from_double(double d)
     return bits;
 }
 
-/* ln 2 = DI_LN2_HI + DI_LN2_LO */
-#define DI_LN2_HI 0x1.62e42fefa39efp-1
-#define DI_LN2_LO 0x1.abc9e3b39803fp-56
+/* ln 2 = DI_LN2_HI + DI_LN2_LO (17 digits: each converts to one exact binary64) */
+#define DI_LN2_HI 0.69314718055994529
+#define DI_LN2_LO 2.3190468138462996e-17
 
 /* ln(x) for a finite x > 0 of normal range, in double-double:
  * x = 2^m f with f in [sqrt(1/2), sqrt(2)), ln f = 2 atanh(u), u = (f-1)/(f+1). */
@@ -255,9 +262,9 @@ DI_HD di_dd di_dd_log(double x)
     const di_dd u = di_dd_div(di_dd_two_sum(f, -1.0), di_dd_two_sum(f, 1.0));
     const di_dd u2 = di_dd_mul(u, u);
     /* sum_{k>=0} u^(2k+1) / (2k+1), |u| < 0.172: 25 terms reach 2^-128 */
-    di_dd term = u, sum = {0.0, 0.0};
+    di_dd term = u, sum = di_dd_of(0.0);
     for (int k = 0; k < 25; k++) {
-        sum = di_dd_add(sum, di_dd_div(term, (di_dd){(double)(2 * k + 1), 0.0}));
+        sum = di_dd_add(sum, di_dd_div(term, di_dd_of((double)(2 * k + 1))));
         term = di_dd_mul(term, u2);
     }
     sum = di_dd_add(sum, sum); /* exact doubling */
@@ -273,9 +280,9 @@ DI_HD double di_dd_exp_to_double(di_dd y)
     di_dd r = di_dd_add(y, di_dd_two_prod(-k, DI_LN2_HI));
     r = di_dd_add(r, di_dd_two_prod(-k, DI_LN2_LO));
     /* sum r^n / n!, n <= 27: 0.35^28 / 28! < 2^-140 */
-    di_dd term = {1.0, 0.0}, sum = {1.0, 0.0};
+    di_dd term = di_dd_of(1.0), sum = di_dd_of(1.0);
     for (int n = 1; n <= 27; n++) {
-        term = di_dd_div(di_dd_mul(term, r), (di_dd){(double)n, 0.0});
+        term = di_dd_div(di_dd_mul(term, r), di_dd_of((double)n));
         sum = di_dd_add(sum, term);
     }
     /* round to double once, then scale by 2^k exactly (normal range) */
@@ -289,7 +296,7 @@ DI_HD double di_rope_inv_freq(double base, uint32_t i, uint32_t n_rot)
 {
     const double e = -2.0 * (double)i / (double)n_rot;
     const di_dd l = di_dd_log(base);
-    return di_dd_exp_to_double(di_dd_mul(l, (di_dd){e, 0.0}));
+    return di_dd_exp_to_double(di_dd_mul(l, di_dd_of(e)));
 }
 
 /* fdlibm's kernels (k_sin.c, k_cos.c: Sun Microsystems, freely usable):
@@ -315,10 +322,10 @@ DI_HD double di_kernel_cos(double x, double y)
     return w + (((1.0 - w) - hz) + (z * r - x * y));
 }
 
-/* pi/2 = P1 + P2 + P3 to 159 bits */
-#define DI_PIO2_1 0x1.921fb54442d18p+0
-#define DI_PIO2_2 0x1.1a62633145c07p-54
-#define DI_PIO2_3 -0x1.f1976b7ed8fbcp-110
+/* pi/2 = P1 + P2 + P3 to 159 bits (17 digits: exact binary64 each) */
+#define DI_PIO2_1 1.5707963267948966
+#define DI_PIO2_2 6.123233995736766e-17
+#define DI_PIO2_3 -1.4973849048591698e-33
 
 /* sin and cos of x, |x| < 2^30 (a RoPE angle: position times frequency).
  * x - k pi/2 is formed in double-double: k*P1 exactly, x - hi(k*P1) exactly
@@ -326,7 +333,7 @@ DI_HD double di_kernel_cos(double x, double y)
 DI_HD void di_sincos(double x, double *s, double *c)
 {
     const double k = (double)(int64_t)(x * 0.63661977236758134 + (x < 0 ? -0.5 : 0.5));
-    di_dd r = {x, 0.0};
+    di_dd r = di_dd_of(x);
     if (k != 0.0) {
         const di_dd p1 = di_dd_two_prod(k, DI_PIO2_1);
         r = di_dd_two_sum(x - p1.hi, -p1.lo);
