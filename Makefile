@@ -3,6 +3,10 @@
 #   make                 libdetinfer.so (+ .a for the tests) and the example
 #   make check           the Check suite on generated models
 #   make check SANITIZE=1  the same under ASan + UBSan (objects in build-san/)
+#   make check-tsan      a TSan build: one model shared by 4 threads (build-tsan/)
+#   make check-baseline  the baseline target_clones copy and glibc's software fmaf
+#   make check-portability  gcc/clang, -O0/-O3, glibc/musl, x86-64/aarch64: digests vs the reference
+#   make golden-digests  rewrite tests/data/golden_digests (only with a DI_NUMERICS_VERSION bump)
 #   make install / uninstall   PREFIX, DESTDIR, libdir, includedir, pkgconfigdir
 #   make demo            the real model: greedy continuations with digests, then a short verify
 #   make bench           prefill/decode tokens per second: a generated 268M model and the real one
