@@ -215,7 +215,7 @@ check-portability: $(STATIC) $(MODELS)/models.txt $(MODELS)/real.txt
 # software fmaf (GLIBC_TUNABLES hides AVX2, FMA and AVX-512 from glibc's own
 # IFUNCs; glibc 2.33+ names), on the scalar path: the suites that compare
 # digests with references and goldens must pass unchanged.
-BASELINE_SUITES := golden reference kernels determinism-scalar fpenv
+BASELINE_SUITES := golden reference kernels paths fpenv
 check-baseline: $(MODELS)/models.txt $(MODELS)/real.txt $(MODELS)/rope_reference.txt
 	$(MAKE) BUILD=build-baseline CFLAGS="-O3 -g -DDI_NO_CLONES" MODELS=$(abspath $(MODELS)) \
 	    build-baseline/tests/check_detinfer build-baseline/tests/digests build-baseline/tests/fpenv_fastmath
