@@ -3,6 +3,10 @@
 #   make                 libdetinfer.so (+ .a for the tests) and the example
 #   make check           the Check suite on generated models
 #   make check SANITIZE=1  the same under ASan + UBSan (objects in build-san/)
+#   make check-tsan      a TSan build: one model shared by 4 threads (build-tsan/)
+#   make check-baseline  the baseline target_clones copy and glibc's software fmaf
+#   make check-portability  gcc/clang, -O0/-O3, glibc/musl, x86-64/aarch64: digests vs the reference
+#   make golden-digests  rewrite tests/data/golden_digests (only with a DI_NUMERICS_VERSION bump)
 #   make install / uninstall   PREFIX, DESTDIR, libdir, includedir, pkgconfigdir
 #   make demo            the real model: greedy continuations with digests, then a short verify
 #   make bench           prefill/decode tokens per second: a generated 268M model and the real one
@@ -39,6 +43,12 @@ ifeq ($(SANITIZE),1)
 BUILD   ?= build-san
 CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
+else ifeq ($(SANITIZE),thread)
+# ThreadSanitizer: lib/cpu_clones.h drops target_clones (IFUNC resolvers crash
+# under TSan at load) by itself, for any build with -fsanitize=thread.
+BUILD   ?= build-tsan
+CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
+LDFLAGS += -fsanitize=thread
 else
 BUILD   ?= build
 endif
@@ -47,7 +57,9 @@ LIB_SRC := $(wildcard lib/*.c)
 LIB_OBJ := $(LIB_SRC:lib/%.c=$(BUILD)/lib/%.o)
 SONAME  := libdetinfer.so.$(ABI)
 SHARED  := lib/libdetinfer.so.$(LIBFILE_VERSION)
-ifeq ($(SANITIZE),1)
+# Any build but the default one (sanitizers, CC=clang BUILD=build-clang,
+# check-tsan, ...) keeps its shared library in its own directory.
+ifneq ($(BUILD),build)
 SHARED  := $(BUILD)/libdetinfer.so.$(LIBFILE_VERSION)
 endif
 STATIC  := $(BUILD)/libdetinfer.a
@@ -58,7 +70,7 @@ MODELS   := $(BUILD)/models
 EXAMPLE  := $(BUILD)/examples/generate
 CACHE    ?= $(HOME)/.cache/detinfer
 
-.PHONY: all check check-peer peer-venv bench-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
+.PHONY: all check check-tsan check-baseline check-portability golden-digests check-peer peer-venv bench-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
 all: $(SHARED) $(EXAMPLE) detinfer
 
 $(BUILD)/lib/%.o: lib/%.c $(wildcard lib/*.h) include/detinfer.h
@@ -79,12 +91,38 @@ $(EXAMPLE): examples/generate.c include/detinfer.h $(SHARED)
 	$(CC) -std=c11 -Wall -Wextra $(CFLAGS) -Iinclude $< -o $@ $(LDFLAGS) -L$(dir $(SHARED)) -ldetinfer \
 	    -Wl,-rpath,$(abspath $(dir $(SHARED)))
 
+# A host linked with -ffast-math (crtfastmath sets FTZ|DAZ): check_fpenv.c.
+FASTMATH := $(BUILD)/tests/fpenv_fastmath
+$(FASTMATH): tests/fpenv_fastmath.c include/detinfer.h $(SHARED)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -Wall -Wextra -O2 -ffast-math -Iinclude $< -o $@ $(LDFLAGS) -L$(dir $(SHARED)) -ldetinfer \
+	    -Wl,-rpath,$(abspath $(dir $(SHARED)))
+
+# The digest program of the golden digests and of check-portability.
+DIGESTS := $(BUILD)/tests/digests
+$(DIGESTS): tests/portability/digests.c include/detinfer.h $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(DI_CFLAGS) $(CFLAGS) $< $(STATIC) -o $@ $(LDFLAGS) $(LIBS)
+
+# Golden digests (check_golden.c): recorded only when DI_NUMERICS_VERSION
+# changes on purpose (docs/DETERMINISM.md), from the reference build.
+golden-digests: $(DIGESTS) $(MODELS)/models.txt $(MODELS)/real.txt
+	@mkdir -p tests/data/golden_digests
+	tests/portability/cases.sh $(MODELS) "$$(cat $(MODELS)/real.txt)" > $(BUILD)/golden_cases.txt
+	$(DIGESTS) $(BUILD)/golden_cases.txt > tests/data/golden_digests/digests.txt
+	cd $(MODELS) && sha256sum $$(sed 's/$$/.gguf/' models.txt) > $(CURDIR)/tests/data/golden_digests/models.sha256
+
 $(TEST_BIN): $(TEST_SRC) $(wildcard tests/*.h) $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(DI_CFLAGS) $(CFLAGS) -Itests $(TEST_SRC) $(STATIC) -o $@ $(LDFLAGS) -lcheck -lsubunit $(LIBS) -lrt
 
 $(MODELS)/models.txt: $(wildcard tests/tools/*.py)
 	$(PYTHON) tests/tools/make_test_models.py $(MODELS) --force
+
+# mpmath's values of the RoPE functions of lib/numerics.h (check_rope.c).
+$(MODELS)/rope_reference.txt: tests/tools/rope_reference.py
+	@mkdir -p $(MODELS)
+	$(PYTHON) $< $@
 
 # Small GGUF files with synthetic tokenizers; --check-goldens fails if they no
 # longer match the ones the llama.cpp goldens were recorded on.
@@ -110,11 +148,12 @@ $(MODELS)/real.txt: tools/fetch-model.sh tests/tools/reference.py
 # The CUDA suite uses the plugin when `make cuda` built it, nvcc's host build of the
 # shared numerics when nvcc is here (cuda-numerics says so when it is not), and the
 # plugin's source run on the CPU (kernels/cuda.mk, tests/cuda_emu).
-check: $(TEST_BIN) $(EXAMPLE) $(SHARED) $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt detinfer \
+check: $(TEST_BIN) $(EXAMPLE) $(FASTMATH) $(DIGESTS) $(SHARED) $(MODELS)/models.txt $(MODELS)/rope_reference.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt detinfer \
        cuda-numerics cuda-emu
 	DI_TEST_MODELS=$(abspath $(MODELS)) DI_TEST_EXAMPLE=$(abspath $(EXAMPLE)) \
 	DI_TEST_CUDA_PLUGIN=$(abspath $(CUDA_PLUGIN)) DI_TEST_NUMERICS_NVCC=$(abspath $(NUMERICS_NVCC)) \
-	DI_TEST_CUDA_EMU=$(abspath $(CUDA_EMU)) \
+	DI_TEST_CUDA_EMU=$(abspath $(CUDA_EMU)) DI_TEST_FASTMATH=$(abspath $(FASTMATH)) \
+	DI_TEST_SHARED=$(abspath $(SHARED)) DI_TEST_DIGESTS=$(abspath $(DIGESTS)) \
 	DI_TEST_ROOT=$(CURDIR) DI_TEST_SANITIZE=$(SANITIZE) \
 	DI_TEST_REAL_MODEL="$$(cat $(MODELS)/real.txt)" DI_TEST_REAL_REF=$(abspath $(MODELS))/real.ref \
 	$(TEST_BIN)
@@ -194,6 +233,41 @@ bench: detinfer
 deps:
 	bash tools/setup.sh
 
+# The library and tests/portability/digests.c built with gcc and clang, -O0 and
+# -O3, glibc and musl, x86-64 and aarch64 (qemu-user), compared with the
+# reference build (gcc -O3 glibc x86-64): a table build x model x result.
+# tests/portability/setup.sh installs the compilers and qemu.
+check-portability: $(STATIC) $(MODELS)/models.txt $(MODELS)/real.txt
+	bash tests/portability/setup.sh
+	DI_CFLAGS="$(DI_CFLAGS)" DI_REF_STATIC=$(abspath $(STATIC)) \
+	    bash tests/portability/run.sh $(abspath $(MODELS)) "$$(cat $(MODELS)/real.txt)" $(abspath build-port)
+
+# The baseline copy of every target_clones function (DI_NO_CLONES) and glibc's
+# software fmaf (GLIBC_TUNABLES hides AVX2, FMA and AVX-512 from glibc's own
+# IFUNCs; glibc 2.33+ names), on the scalar path: the suites that compare
+# digests with references and goldens must pass unchanged.
+BASELINE_SUITES := golden reference kernels paths fpenv
+check-baseline: $(MODELS)/models.txt $(MODELS)/real.txt $(MODELS)/rope_reference.txt
+	$(MAKE) BUILD=build-baseline CFLAGS="-O3 -g -DDI_NO_CLONES" MODELS=$(abspath $(MODELS)) \
+	    build-baseline/tests/check_detinfer build-baseline/tests/digests build-baseline/tests/fpenv_fastmath
+	@for s in $(BASELINE_SUITES); do \
+	    GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2,-FMA,-AVX512F DETINFER_CPU_PATH=scalar CK_RUN_SUITE=$$s \
+	    DI_TEST_MODELS=$(abspath $(MODELS)) DI_TEST_ROOT=$(CURDIR) DI_TEST_DIGESTS=$(abspath build-baseline/tests/digests) \
+	    DI_TEST_FASTMATH=$(abspath build-baseline/tests/fpenv_fastmath) \
+	    DI_TEST_REAL_MODEL="$$(cat $(MODELS)/real.txt)" DI_TEST_REAL_REF=$(abspath $(MODELS))/real.ref \
+	    build-baseline/tests/check_detinfer || exit 1; done
+
+# The library and a program built with -fsanitize=thread: one model shared by
+# 4 threads, each with its own 2-thread session (tests/tsan_shared_model.c).
+TSAN_MODELS := gqa_untied_q8_0 gemma3_f32 mha_tied_q4_1
+check-tsan: $(MODELS)/models.txt
+	$(MAKE) SANITIZE=thread build-tsan/libdetinfer.so.$(VERSION)
+	$(CC) -std=c11 -Wall -Wextra -O1 -g -fsanitize=thread -Iinclude tests/tsan_shared_model.c \
+	    -o build-tsan/tsan_shared_model -Lbuild-tsan -ldetinfer -Wl,-rpath,$(abspath build-tsan) -lpthread
+	@for m in $(TSAN_MODELS); do \
+	    TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/tsan_shared_model \
+	        $(MODELS)/$$m.gguf $(MODELS)/$$m.tokens || exit 1; done
+
 # libdetinfer against llama.cpp on the real model. llama.cpp comes from the
 # llama-cpp-python package (it builds llama.cpp during pip install: ~20 min on
 # 2 cores) in a virtual environment in the cache, never in this repository.
@@ -234,7 +308,7 @@ abi-check: $(SHARED)
 	abidiff --headers-dir2 include abi/libdetinfer.abi $(SHARED)
 
 clean:
-	rm -rf build build-san lib/libdetinfer.so*
+	rm -rf build build-san build-tsan build-clang build-port lib/libdetinfer.so*
 
 # The detinfer command (tools/): its rules live in their own file.
 include tools/detinfer.mk

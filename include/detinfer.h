@@ -73,6 +73,12 @@ extern "C" {
 #define DI_VERSION_NUMBER (DI_VERSION_MAJOR * 10000 + DI_VERSION_MINOR * 100 + DI_VERSION_PATCH)
 #define DI_VERSION_STRING "0.2.0"
 #define DI_ABI_VERSION 1
+/* The numerics version: it changes when, and only when, a release changes
+ * the digest of any result on purpose (a new order of operations, a new
+ * function in lib/numerics.h), with a CHANGELOG entry that says which results
+ * change. Equal numerics versions give equal digests (docs/DETERMINISM.md,
+ * "Digests across releases"); di_build_info() names the library's. */
+#define DI_NUMERICS_VERSION 1
 
 #if defined(DI_BUILDING_LIBRARY) && defined(__GNUC__)
 #define DI_API __attribute__((visibility("default")))

@@ -6,8 +6,15 @@
 #include "cpu_ops.h"
 
 #ifdef DI_HAVE_X86_PATHS
-#pragma GCC target("avx2,fma,f16c")
 #include <immintrin.h>
+/* Every function below is compiled for these instructions (cpu_ops.c offers
+ * the path only where the CPU and OS have them all). GCC takes a target
+ * pragma; clang needs the attribute on each function, intrinsics included. */
+#ifdef __clang__
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC target("avx2,fma,f16c")
+#endif
 
 #define SIMD_NAME "avx2"
 #define SIMD_PATH DI_CPU_PATH_AVX2
@@ -95,4 +102,7 @@ static inline float lanes_tree(const vf *t)
 
 #include "cpu_simd_body.h"
 
+#ifdef __clang__
+#pragma clang attribute pop
+#endif
 #endif /* DI_HAVE_X86_PATHS */

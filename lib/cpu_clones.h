@@ -9,6 +9,23 @@
 #ifndef DI_CPU_CLONES_H
 #define DI_CPU_CLONES_H
 
+#include <stdlib.h> /* __GLIBC__ */
+
+/* Only one (baseline) copy where the clones' IFUNC resolvers cannot run:
+ * musl's loader has no IFUNC (a static musl program jumps to nowhere), and
+ * ThreadSanitizer's runtime is not initialised yet while ld.so relocates the
+ * library. The SIMD paths (cpu_ops.c) are chosen at run time and stay. */
+#if !defined(__GLIBC__)
+#define DI_NO_CLONES 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define DI_NO_CLONES 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DI_NO_CLONES 1
+#endif
+#endif
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DI_NO_CLONES)
 #define DI_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else

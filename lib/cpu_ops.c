@@ -1,8 +1,7 @@
 /*
- * cpu_ops.c — which CPU kernel path a session runs: what the CPU supports
- * (CPUID through GCC's __builtin_cpu_supports, which also checks that the OS
- * saves the vector registers), what the configuration asks for, and the
- * DETINFER_CPU_PATH variable.
+ * cpu_ops.c — which CPU kernel path a session runs: what the CPU and the OS
+ * support (CPUID and XGETBV, read here), what the configuration asks for, and
+ * the DETINFER_CPU_PATH variable.
  */
 #include "cpu_ops.h"
 
@@ -11,17 +10,67 @@
 
 #include "errors.h"
 
-static int cpu_has(di_cpu_path path)
+#ifdef DI_HAVE_X86_PATHS
+#include <cpuid.h>
+#endif
+
+uint32_t di_cpu_test_hidden_features;
+
+/* XCR0: which register state the OS saves on a context switch. */
+static uint64_t read_xcr0(void)
 {
 #ifdef DI_HAVE_X86_PATHS
-    __builtin_cpu_init();
-    if (path == DI_CPU_PATH_AVX2)
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (path == DI_CPU_PATH_AVX512)
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    uint32_t lo, hi;
+    __asm__ __volatile__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (uint64_t)hi << 32 | lo;
+#else
+    return 0;
 #endif
-    return path == DI_CPU_PATH_SCALAR;
+}
+
+uint32_t di_cpu_features(void)
+{
+    uint32_t f = 0;
+#ifdef DI_HAVE_X86_PATHS
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 0;
+    if (c & (1u << 12)) f |= DI_CPU_FMA;
+    if (c & (1u << 28)) f |= DI_CPU_AVX;
+    if (c & (1u << 29)) f |= DI_CPU_F16C;
+    if (c & (1u << 27)) { /* OSXSAVE: XGETBV may be used */
+        const uint64_t xcr0 = read_xcr0();
+        if ((xcr0 & 0x6) == 0x6) f |= DI_CPU_OS_AVX;        /* XMM and YMM state */
+        if ((xcr0 & 0xe6) == 0xe6) f |= DI_CPU_OS_AVX512;   /* and opmask, ZMM state */
+    }
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+        if (b & (1u << 5)) f |= DI_CPU_AVX2;
+        if (b & (1u << 16)) f |= DI_CPU_AVX512F;
+        if (b & (1u << 17)) f |= DI_CPU_AVX512DQ;
+        if (b & (1u << 30)) f |= DI_CPU_AVX512BW;
+        if (b & (1u << 31)) f |= DI_CPU_AVX512VL;
+    }
+#endif
+    return f & ~di_cpu_test_hidden_features;
+}
+
+/* What each path's instructions need (the target pragmas of cpu_avx2.c and
+ * cpu_avx512.c), the OS's register state included. */
+static const uint32_t path_needs[] = {
+    [DI_CPU_PATH_SCALAR] = 0,
+    [DI_CPU_PATH_AVX2] = DI_CPU_NEEDS_AVX2,
+    [DI_CPU_PATH_AVX512] = DI_CPU_NEEDS_AVX512,
+};
+
+static int cpu_has(di_cpu_path path)
+{
+    if (path == DI_CPU_PATH_SCALAR)
+        return 1;
+#ifdef DI_HAVE_X86_PATHS
+    if (path == DI_CPU_PATH_AVX2 || path == DI_CPU_PATH_AVX512)
+        return (di_cpu_features() & path_needs[path]) == path_needs[path];
+#endif
+    return 0;
 }
 
 const di_cpu_ops *di_cpu_ops_for(di_cpu_path path)

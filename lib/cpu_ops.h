@@ -46,6 +46,25 @@ typedef struct di_cpu_ops {
     uint32_t (*argmax)(const float *x, uint32_t n);
 } di_cpu_ops;
 
+/* CPU features the paths need (x86-64), as di_cpu_features reports them:
+ * CPUID's instruction sets, and whether the OS saves the registers. */
+enum {
+    DI_CPU_AVX = 1u << 0, DI_CPU_AVX2 = 1u << 1, DI_CPU_FMA = 1u << 2, DI_CPU_F16C = 1u << 3,
+    DI_CPU_OS_AVX = 1u << 4, /* XCR0: XMM and YMM state */
+    DI_CPU_AVX512F = 1u << 5, DI_CPU_AVX512BW = 1u << 6, DI_CPU_AVX512VL = 1u << 7,
+    DI_CPU_AVX512DQ = 1u << 8,
+    DI_CPU_OS_AVX512 = 1u << 9, /* XCR0: opmask and ZMM state too */
+};
+#define DI_CPU_NEEDS_AVX2 (DI_CPU_AVX | DI_CPU_AVX2 | DI_CPU_FMA | DI_CPU_F16C | DI_CPU_OS_AVX)
+#define DI_CPU_NEEDS_AVX512                                                                       \
+    (DI_CPU_NEEDS_AVX2 | DI_CPU_AVX512F | DI_CPU_AVX512BW | DI_CPU_AVX512VL | DI_CPU_AVX512DQ | \
+     DI_CPU_OS_AVX512)
+
+/* The features of this CPU and OS, less di_cpu_test_hidden_features (a test
+ * hook: check_paths.c hides one feature at a time). */
+uint32_t di_cpu_features(void);
+extern uint32_t di_cpu_test_hidden_features;
+
 /* The table for a path, or NULL when this CPU or build cannot run it. */
 const di_cpu_ops *di_cpu_ops_for(di_cpu_path path);
 

@@ -3,7 +3,6 @@
  * tables, the steps a layer is made of (forward_steps.h), and the pass
  * itself: embed, run the layers of the model's family, final norm, logits.
  */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,18 +20,21 @@ static float *alloc_floats(size_t n)
 }
 
 /* cos/sin of (pos * scale) * base^(-2i/n_rot), computed in double and
- * rounded once, for every position of the session. */
+ * rounded once, for every position of the session, with the library's own
+ * functions (numerics.h), never libm's: the tables are the same bits with
+ * every C library. */
 static void fill_rope_tables(di_forward *f, uint32_t set)
 {
     const di_model *m = f->model;
     const uint32_t half = m->n_rot / 2;
     const double base = m->rope_base[set], scale = m->rope_scale[set];
     for (uint32_t i = 0; i < half; i++) {
-        const double inv_freq = pow(base, -2.0 * (double)i / (double)m->n_rot);
+        const double inv_freq = di_rope_inv_freq(base, i, m->n_rot);
         for (uint32_t p = 0; p < f->ctx_len; p++) {
-            const double theta = (double)p * scale * inv_freq;
-            f->rope_cos[set][(size_t)p * half + i] = (float)cos(theta);
-            f->rope_sin[set][(size_t)p * half + i] = (float)sin(theta);
+            double s, c;
+            di_sincos((double)p * scale * inv_freq, &s, &c);
+            f->rope_cos[set][(size_t)p * half + i] = (float)c;
+            f->rope_sin[set][(size_t)p * half + i] = (float)s;
         }
     }
 }

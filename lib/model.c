@@ -16,6 +16,7 @@
 #include "dequant.h"
 #include "errors.h"
 #include "model.h"
+#include "fpenv.h"
 #include "numerics.h"
 #include "tokenizer.h"
 
@@ -354,7 +355,7 @@ static di_status map_file(loader *L, const char *path)
     return DI_OK;
 }
 
-DI_API di_status di_model_load(const char *path, di_model **out, char *errbuf, size_t errbuf_size)
+static di_status load_model(const char *path, di_model **out, char *errbuf, size_t errbuf_size)
 {
     if (errbuf && errbuf_size > 0)
         errbuf[0] = '\0';
@@ -384,6 +385,17 @@ DI_API di_status di_model_load(const char *path, di_model **out, char *errbuf, s
     }
     *out = m;
     return DI_OK;
+}
+
+/* Loading computes (scales, conversions of metadata): under the pinned
+ * floating-point environment (fpenv.h). */
+DI_API di_status di_model_load(const char *path, di_model **out, char *errbuf, size_t errbuf_size)
+{
+    di_fpenv saved;
+    di_fpenv_enter(&saved);
+    const di_status st = load_model(path, out, errbuf, errbuf_size);
+    di_fpenv_leave(&saved);
+    return st;
 }
 
 DI_API void di_model_free(di_model *m)

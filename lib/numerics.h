@@ -200,4 +200,202 @@ DI_HD float di_sample_uniform(uint64_t seed, uint32_t position)
     return (float)(x[0] >> 8) * 5.9604644775390625e-8f; /* 2^-24 */
 }
 
+/* ---- RoPE: frequencies and angles without libm ----------------------------------
+ *
+ * The RoPE tables are cos/sin of theta = (pos * scale) * base^(-2i/n_rot),
+ * computed in double and rounded once to float. libm's pow, sin and cos
+ * differ between C libraries (glibc, musl, macOS, CUDA's host build) by an
+ * ulp here and there, and one ulp of pow moves table entries at long
+ * contexts, so these come from the functions below instead: only + - * /,
+ * comparisons and bit manipulation on binary64, no fma (Veltkamp splitting
+ * gives exact products), so every IEEE-754 machine computes the same bits
+ * under round-to-nearest (fpenv.h pins it; the compiler must not contract,
+ * -ffp-contract=off).
+ *
+ *   di_rope_inv_freq  base^(-2i/n) in double-double (ln by the atanh series,
+ *                     exp by Taylor after reduction by ln 2), rounded once:
+ *                     correctly rounded except for a result within ~2^-100
+ *                     of a rounding midpoint.
+ *   di_sincos         sin and cos of a double |x| < 2^30: x - k pi/2 in
+ *                     double-double (pi/2 to 159 bits), then fdlibm's
+ *                     minimax kernels: error below 1 ulp, like libm.
+ * tests/check_rope.c compares them with mpmath at 200 bits and with the
+ * tables glibc's libm gave (docs/DETERMINISM.md, "RoPE tables").
+ */
+
+typedef struct di_dd { double hi, lo; } di_dd;
+
+/* A double as a double-double (no compound literal: nvcc compiles C++). */
+DI_HD di_dd di_dd_of(double x)
+{
+    const di_dd r = {x, 0.0};
+    return r;
+}
+
+/* a + b exactly (Knuth's two-sum). */
+DI_HD di_dd di_dd_two_sum(double a, double b)
+{
+    const double s = a + b, bb = s - a;
+    const di_dd r = {s, (a - (s - bb)) + (b - bb)};
+    return r;
+}
+
+/* a * b exactly (Dekker's product, Veltkamp's split: no fma needed). */
+DI_HD di_dd di_dd_two_prod(double a, double b)
+{
+    const double split = 134217729.0; /* 2^27 + 1 */
+    const double ca = split * a, ah = ca - (ca - a), al = a - ah;
+    const double cb = split * b, bh = cb - (cb - b), bl = b - bh;
+    const double p = a * b;
+    const di_dd r = {p, ((ah * bh - p) + ah * bl + al * bh) + al * bl};
+    return r;
+}
+
+DI_HD di_dd di_dd_add(di_dd a, di_dd b)
+{
+    di_dd s = di_dd_two_sum(a.hi, b.hi);
+    const di_dd t = di_dd_two_sum(a.lo, b.lo);
+    s.lo += t.hi;
+    s = di_dd_two_sum(s.hi, s.lo);
+    s.lo += t.lo;
+    return di_dd_two_sum(s.hi, s.lo);
+}
+
+DI_HD di_dd di_dd_mul(di_dd a, di_dd b)
+{
+    di_dd p = di_dd_two_prod(a.hi, b.hi);
+    p.lo += a.hi * b.lo + a.lo * b.hi;
+    return di_dd_two_sum(p.hi, p.lo);
+}
+
+DI_HD di_dd di_dd_div(di_dd a, di_dd b)
+{
+    const double q1 = a.hi / b.hi;
+    di_dd r = di_dd_add(a, di_dd_mul(b, di_dd_of(-q1)));
+    const double q2 = r.hi / b.hi;
+    r = di_dd_add(r, di_dd_mul(b, di_dd_of(-q2)));
+    const double q3 = r.hi / b.hi;
+    const di_dd q = di_dd_two_sum(q1, q2);
+    return di_dd_add(q, di_dd_of(q3));
+}
+
+DI_HD double di_double_from_bits(uint64_t bits)
+{
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    return d;
+}
+
+DI_HD uint64_t di_bits_from_double(double d)
+{
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    return bits;
+}
+
+/* ln 2 = DI_LN2_HI + DI_LN2_LO (17 digits: each converts to one exact binary64) */
+#define DI_LN2_HI 0.69314718055994529
+#define DI_LN2_LO 2.3190468138462996e-17
+
+/* ln(x) for a finite x > 0 of normal range, in double-double:
+ * x = 2^m f with f in [sqrt(1/2), sqrt(2)), ln f = 2 atanh(u), u = (f-1)/(f+1). */
+DI_HD di_dd di_dd_log(double x)
+{
+    const uint64_t bits = di_bits_from_double(x);
+    int m = (int)((bits >> 52) & 0x7ff) - 1023;
+    double f = di_double_from_bits((bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull);
+    if (f > 1.4142135623730951) {
+        f = f * 0.5; /* exact */
+        m += 1;
+    }
+    const di_dd u = di_dd_div(di_dd_two_sum(f, -1.0), di_dd_two_sum(f, 1.0));
+    const di_dd u2 = di_dd_mul(u, u);
+    /* sum_{k>=0} u^(2k+1) / (2k+1), |u| < 0.172: 25 terms reach 2^-128 */
+    di_dd term = u, sum = di_dd_of(0.0);
+    for (int k = 0; k < 25; k++) {
+        sum = di_dd_add(sum, di_dd_div(term, di_dd_of((double)(2 * k + 1))));
+        term = di_dd_mul(term, u2);
+    }
+    sum = di_dd_add(sum, sum); /* exact doubling */
+    const di_dd mln2 = di_dd_add(di_dd_two_prod((double)m, DI_LN2_HI), di_dd_two_prod((double)m, DI_LN2_LO));
+    return di_dd_add(mln2, sum);
+}
+
+/* e^y for a double-double |y| < 700, rounded once to double (results in the
+ * normal range: y > -708). y = k ln2 + r, |r| <= 0.35, e^r by Taylor. */
+DI_HD double di_dd_exp_to_double(di_dd y)
+{
+    const double k = (double)(int64_t)(y.hi * 1.4426950408889634 + (y.hi < 0 ? -0.5 : 0.5));
+    di_dd r = di_dd_add(y, di_dd_two_prod(-k, DI_LN2_HI));
+    r = di_dd_add(r, di_dd_two_prod(-k, DI_LN2_LO));
+    /* sum r^n / n!, n <= 27: 0.35^28 / 28! < 2^-140 */
+    di_dd term = di_dd_of(1.0), sum = di_dd_of(1.0);
+    for (int n = 1; n <= 27; n++) {
+        term = di_dd_div(di_dd_mul(term, r), di_dd_of((double)n));
+        sum = di_dd_add(sum, term);
+    }
+    /* round to double once, then scale by 2^k exactly (normal range) */
+    const double v = sum.hi + sum.lo;
+    return v * di_double_from_bits((uint64_t)((int64_t)k + 1023) << 52);
+}
+
+/* base^(-2i/n_rot), the inverse frequency of RoPE pair i; the exponent is
+ * the double quotient (-2.0 * i) / n_rot. base > 0, finite. */
+DI_HD double di_rope_inv_freq(double base, uint32_t i, uint32_t n_rot)
+{
+    const double e = -2.0 * (double)i / (double)n_rot;
+    const di_dd l = di_dd_log(base);
+    return di_dd_exp_to_double(di_dd_mul(l, di_dd_of(e)));
+}
+
+/* fdlibm's kernels (k_sin.c, k_cos.c: Sun Microsystems, freely usable):
+ * sin and cos of x + y, |x| <= pi/4, |y| tiny; error below 1 ulp. */
+DI_HD double di_kernel_sin(double x, double y)
+{
+    const double S1 = -1.66666666666666324348e-01, S2 = 8.33333333332248946124e-03,
+                 S3 = -1.98412698298579493134e-04, S4 = 2.75573137070700676789e-06,
+                 S5 = -2.50507602534068634195e-08, S6 = 1.58969099521155010221e-10;
+    const double z = x * x, v = z * x;
+    const double r = S2 + z * (S3 + z * (S4 + z * (S5 + z * S6)));
+    return x - ((z * (0.5 * y - v * r) - y) - v * S1);
+}
+
+DI_HD double di_kernel_cos(double x, double y)
+{
+    const double C1 = 4.16666666666666019037e-02, C2 = -1.38888888888741095749e-03,
+                 C3 = 2.48015872894767294178e-05, C4 = -2.75573143513906633035e-07,
+                 C5 = 2.08757232129817482790e-09, C6 = -1.13596475577881948265e-11;
+    const double z = x * x;
+    const double r = z * (C1 + z * (C2 + z * (C3 + z * (C4 + z * (C5 + z * C6)))));
+    const double hz = 0.5 * z, w = 1.0 - hz;
+    return w + (((1.0 - w) - hz) + (z * r - x * y));
+}
+
+/* pi/2 = P1 + P2 + P3 to 159 bits (17 digits: exact binary64 each) */
+#define DI_PIO2_1 1.5707963267948966
+#define DI_PIO2_2 6.123233995736766e-17
+#define DI_PIO2_3 -1.4973849048591698e-33
+
+/* sin and cos of x, |x| < 2^30 (a RoPE angle: position times frequency).
+ * x - k pi/2 is formed in double-double: k*P1 exactly, x - hi(k*P1) exactly
+ * (Sterbenz), the rest by exact products and two-sums. */
+DI_HD void di_sincos(double x, double *s, double *c)
+{
+    const double k = (double)(int64_t)(x * 0.63661977236758134 + (x < 0 ? -0.5 : 0.5));
+    di_dd r = di_dd_of(x);
+    if (k != 0.0) {
+        const di_dd p1 = di_dd_two_prod(k, DI_PIO2_1);
+        r = di_dd_two_sum(x - p1.hi, -p1.lo);
+        r = di_dd_add(r, di_dd_two_prod(-k, DI_PIO2_2));
+        r = di_dd_add(r, di_dd_two_prod(-k, DI_PIO2_3));
+    }
+    const double sr = di_kernel_sin(r.hi, r.lo), cr = di_kernel_cos(r.hi, r.lo);
+    switch ((int64_t)k & 3) {
+    case 0: *s = sr; *c = cr; break;
+    case 1: *s = cr; *c = -sr; break;
+    case 2: *s = -sr; *c = -cr; break;
+    default: *s = -cr; *c = sr; break;
+    }
+}
+
 #endif /* DI_NUMERICS_H */

@@ -21,6 +21,7 @@
 #include "digest.h"
 #include "errors.h"
 #include "forward.h"
+#include "fpenv.h"
 #include "model.h"
 #include "numerics.h"
 #include "sampling.h"
@@ -174,8 +175,8 @@ static di_status start_cuda(di_session *s, const struct di_config *c, char *errb
     return DI_OK;
 }
 
-DI_API di_status di_session_create(const di_model *model, const di_config *config, di_session **out,
-                                   char *errbuf, size_t errbuf_size)
+static di_status create_session(const di_model *model, const di_config *config, di_session **out,
+                                char *errbuf, size_t errbuf_size)
 {
     if (errbuf && errbuf_size > 0)
         errbuf[0] = '\0';
@@ -241,6 +242,18 @@ DI_API di_status di_session_create(const di_model *model, const di_config *confi
     }
     *out = s;
     return DI_OK;
+}
+
+/* Creating a session computes the RoPE tables: under the pinned
+ * floating-point environment (fpenv.h), like every step. */
+DI_API di_status di_session_create(const di_model *model, const di_config *config, di_session **out,
+                                   char *errbuf, size_t errbuf_size)
+{
+    di_fpenv saved;
+    di_fpenv_enter(&saved);
+    const di_status st = create_session(model, config, out, errbuf, errbuf_size);
+    di_fpenv_leave(&saved);
+    return st;
 }
 
 DI_API void di_session_free(di_session *s)
@@ -399,8 +412,8 @@ static di_status slice_logits(di_session *s, const uint32_t *seq_ids, uint32_t n
     return DI_OK;
 }
 
-DI_API di_status di_session_step(di_session *s, uint32_t n_entries, const uint32_t *seq_ids,
-                                 const uint32_t *n_tokens, const int32_t *tokens, uint32_t flags)
+static di_status step(di_session *s, uint32_t n_entries, const uint32_t *seq_ids,
+                      const uint32_t *n_tokens, const int32_t *tokens, uint32_t flags)
 {
     if (!s)
         return DI_ERR_INVALID_ARGUMENT;
@@ -463,6 +476,18 @@ DI_API di_status di_session_step(di_session *s, uint32_t n_entries, const uint32
             return st; /* a device failure: the stepped sequences' state is undefined */
     }
     return DI_OK;
+}
+
+/* The whole step, in this thread, runs under the pinned floating-point
+ * environment (fpenv.h); the pool's workers always do. */
+DI_API di_status di_session_step(di_session *s, uint32_t n_entries, const uint32_t *seq_ids,
+                                 const uint32_t *n_tokens, const int32_t *tokens, uint32_t flags)
+{
+    di_fpenv saved;
+    di_fpenv_enter(&saved);
+    const di_status st = step(s, n_entries, seq_ids, n_tokens, tokens, flags);
+    di_fpenv_leave(&saved);
+    return st;
 }
 
 /* ---- results and sequences ---------------------------------------------------- */

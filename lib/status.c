@@ -7,6 +7,9 @@
 #include "detinfer.h"
 #include "errors.h"
 
+#define DI_STRINGIFY_(x) #x
+#define DI_STRINGIFY(x) DI_STRINGIFY_(x)
+
 #ifndef DI_BUILD_FLAGS
 #define DI_BUILD_FLAGS "unknown"
 #endif
@@ -59,6 +62,7 @@ DI_API const char *di_version_string(void)
 
 DI_API const char *di_build_info(void)
 {
-    return "libdetinfer " DI_VERSION_STRING "; cc " __VERSION__ "; flags " DI_BUILD_FLAGS
+    return "libdetinfer " DI_VERSION_STRING "; numerics " DI_STRINGIFY(DI_NUMERICS_VERSION)
+           "; cc " __VERSION__ "; flags " DI_BUILD_FLAGS
            "; reduction lanes 32, chunk 1024; profile portable; backends cpu";
 }

@@ -9,8 +9,14 @@
  * session's workers sleep. The generation is bumped and the last worker
  * signals under the lock, and each side checks the counter under the lock
  * before sleeping, so no wake-up is lost.
+ *
+ * Workers run under the canonical floating-point environment (fpenv.h), set
+ * once when they start: they inherit their creator's, which is the host's
+ * choice, not ours. The calling thread's share runs under the environment its
+ * public entry point pinned.
  */
 #include "threadpool.h"
+#include "fpenv.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -25,6 +31,8 @@
 /* Polls before sleeping: a few tens of microseconds, longer than the gap
  * between two steps of a forward pass. */
 #define SPIN_POLLS 4000
+
+int di_fpenv_test_unpinned;
 
 struct di_pool {
     uint32_t n_threads;
@@ -84,6 +92,8 @@ static void *worker_main(void *arg)
     di_pool *p = wa->pool;
     uint32_t index = wa->index;
     free(wa);
+    if (!di_fpenv_test_unpinned)
+        di_fpenv_set_canonical();
     uint64_t seen = 0;
     for (;;) {
         wait_for_work(p, seen);

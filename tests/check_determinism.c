@@ -298,11 +298,12 @@ START_TEST(test_digest_across_processes)
 END_TEST
 
 /* Every CPU path this machine runs gives the scalar path's digests and
- * tokens, here with 2 threads and the prompt in chunks of 3. */
+ * tokens, here with 2 threads and the prompt in chunks of 3 and 17 (17 rows
+ * reach the tiled many-token matrix kernels of every SIMD path). */
 START_TEST(test_cpu_paths_agree)
 {
     static const di_cpu_path paths[] = {DI_CPU_PATH_AVX2, DI_CPU_PATH_AVX512};
-    static const uint32_t chunks[] = {3};
+    static const uint32_t chunks[] = {3, 17};
     const char *name = tu_models[_i];
     di_model *m = tu_load(name);
     trace want, got;
@@ -319,7 +320,7 @@ START_TEST(test_cpu_paths_agree)
         got.n_prompt = want.n_prompt;
         memcpy(got.prompt, want.prompt, sizeof want.prompt);
         s = tu_session_on(m, 2, 1, 0, paths[p]);
-        tu_prompt_digests(s, 0, got.prompt, got.n_prompt, chunks, 1, got.digests);
+        tu_prompt_digests(s, 0, got.prompt, got.n_prompt, chunks, 2, got.digests);
         decode_alone(s, 0, &got);
         di_session_free(s);
         assert_traces_equal(&want, &got, paths[p] == DI_CPU_PATH_AVX2 ? "avx2 vs scalar" : "avx512 vs scalar");

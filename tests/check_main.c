@@ -22,6 +22,9 @@ Suite *cli_suite(void);
 Suite *serve_suite(void);
 Suite *real_suite(void);
 Suite *cuda_suite(void);
+Suite *fpenv_suite(void);
+Suite *rope_suite(void);
+Suite *golden_suite(void);
 
 int main(void)
 {
@@ -43,6 +46,9 @@ int main(void)
     srunner_add_suite(runner, serve_suite());
     srunner_add_suite(runner, real_suite());
     srunner_add_suite(runner, cuda_suite());
+    srunner_add_suite(runner, fpenv_suite());
+    srunner_add_suite(runner, rope_suite());
+    srunner_add_suite(runner, golden_suite());
     srunner_set_fork_status(runner, CK_FORK);
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);

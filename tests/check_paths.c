@@ -311,8 +311,7 @@ START_TEST(test_matmul_every_type_threads_and_tokens)
     static const uint32_t ins_k[] = {256, 1280, 2304};
     static const uint32_t ins_32[] = {32, 1056, 2080};
     const uint32_t *ins = t->elems == 256 ? ins_k : (t->elems == 32 ? ins_32 : ins_float);
-    static const uint32_t tokens[] = {1, 2, 3, 4, 5, 9};
-    const uint32_t n_out = 37, max_tok = 9;
+    const uint32_t n_out = 37, max_tok = 40; /* 1..40 tokens: every tile shape and remainder */
     uint64_t rng = 100 + (uint64_t)_i;
     for (int ii = 0; ii < 3; ii++) {
         const uint32_t n_in = ins[ii];
@@ -327,8 +326,7 @@ START_TEST(test_matmul_every_type_threads_and_tokens)
         for (size_t i = 0; i < (size_t)max_tok * n_in; i++)
             x[i] = plain_float(&rng);
         const di_weight w = {data + 1, t->id, n_in, n_out, row_bytes};
-        for (size_t ti = 0; ti < sizeof tokens / sizeof tokens[0]; ti++) {
-            const uint32_t nt = tokens[ti];
+        for (uint32_t nt = 1; nt <= max_tok; nt++) {
             di_pool *pool1;
             ck_assert_int_eq(di_pool_create(1, &pool1), DI_OK);
             di_cpu_matmul(pool1, &di_cpu_ops_scalar, &w, x, nt, want, scratch);
@@ -337,7 +335,9 @@ START_TEST(test_matmul_every_type_threads_and_tokens)
                 const di_cpu_ops *ops = path_ops(PATHS[p]);
                 if (!ops)
                     continue;
-                for (uint32_t threads = 1; threads <= 8; threads += (threads < 3 ? 1 : 5)) {
+                /* threads 1, 2, 3, 8 for up to 9 tokens, then 1 and 3 */
+                for (uint32_t threads = 1; threads <= (nt <= 9 ? 8 : 3);
+                     threads += (threads < 3 ? (nt <= 9 ? 1 : 2) : 5)) {
                     di_pool *pool;
                     ck_assert_int_eq(di_pool_create(threads, &pool), DI_OK);
                     memset(got, 0xff, (size_t)nt * n_out * sizeof(float));
@@ -393,6 +393,48 @@ START_TEST(test_path_selection)
 }
 END_TEST
 
+/* A path is offered only when the CPU has every feature its instructions
+ * use and the OS saves their registers: hiding any one of them (the
+ * detection's test hook) takes the path away, and AUTO falls back. */
+START_TEST(test_dispatch_needs_every_feature)
+{
+#ifdef DI_HAVE_X86_PATHS
+    __builtin_cpu_init();
+    /* the detection agrees with the compiler's own where both know the feature */
+    ck_assert_int_eq(!!(di_cpu_features() & DI_CPU_AVX2), !!__builtin_cpu_supports("avx2"));
+    ck_assert_int_eq(!!(di_cpu_features() & DI_CPU_FMA), !!__builtin_cpu_supports("fma"));
+    ck_assert_int_eq(!!(di_cpu_features() & DI_CPU_AVX512F), !!__builtin_cpu_supports("avx512f"));
+    static const struct { di_cpu_path path; uint32_t needs; } paths[] = {
+        {DI_CPU_PATH_AVX2, DI_CPU_NEEDS_AVX2}, {DI_CPU_PATH_AVX512, DI_CPU_NEEDS_AVX512}};
+    char err[256];
+    int checked = 0;
+    for (size_t p = 0; p < 2; p++) {
+        if (!di_cpu_ops_for(paths[p].path))
+            continue; /* this CPU lacks the path: nothing to take away */
+        for (uint32_t bit = 1; bit; bit <<= 1) {
+            if (!(paths[p].needs & bit))
+                continue;
+            di_cpu_test_hidden_features = bit;
+            const di_cpu_ops *ops = NULL;
+            ck_assert_msg(di_cpu_ops_for(paths[p].path) == NULL, "path %d offered without feature %#x",
+                          (int)paths[p].path, bit);
+            ck_assert_int_eq(di_cpu_ops_select(paths[p].path, &ops, err, sizeof err), DI_ERR_UNSUPPORTED);
+            ck_assert_int_eq(di_cpu_ops_select(DI_CPU_PATH_AUTO, &ops, err, sizeof err), DI_OK);
+            ck_assert_int_lt((int)ops->path, (int)paths[p].path);
+            /* AVX-512's own features leave AVX2 in place */
+            if (paths[p].path == DI_CPU_PATH_AVX512 && !(DI_CPU_NEEDS_AVX2 & bit))
+                ck_assert_str_eq(ops->name, "avx2");
+            checked++;
+        }
+        di_cpu_test_hidden_features = 0;
+    }
+    di_cpu_test_hidden_features = 0;
+    if (!checked)
+        printf("paths: this CPU has no SIMD path: the dispatch test had nothing to hide\n");
+#endif
+}
+END_TEST
+
 Suite *paths_suite(void)
 {
     Suite *s = suite_create("paths");
@@ -406,6 +448,7 @@ Suite *paths_suite(void)
     tcase_add_loop_test(tc, test_matmul_every_type_threads_and_tokens, 0,
                         (int)(sizeof WTYPES / sizeof WTYPES[0]));
     tcase_add_test(tc, test_path_selection);
+    tcase_add_test(tc, test_dispatch_needs_every_feature);
     suite_add_tcase(s, tc);
     return s;
 }

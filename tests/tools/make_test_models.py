@@ -52,6 +52,12 @@ GEMMA3 = dict(arch="gemma3", n_vocab=100, n_embd=64, n_layer=7, n_head=2, n_head
               rope_base=1e6)
 
 
+# Outside models.txt (check_fpenv.c): every weight scaled by 1e-19, so the
+# squares of RMSNorm's sums and many products of the matrix products are
+# subnormal, and flushing them to zero (FTZ|DAZ) changes the logits.
+SUBNORMAL = ("subnormal_f32", "f32", dict(MHA_TIED, scale=1e-19))
+
+
 def model_specs():
     """(name, wtype, hyperparameters) of every test model, in a fixed order."""
     specs = []
@@ -106,6 +112,10 @@ def main(argv=None):
     specs = model_specs()
     for name, wtype, hp in specs:
         make_one(a.outdir, name, wtype, hp)
+    name, wtype, hp = SUBNORMAL
+    make_model.write_model(os.path.join(a.outdir, name + ".gguf"), wtype=wtype, name=name, **hp)
+    with open(os.path.join(a.outdir, name + ".tokens"), "w") as f:
+        f.write(" ".join(str(t) for t in prompt_for(name, hp["n_vocab"])) + "\n")
     make_quant_fixtures.write_all(a.outdir)
     with open(os.path.join(a.outdir, "models.txt"), "w") as f:
         f.write("".join(name + "\n" for name, _, _ in specs))

@@ -1,0 +1,180 @@
+/*
+ * check_rope.c — no libm value reaches a logit (docs/DETERMINISM.md, "RoPE
+ * tables" and "The host's environment"):
+ *   - di_rope_inv_freq and di_sincos (lib/numerics.h) against mpmath at 256
+ *     bits (tests/tools/rope_reference.py): inverse frequencies correctly
+ *     rounded, sin/cos at most 1 ulp from the correctly rounded binary64 (an error below 1 ulp) and correctly rounded once
+ *     rounded to the float tables;
+ *   - the tables they give are the tables glibc's pow/sin/cos gave before
+ *     (so no digest changed), for every test model and the real model at
+ *     their whole training context, and for every freq_base in use at
+ *     positions up to 2^20;
+ *   - the built library imports no libm function but the correctly rounded
+ *     ones the contract allows, and contains no x87 instruction.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "numerics.h"
+#include "test_util.h"
+
+static double ulp_distance(double a, double b)
+{
+    if (a == b)
+        return 0.0;
+    const double u = nextafter(fabs(b), INFINITY) - fabs(b);
+    return fabs(a - b) / u;
+}
+
+START_TEST(test_rope_against_mpmath)
+{
+    FILE *f = fopen(tu_model_path("rope_reference", ".txt"), "r");
+    ck_assert_msg(f != NULL, "no rope_reference.txt (make check writes it with tests/tools/rope_reference.py)");
+    char kind[4];
+    unsigned n_freq = 0, n_angles = 0;
+    double worst = 0.0;
+    while (fscanf(f, "%3s", kind) == 1) {
+        if (!strcmp(kind, "F")) {
+            double base, want;
+            unsigned i, n_rot;
+            ck_assert_int_eq(fscanf(f, "%la %u %u %la", &base, &i, &n_rot, &want), 4);
+            const double got = di_rope_inv_freq(base, i, n_rot);
+            ck_assert_msg(got == want, "base %g pair %u of %u: %a, correctly rounded %a", base, i, n_rot, got,
+                          want);
+            n_freq++;
+        } else {
+            double theta, s64, c64, s32, c32, s, c;
+            ck_assert_int_eq(fscanf(f, "%la %la %la %la %la", &theta, &s64, &c64, &s32, &c32), 5);
+            di_sincos(theta, &s, &c);
+            const double e = fmax(ulp_distance(s, s64), ulp_distance(c, c64));
+            worst = fmax(worst, e);
+            ck_assert_msg(e <= 1.0, "sincos(%a): %a %a, want %a %a (%.2f ulp)", theta, s, c, s64, c64, e);
+            ck_assert_msg((float)s == (float)s32 && (float)c == (float)c32,
+                          "sincos(%a) as float: %a %a, correctly rounded %a %a", theta, (double)(float)s,
+                          (double)(float)c, s32, c32);
+            n_angles++;
+        }
+    }
+    fclose(f);
+    ck_assert_uint_gt(n_freq, 800);
+    ck_assert_uint_gt(n_angles, 1000);
+    printf("rope: %u inverse frequencies correctly rounded, %u angles (largest error %.3f ulp in binary64, "
+           "binary32 correctly rounded)\n", n_freq, n_angles, worst);
+}
+END_TEST
+
+/* Entries of the float tables of (base, scale, n_rot) for positions [0, n_pos)
+ * (every `stride`-th past 4096) that differ between libm and numerics.h. */
+static unsigned long table_differences(double base, double scale, uint32_t n_rot, uint32_t n_pos,
+                                       uint32_t stride, unsigned long *n_entries)
+{
+    unsigned long differ = 0;
+    for (uint32_t i = 0; i < n_rot / 2; i++) {
+        const double old_freq = pow(base, -2.0 * (double)i / (double)n_rot);
+        const double new_freq = di_rope_inv_freq(base, i, n_rot);
+        for (uint32_t p = 0; p < n_pos; p = p < 4096 ? p + 1 : p + stride) {
+            const double t_old = (double)p * scale * old_freq, t_new = (double)p * scale * new_freq;
+            double s, c;
+            di_sincos(t_new, &s, &c);
+            differ += (float)cos(t_old) != (float)c;
+            differ += (float)sin(t_old) != (float)s;
+            *n_entries += 2;
+        }
+    }
+    return differ;
+}
+
+static void model_tables_unchanged(const di_model *m, const char *name)
+{
+    for (uint32_t set = 0; set < m->n_rope_sets; set++) {
+        unsigned long n = 0;
+        const unsigned long d = table_differences(m->rope_base[set], m->rope_scale[set], m->n_rot,
+                                                  m->n_ctx_train, 1, &n);
+        ck_assert_msg(d == 0, "%s, RoPE set %u: %lu of %lu table entries differ from libm's", name, set, d, n);
+    }
+}
+
+/* The tables equal glibc's: the digests recorded before the change stand. */
+START_TEST(test_rope_tables_equal_glibc)
+{
+#ifndef __GLIBC__
+    printf("rope: not glibc: the comparison with the libm the digests were first made with is skipped\n");
+#else
+    for (int i = 0; i < TU_N_MODELS; i++) {
+        di_model *m = tu_load(tu_models[i]);
+        model_tables_unchanged(m, tu_models[i]);
+        di_model_free(m);
+    }
+    const char *real = getenv("DI_TEST_REAL_MODEL");
+    if (real && *real) {
+        di_model *m = NULL;
+        char err[256];
+        ck_assert_int_eq(di_model_load(real, &m, err, sizeof err), DI_OK);
+        model_tables_unchanged(m, "the real model");
+        printf("rope: the real model's tables (%u positions, %u sets) equal libm's\n", m->n_ctx_train,
+               m->n_rope_sets);
+        di_model_free(m);
+    }
+    static const double bases[] = {10000.0, 500000.0, 1000000.0, 10000000.0};
+    static const uint32_t n_rots[] = {64, 128, 256};
+    for (size_t b = 0; b < 4; b++)
+        for (size_t r = 0; r < 3; r++) {
+            unsigned long n = 0;
+            const unsigned long d = table_differences(bases[b], 1.0, n_rots[r], (1u << 20) + 1, 251, &n);
+            ck_assert_msg(d == 0, "base %g, n_rot %u: %lu of %lu entries differ from libm's", bases[b],
+                          n_rots[r], d, n);
+        }
+#endif
+}
+END_TEST
+
+/* The library imports from libm only the correctly rounded functions the
+ * contract allows (fmaf, sqrtf; rintf at -O0, which follows the pinned
+ * rounding mode), and has no x87 code, whose control word is not pinned. */
+START_TEST(test_no_libm_imports)
+{
+    const char *lib = getenv("DI_TEST_SHARED");
+    ck_assert_msg(lib && *lib, "DI_TEST_SHARED is not set (run the suite with make check)");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "nm -D --defined-only \"$(cc -print-file-name=libm.so.6)\" | awk '{print $3}' | "
+             "sed 's/@.*//' | sort -u > libm.names.$$ && nm -D --undefined-only '%s' | awk '{print $2}' | "
+             "sed 's/@.*//' | sort -u | comm -12 - libm.names.$$; rm -f libm.names.$$",
+             lib);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char name[256];
+    int n = 0;
+    while (fscanf(p, "%255s", name) == 1) {
+        ck_assert_msg(!strcmp(name, "fmaf") || !strcmp(name, "sqrtf") || !strcmp(name, "rintf"),
+                      "the library imports %s from libm", name);
+        n++;
+    }
+    ck_assert_int_eq(pclose(p), 0);
+    ck_assert_int_gt(n, 0); /* fmaf at least: the listing works */
+#if defined(__x86_64__) || defined(__i386__)
+    snprintf(cmd, sizeof cmd, "objdump -d --no-show-raw-insn '%s' | grep -cP '^\\s+[0-9a-f]+:\\s+f[a-z0-9]*\\s'",
+             lib);
+    p = popen(cmd, "r");
+    int x87 = -1;
+    ck_assert_int_eq(fscanf(p, "%d", &x87), 1);
+    pclose(p);
+    ck_assert_msg(x87 == 0, "the library has %d x87 instructions", x87);
+#endif
+}
+END_TEST
+
+Suite *rope_suite(void)
+{
+    Suite *s = suite_create("rope");
+    TCase *tc = tcase_create("rope");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_rope_against_mpmath);
+    tcase_add_test(tc, test_rope_tables_equal_glibc);
+    tcase_add_test(tc, test_no_libm_imports);
+    suite_add_tcase(s, tc);
+    return s;
+}
