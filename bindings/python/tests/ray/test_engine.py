@@ -1,0 +1,113 @@
+"""detinfer.ray without Ray: the worker's batched generator against the plain
+package, request parsing, the run digest against xxhsum, the writers."""
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import make_requests, write_jsonl
+from reference import check_against_reference, expected_run_digest, reference_records
+
+from detinfer.ray.engine import Generator
+from detinfer.ray.records import (RequestError, WorkerConfig, parse_request, read_requests,
+                                  run_digest)
+
+
+@pytest.mark.parametrize("max_sequences,cpu_path,threads",
+                         [(1, "scalar", 1), (3, "avx2", 2), (4, "auto", 1)])
+def test_generator_equals_plain_generate(small_model, max_sequences, cpu_path, threads):
+    rows = make_requests(30, seed=2, sampled_every=6)
+    # errors the library reports, attributed to the request that caused them:
+    rows.append({"id": 30, "tokens": [1] * 60, "max_new": 10})     # fills the context (64)
+    rows.append({"id": 31, "tokens": [1, 9999], "max_new": 3})     # a token out of range
+    ref = reference_records(small_model, rows)
+    reqs = [parse_request(r, 32, "test") for r in rows]
+    gen = Generator(str(small_model), WorkerConfig(threads=threads, cpu_path=cpu_path,
+                                                   max_sequences=max_sequences), logits_digests=True)
+    try:
+        records = gen.generate(reqs)
+    finally:
+        gen.close()
+    assert [r["id"] for r in records] == [r["id"] for r in rows]  # the input order
+    assert check_against_reference(records, ref) >= 2
+    assert "token 1 is 9999" in records[31]["error"]
+    assert records[30]["error"].startswith("DI_ERR_CONTEXT_FULL")
+
+
+@pytest.mark.parametrize("line,message", [
+    ({"prompt": "x"}, "'id' is required"),
+    ({"id": 1.5, "prompt": "x"}, "'id' is required"),
+    ({"id": 1}, "exactly one of"),
+    ({"id": 1, "prompt": "x", "tokens": [1]}, "exactly one of"),
+    ({"id": 1, "tokens": []}, "non-empty list"),
+    ({"id": 1, "tokens": [1, -2]}, "non-empty list"),
+    ({"id": 1, "prompt": "x", "max_new": -1}, "'max_new'"),
+    ({"id": 1, "prompt": "x", "sampling": {"temp": 1}}, "unknown sampling field"),
+    ({"id": 1, "prompt": "x", "seed": "7"}, "'seed'"),
+    ({"id": 1, "prompt": "x", "colour": 1}, "unknown key"),
+])
+def test_bad_requests_are_refused(line, message):
+    with pytest.raises(RequestError, match=message):
+        parse_request(line, 32, "in.jsonl:4")
+
+
+def test_read_requests_refuses_duplicate_ids(tmp_path):
+    p = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "prompt": "x"}, {"id": "a", "prompt": "y"}])
+    with pytest.raises(RequestError, match=r"in.jsonl:2: id 'a' already used on line 1"):
+        read_requests(str(p), 32)
+    (tmp_path / "bad.jsonl").write_text('{"id": 1, "prompt": "x"}\n{oops\n')
+    with pytest.raises(RequestError, match=r"bad.jsonl:2: not JSON"):
+        read_requests(str(tmp_path / "bad.jsonl"), 32)
+
+
+def test_run_digest_matches_xxhsum_and_ignores_record_order():
+    """The documented definition, checked with the xxhsum command (Debian's xxhash)."""
+    records = [{"id": "b", "digest": "00" * 16}, {"id": 10, "digest": "ab" * 16},
+               {"id": 9, "digest": None}, {"id": "a\u00e9", "digest": "cd" * 16}]
+    text = ('[9,null]\n[10,"' + "ab" * 16 + '"]\n["a\u00e9","' + "cd" * 16 + '"]\n["b","'
+            + "00" * 16 + '"]\n')
+    ours = run_digest(records)
+    assert ours == run_digest(list(reversed(records)))
+    if shutil.which("xxhsum") is None:
+        pytest.skip("xxhsum is not installed (Debian package xxhash)")
+    out = subprocess.run(["xxhsum", "-H2"], input=text.encode("utf-8"), capture_output=True, check=True)
+    assert out.stdout.split()[0].decode() == ours
+
+
+def test_expected_run_digest_helper_agrees():
+    ref = {2: ([1], "11" * 16, [], ""), 1: ("error", "x")}
+    assert expected_run_digest(ref) == run_digest([{"id": 1, "digest": None},
+                                                   {"id": 2, "digest": "11" * 16}])
+
+
+def test_worker_config_parse():
+    c = WorkerConfig.parse("threads=2,cpu_path=avx2,max_sequences=3")
+    assert (c.threads, c.cpu_path, c.max_sequences, c.backend) == (2, "avx2", 3, "cpu")
+    with pytest.raises(ValueError, match="expected key=value"):
+        WorkerConfig.parse("thread=2")
+
+
+def test_writers_commit_or_leave_nothing(tmp_path):
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from detinfer.ray.records import Request
+    from detinfer.ray.writer import open_writer
+
+    rec = {"id": 1, "text": "a", "tokens": [5, 6], "n_prompt": 2, "digest": "ff" * 16,
+           "finish": "length", "error": None}
+    for fmt in ("jsonl", "parquet"):
+        w = open_writer(str(tmp_path), fmt, [Request(id=1, prompt="x")], False, False)
+        w.write(dict(rec))
+        w.close()  # not committed: nothing left
+        assert list(tmp_path.iterdir()) == []
+    w = open_writer(str(tmp_path), "parquet", [Request(id=1, prompt="x")], False, False)
+    w.write(dict(rec))
+    w.commit()
+    w.close()
+    assert pq.read_table(tmp_path / "records.parquet").to_pylist() == [rec]
+    w = open_writer(str(tmp_path), "jsonl", [Request(id=1, prompt="x")], False, False)
+    w.write(dict(rec))
+    w.commit()
+    assert json.loads((tmp_path / "records.jsonl").read_text()) == rec
