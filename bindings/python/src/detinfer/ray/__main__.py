@@ -44,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--provenance", action="store_true",
                    help="each record names the node, host, pid and backend that computed it "
                         "(the output file then differs between runs; the run digest does not)")
+    p.add_argument("--wait-for-workers", type=int, default=600, metavar="S",
+                   help="start once every actor has loaded the model, failing after S seconds "
+                        "(0: start with the first one)")
     p.add_argument("--no-progress", action="store_true", help="no Ray progress bars")
     return p
 
@@ -78,7 +81,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     summary = run(args.model, requests, args.output, workers=configs, n_workers=args.workers,
                   fmt=args.format, batch_size=args.batch_size, logits_digests=args.logits_digests,
                   provenance=args.provenance, cpus_per_worker=args.cpus_per_worker,
-                  gpus_per_worker=args.gpus_per_worker, progress=not args.no_progress)
+                  gpus_per_worker=args.gpus_per_worker, progress=not args.no_progress,
+                  wait_for_workers_s=args.wait_for_workers)
     for w in summary.workers:
         print(f"worker {w['host']}:{w['pid']} {w['backend_info']}"
               + (" (killed itself: test aid)" if w["killed_itself"] else ""))

@@ -85,6 +85,7 @@ def run(model: str, requests: Sequence[Request], output_dir: str,
         fmt: str = "jsonl", batch_size: int = 8, logits_digests: bool = False,
         provenance: bool = False, cpus_per_worker: Optional[float] = None,
         gpus_per_worker: float = 0, progress: bool = True,
+        wait_for_workers_s: int = 600,
         on_record: Optional[Callable[[Dict[str, Any]], None]] = None,
         kill_one_actor_after_batches: Optional[int] = None) -> Summary:
     """Generates every request on a pool of actors of the connected Ray
@@ -94,7 +95,9 @@ def run(model: str, requests: Sequence[Request], output_dir: str,
 
     workers: a number of identical actors (WorkerConfig defaults), or a list
     of WorkerConfigs dealt round-robin to n_workers actors (default: one
-    each). model must be a path every node can read.
+    each). model must be a path every node can read. The run starts once
+    every actor has loaded the model (at most wait_for_workers_s seconds, then
+    it fails for want of resources; 0: start with the first actor).
     kill_one_actor_after_batches: a test aid; the first actor to start kills
     itself (SIGKILL) in the middle of its batch number k (0-based); Ray
     restarts it and retries the batch."""
@@ -110,18 +113,19 @@ def run(model: str, requests: Sequence[Request], output_dir: str,
     start = time.monotonic()
 
     dealer = _Dealer.remote(configs, kill_one_actor_after_batches)
-    rows = [{"idx": i, "request": r.to_json()} for i, r in enumerate(requests)]
-    ds = ray.data.from_items(rows, override_num_blocks=max(1, min(n, -(-n // batch_size), 10000)))
-    ctx = ray.data.DataContext.get_current()
-    saved = (ctx.execution_options.preserve_order, ctx.enable_progress_bars)
+    ctx = ray.data.DataContext.get_current()  # a dataset copies it when created
+    saved = (ctx.execution_options.preserve_order, ctx.enable_progress_bars, ctx.wait_for_min_actors_s)
     ctx.execution_options.preserve_order = True  # output files equal across runs
     ctx.enable_progress_bars = progress
+    ctx.wait_for_min_actors_s = wait_for_workers_s
+    rows = [{"idx": i, "request": r.to_json()} for i, r in enumerate(requests)]
+    ds = ray.data.from_items(rows, override_num_blocks=max(1, min(n, -(-n // batch_size), 10000)))
     cpus = cpus_per_worker if cpus_per_worker is not None else max(c.threads for c in configs)
     out = ds.map_batches(
         _GenerateBatch, batch_size=batch_size, batch_format="numpy",
         fn_constructor_kwargs=dict(model_path=model, dealer=dealer, logits_digests=logits_digests,
                                    provenance=provenance),
-        compute=ray.data.ActorPoolStrategy(size=size), num_cpus=cpus, num_gpus=gpus_per_worker or None)
+        compute=ray.data.ActorPoolStrategy(size=size, max_tasks_in_flight_per_actor=2), num_cpus=cpus, num_gpus=gpus_per_worker or None)
 
     summary = Summary()
     rd = RunDigest()
@@ -156,7 +160,7 @@ def run(model: str, requests: Sequence[Request], output_dir: str,
         writer.commit()
     finally:
         writer.close()
-        ctx.execution_options.preserve_order, ctx.enable_progress_bars = saved
+        ctx.execution_options.preserve_order, ctx.enable_progress_bars, ctx.wait_for_min_actors_s = saved
     summary.seconds = time.monotonic() - start
     summary.run_digest = rd.hexdigest()
     summary.workers = ray.get(dealer.assignments.remote())
