@@ -129,13 +129,18 @@ def test_command_refuses_bad_input(tmp_path, small_model):
 
 
 def test_real_model(cluster, real_model, tmp_path):
-    rows = [{"id": f"r{i}", "prompt": p, "max_new": 8} for i, p in enumerate(
-        ["The capital of France is", "def fibonacci(n):", "Once upon a time,", "Water boils at",
-         "The largest planet is", "In 1492,"])]
+    """About 50 prompts of the real model (make check-ray RAY_REAL=1): two
+    actors on different CPU paths against the single-process reference."""
+    rows = make_requests(48, seed=21, max_new_hi=8)
+    for r in rows:
+        r["id"] = f"r{r['id']:02d}"  # string ids
+        if "tokens" in r:  # ids of the generated model's vocabulary: words instead
+            r["prompt"] = " ".join(str(t) for t in r.pop("tokens"))
     ref = reference_records(real_model, rows, threads=2)
     summary = dr.run(str(real_model), [dr.parse_request(r, 8, "t") for r in rows], str(tmp_path),
                      workers=[dr.WorkerConfig(threads=1, cpu_path="scalar"),
                               dr.WorkerConfig(threads=1, cpu_path="avx2", max_sequences=3)],
-                     batch_size=2, logits_digests=True, cpus_per_worker=1, progress=False)
+                     batch_size=4, logits_digests=True, cpus_per_worker=1, progress=False)
     assert check_against_reference(read_jsonl(tmp_path / "records.jsonl"), ref) == 0
+    assert summary.run_digest == dr.run_digest(read_jsonl(tmp_path / "records.jsonl"))
     print(f"\nreal model: {summary.text()}")
