@@ -95,8 +95,8 @@ typedef enum di_status {
     DI_ERR_UNSUPPORTED = 5,         /* valid, but an architecture, tensor type,
                                        backend or profile this build lacks */
     DI_ERR_MODEL = 6,               /* metadata or tensors missing or inconsistent */
-    DI_ERR_SAMPLING_REFUSED = 7,    /* a sampling setting would make temperature 0
-                                       non-greedy, or sampling is asked for */
+    DI_ERR_SAMPLING_REFUSED = 7,    /* session creation: DI_CONFIG_DO_SAMPLE and
+                                       DI_CONFIG_TEMPERATURE disagree */
     DI_ERR_TOKEN_RANGE = 8,         /* a token id outside [0, n_vocab) */
     DI_ERR_CONTEXT_FULL = 9,        /* a sequence would exceed the context length */
     DI_ERR_SEQUENCE = 10,           /* sequence id out of range, repeated in one
@@ -241,12 +241,18 @@ typedef enum di_config_key {
                                        max_sequences x context_length. */
     DI_CONFIG_BACKEND = 4,          /* int, a di_backend; default DI_BACKEND_CPU */
     DI_CONFIG_PROFILE = 5,          /* int, a di_profile; default DI_PROFILE_PORTABLE */
-    DI_CONFIG_TEMPERATURE = 6,      /* float; only 0 is accepted in this release */
-    DI_CONFIG_DO_SAMPLE = 7,        /* int; only 0 (off) is accepted */
-    DI_CONFIG_TOP_P = 8,            /* float; only 1.0 (no filter) is accepted */
-    DI_CONFIG_TOP_K = 9,            /* int; only 0 (no filter) is accepted */
-    DI_CONFIG_REPETITION_PENALTY = 10, /* float; only 1.0 (none) is accepted */
-    DI_CONFIG_SEED = 11,            /* int, any; recorded, unused by greedy */
+    /* The sampling keys: the di_sampling_params every sequence of a session
+     * created with this config starts with (the other fields at their
+     * defaults); di_session_seq_set_sampling changes them per sequence. The
+     * values follow di_sampling_params' rules. do_sample and temperature must
+     * agree (both 0, or do_sample 1 with temperature > 0), else
+     * di_session_create gives DI_ERR_SAMPLING_REFUSED. */
+    DI_CONFIG_TEMPERATURE = 6,      /* float, >= 0; default 0 (greedy) */
+    DI_CONFIG_DO_SAMPLE = 7,        /* int, 0 or 1; default 0 */
+    DI_CONFIG_TOP_P = 8,            /* float, (0, 1]; default 1 (no cut) */
+    DI_CONFIG_TOP_K = 9,            /* int, 0..INT32_MAX; default 0 (no cut) */
+    DI_CONFIG_REPETITION_PENALTY = 10, /* float, > 0; default 1 (none) */
+    DI_CONFIG_SEED = 11,            /* int, any (its 64 bits are the seed); default 0 */
     DI_CONFIG_CPU_PATH = 12,        /* int, a di_cpu_path; default DI_CPU_PATH_AUTO.
                                        Every path gives the same bits; this
                                        only chooses the instructions. */
@@ -280,11 +286,6 @@ typedef enum di_profile {
 
 DI_API di_status di_config_create(di_config **out);
 DI_API void di_config_free(di_config *config);
-/* Greedy is the only decoding rule: temperature 0 means argmax over the raw
- * logits, ties to the lowest token id. A sampling setting that would change
- * that (temperature > 0, do_sample on, top_p < 1, top_k > 0, repetition
- * penalty != 1) is refused with DI_ERR_SAMPLING_REFUSED and a message naming
- * the parameter; neutral values are accepted. */
 DI_API di_status di_config_set_int(di_config *config, di_config_key key, int64_t value);
 DI_API di_status di_config_set_float(di_config *config, di_config_key key, double value);
 DI_API di_status di_config_get_int(const di_config *config, di_config_key key, int64_t *out);
@@ -348,7 +349,8 @@ DI_API di_status di_session_logits_at(di_session *session, uint32_t seq, uint32_
                                       const float **logits, di_digest *digest);
 /* The greedy token of seq's last position: the lowest token id among those
  * with the largest logit (NaN logits are never chosen; a row of only NaN
- * gives token 0). */
+ * gives token 0). It ignores the sequence's sampling parameters (see
+ * di_session_sample_token). */
 DI_API di_status di_session_greedy_token(di_session *session, uint32_t seq, int32_t *token);
 
 /* Number of tokens in sequence seq (its KV cache length). */
@@ -384,7 +386,19 @@ DI_API di_status di_session_seq_digest_extra(di_session *session, uint32_t seq,
  * sequence's tokens before t, the parameters and the seed: never on the
  * batch, the slot, the step count, the thread count, the CPU path or the
  * device. docs/DETERMINISM.md states the canonical sampling order and the
- * random number rule (Philox4x32-10 keyed by the seed and t).
+ * random number rule (Philox4x32-10 keyed by the seed and t):
+ *   1. penalties over the window (each id in it once, with its count):
+ *      l = l > 0 ? l / repetition_penalty : l * repetition_penalty, then
+ *      l -= count * frequency_penalty + presence_penalty;
+ *   2. temperature 0: the argmax of those logits, ties to the lowest id, and
+ *      nothing below; otherwise z = l / temperature;
+ *   3. candidates (every non-NaN token) in the order z descending, id
+ *      ascending; top_k keeps the first top_k;
+ *   4. softmax with the library's exp and canonical sums;
+ *   5. top_p keeps the shortest prefix of the order whose probabilities sum
+ *      to >= top_p; min_p then drops p < min_p * (the first's p);
+ *   6. inverse CDF over the kept candidates in order with the uniform number
+ *      u = (Philox4x32-10(counter {t, 0, 0, 0}, key seed) word 0 >> 8) * 2^-24.
  *
  * The struct's first field is its size, so that later releases can add
  * fields at the end: set it with di_sampling_params_init, then change the
@@ -406,16 +420,21 @@ typedef struct di_sampling_params {
 
 /* Sets *params to the defaults above (greedy) and its size field. */
 DI_API di_status di_sampling_params_init(di_sampling_params *params);
-/* Sets seq's parameters (copied). NULL restores the defaults. They stay until
- * set again: reset, truncate and copy leave them alone. A bad value gives
- * DI_ERR_INVALID_ARGUMENT with a message naming the parameter and the value,
- * and changes nothing. */
+/* Sets seq's parameters (copied). NULL restores the ones the sequence started
+ * with (the defaults, or the config's sampling keys). They stay until set
+ * again: reset, truncate and copy leave them alone (a copy's destination
+ * keeps its own). A bad value (NaN or infinite, a value outside the ranges
+ * above, size smaller than this struct or a later struct's unknown fields
+ * set) gives DI_ERR_INVALID_ARGUMENT with a message naming the parameter and
+ * the value, and changes nothing. */
 DI_API di_status di_session_seq_set_sampling(di_session *session, uint32_t seq,
                                              const di_sampling_params *params);
-/* The token chosen for seq's next position from the logits of its last step
- * with its parameters: with the defaults, exactly di_session_greedy_token.
- * The token is not appended: feed it to the next step. Calling it twice
- * without a step gives the same token. */
+/* The token chosen for seq's next position t (its length) from the logits of
+ * its last step with its parameters: with the defaults, exactly
+ * di_session_greedy_token. The token is not appended: feed it to the next
+ * step. Calling it twice without a step gives the same token. DI_ERR_STATE
+ * when the sequence has no logits (no step since creation, reset, truncate
+ * or copy). */
 DI_API di_status di_session_sample_token(di_session *session, uint32_t seq, int32_t *token);
 
 /* ---- Special tokens, metadata and chat templates (DETINFER_1.2) ----------- */

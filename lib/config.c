@@ -1,12 +1,15 @@
 /*
- * config.c — enum-keyed settings with range checks, and the greedy rule:
- * a sampling setting that would make temperature 0 non-greedy is refused.
+ * config.c — enum-keyed settings with range checks. The sampling keys are the
+ * parameters a session's sequences start with, checked by the same rules as
+ * di_session_seq_set_sampling (sampling.c).
  */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "sampling.h"
 
 void di_config_defaults(struct di_config *c)
 {
@@ -47,12 +50,49 @@ static di_status out_of_range(di_config *c, const char *name, long long v, long 
                     "%s = %lld is outside [%lld, %lld]", name, v, lo, hi);
 }
 
-static di_status refused(di_config *c, const char *name, double v, const char *neutral)
+/* The float a double setting becomes (out-of-range values: infinities). */
+static float to_float(double v)
 {
-    return di_error(c->errmsg, sizeof c->errmsg, DI_ERR_SAMPLING_REFUSED,
-                    "%s = %g refused: only greedy decoding (temperature 0, argmax, ties to the "
-                    "lowest id) is supported; %s",
-                    name, v, neutral);
+    if (v != v)
+        return NAN;
+    if (fabs(v) > FLT_MAX)
+        return v > 0 ? INFINITY : -INFINITY;
+    return (float)v;
+}
+
+/* The parameters a session created with this config gives its sequences. */
+static void sampling_of(const struct di_config *c, di_sampling_params *p)
+{
+    di_sampling_defaults(p);
+    p->temperature = to_float(c->temperature);
+    p->top_p = to_float(c->top_p);
+    p->top_k = (int32_t)c->top_k;
+    p->repetition_penalty = to_float(c->repetition_penalty);
+    p->seed = (uint64_t)c->seed;
+}
+
+/* Checks a sampling key's new value with the per-sequence rules. */
+static di_status check_sampling(di_config *c, const struct di_config *changed)
+{
+    di_sampling_params p, accepted;
+    sampling_of(changed, &p);
+    return di_sampling_accept(&p, &accepted, c->errmsg, sizeof c->errmsg);
+}
+
+di_status di_config_sampling(const struct di_config *c, di_sampling_params *out, char *errbuf,
+                             size_t errbuf_size)
+{
+    sampling_of(c, out);
+    if (c->do_sample && out->temperature == 0.0f)
+        return di_error(errbuf, errbuf_size, DI_ERR_SAMPLING_REFUSED,
+                        "do_sample = 1 with temperature = 0: set DI_CONFIG_TEMPERATURE > 0 to "
+                        "sample, or do_sample to 0 for greedy decoding");
+    if (!c->do_sample && out->temperature > 0.0f)
+        return di_error(errbuf, errbuf_size, DI_ERR_SAMPLING_REFUSED,
+                        "temperature = %g with do_sample = 0: set DI_CONFIG_DO_SAMPLE to 1 to "
+                        "sample, or temperature to 0 for greedy decoding",
+                        (double)out->temperature);
+    return DI_OK;
 }
 
 static di_status wrong_type(di_config *c, int key, const char *want)
@@ -93,15 +133,21 @@ DI_API di_status di_config_set_int(di_config *c, di_config_key key, int64_t v)
         c->profile = v;
         return DI_OK;
     case DI_CONFIG_DO_SAMPLE:
-        if (v != 0)
-            return refused(c, "do_sample", (double)v, "do_sample must be 0");
+        if (v != 0 && v != 1)
+            return out_of_range(c, "do_sample", v, 0, 1);
         c->do_sample = v;
         return DI_OK;
-    case DI_CONFIG_TOP_K:
-        if (v != 0)
-            return refused(c, "top_k", (double)v, "top_k must be 0 (no filter)");
+    case DI_CONFIG_TOP_K: {
+        if (v > INT32_MAX)
+            return out_of_range(c, "top_k", v, 0, INT32_MAX);
+        struct di_config changed = *c;
+        changed.top_k = v < INT32_MIN ? INT32_MIN : v;
+        di_status st = check_sampling(c, &changed);
+        if (st)
+            return st;
         c->top_k = v;
         return DI_OK;
+    }
     case DI_CONFIG_SEED:
         c->seed = v;
         return DI_OK;
@@ -125,26 +171,20 @@ DI_API di_status di_config_set_float(di_config *c, di_config_key key, double v)
     if (!c)
         return DI_ERR_INVALID_ARGUMENT;
     c->errmsg[0] = '\0';
+    struct di_config changed = *c;
     switch (key) {
-    case DI_CONFIG_TEMPERATURE:
-        if (v != 0.0)
-            return refused(c, "temperature", v,
-                           "temperature must be 0 (seeded sampling is not in this release)");
-        c->temperature = v;
-        return DI_OK;
-    case DI_CONFIG_TOP_P:
-        if (v != 1.0)
-            return refused(c, "top_p", v, "top_p must be 1.0 (no filter)");
-        c->top_p = v;
-        return DI_OK;
-    case DI_CONFIG_REPETITION_PENALTY:
-        if (v != 1.0)
-            return refused(c, "repetition_penalty", v, "repetition_penalty must be 1.0 (none)");
-        c->repetition_penalty = v;
-        return DI_OK;
+    case DI_CONFIG_TEMPERATURE: changed.temperature = v; break;
+    case DI_CONFIG_TOP_P: changed.top_p = v; break;
+    case DI_CONFIG_REPETITION_PENALTY: changed.repetition_penalty = v; break;
     default:
         return wrong_type(c, (int)key, "a float key");
     }
+    di_status st = check_sampling(c, &changed);
+    if (st)
+        return st;
+    changed.errmsg[0] = '\0';
+    memcpy(c, &changed, sizeof *c);
+    return DI_OK;
 }
 
 DI_API di_status di_config_get_int(const di_config *c, di_config_key key, int64_t *out)

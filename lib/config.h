@@ -34,4 +34,9 @@ struct di_config {
 /* The defaults, for sessions created with a NULL config. */
 void di_config_defaults(struct di_config *c);
 
+/* The sampling parameters a session's sequences start with (the sampling
+ * keys); DI_ERR_SAMPLING_REFUSED when do_sample and temperature disagree. */
+di_status di_config_sampling(const struct di_config *c, di_sampling_params *out, char *errbuf,
+                             size_t errbuf_size);
+
 #endif /* DI_CONFIG_H */

@@ -151,4 +151,53 @@ DI_HD float di_rms_scale(float sum_sq, uint32_t n, float eps)
     return di_rsqrt(sum_sq / (float)n + eps);
 }
 
+/* ---- Philox4x32-10 and the sampling uniform ---------------------------------
+ * Philox4x32 with 10 rounds (Salmon, Moraes, Dror, Shaw, "Parallel Random
+ * Numbers: As Easy as 1, 2, 3", SC11; Random123's philox4x32): a counter-based
+ * generator, a pure function of a 128-bit counter and a 64-bit key, written
+ * with 32x32->64-bit products, xor and wrapping adds only. */
+#define DI_PHILOX_M0 0xD2511F53u
+#define DI_PHILOX_M1 0xCD9E8D57u
+#define DI_PHILOX_W0 0x9E3779B9u /* golden ratio */
+#define DI_PHILOX_W1 0xBB67AE85u /* sqrt(3) - 1 */
+
+/* out = Philox4x32-10(counter, key); out may be counter. */
+DI_HD void di_philox4x32_10(const uint32_t counter[4], const uint32_t key[2], uint32_t out[4])
+{
+    uint32_t c0 = counter[0], c1 = counter[1], c2 = counter[2], c3 = counter[3];
+    uint32_t k0 = key[0], k1 = key[1];
+    for (int round = 0; round < 10; round++) {
+        if (round > 0) {
+            k0 += DI_PHILOX_W0;
+            k1 += DI_PHILOX_W1;
+        }
+        const uint64_t p0 = (uint64_t)DI_PHILOX_M0 * c0;
+        const uint64_t p1 = (uint64_t)DI_PHILOX_M1 * c2;
+        c0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
+        c1 = (uint32_t)p1;
+        c2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+        c3 = (uint32_t)p0;
+    }
+    out[0] = c0;
+    out[1] = c1;
+    out[2] = c2;
+    out[3] = c3;
+}
+
+/* The uniform number that chooses the token at sequence position `position`
+ * (the sequence's length when it samples) for a seed:
+ *   x = Philox4x32-10(counter {position, 0, 0, 0},
+ *                     key {seed & 0xffffffff, seed >> 32});
+ *   u = (x[0] >> 8) * 2^-24,
+ * a multiple of 2^-24 in [0, 1), exact in binary32. Nothing else (slot, step,
+ * thread, batch) enters it. */
+DI_HD float di_sample_uniform(uint64_t seed, uint32_t position)
+{
+    const uint32_t counter[4] = {position, 0u, 0u, 0u};
+    const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    uint32_t x[4];
+    di_philox4x32_10(counter, key, x);
+    return (float)(x[0] >> 8) * 5.9604644775390625e-8f; /* 2^-24 */
+}
+
 #endif /* DI_NUMERICS_H */

@@ -1,7 +1,7 @@
 /*
  * session.c — the session layer: sequences with their KV caches and token
  * histories, the batch step (validate everything, then compute), greedy
- * selection and digests.
+ * selection, sampling (sampling.c) and digests.
  *
  * A step gathers the tokens of all its entries into rows and runs them
  * through the forward pass in slices of at most SLICE_ROWS rows. Every row is
@@ -23,6 +23,7 @@
 #include "forward.h"
 #include "model.h"
 #include "numerics.h"
+#include "sampling.h"
 
 #define SLICE_ROWS 64u
 /* Logits rows computed at once: bounded so that n_vocab x rows stays small. */
@@ -43,6 +44,7 @@ typedef struct sequence {
     size_t all_first;
     uint32_t all_count;
     uint64_t step_mark;       /* duplicate detection within one step */
+    di_sampling_params sampling; /* di_session_seq_set_sampling; kept across reset/copy */
 } sequence;
 
 struct di_session {
@@ -72,6 +74,8 @@ struct di_session {
     void *backend_state;
     di_backend_row *backend_rows; /* [SLICE_ROWS] */
     int32_t *greedy_tmp;        /* [logits_group] */
+    di_sampling_params sampling_start; /* every sequence's parameters at creation (config) */
+    di_sampler sampler;         /* scratch, allocated by the first non-greedy sample */
 };
 
 static di_status fail(di_session *s, di_status st, const char *fmt, ...)
@@ -125,6 +129,7 @@ static di_status alloc_sequences(di_session *s, int with_caches)
         return DI_ERR_OUT_OF_MEMORY;
     for (uint32_t i = 0; i < s->max_sequences; i++) {
         sequence *q = &s->seqs[i];
+        q->sampling = s->sampling_start;
         /* calloc: the pages are only touched as the cache fills */
         q->tokens = calloc(s->ctx_len, sizeof *q->tokens);
         if (!with_caches) {
@@ -185,6 +190,9 @@ DI_API di_status di_session_create(const di_model *model, const di_config *confi
     di_status st = check_backend(c, errbuf, errbuf_size);
     if (st)
         return st;
+    di_sampling_params sampling_start;
+    if ((st = di_config_sampling(c, &sampling_start, errbuf, errbuf_size)))
+        return st;
 
     const di_cpu_ops *ops = NULL;
     st = di_cpu_ops_select((di_cpu_path)c->cpu_path, &ops, errbuf, errbuf_size);
@@ -196,6 +204,7 @@ DI_API di_status di_session_create(const di_model *model, const di_config *confi
         return di_error(errbuf, errbuf_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
     s->model = model;
     s->ops = ops;
+    s->sampling_start = sampling_start;
     s->n_threads = (uint32_t)c->threads;
     s->max_sequences = (uint32_t)c->max_sequences;
     s->ctx_len = context_length(model, c);
@@ -259,6 +268,7 @@ DI_API void di_session_free(di_session *s)
     free(s->logits_tmp);
     free(s->all_logits);
     free(s->all_digests);
+    di_sampler_release(&s->sampler);
     free(s);
 }
 
@@ -608,5 +618,49 @@ DI_API di_status di_session_seq_copy(di_session *s, uint32_t src, uint32_t dst, 
     memcpy(to->tokens, from->tokens, (size_t)length * sizeof(int32_t));
     to->length = length;
     drop_results(to);
+    return DI_OK;
+}
+
+/* ---- sampling ------------------------------------------------------------------ */
+
+DI_API di_status di_session_seq_set_sampling(di_session *s, uint32_t seq,
+                                             const di_sampling_params *params)
+{
+    sequence *q = NULL;
+    di_status st = begin_seq_call(s, seq, s, &q); /* no output pointer */
+    if (st)
+        return st;
+    if (!params) {
+        q->sampling = s->sampling_start;
+        return DI_OK;
+    }
+    di_sampling_params accepted;
+    if ((st = di_sampling_accept(params, &accepted, s->errmsg, sizeof s->errmsg)))
+        return st;
+    q->sampling = accepted;
+    return DI_OK;
+}
+
+DI_API di_status di_session_sample_token(di_session *s, uint32_t seq, int32_t *token)
+{
+    sequence *q = NULL;
+    di_status st = begin_seq_call(s, seq, token, &q);
+    if (st)
+        return st;
+    if (!q->has_result)
+        return fail(s, DI_ERR_STATE, "sequence %u has no logits to sample from: step it first", seq);
+    const di_sampling_params *p = &q->sampling;
+    if (di_sampling_is_greedy(p)) {
+        *token = q->greedy; /* exactly di_session_greedy_token */
+        return DI_OK;
+    }
+    if (!s->sampler.z && di_sampler_init(&s->sampler, s->model->n_vocab))
+        return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the sampler of %u tokens",
+                    s->model->n_vocab);
+    const uint32_t window = p->penalty_window == 0 || p->penalty_window > q->length
+                                ? q->length
+                                : p->penalty_window;
+    *token = di_sample(&s->sampler, p, q->last_logits, q->tokens + (q->length - window), window,
+                       q->length);
     return DI_OK;
 }

@@ -1,6 +1,6 @@
 /*
  * check_api.c — the public API used wrongly: NULL handles and out pointers,
- * out-of-range settings, refused sampling, impossible steps and calls in the
+ * out-of-range settings, sampling keys, impossible steps and calls in the
  * wrong order each give their documented status and leave state as it was.
  * A few behavioural checks (reset, copy, all-logits rows, digests) run on a
  * tiny valid model that gguf_builder writes and the fixture loads.
@@ -417,43 +417,163 @@ START_TEST(test_config_wrong_type_and_unknown_key)
 }
 END_TEST
 
-/* Sampling settings that would make decoding non-greedy. needle: the word
- * the message must contain, the parameter's name. */
+/* The sampling keys give the parameters a session's sequences start with;
+ * they were refused before sampling existed and are now accepted, read back
+ * as set. */
+static const struct {
+    di_config_key key;
+    int is_float;
+    double value;
+} SAMPLING_KEYS[] = {
+    {DI_CONFIG_TEMPERATURE, 1, 0.7},
+    {DI_CONFIG_TEMPERATURE, 1, 1e-30},
+    {DI_CONFIG_DO_SAMPLE, 0, 1},
+    {DI_CONFIG_TOP_P, 1, 0.9},
+    {DI_CONFIG_TOP_K, 0, 40},
+    {DI_CONFIG_TOP_K, 0, 1},
+    {DI_CONFIG_REPETITION_PENALTY, 1, 1.1},
+};
+
+START_TEST(test_sampling_keys_accepted)
+{
+    di_config *c = NULL;
+    ck_assert_int_eq(di_config_create(&c), DI_OK);
+    di_status st = SAMPLING_KEYS[_i].is_float
+                       ? di_config_set_float(c, SAMPLING_KEYS[_i].key, SAMPLING_KEYS[_i].value)
+                       : di_config_set_int(c, SAMPLING_KEYS[_i].key, (int64_t)SAMPLING_KEYS[_i].value);
+    ck_assert_msg(st == DI_OK, "key %d: %s: %s", (int)SAMPLING_KEYS[_i].key, di_status_name(st),
+                  di_config_errmsg(c));
+    if (SAMPLING_KEYS[_i].is_float) {
+        double v = -1;
+        ck_assert_int_eq(di_config_get_float(c, SAMPLING_KEYS[_i].key, &v), DI_OK);
+        ck_assert(v == SAMPLING_KEYS[_i].value);
+    } else {
+        int64_t v = -1;
+        ck_assert_int_eq(di_config_get_int(c, SAMPLING_KEYS[_i].key, &v), DI_OK);
+        ck_assert_int_eq(v, (int64_t)SAMPLING_KEYS[_i].value);
+    }
+    di_config_free(c);
+}
+END_TEST
+
+/* A sampling key's bad value: DI_ERR_INVALID_ARGUMENT naming the parameter
+ * and the value (the per-sequence rules), the setting unchanged. */
 static const struct {
     di_config_key key;
     int is_float;
     double value;
     const char *needle;
-} REFUSED[] = {
-    {DI_CONFIG_TEMPERATURE, 1, 0.7, "temperature"},
-    {DI_CONFIG_TEMPERATURE, 1, 1e-30, "temperature"},
-    {DI_CONFIG_DO_SAMPLE, 0, 1, "do_sample"},
-    {DI_CONFIG_TOP_P, 1, 0.9, "top_p"},
-    {DI_CONFIG_TOP_K, 0, 40, "top_k"},
-    {DI_CONFIG_TOP_K, 0, 1, "top_k"},
-    {DI_CONFIG_REPETITION_PENALTY, 1, 1.1, "repetition_penalty"},
+} SAMPLING_BAD[] = {
+    {DI_CONFIG_TEMPERATURE, 1, -0.5, "temperature = -0.5"},
+    {DI_CONFIG_TEMPERATURE, 1, NAN, "temperature = nan"},
+    {DI_CONFIG_TEMPERATURE, 1, 1e300, "temperature = inf"},
+    {DI_CONFIG_TOP_P, 1, 0.0, "top_p = 0"},
+    {DI_CONFIG_TOP_P, 1, 1.5, "top_p = 1.5"},
+    {DI_CONFIG_TOP_K, 0, -1, "top_k = -1"},
+    {DI_CONFIG_TOP_K, 0, 1e12, "top_k"},
+    {DI_CONFIG_REPETITION_PENALTY, 1, 0.0, "repetition_penalty = 0"},
+    {DI_CONFIG_REPETITION_PENALTY, 1, -INFINITY, "repetition_penalty = -inf"},
+    {DI_CONFIG_DO_SAMPLE, 0, 2, "do_sample"},
 };
 
-START_TEST(test_sampling_refused)
+START_TEST(test_sampling_key_out_of_range)
 {
     di_config *c = NULL;
     ck_assert_int_eq(di_config_create(&c), DI_OK);
-    di_status st = REFUSED[_i].is_float
-                       ? di_config_set_float(c, REFUSED[_i].key, REFUSED[_i].value)
-                       : di_config_set_int(c, REFUSED[_i].key, (int64_t)REFUSED[_i].value);
-    expect_status(st, DI_ERR_SAMPLING_REFUSED, REFUSED[_i].needle);
-    ck_assert_msg(mentions(di_config_errmsg(c), REFUSED[_i].needle),
-                  "message '%s' does not name %s", di_config_errmsg(c), REFUSED[_i].needle);
-    /* the setting keeps its neutral default */
-    if (REFUSED[_i].is_float) {
+    di_status st = SAMPLING_BAD[_i].is_float
+                       ? di_config_set_float(c, SAMPLING_BAD[_i].key, SAMPLING_BAD[_i].value)
+                       : di_config_set_int(c, SAMPLING_BAD[_i].key, (int64_t)SAMPLING_BAD[_i].value);
+    expect_status(st, DI_ERR_INVALID_ARGUMENT, SAMPLING_BAD[_i].needle);
+    ck_assert_msg(mentions(di_config_errmsg(c), SAMPLING_BAD[_i].needle), "message '%s' does not name %s",
+                  di_config_errmsg(c), SAMPLING_BAD[_i].needle);
+    /* the setting keeps its default */
+    if (SAMPLING_BAD[_i].is_float) {
         double v = -1;
-        ck_assert_int_eq(di_config_get_float(c, REFUSED[_i].key, &v), DI_OK);
-        ck_assert(v == (REFUSED[_i].key == DI_CONFIG_TEMPERATURE ? 0.0 : 1.0));
+        ck_assert_int_eq(di_config_get_float(c, SAMPLING_BAD[_i].key, &v), DI_OK);
+        ck_assert(v == (SAMPLING_BAD[_i].key == DI_CONFIG_TEMPERATURE ? 0.0 : 1.0));
     } else {
         int64_t v = -1;
-        ck_assert_int_eq(di_config_get_int(c, REFUSED[_i].key, &v), DI_OK);
+        ck_assert_int_eq(di_config_get_int(c, SAMPLING_BAD[_i].key, &v), DI_OK);
         ck_assert_int_eq(v, 0);
     }
+    di_config_free(c);
+}
+END_TEST
+
+/* do_sample and temperature must agree when a session is created:
+ * DI_ERR_SAMPLING_REFUSED naming both, otherwise the sequences start with
+ * the keys' parameters (the same tokens as di_session_seq_set_sampling). */
+START_TEST(test_sampling_keys_start_sequences)
+{
+    char err[ERRBUF_SIZE];
+    di_config *c = NULL;
+    di_session *s = NULL;
+    ck_assert_int_eq(di_config_create(&c), DI_OK);
+    ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_MAX_SEQUENCES, 2), DI_OK);
+    ck_assert_int_eq(di_config_set_float(c, DI_CONFIG_TEMPERATURE, 0.9), DI_OK);
+    expect_status(di_session_create(g_model, c, &s, err, sizeof err), DI_ERR_SAMPLING_REFUSED,
+                  "temperature without do_sample");
+    ck_assert_msg(mentions(err, "temperature") && mentions(err, "do_sample"), "%s", err);
+    ck_assert_ptr_null(s);
+    ck_assert_int_eq(di_config_set_float(c, DI_CONFIG_TEMPERATURE, 0.0), DI_OK);
+    ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_DO_SAMPLE, 1), DI_OK);
+    expect_status(di_session_create(g_model, c, &s, err, sizeof err), DI_ERR_SAMPLING_REFUSED,
+                  "do_sample without temperature");
+    ck_assert_msg(mentions(err, "temperature") && mentions(err, "do_sample"), "%s", err);
+
+    ck_assert_int_eq(di_config_set_float(c, DI_CONFIG_TEMPERATURE, 3.0), DI_OK);
+    ck_assert_int_eq(di_config_set_float(c, DI_CONFIG_TOP_P, 0.95), DI_OK);
+    ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_TOP_K, 12), DI_OK);
+    ck_assert_int_eq(di_config_set_float(c, DI_CONFIG_REPETITION_PENALTY, 1.3), DI_OK);
+    di_sampling_params p;
+    ck_assert_int_eq(di_sampling_params_init(&p), DI_OK);
+    p.temperature = 3.0f;
+    p.top_p = 0.95f;
+    p.top_k = 12;
+    p.repetition_penalty = 1.3f;
+    const int32_t prompt[3] = {4, 9, 2};
+    int32_t by_config[2][12], by_call[12];
+    int differ = 0;
+    for (int64_t seed = 0; seed < 16; seed++) {
+        ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_SEED, seed), DI_OK);
+        ck_assert_msg(di_session_create(g_model, c, &s, err, sizeof err) == DI_OK, "%s", err);
+        di_session *plain = new_session(1, 0);
+        p.seed = (uint64_t)seed;
+        ck_assert_int_eq(di_session_seq_set_sampling(plain, 0, &p), DI_OK);
+        for (uint32_t q = 0; q < 2; q++) {
+            expect_step_ok(s, q, prompt, 3, 0);
+            for (int d = 0; d < 12; d++) {
+                ck_assert_int_eq(di_session_sample_token(s, q, &by_config[q][d]), DI_OK);
+                expect_step_ok(s, q, &by_config[q][d], 1, 0);
+            }
+        }
+        expect_step_ok(plain, 0, prompt, 3, 0);
+        for (int d = 0; d < 12; d++) {
+            ck_assert_int_eq(di_session_sample_token(plain, 0, &by_call[d]), DI_OK);
+            expect_step_ok(plain, 0, &by_call[d], 1, 0);
+        }
+        ck_assert(!memcmp(by_config[0], by_call, sizeof by_call));
+        ck_assert(!memcmp(by_config[1], by_call, sizeof by_call));
+        /* the greedy token stays the plain argmax of the logits; the draws
+         * leave it for some seeds */
+        const float *row = NULL;
+        int32_t g, t, argmax = 0;
+        ck_assert_int_eq(di_session_logits(s, 0, &row, NULL), DI_OK);
+        for (int32_t i = 1; i < N_VOCAB; i++)
+            if (row[i] > row[argmax])
+                argmax = i;
+        ck_assert_int_eq(di_session_greedy_token(s, 0, &g), DI_OK);
+        ck_assert_int_eq(g, argmax);
+        ck_assert_int_eq(di_session_sample_token(s, 0, &t), DI_OK);
+        differ += g != t;
+        /* NULL gives a sequence back the session's parameters, not greedy */
+        ck_assert_int_eq(di_session_seq_set_sampling(s, 1, NULL), DI_OK);
+        ck_assert_int_eq(di_session_sample_token(s, 1, &t), DI_OK);
+        di_session_free(plain);
+        di_session_free(s);
+        s = NULL;
+    }
+    ck_assert_int_gt(differ, 0);
     di_config_free(c);
 }
 END_TEST
@@ -956,7 +1076,8 @@ static TCase *config_case(void)
     LOOP(tc, test_config_out_of_range, OUT_OF_RANGE);
     tcase_add_test(tc, test_config_range_edges);
     tcase_add_test(tc, test_config_wrong_type_and_unknown_key);
-    LOOP(tc, test_sampling_refused, REFUSED);
+    LOOP(tc, test_sampling_keys_accepted, SAMPLING_KEYS);
+    LOOP(tc, test_sampling_key_out_of_range, SAMPLING_BAD);
     tcase_add_test(tc, test_neutral_sampling_accepted);
     return tc;
 }
@@ -1007,6 +1128,7 @@ static TCase *behaviour_case(void)
     tcase_add_test(tc, test_chunking_and_batching_invariance);
     tcase_add_test(tc, test_thread_count_invariance);
     tcase_add_test(tc, test_seq_digest_extra);
+    tcase_add_test(tc, test_sampling_keys_start_sequences);
     return tc;
 }
 

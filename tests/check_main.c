@@ -14,6 +14,7 @@ Suite *tokenizer_suite(void);
 Suite *chat_suite(void);
 Suite *format_suite(void);
 Suite *api_suite(void);
+Suite *sampling_suite(void);
 Suite *reference_suite(void);
 Suite *determinism_suite(di_cpu_path path);
 Suite *install_suite(void);
@@ -30,6 +31,7 @@ int main(void)
     srunner_add_suite(runner, chat_suite());
     srunner_add_suite(runner, format_suite());
     srunner_add_suite(runner, api_suite());
+    srunner_add_suite(runner, sampling_suite());
     srunner_add_suite(runner, reference_suite());
     srunner_add_suite(runner, determinism_suite(DI_CPU_PATH_AUTO)); /* paths agree */
     srunner_add_suite(runner, determinism_suite(DI_CPU_PATH_SCALAR));

@@ -115,13 +115,20 @@ def prompt_and_ref(model_path, n_vocab):
     return tokens, ref_row
 
 
-def check_refused_temperature(lib, config):
-    st = lib.di_config_set_float(config, DI_CONFIG_TEMPERATURE, 0.7)
+def check_temperature_needs_do_sample(lib, model, config):
+    """The sampling keys start a session's sequences sampling; temperature > 0
+    without do_sample is refused when the session is created."""
+    check(lib, "di_config_set_float(TEMPERATURE)", lib.di_config_set_float(config, DI_CONFIG_TEMPERATURE, 0.7))
+    session = C.c_void_p()
+    err = C.create_string_buffer(512)
+    st = lib.di_session_create(model, config, C.byref(session), err, len(err))
     if st != DI_ERR_SAMPLING_REFUSED:
-        raise Failure(f"temperature 0.7 gave status {st}, expected {DI_ERR_SAMPLING_REFUSED}")
-    msg = text(lib.di_config_errmsg(config))
-    if "temperature" not in msg.lower():
-        raise Failure(f"refusal message does not mention temperature: {msg!r}")
+        lib.di_session_free(session)
+        raise Failure(f"temperature 0.7 without do_sample gave status {st}, expected {DI_ERR_SAMPLING_REFUSED}")
+    msg = err.value.decode("utf-8", "replace").lower()
+    if "temperature" not in msg or "do_sample" not in msg:
+        raise Failure(f"refusal message does not name temperature and do_sample: {msg!r}")
+    check(lib, "di_config_set_float(TEMPERATURE)", lib.di_config_set_float(config, DI_CONFIG_TEMPERATURE, 0.0))
 
 
 def run_step(lib, session, tokens):
@@ -185,7 +192,7 @@ def smoke(lib_path, model_path):
 
         check(lib, "di_config_create", lib.di_config_create(C.byref(config)))
         check(lib, "di_config_set_int(THREADS)", lib.di_config_set_int(config, DI_CONFIG_THREADS, 2))
-        check_refused_temperature(lib, config)
+        check_temperature_needs_do_sample(lib, model, config)
 
         st = lib.di_session_create(model, config, C.byref(session), err, len(err))
         check(lib, "di_session_create", st, err.value.decode("utf-8", "replace"))
