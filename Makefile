@@ -211,7 +211,7 @@ check-peer: $(SHARED) $(PEER_VENV)/ok
 # that install fails. Uses the library of this tree.
 RAY_REAL ?= 0
 check-ray: $(SHARED) $(MODELS)/tokenizers.txt
-	@if ! $(PYTHON) -c 'import ray.data, pyarrow, xxhash, pytest' 2>/dev/null; then \
+	@if ! $(PYTHON) -c 'import ray.data, pyarrow, xxhash, pytest, yaml' 2>/dev/null; then \
 	    echo "check-ray: installing tests/requirements-ray.txt"; \
 	    $(PYTHON) -m pip install -q -r tests/requirements-ray.txt || \
 	    $(PYTHON) -m pip install -q --break-system-packages -r tests/requirements-ray.txt || \

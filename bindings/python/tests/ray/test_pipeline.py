@@ -67,8 +67,9 @@ def three_actor_run(cluster, small_model, requests, tmp_path_factory):
 
 def test_heterogeneous_actors_equal_single_process(three_actor_run, reference):
     summary, records = three_actor_run
-    errors = check_against_reference(records, reference)
-    assert summary.records == N and summary.errors == errors
+    assert check_against_reference(records, reference) == 0 == summary.errors
+    assert summary.records == N
+    assert sum("sampling" in r for r in ROWS) == 5  # sampled records with their own seeds
     assert [r["id"] for r in records] == list(range(N))  # input order
     infos = {w["backend_info"] for w in summary.workers}
     assert {"backend=cpu path=scalar threads=1", "backend=cpu path=avx2 threads=2"} <= infos, infos
@@ -109,8 +110,7 @@ def test_command_one_worker_same_run_digest(cluster, small_model, reference, thr
            "--logits-digests"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     print("\n" + p.stdout)
-    has_errors = any(v[0] == "error" for v in reference.values())
-    assert p.returncode == (1 if has_errors else 0), p.stderr[-3000:]
+    assert p.returncode == 0, p.stderr[-3000:]
     records = read_jsonl(out / "records.jsonl")
     check_against_reference(records, reference)
     saved = json.loads((out / "summary.json").read_text())
