@@ -102,6 +102,10 @@ def test_worker_config_parse():
     assert (c.threads, c.cpu_path, c.max_sequences, c.backend) == (2, "avx2", 3, "cpu")
     with pytest.raises(ValueError, match="expected key=value"):
         WorkerConfig.parse("thread=2")
+    for bad, msg in (("cpu_path=avx3", "auto, scalar, avx2 or avx512"), ("threads=0", "at least 1"),
+                     ("threads=two", "threads must be an integer"), ("backend=tpu", "cpu or cuda")):
+        with pytest.raises(ValueError, match=msg):
+            WorkerConfig.parse(bad)
 
 
 def test_writers_commit_or_leave_nothing(tmp_path):

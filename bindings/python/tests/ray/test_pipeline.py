@@ -116,6 +116,8 @@ def test_command_one_worker_same_run_digest(cluster, small_model, reference, thr
     saved = json.loads((out / "summary.json").read_text())
     assert saved["records"] == N and len(saved["workers"]) == 1
     assert f"run digest {three_actor_run[0].run_digest}" in p.stdout
+    # the same records, field for field, as the three heterogeneous actors wrote
+    assert records == [{k: v for k, v in r.items() if k != "worker"} for r in three_actor_run[1]]
     print(f"1 worker: run digest {saved['run_digest']}\n3 workers: run digest {three_actor_run[0].run_digest}")
 
 
@@ -126,6 +128,15 @@ def test_command_refuses_bad_input(tmp_path, small_model):
                         str(bad), "--output", str(tmp_path / "o")], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 2 and "id 1 already used on line 1" in p.stderr
+
+
+def test_bad_model_fails_with_the_library_message(cluster, requests, tmp_path):
+    bad = tmp_path / "not-a-model.gguf"
+    bad.write_bytes(b"GGUF but not really")
+    with pytest.raises(Exception, match="DI_ERR_FORMAT"):
+        dr.run(str(bad), requests[:4], str(tmp_path / "out"), workers=1, cpus_per_worker=1,
+               progress=False, wait_for_workers_s=120)
+    assert not (tmp_path / "out" / "records.jsonl").exists()
 
 
 def test_real_model(cluster, real_model, tmp_path):

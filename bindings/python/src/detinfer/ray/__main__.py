@@ -66,7 +66,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.workers < 1 or args.batch_size < 1:
         print("detinfer.ray: --workers and --batch-size must be at least 1", file=sys.stderr)
         return 2
-    if not os.path.exists(args.model):
+    remote = (args.address or os.environ.get("RAY_ADDRESS", "")).startswith("ray://")
+    if not remote and not os.path.exists(args.model):  # through Ray Client it is the nodes' path
         print(f"detinfer.ray: {args.model}: no such model file", file=sys.stderr)
         return 2
 
@@ -76,8 +77,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     # The library's location travels to every worker when the driver names it.
     env = {k: os.environ[k] for k in ("DETINFER_LIB",) if k in os.environ}
-    ray.init(address=args.address, runtime_env={"env_vars": env} if env else None,
-             include_dashboard=False if not args.address else None, log_to_driver=True)
+    init = {"runtime_env": {"env_vars": env}} if env else {}
+    if not args.address and not os.environ.get("RAY_ADDRESS"):
+        init["include_dashboard"] = False  # a local Ray for this run only
+    ray.init(address=args.address, **init)
     summary = run(args.model, requests, args.output, workers=configs, n_workers=args.workers,
                   fmt=args.format, batch_size=args.batch_size, logits_digests=args.logits_digests,
                   provenance=args.provenance, cpus_per_worker=args.cpus_per_worker,

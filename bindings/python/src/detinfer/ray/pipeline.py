@@ -106,9 +106,8 @@ def run(model: str, requests: Sequence[Request], output_dir: str,
         raise ValueError("at least one worker")
     if fmt not in ("jsonl", "parquet"):
         raise ValueError(f"unknown format {fmt!r} (jsonl or parquet)")
-    model = os.path.abspath(model)
-    if not os.path.exists(model):
-        raise FileNotFoundError(f"{model}: no such model file")
+    if os.path.exists(model):
+        model = os.path.abspath(model)  # else a path on the nodes only (Ray Client)
     n = len(requests)
     start = time.monotonic()
 

@@ -207,6 +207,15 @@ class WorkerConfig:
     max_sequences: int = 4
     context_length: int = 0
 
+    def __post_init__(self) -> None:
+        if self.cpu_path not in ("auto", "scalar", "avx2", "avx512"):
+            raise ValueError(f"cpu_path {self.cpu_path!r}: auto, scalar, avx2 or avx512")
+        if self.backend not in ("cpu", "cuda"):
+            raise ValueError(f"backend {self.backend!r}: cpu or cuda")
+        if self.threads < 1 or self.max_sequences < 1 or self.context_length < 0 or self.device < 0:
+            raise ValueError(f"worker config {self.describe()}: threads and max_sequences must be "
+                             "at least 1, context_length and device at least 0")
+
     @classmethod
     def parse(cls, text: str) -> "WorkerConfig":
         """From "threads=2,cpu_path=avx2" (the command's --worker-config)."""
@@ -217,7 +226,10 @@ class WorkerConfig:
             key = key.strip()
             if not sep or key not in names:
                 raise ValueError(f"worker config {text!r}: expected key=value with keys {sorted(names)}")
-            kw[key] = value.strip() if key in ("cpu_path", "backend") else int(value)
+            try:
+                kw[key] = value.strip() if key in ("cpu_path", "backend") else int(value)
+            except ValueError:
+                raise ValueError(f"worker config {text!r}: {key} must be an integer") from None
         return cls(**kw)
 
     def describe(self) -> str:
