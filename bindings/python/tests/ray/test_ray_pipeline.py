@@ -1,6 +1,6 @@
 """detinfer.ray on a local two-node Ray cluster (loopback): heterogeneous
 actors, a killed actor, runs with different worker counts, the command.
-Every record is checked against the single-process reference (reference.py)."""
+Every record is checked against the single-process reference (ray_support.py)."""
 import json
 import os
 import subprocess
@@ -13,8 +13,8 @@ if os.environ.get("DI_RAY_TESTS") != "1":
 ray = pytest.importorskip("ray", reason="ray is not installed: make check-ray installs tests/requirements-ray.txt")
 pytest.importorskip("pyarrow")
 
-from conftest import make_requests, write_jsonl  # noqa: E402
-from reference import check_against_reference, expected_run_digest, reference_records  # noqa: E402
+from ray_support import (check_against_reference, expected_run_digest, make_requests,  # noqa: E402,F401
+                         real_model, reference_records, small_model, write_jsonl)
 
 import detinfer.ray as dr  # noqa: E402
 

@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from conftest import make_requests, write_jsonl
-from reference import check_against_reference, expected_run_digest, reference_records
+from ray_support import (check_against_reference, expected_run_digest, make_requests,  # noqa: F401
+                         real_model, reference_records, small_model, write_jsonl)
 
 from detinfer.ray.engine import Generator
 from detinfer.ray.records import (RequestError, WorkerConfig, parse_request, read_requests,
@@ -137,7 +137,7 @@ def test_kubernetes_example_parses():
     """docs/examples/detinfer-serve-k8s.yaml: YAML syntax, and `detinfer serve`
     options that docs/SCALE.md names (the manifest is not run here)."""
     yaml = pytest.importorskip("yaml")
-    from conftest import ROOT
+    from ray_support import ROOT
 
     docs = list(yaml.safe_load_all((ROOT / "docs/examples/detinfer-serve-k8s.yaml").read_text()))
     kinds = {d["kind"]: d for d in docs}
