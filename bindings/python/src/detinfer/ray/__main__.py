@@ -6,7 +6,6 @@ error (they are still written), 2 on bad arguments or input."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import List, Optional
@@ -93,8 +92,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"records in {os.path.join(args.output, 'records.' + args.format)}; "
           f"summary in {os.path.join(args.output, 'summary.json')}")
     if summary.errors:
-        errs = json.dumps(summary.errors)
-        print(f"detinfer.ray: {errs} record(s) hold an error", file=sys.stderr)
+        print(f"detinfer.ray: {summary.errors} record(s) hold an error (their 'error' field)",
+              file=sys.stderr)
         return 1
     return 0
 
