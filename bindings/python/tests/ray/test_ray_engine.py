@@ -150,3 +150,21 @@ def test_kubernetes_example_parses():
                        "--max-sequences"}
     assert kinds["Service"]["spec"]["selector"] == kinds["Deployment"]["spec"]["selector"]["matchLabels"]
     assert pod["containers"][0]["readinessProbe"]["httpGet"]["path"] == "/health"
+
+
+def test_parquet_ids_are_strings_when_any_id_is(tmp_path):
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from detinfer.ray.records import Request, empty_record
+    from detinfer.ray.writer import open_writer
+
+    reqs = [Request(id=7, prompt="x"), Request(id="b", prompt="y")]
+    w = open_writer(str(tmp_path), "parquet", reqs, True, True)
+    for r in reqs:
+        w.write(dict(empty_record(r.id), finish="error", error="e", logits_digests=None, worker="w"))
+    w.commit()
+    t = pq.read_table(tmp_path / "records.parquet")
+    assert t.column("id").to_pylist() == ["7", "b"]
+    assert t.column_names == ["id", "text", "tokens", "n_prompt", "digest", "finish", "error",
+                              "logits_digests", "worker"]
