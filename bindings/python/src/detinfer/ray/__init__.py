@@ -19,13 +19,11 @@ from .records import (Request, RequestError, Summary, WorkerConfig, parse_reques
 
 
 def run(*args, **kwargs):  # type: ignore[no-untyped-def]
-    """detinfer.ray.pipeline.run (imports Ray)."""
+    """detinfer.ray.pipeline.run: imported on first use, so the rest of this
+    package works without Ray."""
     from .pipeline import run as _run
 
     return _run(*args, **kwargs)
-
-
-run.__doc__ = "See detinfer.ray.pipeline.run (imports Ray)."
 
 __all__ = ["Generator", "Request", "RequestError", "Summary", "WorkerConfig", "parse_request",
            "read_requests", "run", "run_digest"]
