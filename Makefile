@@ -12,6 +12,7 @@
 #   make bench           prefill/decode tokens per second: a generated 268M model and the real one
 #   make bench-peer      the real model against llama.cpp (bench/compare-llamacpp.sh)
 #   make deps            install build and test dependencies (apt-get, pip)
+#   make check-ray       detinfer.ray on a local two-node Ray cluster (RAY_REAL=1 adds the real model)
 
 VERSION := $(shell sed -n 's/^\#define DI_VERSION_STRING "\(.*\)"/\1/p' include/detinfer.h)
 ABI     := $(shell sed -n 's/^\#define DI_ABI_VERSION \([0-9]*\)/\1/p' include/detinfer.h)
@@ -70,7 +71,7 @@ MODELS   := $(BUILD)/models
 EXAMPLE  := $(BUILD)/examples/generate
 CACHE    ?= $(HOME)/.cache/detinfer
 
-.PHONY: all check check-tsan check-baseline check-portability golden-digests check-peer peer-venv bench-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
+.PHONY: all check check-ray check-tsan check-baseline check-portability golden-digests check-peer peer-venv bench-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
 all: $(SHARED) $(EXAMPLE) detinfer
 
 $(BUILD)/lib/%.o: lib/%.c $(wildcard lib/*.h) include/detinfer.h
@@ -285,6 +286,21 @@ bench-peer: all $(PEER_VENV)/ok
 check-peer: $(SHARED) $(PEER_VENV)/ok
 	$(PEER_VENV)/bin/python tests/peer/compare_llamacpp.py "$$(tools/fetch-model.sh)" \
 	    --lib $(SHARED) --new 32 --threads 2
+
+# detinfer.ray (docs/SCALE.md) on a local Ray cluster: installs Ray from
+# tests/requirements-ray.txt when it is missing, and says it skips only when
+# that install fails. Uses the library of this tree.
+RAY_REAL ?= 0
+check-ray: $(SHARED) $(MODELS)/tokenizers.txt
+	@if ! $(PYTHON) -c 'import ray.data, pyarrow, xxhash, pytest, yaml' 2>/dev/null; then \
+	    echo "check-ray: installing tests/requirements-ray.txt"; \
+	    $(PYTHON) -m pip install -q -r tests/requirements-ray.txt || \
+	    $(PYTHON) -m pip install -q --break-system-packages -r tests/requirements-ray.txt || \
+	    { echo "check-ray: SKIPPED: ray could not be installed from PyPI (tests/requirements-ray.txt)"; exit 0; }; \
+	fi; \
+	DETINFER_LIB=$(abspath $(dir $(SHARED)))/$(SONAME) PYTHONPATH=$(CURDIR)/bindings/python/src \
+	DI_TEST_MODELS=$(abspath $(MODELS)) DI_RAY_TESTS=1 DI_RAY_REAL=$(RAY_REAL) \
+	timeout 900 $(PYTHON) -m pytest -p no:cacheprovider -W ignore::DeprecationWarning -q -s -rs bindings/python/tests/ray
 
 # libFuzzer (clang) over the GGUF parser and over the chat templates with
 # PARSE_SPECIAL tokenizing; FUZZ_SECONDS of fuzzing per target (two targets).
