@@ -685,7 +685,12 @@ DI_API di_status di_session_sample_token(di_session *s, uint32_t seq, int32_t *t
     const uint32_t window = p->penalty_window == 0 || p->penalty_window > q->length
                                 ? q->length
                                 : p->penalty_window;
+    /* sampling computes (penalties, temperature, exp, sums): under the contract's
+     * floating-point environment, like a step */
+    di_fpenv saved;
+    di_fpenv_enter(&saved);
     *token = di_sample(&s->sampler, p, q->last_logits, q->tokens + (q->length - window), window,
                        q->length);
+    di_fpenv_leave(&saved);
     return DI_OK;
 }
