@@ -51,8 +51,8 @@ if "$stage/bare/bin/pip" install -q pytest xxhash mypy "$root/bindings/python" 2
     ! "$stage/bare/bin/python" -c 'import numpy' 2>/dev/null || { echo "the bare environment has numpy"; exit 1; }
     (cd "$stage" && DETINFER_LIB=$prefix/lib/libdetinfer.so.1 "$stage/bare/bin/python" -m pytest -q \
         -p no:cacheprovider "$root/bindings/python/tests")
-    "$stage/bare/bin/mypy" --strict --no-incremental --cache-dir=/dev/null "$root/bindings/python/src/detinfer"
-    summary+=("Python without numpy: pytest passed; mypy --strict passed")
+    "$stage/bare/bin/mypy" --strict --no-incremental --cache-dir=/dev/null --exclude "/ray/" "$root/bindings/python/src/detinfer"
+    summary+=("Python without numpy: pytest passed; mypy --strict passed (detinfer.ray left out: ray, numpy and pyarrow are not in this environment)")
 else
     summary+=("Python without numpy and mypy: NOT RUN (pip could not install pytest, xxhash, mypy: no index?)")
 fi
