@@ -262,7 +262,7 @@ check-baseline: $(MODELS)/models.txt $(MODELS)/real.txt $(MODELS)/rope_reference
 # 4 threads, each with its own 2-thread session (tests/tsan_shared_model.c).
 TSAN_MODELS := gqa_untied_q8_0 gemma3_f32 mha_tied_q4_1
 check-tsan: $(MODELS)/models.txt
-	$(MAKE) SANITIZE=thread build-tsan/libdetinfer.so.$(VERSION)
+	$(MAKE) SANITIZE=thread build-tsan/libdetinfer.so.$(LIBFILE_VERSION)
 	$(CC) -std=c11 -Wall -Wextra -O1 -g -fsanitize=thread -Iinclude tests/tsan_shared_model.c \
 	    -o build-tsan/tsan_shared_model -Lbuild-tsan -ldetinfer -Wl,-rpath,$(abspath build-tsan) -lpthread
 	@for m in $(TSAN_MODELS); do \
