@@ -491,6 +491,36 @@ DI_API di_status di_chat_format(const char *template_name, const char *const *ro
                                 char *text, size_t capacity, size_t *text_len, char *errbuf,
                                 size_t errbuf_size);
 
+/* ---- CPU paths and log-probabilities (DETINFER_1.3) ----------------------- */
+
+/* The CPU path a session created with DI_CONFIG_CPU_PATH = requested would
+ * run on this machine, in *path: for DI_CPU_PATH_AUTO, what a default
+ * session takes (DETINFER_CPU_PATH included). DI_ERR_UNSUPPORTED when this
+ * CPU or build cannot run the path asked for, DI_ERR_INVALID_ARGUMENT for an
+ * unknown value (of requested or of DETINFER_CPU_PATH); errbuf (optional)
+ * receives the detail. Thread-safe. */
+DI_API di_status di_cpu_path_resolve(di_cpu_path requested, di_cpu_path *path, char *errbuf,
+                                     size_t errbuf_size);
+
+/* "auto", "scalar", "avx2" or "avx512" (the DETINFER_CPU_PATH spellings);
+ * "unknown" for any other value. A static string. */
+DI_API const char *di_cpu_path_name(di_cpu_path path);
+
+/* Log-probabilities of the model's own distribution at the last position of
+ * seq's last step: the log-softmax of di_session_logits (temperature 1, no
+ * penalty and no filter, whatever the sequence's sampling parameters), with
+ * the library's own exp and log in the canonical order, so equal logits give
+ * equal bits on every machine. With token >= 0, *token_logprob receives that
+ * token's (token_logprob may be NULL when token < 0). The n_top most likely
+ * tokens, ordered by (log-probability descending, id ascending), go to
+ * top_tokens[0..n_top) and top_logprobs[0..n_top) (both may be NULL when
+ * n_top is 0); n_top must not exceed the vocabulary. DI_ERR_STATE when the
+ * sequence has no logits (as di_session_sample_token), DI_ERR_TOKEN_RANGE
+ * for a token outside the vocabulary. */
+DI_API di_status di_session_logprobs(di_session *session, uint32_t seq, int32_t token,
+                                     float *token_logprob, uint32_t n_top, int32_t *top_tokens,
+                                     float *top_logprobs);
+
 #ifdef __cplusplus
 }
 #endif

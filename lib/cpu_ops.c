@@ -87,13 +87,14 @@ const di_cpu_ops *di_cpu_ops_for(di_cpu_path path)
     }
 }
 
-static const char *path_name(di_cpu_path path)
+const char *di_cpu_path_name(di_cpu_path path)
 {
     switch (path) {
+    case DI_CPU_PATH_AUTO: return "auto";
     case DI_CPU_PATH_SCALAR: return "scalar";
     case DI_CPU_PATH_AVX2: return "avx2";
     case DI_CPU_PATH_AVX512: return "avx512";
-    default: return "auto";
+    default: return "unknown";
     }
 }
 
@@ -128,6 +129,22 @@ di_status di_cpu_ops_select(di_cpu_path requested, const di_cpu_ops **out, char 
     if (!*out)
         return di_error(errbuf, errbuf_size, DI_ERR_UNSUPPORTED,
                         "%s asks for the %s CPU path, which this CPU or build cannot run", source,
-                        path_name(requested));
+                        di_cpu_path_name(requested));
     return DI_OK;
+}
+
+di_status di_cpu_path_resolve(di_cpu_path requested, di_cpu_path *path, char *errbuf,
+                              size_t errbuf_size)
+{
+    if (!path)
+        return di_error(errbuf, errbuf_size, DI_ERR_INVALID_ARGUMENT, "path is NULL");
+    *path = DI_CPU_PATH_AUTO;
+    if (requested < DI_CPU_PATH_AUTO || requested > DI_CPU_PATH_AVX512)
+        return di_error(errbuf, errbuf_size, DI_ERR_INVALID_ARGUMENT,
+                        "unknown CPU path %d: expected 0 (auto) to 3 (avx512)", (int)requested);
+    const di_cpu_ops *ops;
+    di_status st = di_cpu_ops_select(requested, &ops, errbuf, errbuf_size);
+    if (st == DI_OK)
+        *path = ops->path;
+    return st;
 }

@@ -694,3 +694,20 @@ DI_API di_status di_session_sample_token(di_session *s, uint32_t seq, int32_t *t
     di_fpenv_leave(&saved);
     return DI_OK;
 }
+
+DI_API di_status di_session_logprobs(di_session *s, uint32_t seq, int32_t token,
+                                     float *token_logprob, uint32_t n_top, int32_t *top_tokens,
+                                     float *top_logprobs)
+{
+    (void)token;
+    (void)token_logprob;
+    (void)n_top;
+    (void)top_tokens;
+    (void)top_logprobs;
+    sequence *q = NULL;
+    di_status st = begin_seq_call(s, seq, &q, &q);
+    if (st)
+        return st;
+    /* declared with the DETINFER_1.3 node; the computation lands next */
+    return fail(s, DI_ERR_UNSUPPORTED, "di_session_logprobs is not implemented yet");
+}
