@@ -29,6 +29,11 @@ cmakedir    ?= $(libdir)/cmake/detinfer
 mandir      ?= $(PREFIX)/share/man
 DESTDIR     ?=
 
+# The library's folders, lowest layer first (docs/ARCHITECTURE.md; the
+# layer check tests/tools/check_layers.py reads the same order).
+DI_SRC_DIRS := kernels/common lib/base kernels/cpu lib/format lib/tokenizer lib/model \
+               lib/forward lib/api
+
 CC      ?= cc
 PYTHON  ?= python3
 NVCC    ?= nvcc
@@ -36,7 +41,7 @@ CFLAGS  ?= -O3 -g
 # Determinism: no contraction of a*b+c into fma behind our back, never fast-math.
 DI_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
              -fPIC -fvisibility=hidden -ffp-contract=off -fno-fast-math \
-             -DDI_BUILDING_LIBRARY -Iinclude -Ilib
+             -DDI_BUILDING_LIBRARY -Iinclude $(addprefix -I,$(DI_SRC_DIRS))
 LIBS    := -lpcre2-8 -lpthread -lm -ldl
 
 SANITIZE ?=
@@ -45,7 +50,7 @@ BUILD   ?= build-san
 CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
 else ifeq ($(SANITIZE),thread)
-# ThreadSanitizer: lib/cpu_clones.h drops target_clones (IFUNC resolvers crash
+# ThreadSanitizer: kernels/cpu/cpu_clones.h drops target_clones (IFUNC resolvers crash
 # under TSan at load) by itself, for any build with -fsanitize=thread.
 BUILD   ?= build-tsan
 CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
@@ -54,8 +59,9 @@ else
 BUILD   ?= build
 endif
 
-LIB_SRC := $(wildcard lib/*.c)
-LIB_OBJ := $(LIB_SRC:lib/%.c=$(BUILD)/lib/%.o)
+LIB_SRC := $(wildcard $(addsuffix /*.c,$(DI_SRC_DIRS)))
+LIB_HDR := $(wildcard $(addsuffix /*.h,$(DI_SRC_DIRS)))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 SONAME  := libdetinfer.so.$(ABI)
 SHARED  := lib/libdetinfer.so.$(LIBFILE_VERSION)
 # Any build but the default one (sanitizers, CC=clang BUILD=build-clang,
@@ -74,7 +80,7 @@ CACHE    ?= $(HOME)/.cache/detinfer
 .PHONY: all check check-ray check-tsan check-baseline check-portability golden-digests check-peer peer-venv bench-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
 all: $(SHARED) $(EXAMPLE) detinfer
 
-$(BUILD)/lib/%.o: lib/%.c $(wildcard lib/*.h) include/detinfer.h
+$(BUILD)/%.o: %.c $(LIB_HDR) include/detinfer.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DI_CFLAGS) $(CFLAGS) -DDI_BUILD_FLAGS='"$(CFLAGS) -ffp-contract=off"' -c $< -o $@
 
@@ -120,7 +126,7 @@ $(TEST_BIN): $(TEST_SRC) $(wildcard tests/*.h) $(STATIC)
 $(MODELS)/models.txt: $(wildcard tests/tools/*.py)
 	$(PYTHON) tests/tools/make_test_models.py $(MODELS) --force
 
-# mpmath's values of the RoPE functions of lib/numerics.h (check_rope.c).
+# mpmath's values of the RoPE functions of kernels/common/numerics.h (check_rope.c).
 $(MODELS)/rope_reference.txt: tests/tools/rope_reference.py
 	@mkdir -p $(MODELS)
 	$(PYTHON) $< $@
@@ -148,7 +154,7 @@ $(MODELS)/real.txt: tools/fetch-model.sh tests/tools/reference.py
 # The Check suite reads its inputs from the environment so it can be run by hand.
 # The CUDA suite uses the plugin when `make cuda` built it, nvcc's host build of the
 # shared numerics when nvcc is here (cuda-numerics says so when it is not), and the
-# plugin's source run on the CPU (kernels/cuda.mk, tests/cuda_emu).
+# plugin's source run on the CPU (kernels/cuda/cuda.mk, tests/cuda_emu).
 check: $(TEST_BIN) $(EXAMPLE) $(FASTMATH) $(DIGESTS) $(SHARED) $(MODELS)/models.txt $(MODELS)/rope_reference.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt detinfer \
        cuda-numerics cuda-emu
 	DI_TEST_MODELS=$(abspath $(MODELS)) DI_TEST_EXAMPLE=$(abspath $(EXAMPLE)) \
@@ -240,7 +246,7 @@ deps:
 # tests/portability/setup.sh installs the compilers and qemu.
 check-portability: $(STATIC) $(MODELS)/models.txt $(MODELS)/real.txt
 	bash tests/portability/setup.sh
-	DI_CFLAGS="$(DI_CFLAGS)" DI_REF_STATIC=$(abspath $(STATIC)) \
+	DI_CFLAGS="$(DI_CFLAGS)" DI_LIB_SRC="$(LIB_SRC)" DI_REF_STATIC=$(abspath $(STATIC)) \
 	    bash tests/portability/run.sh $(abspath $(MODELS)) "$$(cat $(MODELS)/real.txt)" $(abspath build-port)
 
 # The baseline copy of every target_clones function (DI_NO_CLONES) and glibc's
@@ -305,14 +311,14 @@ check-ray: $(SHARED) $(MODELS)/tokenizers.txt
 # libFuzzer (clang) over the GGUF parser and over the chat templates with
 # PARSE_SPECIAL tokenizing; FUZZ_SECONDS of fuzzing per target (two targets).
 FUZZ_SECONDS ?= 60
-FUZZ_CC := clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude -Ilib
+FUZZ_CC := clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude \
+           $(addprefix -I,$(DI_SRC_DIRS))
 fuzz: $(MODELS)/models.txt $(MODELS)/tokenizers.txt
 	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus_chat
 	cp $(MODELS)/mha_tied_q8_0.gguf $(MODELS)/odd_f32.gguf $(BUILD)/fuzz/corpus/
-	$(FUZZ_CC) tests/fuzz/fuzz_gguf.c lib/gguf.c -o $(BUILD)/fuzz/fuzz_gguf
-	$(FUZZ_CC) tests/fuzz/fuzz_chat.c lib/chat_template.c lib/tokenizer.c lib/tokenizer_spm.c \
-	    lib/tokenizer_bpe.c lib/tokenizer_heap.c lib/gguf.c lib/status.c -o $(BUILD)/fuzz/fuzz_chat \
-	    -lpcre2-8 -lm
+	$(FUZZ_CC) tests/fuzz/fuzz_gguf.c lib/format/*.c lib/base/*.c -o $(BUILD)/fuzz/fuzz_gguf
+	$(FUZZ_CC) tests/fuzz/fuzz_chat.c lib/tokenizer/*.c lib/format/*.c lib/base/*.c \
+	    -o $(BUILD)/fuzz/fuzz_chat -lpcre2-8 -lm
 	$(BUILD)/fuzz/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=262144 $(BUILD)/fuzz/corpus
 	DI_FUZZ_VOCAB=$(MODELS)/tok_bpe_llama3.gguf $(BUILD)/fuzz/fuzz_chat -max_total_time=$(FUZZ_SECONDS) \
 	    -max_len=4096 -dict=tests/fuzz/chat.dict $(BUILD)/fuzz/corpus_chat
@@ -329,4 +335,4 @@ clean:
 # The detinfer command (tools/): its rules live in their own file.
 include tools/detinfer.mk
 # The CUDA plugin (kernels/): make cuda.
-include kernels/cuda.mk
+include kernels/cuda/cuda.mk

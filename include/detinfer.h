@@ -75,7 +75,7 @@ extern "C" {
 #define DI_ABI_VERSION 1
 /* The numerics version: it changes when, and only when, a release changes
  * the digest of any result on purpose (a new order of operations, a new
- * function in lib/numerics.h), with a CHANGELOG entry that says which results
+ * function in kernels/common/numerics.h), with a CHANGELOG entry that says which results
  * change. Equal numerics versions give equal digests (docs/DETERMINISM.md,
  * "Digests across releases"); di_build_info() names the library's. */
 #define DI_NUMERICS_VERSION 1

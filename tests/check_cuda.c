@@ -2,7 +2,7 @@
  * check_cuda.c — the CUDA backend, on a machine with or without a GPU.
  *
  * Without a GPU: the per-weight formulas the kernels use (dequant_blocks.h)
- * against lib/dequant.c; the warp's index mapping and shuffle tree
+ * against kernels/cpu/dequant.c; the warp's index mapping and shuffle tree
  * (canon_order.h, canon_rows.h), run lane by lane on the host, against the
  * CPU's di_cpu_dot, di_cpu_sum, RMSNorm and attention; the shared math
  * compiled by nvcc as host code (build/kernels/libnumerics-nvcc.so, named by
@@ -76,7 +76,7 @@ static void random_row(uint64_t *rng, uint32_t type, uint8_t *row, uint32_t n)
     }
 }
 
-/* ---- dequant_blocks.h against lib/dequant.c ------------------------------------- */
+/* ---- dequant_blocks.h against kernels/cpu/dequant.c ------------------------------------- */
 
 START_TEST(test_weight_formulas_match_dequant)
 {

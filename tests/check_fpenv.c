@@ -1,6 +1,6 @@
 /*
  * check_fpenv.c — the host's floating-point state changes no bit
- * (lib/fpenv.h): rounding toward +inf, -inf and zero, and flush-to-zero with
+ * (kernels/cpu/fpenv.h): rounding toward +inf, -inf and zero, and flush-to-zero with
  * denormals-are-zero, set before or after the session is created, on every
  * CPU path this machine runs, with 1 to 4 threads, give the digests of the
  * default environment; and every call leaves the caller's state (mode and

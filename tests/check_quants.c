@@ -1,5 +1,5 @@
 /*
- * check_quants.c — weight types (lib/dequant.c, docs/QUANTS.md):
+ * check_quants.c — weight types (kernels/cpu/dequant.c, docs/QUANTS.md):
  *   - bitwise agreement with gguf's numpy dequantization, on fixtures written
  *     by tests/tools/make_quant_fixtures.py ($DI_TEST_MODELS/quant_<t>.bin);
  *   - bitwise agreement with the documented float32 formula, evaluated on

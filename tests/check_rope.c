@@ -1,7 +1,7 @@
 /*
  * check_rope.c — no libm value reaches a logit (docs/DETERMINISM.md, "RoPE
  * tables" and "The host's environment"):
- *   - di_rope_inv_freq and di_sincos (lib/numerics.h) against mpmath at 256
+ *   - di_rope_inv_freq and di_sincos (kernels/common/numerics.h) against mpmath at 256
  *     bits (tests/tools/rope_reference.py): inverse frequencies correctly
  *     rounded, sin/cos at most 1 ulp from the correctly rounded binary64 (an error below 1 ulp) and correctly rounded once
  *     rounded to the float tables;

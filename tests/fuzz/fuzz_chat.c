@@ -1,5 +1,5 @@
 /*
- * fuzz_chat.c — libFuzzer harness for the chat templates (lib/chat_template.c)
+ * fuzz_chat.c — libFuzzer harness for the chat templates (lib/tokenizer/chat_template.c)
  * and tokenizing with DI_TOKENIZE_PARSE_SPECIAL.
  *
  * An input is read as: byte 0 picks a template name (one past the built-in

@@ -1,5 +1,5 @@
 /*
- * fuzz_gguf.c — libFuzzer harness for the GGUF parser (lib/gguf.c).
+ * fuzz_gguf.c — libFuzzer harness for the GGUF parser (lib/format/gguf.c).
  *
  * Each input is parsed; when the parser accepts it, every view it returned
  * is walked byte by byte (keys, strings, array elements, tensor names and

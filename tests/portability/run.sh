@@ -6,7 +6,7 @@
 # build x model x result and fails on any difference or failed build.
 #
 #   run.sh MODELS_DIR REAL_MODEL OUT_DIR     (REAL_MODEL may be empty)
-#   environment: DI_CFLAGS (the Makefile's), DI_REF_STATIC (the Makefile's
+#   environment: DI_CFLAGS and DI_LIB_SRC (the Makefile's), DI_REF_STATIC (the Makefile's
 #   libdetinfer.a: the reference build links it instead of compiling again),
 #   PORT_BUILDS (names, to run a subset)
 #
@@ -23,7 +23,8 @@ cases=$out/cases.txt
 tests/portability/cases.sh "$models" "$real" > "$cases" || exit 1
 
 # ---- the builds: name, compiler, flags, extra sources, libraries, runner, environment
-base_flags="${DI_CFLAGS:--std=c11 -D_GNU_SOURCE -ffp-contract=off -fno-fast-math -DDI_BUILDING_LIBRARY -Iinclude -Ilib}"
+base_flags="${DI_CFLAGS:--std=c11 -D_GNU_SOURCE -ffp-contract=off -fno-fast-math -DDI_BUILDING_LIBRARY -Iinclude $(printf -- '-I%s ' kernels/common lib/base kernels/cpu lib/format lib/tokenizer lib/model lib/forward lib/api)}"
+read -r -a lib_srcs <<< "${DI_LIB_SRC:-$(ls kernels/cpu/*.c lib/*/*.c | tr '\n' ' ')}"
 musl_inc=$out/musl-include
 mkdir -p "$musl_inc"
 ln -sf /usr/include/pcre2.h "$musl_inc/pcre2.h"
@@ -51,7 +52,7 @@ build_one() { # name cc flags extra libs
         $cc $base_flags $flags tests/portability/digests.c "$DI_REF_STATIC" -o "$dir/digests" $libs > "$dir.log" 2>&1
         return
     fi
-    local srcs=(lib/*.c tests/portability/digests.c $extra) objs=() s
+    local srcs=("${lib_srcs[@]}" tests/portability/digests.c $extra) objs=() s
     for s in "${srcs[@]}"; do objs+=("$dir/$(basename "${s%.c}").o"); done
     printf '%s\n' "${srcs[@]}" | xargs -P 2 -I{} sh -c \
         "$cc $base_flags $flags -c {} -o $dir/\$(basename {} .c).o" > "$dir.log" 2>&1 || return 1

@@ -32,7 +32,7 @@ import llama_cpp
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEMPLATES = os.path.join(HERE, os.pardir, "data", "chat_templates")
 
-# libdetinfer's built-in templates (lib/chat_template.c)
+# libdetinfer's built-in templates (lib/tokenizer/chat_template.c)
 BUILT_IN = ["chatml", "gemma", "llama3", "llama2", "llama2-sys", "llama2-sys-bos",
             "llama2-sys-strip", "mistral-v1", "mistral-v3", "mistral-v3-tekken", "mistral-v7",
             "mistral-v7-tekken", "phi3", "zephyr"]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""High-precision reference values for the RoPE functions of lib/numerics.h.
+"""High-precision reference values for the RoPE functions of kernels/common/numerics.h.
 
 Usage: rope_reference.py OUT
 

@@ -1,6 +1,6 @@
 /*
  * cuda_forward.cu — the forward pass on the device: the twin of
- * lib/forward.c, lib/forward_llama.c and lib/forward_gemma3.c, step by step
+ * lib/forward/forward.c, lib/forward/forward_llama.c and lib/forward/forward_gemma3.c, step by step
  * in the same order, with the kernels of cuda_kernels.cu.
  */
 #include "cuda_blas.cuh"
@@ -22,7 +22,7 @@ static void norm(dc_state *s, const float *src, const float *w, uint32_t n_rows,
 }
 
 /* QK-norm (gemma3), RoPE of q and k at each row's position, keys and values
- * into the cache: lib/forward.c qk_rope_store_rows. */
+ * into the cache: lib/forward/forward.c qk_rope_store_rows. */
 static void qk_rope_store(dc_state *s, const dc_layer *ly, const di_layer *hl, uint32_t n_rows,
                           uint32_t il)
 {
@@ -47,7 +47,7 @@ static void attention(dc_state *s, const di_layer *hl, uint32_t n_rows, uint32_t
                  hl->window, m->attn_scale, s->scores, s->att);
 }
 
-/* lib/forward_llama.c: llama and qwen2 (biases). */
+/* lib/forward/forward_llama.c: llama and qwen2 (biases). */
 static void llama_layer(dc_state *s, uint32_t n_rows, uint32_t il)
 {
     const di_model *m = s->model;
@@ -70,7 +70,7 @@ static void llama_layer(dc_state *s, uint32_t n_rows, uint32_t il)
     dc_add(s->stream, s->x, s->x, s->tmp, n_x);
 }
 
-/* lib/forward_gemma3.c: QK-norm, post-norms, GeGLU, sliding window. */
+/* lib/forward/forward_gemma3.c: QK-norm, post-norms, GeGLU, sliding window. */
 static void gemma3_layer(dc_state *s, uint32_t n_rows, uint32_t il)
 {
     const di_model *m = s->model;

@@ -1,5 +1,5 @@
 /*
- * cuda_backend.cu — the plugin's entry (lib/backend.h): device selection,
+ * cuda_backend.cu — the plugin's entry (lib/forward/backend.h): device selection,
  * uploads, the KV caches, and the forward, logits and copy calls the
  * session makes. Linked with the static CUDA runtime, so the plugin needs
  * only the driver (libcuda.so.1) at run time; without a driver or a device,

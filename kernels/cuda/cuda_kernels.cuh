@@ -1,7 +1,7 @@
 /*
  * cuda_kernels.cuh — the CUDA backend's operations, each the twin of the CPU
- * operation of the same name in lib/cpu_kernels.c and in the same canonical
- * order (docs/DETERMINISM.md; lib/canon_order.h maps it onto one warp). Every
+ * operation of the same name in kernels/cpu/cpu_kernels.c and in the same canonical
+ * order (docs/DETERMINISM.md; kernels/common/canon_order.h maps it onto one warp). Every
  * launcher enqueues on `stream` and returns at once; errors surface at the
  * next synchronisation. Work is split over outputs only (rows, heads, output
  * columns): a reduction is always evaluated whole by one warp.

@@ -1,5 +1,5 @@
 /*
- * numerics_check.cu — compiles lib/numerics.h with nvcc and the contract's
+ * numerics_check.cu — compiles kernels/common/numerics.h with nvcc and the contract's
  * flags (-fmad=false -ftz=false -prec-div=true -prec-sqrt=true), so the shared
  * math cannot drift into host-only code. The CUDA backend proper (issue 5)
  * builds its kernels beside this file.

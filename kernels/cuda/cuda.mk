@@ -1,10 +1,10 @@
-# kernels/cuda.mk — the CUDA backend plugin, lib/libdetinfer-cuda.so.1 (included
+# kernels/cuda/cuda.mk — the CUDA backend plugin, lib/libdetinfer-cuda.so.1 (included
 # from the Makefile). libdetinfer.so loads it with dlopen when a session asks for
 # DI_BACKEND_CUDA, so nothing here is needed to build, load or test the CPU library.
 #
 #   make cuda                       sm_80, sm_86, sm_89, sm_90 and compute_90 PTX
 #   make cuda CUDA_ARCHS=sm_90      one architecture (the GPU script)
-#   make cuda-syntax                lib/numerics.h through nvcc (kept for CI)
+#   make cuda-syntax                kernels/common/numerics.h through nvcc (kept for CI)
 #   make install / uninstall        also the plugin, when it was built
 #
 # The contract's flags: no fused multiply-add behind our back, denormals kept,
@@ -17,27 +17,27 @@ NVCC_CONTRACT := -fmad=false -ftz=false -prec-div=true -prec-sqrt=true
 comma := ,
 NVCC_GENCODE := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(subst sm_,,$(a))$(comma)code=$(a)) \
                 $(if $(CUDA_PTX),-gencode arch=$(CUDA_PTX)$(comma)code=$(CUDA_PTX))
-NVCC_FLAGS := -O3 -std=c++17 $(NVCC_CONTRACT) -Iinclude -Ilib -Ikernels -DDI_BUILDING_LIBRARY \
+NVCC_FLAGS := -O3 -std=c++17 $(NVCC_CONTRACT) -Iinclude $(addprefix -I,$(DI_SRC_DIRS)) -Ikernels/cuda -DDI_BUILDING_LIBRARY \
               -Xcompiler -fPIC,-fvisibility=hidden,-ffp-contract=off,-Wall
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
 
 CUDA_PLUGIN := lib/libdetinfer-cuda.so.1
-CUDA_SRC := $(wildcard kernels/cuda_*.cu)
+CUDA_SRC := $(wildcard kernels/cuda/cuda_*.cu)
 # Objects per architecture list, and a stamp that changes with the list, so that
 # `make cuda CUDA_ARCHS=sm_90` and a later `make cuda` each relink what they ask for.
 empty :=
 space := $(empty) $(empty)
 CUDA_TAG := $(subst $(space),-,$(strip $(CUDA_ARCHS) $(CUDA_PTX)))
-CUDA_OBJ := $(CUDA_SRC:kernels/%.cu=build/kernels/$(CUDA_TAG)/%.o)
+CUDA_OBJ := $(CUDA_SRC:kernels/cuda/%.cu=build/kernels/$(CUDA_TAG)/%.o)
 CUDA_ARCH_STAMP := build/kernels/archs.txt
-CUDA_DEPS := $(wildcard kernels/*.cuh) lib/numerics.h lib/canon_order.h lib/dequant_blocks.h \
-             lib/canon_rows.h lib/backend.h kernels/cuda.mk lib/model.h lib/gguf.h include/detinfer.h
+CUDA_DEPS := $(wildcard kernels/cuda/*.cuh) $(wildcard kernels/common/*.h) lib/forward/backend.h \
+             kernels/cuda/cuda.mk lib/model/model.h lib/format/gguf.h include/detinfer.h
 # The shared numerics compiled as host code by nvcc, for tests/check_cuda.c.
 NUMERICS_NVCC := build/kernels/libnumerics-nvcc.so
 
 .PHONY: cuda cuda-syntax cuda-numerics cuda-arch-stamp
 
-build/kernels/$(CUDA_TAG)/%.o: kernels/%.cu $(CUDA_DEPS)
+build/kernels/$(CUDA_TAG)/%.o: kernels/cuda/%.cu $(CUDA_DEPS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) $(NVCC_GENCODE) -c $< -o $@
 
@@ -49,10 +49,10 @@ $(CUDA_PLUGIN): $(CUDA_OBJ) $(CUDA_ARCH_STAMP)
 	$(NVCC) -shared -cudart static $(NVCC_GENCODE) -Xlinker -soname,libdetinfer-cuda.so.1 \
 	    -Xlinker -z,defs $(CUDA_OBJ) -o $@ -lcublasLt -lcublas -lrt -lpthread -ldl
 
-$(NUMERICS_NVCC): kernels/numerics_host.cu lib/numerics.h lib/canon_order.h lib/dequant_blocks.h
+$(NUMERICS_NVCC): kernels/cuda/numerics_host.cu $(wildcard kernels/common/*.h)
 	@mkdir -p $(dir $@)
-	$(NVCC) -shared -O3 $(NVCC_CONTRACT) -Ilib -Xcompiler -fPIC,-fvisibility=hidden,-ffp-contract=off \
-	    kernels/numerics_host.cu -o $@
+	$(NVCC) -shared -O3 $(NVCC_CONTRACT) -Ikernels/common -Xcompiler -fPIC,-fvisibility=hidden,-ffp-contract=off \
+	    kernels/cuda/numerics_host.cu -o $@
 
 ifeq ($(HAVE_NVCC),1)
 cuda: $(CUDA_PLUGIN) $(NUMERICS_NVCC)
@@ -66,11 +66,11 @@ endif
 
 cuda-syntax:
 	@mkdir -p build/kernels
-	$(NVCC) -arch=sm_90 $(NVCC_CONTRACT) -Iinclude -Ilib \
-	    -c kernels/numerics_check.cu -o build/kernels/numerics_check.o
+	$(NVCC) -arch=sm_90 $(NVCC_CONTRACT) -Iinclude -Ikernels/common \
+	    -c kernels/cuda/numerics_check.cu -o build/kernels/numerics_check.o
 
 # make install / uninstall also handle the plugin when `make cuda` built it;
-# libdetinfer finds it next to itself (lib/backend_loader.c).
+# libdetinfer finds it next to itself (lib/forward/backend_loader.c).
 .PHONY: install-cuda uninstall-cuda
 install: install-cuda
 uninstall: uninstall-cuda
@@ -87,20 +87,20 @@ uninstall-cuda:
 # unchanged. Needs no nvcc; `make check` runs a quick comparison with it,
 # `make check-cuda-emu` the full one.
 CUDA_EMU := build/cuda_emu/libdetinfer-cuda-emu.so
-CUDA_EMU_GEN := $(patsubst kernels/%.cu,build/cuda_emu/%.cpp,$(filter-out kernels/cuda_blas.cu,$(CUDA_SRC)))
+CUDA_EMU_GEN := $(patsubst kernels/cuda/%.cu,build/cuda_emu/%.cpp,$(filter-out kernels/cuda/cuda_blas.cu,$(CUDA_SRC)))
 CXX ?= g++
 
 .PHONY: cuda-emu check-cuda-emu
 cuda-emu: $(CUDA_EMU)
 
-build/cuda_emu/%.cpp: kernels/%.cu
+build/cuda_emu/%.cpp: kernels/cuda/%.cu
 	@mkdir -p $(dir $@)
 	sed -E 's/([A-Za-z_0-9]+)<<<(.*)>>>\(/emu_launch(emu_config(\2), \1, /' $< > $@
 
 $(CUDA_EMU): $(CUDA_EMU_GEN) tests/cuda_emu/emu.cpp tests/cuda_emu/blas_stub.cpp \
              $(wildcard tests/cuda_emu/include/*.h) $(CUDA_DEPS)
 	$(CXX) -std=c++17 -O2 -g -fPIC -shared -ffp-contract=off -fno-fast-math -Wall -Wextra \
-	    -Itests/cuda_emu/include -Iinclude -Ilib -Ikernels \
+	    -Itests/cuda_emu/include -Iinclude $(addprefix -I,$(DI_SRC_DIRS)) -Ikernels/cuda \
 	    $(CUDA_EMU_GEN) tests/cuda_emu/emu.cpp tests/cuda_emu/blas_stub.cpp -o $@
 
 check-cuda-emu: $(TEST_BIN) $(CUDA_EMU) $(MODELS)/models.txt $(MODELS)/real.txt

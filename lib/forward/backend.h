@@ -4,7 +4,7 @@
  *
  * The plugin exports one C function, DI_BACKEND_ENTRY_NAME, returning a
  * di_backend_ops table. Because the plugin reads the library's internal
- * di_model (lib/model.h) and the structs below, both sides must have been
+ * di_model (lib/model/model.h) and the structs below, both sides must have been
  * compiled from the same headers: the table carries an ABI number and the
  * sizes of every struct the plugin reads, and the loader refuses a plugin
  * whose numbers differ (backend_loader.c). Change DI_BACKEND_ABI whenever a

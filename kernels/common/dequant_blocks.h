@@ -2,7 +2,7 @@
  * dequant_blocks.h — the float32 value of one weight of a GGUF row, for every
  * supported type, in one source compiled by the C compiler and by nvcc.
  *
- * The formulas are those of docs/QUANTS.md (and of lib/dequant.c, which
+ * The formulas are those of docs/QUANTS.md (and of kernels/cpu/dequant.c, which
  * converts whole blocks at a time): every product exact, at most one rounding
  * in a final add or subtract. Here the unit is one weight, so that a CUDA lane
  * can convert exactly the terms it accumulates (term i of a row sits in block

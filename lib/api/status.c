@@ -1,11 +1,7 @@
 /*
  * status.c — status names, version and build information.
  */
-#include <stdarg.h>
-#include <stdio.h>
-
 #include "detinfer.h"
-#include "errors.h"
 
 #define DI_STRINGIFY_(x) #x
 #define DI_STRINGIFY(x) DI_STRINGIFY_(x)
@@ -13,17 +9,6 @@
 #ifndef DI_BUILD_FLAGS
 #define DI_BUILD_FLAGS "unknown"
 #endif
-
-di_status di_error(char *buf, size_t size, di_status status, const char *fmt, ...)
-{
-    if (buf && size > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(buf, size, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
 
 DI_API const char *di_status_name(di_status status)
 {
