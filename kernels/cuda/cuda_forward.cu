@@ -33,7 +33,7 @@ static void qk_rope_store(dc_state *s, const dc_layer *ly, const di_layer *hl, u
         dc_rmsnorm(s->stream, s->k, NULL, n_rows * m->n_head_kv, ly->k_norm, m->head_dim, m->rms_eps,
                    s->k);
     }
-    const int neox = m->rope_pairing == DI_ROPE_NEOX;
+    const int neox = m->arch_info->rope_pairing == DI_ROPE_NEOX;
     const float *c = s->rope_cos[hl->rope_set], *sn = s->rope_sin[hl->rope_set];
     dc_rope(s->stream, s->q, n_rows, q_dim, m->n_head, m->head_dim, m->n_rot, neox, c, sn, s->rows);
     dc_rope(s->stream, s->k, n_rows, kv_dim, m->n_head_kv, m->head_dim, m->n_rot, neox, c, sn, s->rows);
@@ -100,7 +100,7 @@ void dc_forward_layers(dc_state *s, uint32_t n_rows)
     const di_model *m = s->model;
     dc_embed(s->stream, s->tok_embd, s->rows, n_rows, m->embd_scale, s->x);
     for (uint32_t il = 0; il < m->n_layer; il++) {
-        if (m->arch_id == DI_ARCH_GEMMA3)
+        if (m->arch_info->features & DI_FEAT_POST_NORMS)
             gemma3_layer(s, n_rows, il);
         else
             llama_layer(s, n_rows, il);

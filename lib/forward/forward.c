@@ -162,8 +162,8 @@ static void qk_rope_store_rows(void *ctx, uint32_t begin, uint32_t end, uint32_t
         }
         const float *c = f->rope_cos[ly->rope_set] + (size_t)row->pos * half;
         const float *s = f->rope_sin[ly->rope_set] + (size_t)row->pos * half;
-        f->ops->rope(q, m->n_head, m->head_dim, m->n_rot, m->rope_pairing, c, s);
-        f->ops->rope(k, m->n_head_kv, m->head_dim, m->n_rot, m->rope_pairing, c, s);
+        f->ops->rope(q, m->n_head, m->head_dim, m->n_rot, m->arch_info->rope_pairing, c, s);
+        f->ops->rope(k, m->n_head_kv, m->head_dim, m->n_rot, m->arch_info->rope_pairing, c, s);
         const size_t at = ((size_t)job->layer * f->ctx_len + row->pos) * kv_dim;
         memcpy(row->k_cache + at, k, kv_dim * sizeof(float));
         memcpy(row->v_cache + at, f->v + r * kv_dim, kv_dim * sizeof(float));
@@ -242,7 +242,7 @@ void di_forward_rows(di_forward *f, const di_forward_row *rows, uint32_t n_rows)
                 x[i] = x[i] * m->embd_scale;
     }
     for (uint32_t il = 0; il < m->n_layer; il++) {
-        if (m->arch_id == DI_ARCH_GEMMA3)
+        if (m->arch_info->features & DI_FEAT_POST_NORMS)
             di_gemma3_layer(f, rows, n_rows, il);
         else
             di_llama_layer(f, rows, n_rows, il);

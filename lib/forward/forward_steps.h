@@ -24,7 +24,7 @@ void di_step_attention(di_forward *f, const di_forward_row *rows, uint32_t n_row
 void di_step_residual(di_forward *f, const float *y, uint32_t n_rows);
 
 /* gate = act(gate) * up over n_rows rows of n_ff (SwiGLU or GeGLU). */
-typedef enum di_glu { DI_GLU_SILU = 0, DI_GLU_GELU = 1 } di_glu;
+
 void di_step_glu(di_forward *f, di_glu kind, uint32_t n_rows);
 
 /* One layer of each family. */

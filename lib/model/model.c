@@ -1,7 +1,8 @@
 /*
  * model.c — loading a model: map the file, parse it (format layer), read the
  * hyperparameters and bind every tensor to its role, checking types and
- * shapes. Architecture "llama" (Llama 2/3, TinyLlama, SmolLM, Mistral).
+ * shapes. What differs between architectures is read from their row of the
+ * architecture table (arch.h); nothing here names one.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -73,15 +74,6 @@ static di_status read_f32(loader *L, const char *suffix, int required, float *ou
     return DI_OK;
 }
 
-static const struct {
-    const char *name;
-    di_arch id;
-} architectures[] = {
-    {"llama", DI_ARCH_LLAMA},
-    {"qwen2", DI_ARCH_QWEN2},
-    {"gemma3", DI_ARCH_GEMMA3},
-};
-
 static di_status read_architecture(loader *L)
 {
     const di_gguf_kv *kv = di_gguf_find_kv(&L->m->gguf, "general.architecture");
@@ -94,14 +86,13 @@ static di_status read_architecture(loader *L)
                         (unsigned long long)kv->v.str.len);
     memcpy(L->m->arch, kv->v.str.ptr, (size_t)kv->v.str.len);
     L->m->arch[kv->v.str.len] = '\0';
-    for (size_t i = 0; i < sizeof architectures / sizeof architectures[0]; i++) {
-        if (strcmp(L->m->arch, architectures[i].name) == 0) {
-            L->m->arch_id = architectures[i].id;
-            return DI_OK;
-        }
-    }
-    return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
-                    "architecture '%s' is not supported (supported: llama, qwen2, gemma3)", L->m->arch);
+    L->m->arch_info = di_arch_find(L->m->arch);
+    if (L->m->arch_info)
+        return DI_OK;
+    char names[256];
+    di_arch_names(names, sizeof names);
+    return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED, "architecture '%s' is not supported (supported: %s)",
+                    L->m->arch, names);
 }
 
 /* Linear RoPE scaling divides positions by the factor; other kinds are refused. */
@@ -166,9 +157,8 @@ static di_status read_hparams(loader *L)
         return di_error(L->err, L->err_size, DI_ERR_MODEL, "RoPE dimension count %u is odd", m->n_rot);
 
     m->n_rope_sets = 1;
-    m->rope_base[0] = m->arch_id == DI_ARCH_GEMMA3 ? 1000000.0f : 10000.0f;
+    m->rope_base[0] = m->arch_info->rope_base;
     m->rope_scale[0] = 1.0f;
-    m->rope_pairing = m->arch_id == DI_ARCH_LLAMA ? DI_ROPE_NORMAL : DI_ROPE_NEOX;
     m->attn_scale = di_rsqrt((float)m->head_dim);
     if ((st = read_f32(L, "attention.layer_norm_rms_epsilon", 1, &m->rms_eps)) ||
         (st = read_f32(L, "rope.freq_base", 0, &m->rope_base[0])) ||
@@ -177,24 +167,34 @@ static di_status read_hparams(loader *L)
     return DI_OK;
 }
 
-/* Gemma 3: every sixth layer (5, 11, 17, ...) attends globally with the file's
- * RoPE base; the others attend to a sliding window with base 10000. */
-static di_status read_gemma3(loader *L)
+/* The table's columns that act after the tensors are bound: the embedding
+ * scale, Gemma's 27B attention scale, and the sliding-window layers, which
+ * may have a RoPE base of their own (then a second RoPE setting, unscaled). */
+static di_status apply_arch(loader *L)
 {
     di_model *m = L->m;
+    const di_arch *a = m->arch_info;
     uint32_t window = 0;
-    di_status st = read_u32(L, "attention.sliding_window", 1, 1, MAX_CTX, &window);
-    if (st)
-        return st;
-    m->embd_scale = sqrtf((float)m->n_embd);
-    if (m->n_layer == 62) /* the 27B model scales by the embedding per head */
+    if (a->swa_period) {
+        di_status st = read_u32(L, "attention.sliding_window", 1, 1, MAX_CTX, &window);
+        if (st)
+            return st;
+    }
+    if (a->features & DI_FEAT_EMBD_SCALE)
+        m->embd_scale = sqrtf((float)m->n_embd);
+    if (a->attn_scale_embd_layers && m->n_layer == a->attn_scale_embd_layers)
         m->attn_scale = di_rsqrt((float)(m->n_embd / m->n_head));
-    m->n_rope_sets = 2;
-    m->rope_base[1] = 10000.0f;
-    m->rope_scale[1] = 1.0f;
+    if (!a->swa_period)
+        return DI_OK;
+    const uint32_t window_set = a->swa_rope_base != 0.0f ? 1 : 0;
+    if (window_set) {
+        m->n_rope_sets = 2;
+        m->rope_base[1] = a->swa_rope_base;
+        m->rope_scale[1] = 1.0f;
+    }
     for (uint32_t il = 0; il < m->n_layer; il++) {
-        const int local = il % 6 < 5;
-        m->layers[il].rope_set = local ? 1 : 0;
+        const int local = il % a->swa_period < a->swa_local;
+        m->layers[il].rope_set = local ? window_set : 0;
         m->layers[il].window = local ? window : 0;
     }
     return DI_OK;
@@ -269,36 +269,25 @@ static di_status bind_vector(loader *L, const char *name, uint32_t n, const floa
     return DI_OK;
 }
 
+/* Binds the layer's tensors of every role its architecture has (arch.h). */
 static di_status bind_layer(loader *L, uint32_t il)
 {
     di_model *m = L->m;
-    di_layer *ly = &m->layers[il];
-    uint32_t q_dim = m->n_head * m->head_dim, kv_dim = m->n_head_kv * m->head_dim;
+    const di_tensor_spec *specs = di_tensor_specs();
+    char *ly = (char *)&m->layers[il];
     char name[96];
-    di_status st;
-#define NAME(suffix) (snprintf(name, sizeof name, "blk.%u.%s", il, suffix), name)
-    if ((st = bind_vector(L, NAME("attn_norm.weight"), m->n_embd, &ly->attn_norm)) ||
-        (st = bind_matrix(L, NAME("attn_q.weight"), m->n_embd, q_dim, &ly->wq)) ||
-        (st = bind_matrix(L, NAME("attn_k.weight"), m->n_embd, kv_dim, &ly->wk)) ||
-        (st = bind_matrix(L, NAME("attn_v.weight"), m->n_embd, kv_dim, &ly->wv)) ||
-        (st = bind_matrix(L, NAME("attn_output.weight"), q_dim, m->n_embd, &ly->wo)) ||
-        (st = bind_vector(L, NAME("ffn_norm.weight"), m->n_embd, &ly->ffn_norm)) ||
-        (st = bind_matrix(L, NAME("ffn_gate.weight"), m->n_embd, m->n_ff, &ly->ffn_gate)) ||
-        (st = bind_matrix(L, NAME("ffn_up.weight"), m->n_embd, m->n_ff, &ly->ffn_up)) ||
-        (st = bind_matrix(L, NAME("ffn_down.weight"), m->n_ff, m->n_embd, &ly->ffn_down)))
-        return st;
-    if (m->arch_id == DI_ARCH_QWEN2 &&
-        ((st = bind_vector(L, NAME("attn_q.bias"), q_dim, &ly->bq)) ||
-         (st = bind_vector(L, NAME("attn_k.bias"), kv_dim, &ly->bk)) ||
-         (st = bind_vector(L, NAME("attn_v.bias"), kv_dim, &ly->bv))))
-        return st;
-    if (m->arch_id == DI_ARCH_GEMMA3 &&
-        ((st = bind_vector(L, NAME("attn_q_norm.weight"), m->head_dim, &ly->q_norm)) ||
-         (st = bind_vector(L, NAME("attn_k_norm.weight"), m->head_dim, &ly->k_norm)) ||
-         (st = bind_vector(L, NAME("post_attention_norm.weight"), m->n_embd, &ly->post_attn_norm)) ||
-         (st = bind_vector(L, NAME("post_ffw_norm.weight"), m->n_embd, &ly->post_ffn_norm))))
-        return st;
-#undef NAME
+    for (int role = 0; role < DI_T_COUNT; role++) {
+        const di_tensor_spec *t = &specs[role];
+        if (t->feature && !(m->arch_info->features & t->feature))
+            continue;
+        snprintf(name, sizeof name, "blk.%u.%s", il, t->name);
+        void *field = ly + di_layer_offset((di_tensor_role)role);
+        const uint32_t n_in = di_model_dim(m, t->n_in), n_out = di_model_dim(m, t->n_out);
+        const di_status st = t->kind == DI_MATRIX ? bind_matrix(L, name, n_in, n_out, field)
+                                                  : bind_vector(L, name, n_in, field);
+        if (st)
+            return st;
+    }
     return DI_OK;
 }
 
@@ -326,7 +315,7 @@ static di_status bind_tensors(loader *L)
     if (di_gguf_find_tensor(&m->gguf, "rope_freqs.weight"))
         return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
                         "tensor rope_freqs.weight (per-frequency RoPE factors) is not supported yet");
-    return m->arch_id == DI_ARCH_GEMMA3 ? read_gemma3(L) : DI_OK;
+    return apply_arch(L);
 }
 
 /* ---- file --------------------------------------------------------------- */

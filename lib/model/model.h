@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "arch.h"
 #include "detinfer.h"
 #include "gguf.h"
 
@@ -20,19 +21,6 @@ typedef struct di_weight {
     size_t row_bytes;
 } di_weight;
 
-/* Architectures with a forward pass (forward_llama.c, forward_gemma3.c). */
-typedef enum di_arch {
-    DI_ARCH_LLAMA = 1,  /* Llama 2/3, TinyLlama, SmolLM, Mistral */
-    DI_ARCH_QWEN2 = 2,  /* llama + Q/K/V biases, NEOX RoPE */
-    DI_ARCH_GEMMA3 = 3  /* scaled embedding, QK-norm, post-norms, GeGLU, sliding window */
-} di_arch;
-
-/* Which dimensions RoPE rotates together within a head. */
-typedef enum di_rope_pairing {
-    DI_ROPE_NORMAL = 0, /* (2i, 2i + 1): llama */
-    DI_ROPE_NEOX = 1    /* (i, i + n_rot / 2): qwen2, gemma3 */
-} di_rope_pairing;
-
 #define DI_MAX_ROPE_SETS 2
 
 typedef struct di_layer {
@@ -41,24 +29,49 @@ typedef struct di_layer {
     di_weight wk;                  /* n_embd -> n_head_kv * head_dim */
     di_weight wv;                  /* n_embd -> n_head_kv * head_dim */
     di_weight wo;                  /* n_head * head_dim -> n_embd */
-    const float *bq, *bk, *bv;     /* qwen2: biases of q, k, v; NULL otherwise */
-    const float *q_norm, *k_norm;  /* gemma3: per-head RMSNorm weights [head_dim] */
-    const float *post_attn_norm;   /* gemma3: [n_embd] */
+    const float *bq, *bk, *bv;     /* DI_FEAT_QKV_BIAS: biases of q, k, v; NULL otherwise */
+    const float *q_norm, *k_norm;  /* DI_FEAT_QK_NORM: per-head RMSNorm weights [head_dim] */
+    const float *post_attn_norm;   /* DI_FEAT_POST_NORMS: [n_embd] */
     const float *ffn_norm;         /* [n_embd] */
     di_weight ffn_gate;            /* n_embd -> n_ff */
     di_weight ffn_up;              /* n_embd -> n_ff */
     di_weight ffn_down;            /* n_ff -> n_embd */
-    const float *post_ffn_norm;    /* gemma3: [n_embd] */
+    const float *post_ffn_norm;    /* DI_FEAT_POST_NORMS: [n_embd] */
     uint32_t rope_set;             /* index into the model's RoPE settings */
     uint32_t window;               /* sliding window in keys; 0 = all earlier keys */
 } di_layer;
+
+/* Where di_layer keeps the tensor of each role (arch.h's DI_LAYER_TENSORS). */
+static inline size_t di_layer_offset(di_tensor_role role)
+{
+    static const size_t offsets[DI_T_COUNT] = {
+#define DI_ROLE_OFFSET(role, field, name, kind, n_in, n_out, feature) offsetof(di_layer, field),
+        DI_LAYER_TENSORS(DI_ROLE_OFFSET)
+#undef DI_ROLE_OFFSET
+    };
+    return offsets[role];
+}
+
+/* The layer's matrix of a DI_MATRIX role. */
+static inline const di_weight *di_layer_matrix(const di_layer *ly, di_tensor_role role)
+{
+    return (const di_weight *)(const void *)((const char *)ly + di_layer_offset(role));
+}
+
+/* The layer's vector of a DI_VECTOR role: NULL when the architecture lacks
+ * it, and for DI_T_NONE. */
+static inline const float *di_layer_vector(const di_layer *ly, di_tensor_role role)
+{
+    return role < DI_T_COUNT ? *(const float *const *)(const void *)((const char *)ly + di_layer_offset(role))
+                             : NULL;
+}
 
 struct di_model {
     void *map;                     /* the whole file, read-only */
     size_t map_size;
     di_gguf gguf;
     char arch[32];
-    di_arch arch_id;
+    const di_arch *arch_info;      /* its row of the architecture table (arch.h) */
 
     uint32_t n_vocab;
     uint32_t n_ctx_train;
@@ -70,11 +83,10 @@ struct di_model {
     uint32_t n_rot;                /* rotated dimensions per head (even, <= head_dim) */
     uint32_t n_ff;
     float rms_eps;
-    di_rope_pairing rope_pairing;
     uint32_t n_rope_sets;          /* 1, or 2 when local layers have their own base */
     float rope_base[DI_MAX_ROPE_SETS];
     float rope_scale[DI_MAX_ROPE_SETS]; /* positions are multiplied by this */
-    float embd_scale;              /* gemma3: sqrtf(n_embd); 0 means none */
+    float embd_scale;              /* DI_FEAT_EMBD_SCALE: sqrtf(n_embd); 0 means none */
     float attn_scale;              /* scores are dot(q, k) * attn_scale */
     uint64_t n_params;
 
@@ -86,5 +98,18 @@ struct di_model {
     size_t n_vectors;
     struct di_tokenizer *tokenizer;/* never NULL once loaded (may be "none") */
 };
+
+/* The length a di_dim stands for in this model. */
+static inline uint32_t di_model_dim(const struct di_model *m, di_dim dim)
+{
+    switch (dim) {
+    case DI_DIM_EMBD: return m->n_embd;
+    case DI_DIM_Q: return m->n_head * m->head_dim;
+    case DI_DIM_KV: return m->n_head_kv * m->head_dim;
+    case DI_DIM_FF: return m->n_ff;
+    case DI_DIM_HEAD: return m->head_dim;
+    }
+    return 0;
+}
 
 #endif /* DI_MODEL_H */

@@ -1,0 +1,42 @@
+/*
+ * arch.c — the architecture table (arch.h): one row per architecture.
+ */
+#include <string.h>
+
+#include "arch.h"
+
+static const di_arch architectures[] = {
+    /* Llama 2/3, TinyLlama, SmolLM, Mistral without its sliding window */
+    {.name = "llama", .glu = DI_GLU_SILU, .rope_pairing = DI_ROPE_NORMAL, .rope_base = 10000.0f},
+    /* llama with Q/K/V biases and NEOX RoPE */
+    {.name = "qwen2", .features = DI_FEAT_QKV_BIAS, .glu = DI_GLU_SILU, .rope_pairing = DI_ROPE_NEOX,
+     .rope_base = 10000.0f},
+    /* Every sixth layer (5, 11, 17, ...) attends globally with the file's RoPE
+     * base; the others attend to a sliding window with base 10000. The file's
+     * norm weights already include Gemma's "+1". */
+    {.name = "gemma3", .features = DI_FEAT_QK_NORM | DI_FEAT_POST_NORMS | DI_FEAT_EMBD_SCALE,
+     .glu = DI_GLU_GELU, .rope_pairing = DI_ROPE_NEOX, .rope_base = 1000000.0f, .swa_period = 6,
+     .swa_local = 5, .swa_rope_base = 10000.0f, .attn_scale_embd_layers = 62},
+};
+
+#define N_ARCHITECTURES (sizeof architectures / sizeof architectures[0])
+
+const di_arch *di_arch_find(const char *name)
+{
+    for (size_t i = 0; i < N_ARCHITECTURES; i++)
+        if (strcmp(name, architectures[i].name) == 0)
+            return &architectures[i];
+    return NULL;
+}
+
+void di_arch_names(char *out, size_t size)
+{
+    if (size == 0)
+        return;
+    out[0] = '\0';
+    for (size_t i = 0; i < N_ARCHITECTURES; i++) {
+        if (i)
+            strncat(out, ", ", size - strlen(out) - 1);
+        strncat(out, architectures[i].name, size - strlen(out) - 1);
+    }
+}

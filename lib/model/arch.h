@@ -1,0 +1,128 @@
+/*
+ * arch.h — what distinguishes one architecture from another: one row of
+ * arch.c's table per architecture, and the table of a layer's tensor roles
+ * (their GGUF names and shapes, and the feature that asks for each).
+ *
+ * Plain C that gcc and nvcc (C++17) both compile: the loader (model.c) reads
+ * the row of a file's general.architecture into di_model, the layer recipe
+ * (lib/forward/layer_recipe.h) runs on it for every backend, and the CUDA
+ * plugin uploads the tensors by the role table.
+ *
+ * Adding an architecture is one row in arch.c when its layer is made of
+ * the steps below; a new operation adds a column or feature here, a step to
+ * the recipe and its implementation in each backend.
+ */
+#ifndef DI_ARCH_H
+#define DI_ARCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Which dimensions RoPE rotates together within a head. */
+typedef enum di_rope_pairing {
+    DI_ROPE_NORMAL = 0, /* (2i, 2i + 1): llama */
+    DI_ROPE_NEOX = 1    /* (i, i + n_rot / 2): qwen2, gemma3 */
+} di_rope_pairing;
+
+/* The gated feed-forward activation: gate = act(gate) * up. */
+typedef enum di_glu {
+    DI_GLU_SILU = 0, /* SwiGLU */
+    DI_GLU_GELU = 1  /* GeGLU, GELU with the tanh approximation */
+} di_glu;
+
+/* Features an architecture has or lacks (di_arch.features). */
+enum {
+    DI_FEAT_QKV_BIAS = 1u << 0,   /* attn_{q,k,v}.bias added after the products */
+    DI_FEAT_QK_NORM = 1u << 1,    /* attn_{q,k}_norm: RMSNorm of each head of q and k before RoPE */
+    DI_FEAT_POST_NORMS = 1u << 2, /* post_attention_norm, post_ffw_norm: RMSNorm of each block's
+                                     output before the residual add */
+    DI_FEAT_EMBD_SCALE = 1u << 3  /* embeddings multiplied by sqrtf(n_embd) */
+};
+
+typedef struct di_arch {
+    const char *name;       /* general.architecture, and the prefix of its keys */
+    uint32_t features;      /* DI_FEAT_* */
+    di_glu glu;
+    di_rope_pairing rope_pairing;
+    float rope_base;        /* when the file has no <name>.rope.freq_base */
+    /* Sliding window (<name>.attention.sliding_window, required when
+     * swa_period > 0): layer il attends to the window when
+     * il % swa_period < swa_local, to every earlier key otherwise. */
+    uint32_t swa_period, swa_local;
+    /* RoPE base of the window layers, with no scaling; 0: the model's. */
+    float swa_rope_base;
+    /* When n_layer equals this, scores scale by 1/sqrt(n_embd / n_head)
+     * instead of 1/sqrt(head_dim) (Gemma's 27B model); 0: never. */
+    uint32_t attn_scale_embd_layers;
+} di_arch;
+
+/* The row of the architecture called name, or NULL. */
+const di_arch *di_arch_find(const char *name);
+/* Writes "llama, qwen2, ...", every row's name, into out[size] (cut short
+ * when it does not fit). */
+void di_arch_names(char *out, size_t size);
+
+/* Lengths a tensor's dimensions are made of. */
+typedef enum di_dim {
+    DI_DIM_EMBD,  /* n_embd */
+    DI_DIM_Q,     /* n_head * head_dim */
+    DI_DIM_KV,    /* n_head_kv * head_dim */
+    DI_DIM_FF,    /* n_ff */
+    DI_DIM_HEAD   /* head_dim */
+} di_dim;
+
+typedef enum di_tensor_kind { DI_MATRIX, DI_VECTOR } di_tensor_kind;
+
+/*
+ * A layer's tensors: X(ROLE, di_layer field, name after "blk.N.", kind,
+ * input length (a vector's length), output length (matrices), feature that
+ * asks for it or 0 for every architecture). The loader binds them in this
+ * order, so the first missing one is the one reported.
+ */
+#define DI_LAYER_TENSORS(X)                                                                   \
+    X(ATTN_NORM, attn_norm, "attn_norm.weight", DI_VECTOR, DI_DIM_EMBD, DI_DIM_EMBD, 0)       \
+    X(WQ, wq, "attn_q.weight", DI_MATRIX, DI_DIM_EMBD, DI_DIM_Q, 0)                           \
+    X(WK, wk, "attn_k.weight", DI_MATRIX, DI_DIM_EMBD, DI_DIM_KV, 0)                          \
+    X(WV, wv, "attn_v.weight", DI_MATRIX, DI_DIM_EMBD, DI_DIM_KV, 0)                          \
+    X(WO, wo, "attn_output.weight", DI_MATRIX, DI_DIM_Q, DI_DIM_EMBD, 0)                      \
+    X(FFN_NORM, ffn_norm, "ffn_norm.weight", DI_VECTOR, DI_DIM_EMBD, DI_DIM_EMBD, 0)          \
+    X(FFN_GATE, ffn_gate, "ffn_gate.weight", DI_MATRIX, DI_DIM_EMBD, DI_DIM_FF, 0)            \
+    X(FFN_UP, ffn_up, "ffn_up.weight", DI_MATRIX, DI_DIM_EMBD, DI_DIM_FF, 0)                  \
+    X(FFN_DOWN, ffn_down, "ffn_down.weight", DI_MATRIX, DI_DIM_FF, DI_DIM_EMBD, 0)            \
+    X(BQ, bq, "attn_q.bias", DI_VECTOR, DI_DIM_Q, DI_DIM_Q, DI_FEAT_QKV_BIAS)                 \
+    X(BK, bk, "attn_k.bias", DI_VECTOR, DI_DIM_KV, DI_DIM_KV, DI_FEAT_QKV_BIAS)               \
+    X(BV, bv, "attn_v.bias", DI_VECTOR, DI_DIM_KV, DI_DIM_KV, DI_FEAT_QKV_BIAS)               \
+    X(Q_NORM, q_norm, "attn_q_norm.weight", DI_VECTOR, DI_DIM_HEAD, DI_DIM_HEAD, DI_FEAT_QK_NORM) \
+    X(K_NORM, k_norm, "attn_k_norm.weight", DI_VECTOR, DI_DIM_HEAD, DI_DIM_HEAD, DI_FEAT_QK_NORM) \
+    X(POST_ATTN_NORM, post_attn_norm, "post_attention_norm.weight", DI_VECTOR, DI_DIM_EMBD,   \
+      DI_DIM_EMBD, DI_FEAT_POST_NORMS)                                                         \
+    X(POST_FFN_NORM, post_ffn_norm, "post_ffw_norm.weight", DI_VECTOR, DI_DIM_EMBD,           \
+      DI_DIM_EMBD, DI_FEAT_POST_NORMS)
+
+typedef enum di_tensor_role {
+#define DI_ROLE_ENUM(role, field, name, kind, n_in, n_out, feature) DI_T_##role,
+    DI_LAYER_TENSORS(DI_ROLE_ENUM)
+#undef DI_ROLE_ENUM
+    DI_T_COUNT,
+    DI_T_NONE = DI_T_COUNT /* no tensor (a product without bias) */
+} di_tensor_role;
+
+typedef struct di_tensor_spec {
+    const char *name;
+    di_tensor_kind kind;
+    di_dim n_in, n_out;
+    uint32_t feature;
+} di_tensor_spec;
+
+/* The role table as data, indexed by di_tensor_role. */
+static inline const di_tensor_spec *di_tensor_specs(void)
+{
+    static const di_tensor_spec specs[DI_T_COUNT] = {
+#define DI_ROLE_SPEC(role, field, name, kind, n_in, n_out, feature) {name, kind, n_in, n_out, feature},
+        DI_LAYER_TENSORS(DI_ROLE_SPEC)
+#undef DI_ROLE_SPEC
+    };
+    return specs;
+}
+
+#endif /* DI_ARCH_H */
