@@ -1,7 +1,7 @@
 /*
- * forward.c — what every architecture's forward pass shares: buffers, RoPE
- * tables, the steps a layer is made of (forward_steps.h), and the pass
- * itself: embed, run the layers of the model's family, final norm, logits.
+ * forward.c — the CPU forward pass: its buffers and RoPE tables, the layer
+ * recipe (layer_recipe.h) over the CPU's steps (forward_steps.c), and the
+ * final norm and logits of chosen rows.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +50,6 @@ di_status di_forward_init(di_forward *f, const di_model *m, const di_cpu_ops *op
     f->max_rows = max_rows;
     const size_t threads = di_pool_threads(pool);
     const size_t q_dim = (size_t)m->n_head * m->head_dim;
-    const size_t kv_dim = (size_t)m->n_head_kv * m->head_dim;
     size_t max_in = m->n_embd;
     if (m->n_ff > max_in)
         max_in = m->n_ff;
@@ -64,19 +63,13 @@ di_status di_forward_init(di_forward *f, const di_model *m, const di_cpu_ops *op
         f->rope_sin[set] = alloc_floats((size_t)ctx_len * (m->n_rot / 2));
         ok = ok && f->rope_cos[set] && f->rope_sin[set];
     }
-    f->x = alloc_floats(max_rows * (size_t)m->n_embd);
-    f->xn = alloc_floats(max_rows * (size_t)m->n_embd);
-    f->tmp = alloc_floats(max_rows * (size_t)m->n_embd);
-    f->q = alloc_floats(max_rows * q_dim);
-    f->att = alloc_floats(max_rows * q_dim);
-    f->k = alloc_floats(max_rows * kv_dim);
-    f->v = alloc_floats(max_rows * kv_dim);
-    f->gate = alloc_floats(max_rows * (size_t)m->n_ff);
-    f->up = alloc_floats(max_rows * (size_t)m->n_ff);
+    for (int a = 0; a < DI_ACT_COUNT; a++) {
+        f->act[a] = alloc_floats(max_rows * (size_t)di_model_dim(m, di_act_width((di_act)a)));
+        ok = ok && f->act[a];
+    }
     f->matmul_scratch = alloc_floats(threads * DI_MATMUL_SCRATCH(max_in));
     f->attn_scratch = alloc_floats(threads * f->attn_scratch_size);
-    if (!ok || !f->x || !f->xn || !f->tmp || !f->q || !f->att || !f->k || !f->v || !f->gate ||
-        !f->up || !f->matmul_scratch || !f->attn_scratch) {
+    if (!ok || !f->matmul_scratch || !f->attn_scratch) {
         di_forward_release(f);
         return DI_ERR_OUT_OF_MEMORY;
     }
@@ -87,173 +80,31 @@ di_status di_forward_init(di_forward *f, const di_model *m, const di_cpu_ops *op
 
 void di_forward_release(di_forward *f)
 {
-    float **bufs[] = {&f->rope_cos[0], &f->rope_sin[0], &f->rope_cos[1], &f->rope_sin[1], &f->x,
-                      &f->xn, &f->tmp, &f->q, &f->att, &f->k, &f->v, &f->gate, &f->up,
+    float **bufs[] = {&f->rope_cos[0], &f->rope_sin[0], &f->rope_cos[1], &f->rope_sin[1],
                       &f->matmul_scratch, &f->attn_scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         free(*bufs[i]);
         *bufs[i] = NULL;
     }
-}
-
-/* ---- steps ------------------------------------------------------------------ */
-
-typedef struct step_job {
-    di_forward *f;
-    const di_forward_row *rows;
-    const di_layer *ly;
-    uint32_t layer;
-    const float *src, *w; /* norm_rows */
-    float *dst;
-} step_job;
-
-static void norm_rows(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
-{
-    (void)thread;
-    const step_job *job = ctx;
-    const di_model *m = job->f->model;
-    for (uint32_t r = begin; r < end; r++)
-        job->f->ops->rmsnorm(job->src + (size_t)r * m->n_embd, job->w, m->n_embd, m->rms_eps,
-                             job->dst + (size_t)r * m->n_embd);
-}
-
-void di_step_norm(di_forward *f, const float *src, const float *w, uint32_t n_rows, float *dst)
-{
-    step_job job = {.f = f, .src = src, .w = w, .dst = dst};
-    di_pool_run(f->pool, n_rows, norm_rows, &job);
-}
-
-void di_step_matmul(di_forward *f, const di_weight *w, const float *bias, const float *x,
-                    uint32_t n_rows, float *y)
-{
-    di_cpu_matmul(f->pool, f->ops, w, x, n_rows, y, f->matmul_scratch);
-    if (!bias)
-        return;
-    for (uint32_t t = 0; t < n_rows; t++)
-        for (uint32_t r = 0; r < w->n_out; r++)
-            y[(size_t)t * w->n_out + r] = y[(size_t)t * w->n_out + r] + bias[r];
-}
-
-/* RMSNorm of each head of head_dim values in place (QK-norm). */
-static void norm_heads(const di_cpu_ops *ops, float *v, uint32_t n_heads, uint32_t head_dim,
-                       const float *w, float eps)
-{
-    for (uint32_t h = 0; h < n_heads; h++) {
-        float *x = v + (size_t)h * head_dim;
-        ops->rmsnorm(x, w, head_dim, eps, x); /* reads x[i] before writing it */
+    for (int a = 0; a < DI_ACT_COUNT; a++) {
+        free(f->act[a]);
+        f->act[a] = NULL;
     }
-}
-
-static void qk_rope_store_rows(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
-{
-    (void)thread;
-    const step_job *job = ctx;
-    di_forward *f = job->f;
-    const di_model *m = f->model;
-    const di_layer *ly = job->ly;
-    const size_t q_dim = (size_t)m->n_head * m->head_dim, kv_dim = (size_t)m->n_head_kv * m->head_dim;
-    const uint32_t half = m->n_rot / 2;
-    for (uint32_t r = begin; r < end; r++) {
-        const di_forward_row *row = &job->rows[r];
-        float *q = f->q + r * q_dim, *k = f->k + r * kv_dim;
-        if (ly->q_norm) {
-            norm_heads(f->ops, q, m->n_head, m->head_dim, ly->q_norm, m->rms_eps);
-            norm_heads(f->ops, k, m->n_head_kv, m->head_dim, ly->k_norm, m->rms_eps);
-        }
-        const float *c = f->rope_cos[ly->rope_set] + (size_t)row->pos * half;
-        const float *s = f->rope_sin[ly->rope_set] + (size_t)row->pos * half;
-        f->ops->rope(q, m->n_head, m->head_dim, m->n_rot, m->arch_info->rope_pairing, c, s);
-        f->ops->rope(k, m->n_head_kv, m->head_dim, m->n_rot, m->arch_info->rope_pairing, c, s);
-        const size_t at = ((size_t)job->layer * f->ctx_len + row->pos) * kv_dim;
-        memcpy(row->k_cache + at, k, kv_dim * sizeof(float));
-        memcpy(row->v_cache + at, f->v + r * kv_dim, kv_dim * sizeof(float));
-    }
-}
-
-void di_step_qk_rope_store(di_forward *f, const di_forward_row *rows, uint32_t n_rows,
-                           const di_layer *ly, uint32_t il)
-{
-    step_job job = {.f = f, .rows = rows, .ly = ly, .layer = il};
-    di_pool_run(f->pool, n_rows, qk_rope_store_rows, &job);
-}
-
-/* Items are (row, head) pairs: item = row * n_head + head. A sliding window
- * keeps the keys at positions pos - window + 1 .. pos; the reduction over
- * keys is indexed from the first key kept. */
-static void attention_items(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
-{
-    const step_job *job = ctx;
-    di_forward *f = job->f;
-    const di_model *m = f->model;
-    const uint32_t hd = m->head_dim, group = m->n_head / m->n_head_kv, window = job->ly->window;
-    const size_t q_dim = (size_t)m->n_head * hd, kv_dim = (size_t)m->n_head_kv * hd;
-    float *scratch = f->attn_scratch + (size_t)thread * f->attn_scratch_size;
-    for (uint32_t item = begin; item < end; item++) {
-        const uint32_t r = item / m->n_head, h = item % m->n_head, kvh = h / group;
-        const di_forward_row *row = &job->rows[r];
-        const uint32_t first = window && row->pos + 1 > window ? row->pos + 1 - window : 0;
-        const size_t base = ((size_t)job->layer * f->ctx_len + first) * kv_dim + (size_t)kvh * hd;
-        f->ops->attention_head(f->q + r * q_dim + (size_t)h * hd, row->k_cache + base,
-                               row->v_cache + base, (uint32_t)kv_dim, row->pos + 1 - first, hd,
-                               m->attn_scale, f->att + r * q_dim + (size_t)h * hd, scratch);
-    }
-}
-
-void di_step_attention(di_forward *f, const di_forward_row *rows, uint32_t n_rows,
-                       const di_layer *ly, uint32_t il)
-{
-    step_job job = {.f = f, .rows = rows, .ly = ly, .layer = il};
-    di_pool_run(f->pool, n_rows * f->model->n_head, attention_items, &job);
-}
-
-void di_step_residual(di_forward *f, const float *y, uint32_t n_rows)
-{
-    f->ops->add(f->x, f->x, y, (size_t)n_rows * f->model->n_embd);
-}
-
-static void glu_rows(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
-{
-    (void)thread;
-    const step_job *job = ctx;
-    di_forward *f = job->f;
-    const size_t n_ff = f->model->n_ff, at = begin * n_ff, n = (end - begin) * n_ff;
-    if (job->layer == DI_GLU_GELU)
-        f->ops->gelu_mul(f->gate + at, f->up + at, n);
-    else
-        f->ops->silu_mul(f->gate + at, f->up + at, n);
-}
-
-void di_step_glu(di_forward *f, di_glu kind, uint32_t n_rows)
-{
-    step_job job = {.f = f, .layer = kind};
-    di_pool_run(f->pool, n_rows, glu_rows, &job);
 }
 
 /* ---- the pass ----------------------------------------------------------------- */
 
 void di_forward_rows(di_forward *f, const di_forward_row *rows, uint32_t n_rows)
 {
-    const di_model *m = f->model;
-    for (uint32_t r = 0; r < n_rows; r++) {
-        float *x = f->x + (size_t)r * m->n_embd;
-        di_cpu_dequant_row(&m->tok_embd, (uint32_t)rows[r].token, x);
-        if (m->embd_scale != 0.0f)
-            for (uint32_t i = 0; i < m->n_embd; i++)
-                x[i] = x[i] * m->embd_scale;
-    }
-    for (uint32_t il = 0; il < m->n_layer; il++) {
-        if (m->arch_info->features & DI_FEAT_POST_NORMS)
-            di_gemma3_layer(f, rows, n_rows, il);
-        else
-            di_llama_layer(f, rows, n_rows, il);
-    }
+    di_cpu_call call = {f, rows, n_rows};
+    di_forward_recipe(f->model, &di_cpu_steps, &call);
 }
 
 void di_forward_logits(di_forward *f, const uint32_t *row_idx, uint32_t n, float *logits)
 {
     const di_model *m = f->model;
     for (uint32_t i = 0; i < n; i++)
-        f->ops->rmsnorm(f->x + (size_t)row_idx[i] * m->n_embd, m->output_norm, m->n_embd, m->rms_eps,
-                        f->xn + (size_t)i * m->n_embd);
-    di_cpu_matmul(f->pool, f->ops, &m->output, f->xn, n, logits, f->matmul_scratch);
+        f->ops->rmsnorm(f->act[DI_ACT_X] + (size_t)row_idx[i] * m->n_embd, m->output_norm, m->n_embd,
+                        m->rms_eps, f->act[DI_ACT_XN] + (size_t)i * m->n_embd);
+    di_cpu_matmul(f->pool, f->ops, &m->output, f->act[DI_ACT_XN], n, logits, f->matmul_scratch);
 }

@@ -1,15 +1,16 @@
 /*
  * forward.h — one forward pass over a set of rows (tokens of any sequences at
- * any positions), written against the CPU kernels: forward_llama.c (llama,
- * qwen2) and forward_gemma3.c, on the shared steps of forward.c. Every row is
- * computed on its own, in the canonical order, so a row's result never
- * depends on which other rows share the call.
+ * any positions) on the CPU: the layer recipe (layer_recipe.h) over the CPU's
+ * steps (forward_steps.c). Every row is computed on its own, in the
+ * canonical order, so a row's result never depends on which other rows share
+ * the call.
  */
 #ifndef DI_FORWARD_H
 #define DI_FORWARD_H
 
 #include <stdint.h>
 #include "cpu_ops.h"
+#include "layer_recipe.h"
 #include "model.h"
 #include "threadpool.h"
 
@@ -28,8 +29,7 @@ typedef struct di_forward {
     uint32_t max_rows;     /* rows per di_forward_rows call */
     float *rope_cos[DI_MAX_ROPE_SETS]; /* [ctx_len][n_rot / 2] per RoPE setting */
     float *rope_sin[DI_MAX_ROPE_SETS];
-    /* activations, max_rows rows each */
-    float *x, *xn, *q, *k, *v, *att, *gate, *up, *tmp;
+    float *act[DI_ACT_COUNT]; /* activations, max_rows rows each (layer_recipe.h) */
     /* per-thread scratch */
     float *matmul_scratch; /* [threads][DI_MATMUL_SCRATCH(max reduction length)] */
     float *attn_scratch;   /* [threads][attn_scratch_size] */
