@@ -140,7 +140,6 @@ static di_status pick_device(dc_state *s, int ordinal, char *err, size_t err_siz
 static di_status upload_model(dc_state *s, char *err, size_t err_size)
 {
     const di_model *m = s->model;
-    const size_t q_dim = (size_t)m->n_head * m->head_dim, kv_dim = (size_t)m->n_head_kv * m->head_dim;
     TRY(dev_alloc(s, m->map_size, (void **)&s->file), "model file: cudaMalloc");
     TRY(cudaMemcpy(s->file, m->map, m->map_size, cudaMemcpyHostToDevice), "model file: cudaMemcpy");
     s->tok_embd = device_weight(s, &m->tok_embd);
@@ -149,25 +148,18 @@ static di_status upload_model(dc_state *s, char *err, size_t err_size)
     s->layers = (dc_layer *)calloc(m->n_layer, sizeof *s->layers);
     if (!s->layers)
         return dc_fail(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
+    const di_tensor_spec *specs = di_tensor_specs();
     for (uint32_t il = 0; il < m->n_layer; il++) {
         const di_layer *h = &m->layers[il];
         dc_layer *d = &s->layers[il];
-        d->wq = device_weight(s, &h->wq);
-        d->wk = device_weight(s, &h->wk);
-        d->wv = device_weight(s, &h->wv);
-        d->wo = device_weight(s, &h->wo);
-        d->ffn_gate = device_weight(s, &h->ffn_gate);
-        d->ffn_up = device_weight(s, &h->ffn_up);
-        d->ffn_down = device_weight(s, &h->ffn_down);
-        TRY(upload_floats(s, h->attn_norm, m->n_embd, &d->attn_norm), "norm weights");
-        TRY(upload_floats(s, h->ffn_norm, m->n_embd, &d->ffn_norm), "norm weights");
-        TRY(upload_floats(s, h->post_attn_norm, m->n_embd, &d->post_attn_norm), "norm weights");
-        TRY(upload_floats(s, h->post_ffn_norm, m->n_embd, &d->post_ffn_norm), "norm weights");
-        TRY(upload_floats(s, h->q_norm, m->head_dim, &d->q_norm), "norm weights");
-        TRY(upload_floats(s, h->k_norm, m->head_dim, &d->k_norm), "norm weights");
-        TRY(upload_floats(s, h->bq, q_dim, &d->bq), "biases");
-        TRY(upload_floats(s, h->bk, kv_dim, &d->bk), "biases");
-        TRY(upload_floats(s, h->bv, kv_dim, &d->bv), "biases");
+        for (int r = 0; r < DI_T_COUNT; r++) {
+            const di_tensor_role role = (di_tensor_role)r;
+            if (specs[r].kind == DI_MATRIX)
+                d->mat[r] = device_weight(s, di_layer_matrix(h, role));
+            else
+                TRY(upload_floats(s, di_layer_vector(h, role), di_model_dim(m, specs[r].n_in), &d->vec[r]),
+                    "norm weights and biases");
+        }
     }
     const size_t table = (size_t)s->params.ctx_len * (m->n_rot / 2);
     for (uint32_t set = 0; set < m->n_rope_sets; set++) {
@@ -185,22 +177,15 @@ static di_status alloc_buffers(dc_state *s, char *err, size_t err_size)
     const di_model *m = s->model;
     const di_backend_params *p = &s->params;
     const size_t rows = p->max_rows;
-    const size_t q_dim = (size_t)m->n_head * m->head_dim, kv_dim = (size_t)m->n_head_kv * m->head_dim;
+    const size_t kv_dim = (size_t)m->n_head_kv * m->head_dim;
     const size_t cache = (size_t)p->max_sequences * m->n_layer * p->ctx_len * kv_dim;
     s->cache.n_layer = m->n_layer;
     s->cache.ctx_len = p->ctx_len;
     s->cache.kv_dim = (uint32_t)kv_dim;
     TRY(dev_floats(s, cache, &s->cache.k), "KV cache");
     TRY(dev_floats(s, cache, &s->cache.v), "KV cache");
-    TRY(dev_floats(s, rows * m->n_embd, &s->x), "activations");
-    TRY(dev_floats(s, rows * m->n_embd, &s->xn), "activations");
-    TRY(dev_floats(s, rows * m->n_embd, &s->tmp), "activations");
-    TRY(dev_floats(s, rows * q_dim, &s->q), "activations");
-    TRY(dev_floats(s, rows * q_dim, &s->att), "activations");
-    TRY(dev_floats(s, rows * kv_dim, &s->k), "activations");
-    TRY(dev_floats(s, rows * kv_dim, &s->v), "activations");
-    TRY(dev_floats(s, rows * m->n_ff, &s->gate), "activations");
-    TRY(dev_floats(s, rows * m->n_ff, &s->up), "activations");
+    for (int a = 0; a < DI_ACT_COUNT; a++)
+        TRY(dev_floats(s, rows * di_model_dim(m, di_act_width((di_act)a)), &s->act[a]), "activations");
     TRY(dev_floats(s, rows * m->n_head * p->ctx_len, &s->scores), "attention scores");
     TRY(dev_alloc(s, rows * sizeof(dc_row), (void **)&s->rows), "rows");
     TRY(dev_alloc(s, p->max_logits * sizeof(uint32_t), (void **)&s->logit_idx), "logits");
@@ -301,8 +286,9 @@ static di_status logits(void *state, const uint32_t *row_idx, uint32_t n, float 
     TRY(cudaSetDevice(s->device), "cudaSetDevice");
     TRY(cudaMemcpyAsync(s->logit_idx, row_idx, n * sizeof(uint32_t), cudaMemcpyHostToDevice, s->stream),
         "logits: rows");
-    dc_rmsnorm(s->stream, s->x, s->logit_idx, n, s->output_norm, m->n_embd, m->rms_eps, s->xn);
-    dc_forward_matmul(s, &s->output, s->xn, n, NULL, s->logits);
+    dc_rmsnorm(s->stream, s->act[DI_ACT_X], s->logit_idx, n, s->output_norm, m->n_embd, m->rms_eps,
+               s->act[DI_ACT_XN]);
+    dc_forward_matmul(s, &s->output, s->act[DI_ACT_XN], n, NULL, s->logits);
     dc_argmax(s->stream, s->logits, n, m->n_vocab, s->greedy);
     TRY(cudaMemcpyAsync(out, s->logits, (size_t)n * m->n_vocab * sizeof(float), cudaMemcpyDeviceToHost,
                         s->stream), "logits: copy");

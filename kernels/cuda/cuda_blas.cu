@@ -229,7 +229,10 @@ di_status dc_blas_create(dc_state *s, char *err, size_t err_size)
         return dc_fail(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
     s->blas = b;
     b->max_tokens = s->params.max_rows > s->params.max_logits ? s->params.max_rows : s->params.max_logits;
-    s->blas_weights = (void **)calloc((size_t)m->n_layer * 7 + 1, sizeof(void *));
+    size_t per_layer = 0; /* matrices per layer */
+    for (int r = 0; r < DI_T_COUNT; r++)
+        per_layer += di_tensor_specs()[r].kind == DI_MATRIX;
+    s->blas_weights = (void **)calloc((size_t)m->n_layer * per_layer + 1, sizeof(void *));
     if (!s->blas_weights)
         return dc_fail(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
 
@@ -244,9 +247,9 @@ di_status dc_blas_create(dc_state *s, char *err, size_t err_size)
     di_status st = prepare_weight(s, &s->output, &max_in, err, err_size);
     for (uint32_t il = 0; !st && il < m->n_layer; il++) {
         dc_layer *ly = &s->layers[il];
-        dc_weight *ws[] = {&ly->wq, &ly->wk, &ly->wv, &ly->wo, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down};
-        for (size_t i = 0; !st && i < sizeof ws / sizeof ws[0]; i++)
-            st = prepare_weight(s, ws[i], &max_in, err, err_size);
+        for (int r = 0; !st && r < DI_T_COUNT; r++)
+            if (di_tensor_specs()[r].kind == DI_MATRIX)
+                st = prepare_weight(s, &ly->mat[r], &max_in, err, err_size);
     }
     if (st)
         return st;

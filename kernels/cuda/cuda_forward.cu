@@ -1,10 +1,12 @@
 /*
- * cuda_forward.cu — the forward pass on the device: the twin of
- * lib/forward/forward.c, lib/forward/forward_llama.c and lib/forward/forward_gemma3.c, step by step
- * in the same order, with the kernels of cuda_kernels.cu.
+ * cuda_forward.cu — the forward pass on the device: the layer recipe of
+ * lib/forward/layer_recipe.h (the one the CPU runs) over the device's steps,
+ * the twins of lib/forward/forward_steps.c, with the kernels of
+ * cuda_kernels.cu.
  */
 #include "cuda_blas.cuh"
 #include "cuda_state.cuh"
+#include "layer_recipe.h"
 
 void dc_forward_matmul(dc_state *s, const dc_weight *w, const float *x, uint32_t n_tokens,
                        const float *bias, float *y)
@@ -15,94 +17,91 @@ void dc_forward_matmul(dc_state *s, const dc_weight *w, const float *x, uint32_t
         dc_matmul(s->stream, *w, x, n_tokens, bias, y);
 }
 
-static void norm(dc_state *s, const float *src, const float *w, uint32_t n_rows, float *dst)
+/* One forward call on the device: the ctx of cuda_steps. */
+typedef struct dc_call {
+    dc_state *s;
+    uint32_t n_rows;
+} dc_call;
+
+static void step_embed(void *ctx)
 {
-    const di_model *m = s->model;
-    dc_rmsnorm(s->stream, src, NULL, n_rows, w, m->n_embd, m->rms_eps, dst);
+    const dc_call *c = (const dc_call *)ctx;
+    dc_state *s = c->s;
+    dc_embed(s->stream, s->tok_embd, s->rows, c->n_rows, s->model->embd_scale, s->act[DI_ACT_X]);
 }
 
-/* QK-norm (gemma3), RoPE of q and k at each row's position, keys and values
- * into the cache: lib/forward/forward.c qk_rope_store_rows. */
-static void qk_rope_store(dc_state *s, const dc_layer *ly, const di_layer *hl, uint32_t n_rows,
-                          uint32_t il)
+static void step_norm(void *ctx, uint32_t il, di_act src, di_tensor_role w, di_act dst)
 {
+    const dc_call *c = (const dc_call *)ctx;
+    dc_state *s = c->s;
     const di_model *m = s->model;
+    dc_rmsnorm(s->stream, s->act[src], NULL, c->n_rows, s->layers[il].vec[w], m->n_embd, m->rms_eps,
+               s->act[dst]);
+}
+
+static void step_matmul(void *ctx, uint32_t il, di_tensor_role w, di_tensor_role bias, di_act x, di_act y)
+{
+    const dc_call *c = (const dc_call *)ctx;
+    dc_state *s = c->s;
+    const dc_layer *ly = &s->layers[il];
+    dc_forward_matmul(s, &ly->mat[w], s->act[x], c->n_rows, bias == DI_T_NONE ? NULL : ly->vec[bias],
+                      s->act[y]);
+}
+
+/* QK-norm, RoPE of q and k at each row's position, keys and values into the
+ * cache: forward_steps.c qk_rope_store_rows. */
+static void step_qk_rope_store(void *ctx, uint32_t il, int qk_norm)
+{
+    const dc_call *c = (const dc_call *)ctx;
+    dc_state *s = c->s;
+    const di_model *m = s->model;
+    const dc_layer *ly = &s->layers[il];
+    const uint32_t n_rows = c->n_rows, rope_set = m->layers[il].rope_set;
     const size_t q_dim = (size_t)m->n_head * m->head_dim, kv_dim = (size_t)m->n_head_kv * m->head_dim;
-    if (ly->q_norm) {
-        dc_rmsnorm(s->stream, s->q, NULL, n_rows * m->n_head, ly->q_norm, m->head_dim, m->rms_eps, s->q);
-        dc_rmsnorm(s->stream, s->k, NULL, n_rows * m->n_head_kv, ly->k_norm, m->head_dim, m->rms_eps,
-                   s->k);
+    float *q = s->act[DI_ACT_Q], *k = s->act[DI_ACT_K];
+    if (qk_norm) {
+        dc_rmsnorm(s->stream, q, NULL, n_rows * m->n_head, ly->vec[DI_T_Q_NORM], m->head_dim, m->rms_eps, q);
+        dc_rmsnorm(s->stream, k, NULL, n_rows * m->n_head_kv, ly->vec[DI_T_K_NORM], m->head_dim, m->rms_eps,
+                   k);
     }
     const int neox = m->arch_info->rope_pairing == DI_ROPE_NEOX;
-    const float *c = s->rope_cos[hl->rope_set], *sn = s->rope_sin[hl->rope_set];
-    dc_rope(s->stream, s->q, n_rows, q_dim, m->n_head, m->head_dim, m->n_rot, neox, c, sn, s->rows);
-    dc_rope(s->stream, s->k, n_rows, kv_dim, m->n_head_kv, m->head_dim, m->n_rot, neox, c, sn, s->rows);
-    dc_store_kv(s->stream, s->cache, il, s->rows, n_rows, s->k, s->v);
+    const float *cs = s->rope_cos[rope_set], *sn = s->rope_sin[rope_set];
+    dc_rope(s->stream, q, n_rows, q_dim, m->n_head, m->head_dim, m->n_rot, neox, cs, sn, s->rows);
+    dc_rope(s->stream, k, n_rows, kv_dim, m->n_head_kv, m->head_dim, m->n_rot, neox, cs, sn, s->rows);
+    dc_store_kv(s->stream, s->cache, il, s->rows, n_rows, k, s->act[DI_ACT_V]);
 }
 
-static void attention(dc_state *s, const di_layer *hl, uint32_t n_rows, uint32_t il)
+static void step_attention(void *ctx, uint32_t il)
 {
+    const dc_call *c = (const dc_call *)ctx;
+    dc_state *s = c->s;
     const di_model *m = s->model;
-    dc_attention(s->stream, s->cache, il, s->rows, n_rows, s->q, m->n_head, m->n_head_kv, m->head_dim,
-                 hl->window, m->attn_scale, s->scores, s->att);
+    dc_attention(s->stream, s->cache, il, s->rows, c->n_rows, s->act[DI_ACT_Q], m->n_head, m->n_head_kv,
+                 m->head_dim, m->layers[il].window, m->attn_scale, s->scores, s->act[DI_ACT_ATT]);
 }
 
-/* lib/forward/forward_llama.c: llama and qwen2 (biases). */
-static void llama_layer(dc_state *s, uint32_t n_rows, uint32_t il)
+static void step_glu(void *ctx, di_glu kind)
 {
-    const di_model *m = s->model;
-    const dc_layer *ly = &s->layers[il];
-    const size_t n_x = (size_t)n_rows * m->n_embd, n_ff = (size_t)n_rows * m->n_ff;
-    norm(s, s->x, ly->attn_norm, n_rows, s->xn);
-    dc_forward_matmul(s, &ly->wq, s->xn, n_rows, ly->bq, s->q);
-    dc_forward_matmul(s, &ly->wk, s->xn, n_rows, ly->bk, s->k);
-    dc_forward_matmul(s, &ly->wv, s->xn, n_rows, ly->bv, s->v);
-    qk_rope_store(s, ly, &m->layers[il], n_rows, il);
-    attention(s, &m->layers[il], n_rows, il);
-    dc_forward_matmul(s, &ly->wo, s->att, n_rows, NULL, s->tmp);
-    dc_add(s->stream, s->x, s->x, s->tmp, n_x);
-
-    norm(s, s->x, ly->ffn_norm, n_rows, s->xn);
-    dc_forward_matmul(s, &ly->ffn_gate, s->xn, n_rows, NULL, s->gate);
-    dc_forward_matmul(s, &ly->ffn_up, s->xn, n_rows, NULL, s->up);
-    dc_glu(s->stream, s->gate, s->up, n_ff, 0);
-    dc_forward_matmul(s, &ly->ffn_down, s->gate, n_rows, NULL, s->tmp);
-    dc_add(s->stream, s->x, s->x, s->tmp, n_x);
+    const dc_call *c = (const dc_call *)ctx;
+    dc_state *s = c->s;
+    dc_glu(s->stream, s->act[DI_ACT_GATE], s->act[DI_ACT_UP], (size_t)c->n_rows * s->model->n_ff,
+           kind == DI_GLU_GELU);
 }
 
-/* lib/forward/forward_gemma3.c: QK-norm, post-norms, GeGLU, sliding window. */
-static void gemma3_layer(dc_state *s, uint32_t n_rows, uint32_t il)
+static void step_residual(void *ctx, di_act y)
 {
-    const di_model *m = s->model;
-    const dc_layer *ly = &s->layers[il];
-    const size_t n_x = (size_t)n_rows * m->n_embd, n_ff = (size_t)n_rows * m->n_ff;
-    norm(s, s->x, ly->attn_norm, n_rows, s->xn);
-    dc_forward_matmul(s, &ly->wq, s->xn, n_rows, NULL, s->q);
-    dc_forward_matmul(s, &ly->wk, s->xn, n_rows, NULL, s->k);
-    dc_forward_matmul(s, &ly->wv, s->xn, n_rows, NULL, s->v);
-    qk_rope_store(s, ly, &m->layers[il], n_rows, il);
-    attention(s, &m->layers[il], n_rows, il);
-    dc_forward_matmul(s, &ly->wo, s->att, n_rows, NULL, s->tmp);
-    norm(s, s->tmp, ly->post_attn_norm, n_rows, s->xn);
-    dc_add(s->stream, s->x, s->x, s->xn, n_x);
-
-    norm(s, s->x, ly->ffn_norm, n_rows, s->xn);
-    dc_forward_matmul(s, &ly->ffn_gate, s->xn, n_rows, NULL, s->gate);
-    dc_forward_matmul(s, &ly->ffn_up, s->xn, n_rows, NULL, s->up);
-    dc_glu(s->stream, s->gate, s->up, n_ff, 1);
-    dc_forward_matmul(s, &ly->ffn_down, s->gate, n_rows, NULL, s->tmp);
-    norm(s, s->tmp, ly->post_ffn_norm, n_rows, s->xn);
-    dc_add(s->stream, s->x, s->x, s->xn, n_x);
+    const dc_call *c = (const dc_call *)ctx;
+    dc_state *s = c->s;
+    float *x = s->act[DI_ACT_X];
+    dc_add(s->stream, x, x, s->act[y], (size_t)c->n_rows * s->model->n_embd);
 }
+
+static const di_steps cuda_steps = {
+    step_embed, step_norm, step_matmul, step_qk_rope_store, step_attention, step_glu, step_residual,
+};
 
 void dc_forward_layers(dc_state *s, uint32_t n_rows)
 {
-    const di_model *m = s->model;
-    dc_embed(s->stream, s->tok_embd, s->rows, n_rows, m->embd_scale, s->x);
-    for (uint32_t il = 0; il < m->n_layer; il++) {
-        if (m->arch_info->features & DI_FEAT_POST_NORMS)
-            gemma3_layer(s, n_rows, il);
-        else
-            llama_layer(s, n_rows, il);
-    }
+    dc_call call = {s, n_rows};
+    di_forward_recipe(s->model, &cuda_steps, &call);
 }

@@ -10,12 +10,15 @@
 
 #include "backend.h"
 #include "cuda_kernels.cuh"
+#include "layer_recipe.h"
 #include "model.h"
 
+/* A layer's tensors on the device, indexed by role (arch.h): mat[] for the
+ * DI_MATRIX roles, vec[] (device pointers, NULL when the architecture lacks
+ * one) for the DI_VECTOR roles. */
 typedef struct dc_layer {
-    const float *attn_norm, *ffn_norm, *post_attn_norm, *post_ffn_norm; /* device, or NULL */
-    const float *bq, *bk, *bv, *q_norm, *k_norm;
-    dc_weight wq, wk, wv, wo, ffn_gate, ffn_up, ffn_down;
+    dc_weight mat[DI_T_COUNT];
+    const float *vec[DI_T_COUNT];
 } dc_layer;
 
 typedef struct dc_state {
@@ -31,8 +34,7 @@ typedef struct dc_state {
     const float *output_norm;
     float *rope_cos[DI_MAX_ROPE_SETS], *rope_sin[DI_MAX_ROPE_SETS];
     dc_cache cache;            /* [max_sequences][n_layer][ctx_len][kv_dim] */
-    /* activations, max_rows rows each */
-    float *x, *xn, *q, *k, *v, *att, *gate, *up, *tmp;
+    float *act[DI_ACT_COUNT];  /* activations, max_rows rows each (layer_recipe.h) */
     float *scores;             /* [max_rows * n_head][ctx_len] */
     dc_row *rows;              /* [max_rows] */
     uint32_t n_rows;           /* rows of the last forward call */
@@ -50,7 +52,7 @@ typedef struct dc_state {
 di_status dc_fail(char *err, size_t err_size, di_status st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* The embedding and every layer of the model's architecture over the
+/* The layer recipe (layer_recipe.h) over the device's steps for the
  * state's current rows (cuda_forward.cu), enqueued on the state's stream. */
 void dc_forward_layers(dc_state *s, uint32_t n_rows);
 

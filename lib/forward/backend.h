@@ -4,7 +4,8 @@
  *
  * The plugin exports one C function, DI_BACKEND_ENTRY_NAME, returning a
  * di_backend_ops table. Because the plugin reads the library's internal
- * di_model (lib/model/model.h) and the structs below, both sides must have been
+ * di_model (lib/model/model.h) with its architecture row (arch.h), runs the
+ * layer recipe (layer_recipe.h) and reads the structs below, both sides must have been
  * compiled from the same headers: the table carries an ABI number and the
  * sizes of every struct the plugin reads, and the loader refuses a plugin
  * whose numbers differ (backend_loader.c). Change DI_BACKEND_ABI whenever a
@@ -22,7 +23,7 @@
 #include "detinfer.h"
 #include "model.h"
 
-#define DI_BACKEND_ABI 1
+#define DI_BACKEND_ABI 2 /* 2: di_model.arch_info, the layer recipe's roles */
 #define DI_BACKEND_ENTRY_NAME "di_backend_entry"
 #define DI_CUDA_PLUGIN_SONAME "libdetinfer-cuda.so.1"
 
