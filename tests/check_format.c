@@ -810,6 +810,96 @@ START_TEST(test_unknown_architecture)
 }
 END_TEST
 
+/* The tiny model as another architecture: its keys renamed from "llama." to
+ * "<arch>.", and the tensors and keys that architecture adds, with the names
+ * and shapes llama.cpp's converters write (gguf-py constants). */
+static void tiny_arch_model(gb_model *m, const char *arch)
+{
+    const uint64_t embd = 32, q = 32, kv = 16, head = 16; /* gb_llama_defaults() */
+    tiny_model(m);
+    gb_kv_set_str(m, "general.architecture", arch);
+    for (size_t i = 0; i < m->n_kv; i++) {
+        if (strncmp(m->kv[i].key, "llama.", 6) != 0)
+            continue;
+        char key[GB_MAX_NAME];
+        snprintf(key, sizeof key, "%s.%s", arch, m->kv[i].key + 6);
+        memcpy(m->kv[i].key, key, sizeof key);
+    }
+    if (strcmp(arch, "qwen2") == 0) {
+        gb_tensor_add(m, "blk.0.attn_q.bias", GB_F32, 1, &q);
+        gb_tensor_add(m, "blk.0.attn_k.bias", GB_F32, 1, &kv);
+        gb_tensor_add(m, "blk.0.attn_v.bias", GB_F32, 1, &kv);
+    } else if (strcmp(arch, "gemma3") == 0) {
+        gb_tensor_add(m, "blk.0.attn_q_norm.weight", GB_F32, 1, &head);
+        gb_tensor_add(m, "blk.0.attn_k_norm.weight", GB_F32, 1, &head);
+        gb_tensor_add(m, "blk.0.post_attention_norm.weight", GB_F32, 1, &embd);
+        gb_tensor_add(m, "blk.0.post_ffw_norm.weight", GB_F32, 1, &embd);
+        gb_kv_set_u32(m, "gemma3.attention.sliding_window", 8);
+    }
+}
+
+static const char *const EXTRA_ARCHS[] = {"qwen2", "gemma3"};
+
+START_TEST(test_arch_model_loads)
+{
+    gb_model m;
+    tiny_arch_model(&m, EXTRA_ARCHS[_i]);
+    char err[ERRBUF_SIZE] = "";
+    di_model *model = NULL;
+    di_status st = load_model(&m, &model, err, sizeof err);
+    ck_assert_msg(st == DI_OK, "%s: status %s: %s", EXTRA_ARCHS[_i], di_status_name(st), err);
+    ck_assert_str_eq(di_model_architecture(model), EXTRA_ARCHS[_i]);
+    di_model_free(model);
+    gb_model_free(&m);
+}
+END_TEST
+
+/* Each tensor an architecture adds is required by it. */
+static const struct {
+    const char *arch, *tensor;
+} ARCH_TENSORS[] = {
+    {"qwen2", "blk.0.attn_q.bias"},
+    {"qwen2", "blk.0.attn_k.bias"},
+    {"qwen2", "blk.0.attn_v.bias"},
+    {"gemma3", "blk.0.attn_q_norm.weight"},
+    {"gemma3", "blk.0.attn_k_norm.weight"},
+    {"gemma3", "blk.0.post_attention_norm.weight"},
+    {"gemma3", "blk.0.post_ffw_norm.weight"},
+};
+
+START_TEST(test_arch_tensor_missing)
+{
+    gb_model m;
+    tiny_arch_model(&m, ARCH_TENSORS[_i].arch);
+    ck_assert(gb_tensor_remove(&m, ARCH_TENSORS[_i].tensor));
+    expect_refused(&m, DI_ERR_MODEL, ARCH_TENSORS[_i].tensor);
+    gb_model_free(&m);
+}
+END_TEST
+
+/* ... and has its shape: a per-head norm of n_embd values is refused. */
+START_TEST(test_arch_tensor_wrong_shape)
+{
+    const uint64_t embd = 32;
+    gb_model m;
+    tiny_arch_model(&m, "gemma3");
+    gb_tensor_set_dims(gb_tensor_find(&m, "blk.0.attn_k_norm.weight"), 1, &embd);
+    expect_refused(&m, DI_ERR_MODEL, "blk.0.attn_k_norm.weight");
+    gb_model_free(&m);
+}
+END_TEST
+
+/* Gemma 3's sliding window has no default. */
+START_TEST(test_sliding_window_required)
+{
+    gb_model m;
+    tiny_arch_model(&m, "gemma3");
+    ck_assert(gb_kv_remove(&m, "gemma3.attention.sliding_window"));
+    expect_refused(&m, DI_ERR_MODEL, "gemma3.attention.sliding_window");
+    gb_model_free(&m);
+}
+END_TEST
+
 static const char *const REQUIRED_KEYS[] = {
     "llama.context_length",       "llama.embedding_length",     "llama.block_count",
     "llama.feed_forward_length",  "llama.attention.head_count",
@@ -1273,6 +1363,16 @@ static TCase *hparams_case(void)
     return tc;
 }
 
+static TCase *architectures_case(void)
+{
+    TCase *tc = tcase_create("architectures");
+    LOOP(tc, test_arch_model_loads, EXTRA_ARCHS);
+    LOOP(tc, test_arch_tensor_missing, ARCH_TENSORS);
+    tcase_add_test(tc, test_arch_tensor_wrong_shape);
+    tcase_add_test(tc, test_sliding_window_required);
+    return tc;
+}
+
 static TCase *tensors_case(void)
 {
     TCase *tc = tcase_create("tensors");
@@ -1303,6 +1403,7 @@ Suite *format_suite(void)
     suite_add_tcase(s, metadata_case());
     suite_add_tcase(s, tensor_info_case());
     suite_add_tcase(s, hparams_case());
+    suite_add_tcase(s, architectures_case());
     suite_add_tcase(s, tensors_case());
     suite_add_tcase(s, parser_case());
     return s;
