@@ -7,7 +7,6 @@
 
 #include "cpu_kernels.h"
 #include "forward_steps.h"
-#include "numerics.h"
 
 static float *act(const di_cpu_call *c, di_act a)
 {

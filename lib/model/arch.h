@@ -75,8 +75,8 @@ typedef enum di_tensor_kind { DI_MATRIX, DI_VECTOR } di_tensor_kind;
 
 /*
  * A layer's tensors: X(ROLE, di_layer field, name after "blk.N.", kind,
- * input length (a vector's length), output length (matrices), feature that
- * asks for it or 0 for every architecture). The loader binds them in this
+ * input length (a vector's length), output length (a vector repeats its
+ * length), the feature that asks for it or 0 for every architecture). The loader binds them in this
  * order, so the first missing one is the one reported.
  */
 #define DI_LAYER_TENSORS(X)                                                                   \
