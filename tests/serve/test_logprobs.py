@@ -63,7 +63,8 @@ def test_completion_logprobs_equal_the_library_alone(serve):
     def one(case):  # all at once: batched with each other
         p, n, m = case
         try:
-            results[case] = client(s).completions.create(model="x", prompt=p, max_tokens=m, logprobs=n)
+            with client(s) as c:
+                results[case] = c.completions.create(model="x", prompt=p, max_tokens=m, logprobs=n)
         except Exception as e:
             errors.append(repr(e))
 
