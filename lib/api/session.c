@@ -22,6 +22,7 @@
 #include "errors.h"
 #include "forward.h"
 #include "fpenv.h"
+#include "logprobs.h"
 #include "model.h"
 #include "numerics.h"
 #include "sampling.h"
@@ -699,15 +700,30 @@ DI_API di_status di_session_logprobs(di_session *s, uint32_t seq, int32_t token,
                                      float *token_logprob, uint32_t n_top, int32_t *top_tokens,
                                      float *top_logprobs)
 {
-    (void)token;
-    (void)token_logprob;
-    (void)n_top;
-    (void)top_tokens;
-    (void)top_logprobs;
+    if (!s)
+        return DI_ERR_INVALID_ARGUMENT;
+    s->errmsg[0] = '\0';
     sequence *q = NULL;
-    di_status st = begin_seq_call(s, seq, &q, &q);
+    di_status st = get_seq(s, seq, &q);
     if (st)
         return st;
-    /* declared with the DETINFER_1.3 node; the computation lands next */
-    return fail(s, DI_ERR_UNSUPPORTED, "di_session_logprobs is not implemented yet");
+    const uint32_t n_vocab = s->model->n_vocab;
+    if (token >= 0 && !token_logprob)
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "token_logprob is NULL with token %d", (int)token);
+    if (token >= 0 && (uint32_t)token >= n_vocab)
+        return fail(s, DI_ERR_TOKEN_RANGE, "token %d is outside the vocabulary [0, %u)", (int)token, n_vocab);
+    if (n_top > n_vocab)
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "n_top = %u exceeds the vocabulary of %u tokens", n_top, n_vocab);
+    if (n_top > 0 && (!top_tokens || !top_logprobs))
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "top_tokens or top_logprobs is NULL with n_top = %u", n_top);
+    if (!q->has_result)
+        return fail(s, DI_ERR_STATE, "sequence %u has no logits: step it first", seq);
+    if (!s->sampler.z && di_sampler_init(&s->sampler, n_vocab))
+        return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the log-probabilities of %u tokens", n_vocab);
+    /* exp, log and sums: under the contract's floating-point environment */
+    di_fpenv saved;
+    di_fpenv_enter(&saved);
+    di_logprobs(&s->sampler, q->last_logits, token, token_logprob, n_top, top_tokens, top_logprobs);
+    di_fpenv_leave(&saved);
+    return DI_OK;
 }
