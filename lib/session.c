@@ -336,8 +336,6 @@ static di_status validate_step(di_session *s, uint32_t n_entries, const uint32_t
         const uint32_t end = s->seqs[seq_ids[e]].length + n_tokens[e];
         longest = end > longest ? end : longest;
     }
-    if (!s->backend && di_forward_reserve(&s->fwd, longest))
-        return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the RoPE tables of %u positions", longest);
     for (uint32_t e = 0; e < n_entries; e++) {
         sequence *q = &s->seqs[seq_ids[e]];
         if (!q->last_logits && !(q->last_logits = malloc(n_vocab * sizeof(float))))
@@ -346,6 +344,8 @@ static di_status validate_step(di_session *s, uint32_t n_entries, const uint32_t
             return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the KV cache of sequence %u at %u tokens",
                         seq_ids[e], q->length + n_tokens[e]);
     }
+    if (!s->backend && di_forward_reserve(&s->fwd, longest))
+        return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the RoPE tables of %u positions", longest);
     if ((flags & DI_STEP_ALL_LOGITS) && *total > s->all_capacity) {
         if (*total > SIZE_MAX / sizeof(float) / n_vocab)
             return fail(s, DI_ERR_OUT_OF_MEMORY, "%llu rows of logits do not fit in memory",
