@@ -509,6 +509,7 @@ static di_session *cuda_session_or_null(const di_model *m, const char *plugin)
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_BACKEND, DI_BACKEND_CUDA), DI_OK);
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_MAX_SEQUENCES, 2), DI_OK);
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_CONTEXT_LENGTH, MAX_TOKENS + 100), DI_OK);
+    ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_ALLOW_LONG_CONTEXT, 1), DI_OK); /* past 256 */
     di_status st = di_session_create(m, c, &s, err, sizeof err);
     di_config_free(c);
     if (st == DI_ERR_BACKEND_UNAVAILABLE)
@@ -717,6 +718,17 @@ START_TEST(test_emulated_gpu_long_context)
     di_model *m = tu_load("odd_f32");
     di_session *gpu = cuda_session_or_null(m, getenv("DI_TEST_CUDA_EMU"));
     ck_assert_msg(gpu != NULL, "DI_TEST_EMU_FULL=1 needs DI_TEST_CUDA_EMU (make check-cuda-emu)");
+    /* the device caches are reserved at creation: 2 sequences x MAX_TOKENS + 100
+     * positions x keys and values of every layer */
+    int64_t n_layer = 0, n_head_kv = 0, n_embd = 0, n_head = 0;
+    ck_assert_int_eq(di_model_get_int(m, DI_MODEL_N_LAYER, &n_layer), DI_OK);
+    ck_assert_int_eq(di_model_get_int(m, DI_MODEL_N_HEAD_KV, &n_head_kv), DI_OK);
+    ck_assert_int_eq(di_model_get_int(m, DI_MODEL_N_EMBD, &n_embd), DI_OK);
+    ck_assert_int_eq(di_model_get_int(m, DI_MODEL_N_HEAD, &n_head), DI_OK);
+    uint64_t kv_bytes = 0;
+    ck_assert_int_eq(di_session_kv_bytes(gpu, &kv_bytes), DI_OK);
+    ck_assert_uint_eq(kv_bytes, 2ull * 2 * (MAX_TOKENS + 100) * (uint64_t)(n_layer * n_head_kv * (n_embd / n_head)) *
+                                    sizeof(float));
     model_tokens("odd_f32", m, MAX_TOKENS, 5, g_tokens);
     compare_with_cpu("odd_f32", m, gpu, g_tokens, MAX_TOKENS, 10);
     di_session_free(gpu);

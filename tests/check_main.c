@@ -26,6 +26,7 @@ Suite *fpenv_suite(void);
 Suite *rope_suite(void);
 Suite *golden_suite(void);
 Suite *logprobs_suite(void);
+Suite *memory_suite(void);
 
 int main(void)
 {
@@ -51,6 +52,7 @@ int main(void)
     srunner_add_suite(runner, rope_suite());
     srunner_add_suite(runner, golden_suite());
     srunner_add_suite(runner, logprobs_suite());
+    srunner_add_suite(runner, memory_suite());
     srunner_set_fork_status(runner, CK_FORK);
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
