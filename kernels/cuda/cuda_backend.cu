@@ -230,7 +230,7 @@ static di_status create(const di_model *m, const di_backend_params *p, void **ou
 {
     *out = NULL;
     for (uint32_t il = 0; il < m->n_layer; il++)
-        if (!di_qb_block_elems(m->layers[il].wq.type) || !di_qb_block_elems(m->layers[il].ffn_down.type))
+        if (!di_weight_type_supported(m->layers[il].wq.type) || !di_weight_type_supported(m->layers[il].ffn_down.type))
             return dc_fail(err, err_size, DI_ERR_UNSUPPORTED, "layer %u: a weight type the CUDA backend lacks", il);
     dc_state *s = (dc_state *)calloc(1, sizeof *s);
     if (!s)
