@@ -15,6 +15,7 @@
 #include "cuda_blas.cuh"
 #include "cuda_state.cuh"
 #include "dequant_blocks.h"
+#include "growable.h"
 
 /* The session's rows are copied to the device as they are. */
 static_assert(sizeof(dc_row) == sizeof(di_backend_row) && offsetof(dc_row, token) == offsetof(di_backend_row, token) &&
@@ -54,14 +55,8 @@ static di_status cuda_fail(char *err, size_t err_size, cudaError_t e, const char
 static cudaError_t dev_alloc(dc_state *s, size_t bytes, void **out)
 {
     *out = NULL;
-    if (s->n_allocations == s->cap_allocations) {
-        size_t cap = s->cap_allocations ? 2 * s->cap_allocations : 64;
-        void **grown = (void **)realloc(s->allocations, cap * sizeof *grown);
-        if (!grown)
-            return cudaErrorMemoryAllocation;
-        s->allocations = grown;
-        s->cap_allocations = cap;
-    }
+    if (!DI_GROW(s->allocations, s->n_allocations, s->cap_allocations, 1, 64))
+        return cudaErrorMemoryAllocation;
     cudaError_t e = cudaMalloc(out, bytes ? bytes : 1);
     if (e == cudaSuccess)
         s->allocations[s->n_allocations++] = *out;
