@@ -428,6 +428,54 @@ START_TEST(test_blocks_are_independent)
 }
 END_TEST
 
+/* The file at DI_TEST_ROOT/rel as one line: newlines and C comment margins
+ * (" * ") become single spaces. */
+static char *read_doc_flat(const char *rel)
+{
+    const char *root = getenv("DI_TEST_ROOT");
+    ck_assert_msg(root != NULL, "DI_TEST_ROOT is not set");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    const long size = ftell(f);
+    ck_assert_int_eq(fseek(f, 0, SEEK_SET), 0);
+    char *text = malloc((size_t)size + 1);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_uint_eq(fread(text, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    size_t n = 0;
+    for (long i = 0; i < size; i++) {
+        if (text[i] != '\n') {
+            text[n++] = text[i];
+            continue;
+        }
+        text[n++] = ' ';
+        while (i + 1 < size && (text[i + 1] == ' ' || text[i + 1] == '*'))
+            i++;
+    }
+    text[n] = '\0';
+    return text;
+}
+
+/* The prose lists of the supported types (README.md, docs/MODELS.md,
+ * include/detinfer.h) name the table's, in its order. */
+START_TEST(test_docs_list_the_supported_types)
+{
+#define NAME_AFTER_COMMA(name, id, elems, bytes, supported) DI_WT_IF_SUPPORTED(supported, ", " #name)
+    static const char list[] = "" DI_WEIGHT_TYPES(NAME_AFTER_COMMA); /* ", F32, F16, ..." */
+#undef NAME_AFTER_COMMA
+    const char *want = list + 2;
+    static const char *const docs[] = {"README.md", "docs/MODELS.md", "include/detinfer.h"};
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+        char *text = read_doc_flat(docs[i]);
+        ck_assert_msg(strstr(text, want) != NULL, "%s does not list '%s'", docs[i], want);
+        free(text);
+    }
+}
+END_TEST
+
 /* The table's supported types are exactly the listed ones; every other id
  * converts to zeros. (The fixtures check each listed layout against the
  * gguf package.) */
@@ -540,6 +588,7 @@ Suite *quants_suite(void)
     tcase_add_loop_test(tc, test_blocks_are_independent, 0, N_TYPES);
     tcase_add_test(tc, test_supported_types);
     tcase_add_test(tc, test_quants_doc_follows_the_table);
+    tcase_add_test(tc, test_docs_list_the_supported_types);
     tcase_add_loop_test(tc, test_parser_refuses_partial_blocks, FIRST_BLOCK_TYPE, N_TYPES);
     suite_add_tcase(s, tc);
     return s;
