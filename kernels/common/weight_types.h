@@ -7,10 +7,11 @@
  * this library computes with the type (0: the GGUF parser knows its size,
  * the model loader refuses it). Everything else reads this table: the
  * parser's size checks, the dequantizers' and SIMD kernels' dispatch, the
- * CUDA plugin, the tests, and the list of docs/QUANTS.md (check_quants.c
- * checks it). Adding a supported type is one row here plus its block formula
- * (dequant.c, dequant_blocks.h, docs/QUANTS.md) and its SIMD block
- * (cpu_simd_body.h's dq32).
+ * CUDA plugin and the tests; check_quants.c checks the type lists of
+ * docs/QUANTS.md, docs/MODELS.md, README.md and detinfer.h against it.
+ * Adding a supported type is one row here plus its block formula
+ * (dequant.c, dequant_blocks.h, docs/QUANTS.md), its SIMD block
+ * (cpu_simd_body.h's dq32) and its test entries (docs/QUANTS.md lists them).
  */
 #ifndef DI_WEIGHT_TYPES_H
 #define DI_WEIGHT_TYPES_H
