@@ -49,25 +49,28 @@ static void random_bytes(uint64_t *rng, uint8_t *p, size_t n)
         p[i] = (uint8_t)tu_rand(rng);
 }
 
-static const uint32_t all_types[] = {DI_QT_F32,  DI_QT_F16,  DI_QT_BF16, DI_QT_Q4_0,
-                                     DI_QT_Q4_1, DI_QT_Q5_0, DI_QT_Q5_1, DI_QT_Q8_0,
-                                     DI_QT_Q4_K, DI_QT_Q5_K, DI_QT_Q6_K};
+/* Every supported type of weight_types.h. */
+static const uint32_t all_types[] = {
+#define SUPPORTED_TYPE(name, id, elems, bytes, supported) DI_WT_IF_SUPPORTED(supported, DI_TYPE_##name,)
+    DI_WEIGHT_TYPES(SUPPORTED_TYPE)
+#undef SUPPORTED_TYPE
+};
 #define N_TYPES (sizeof all_types / sizeof all_types[0])
 
 /* Random blocks whose binary16 scale fields are finite (a NaN scale would
  * only compare NaN payloads); the quantized bits stay fully random. */
 static void random_row(uint64_t *rng, uint32_t type, uint8_t *row, uint32_t n)
 {
-    const uint32_t be = di_qb_block_elems(type), bb = di_qb_block_bytes(type);
+    const uint32_t be = di_weight_block_elems(type), bb = di_weight_block_bytes(type);
     random_bytes(rng, row, (size_t)n / be * bb);
-    if (type == DI_QT_F32 || type == DI_QT_F16 || type == DI_QT_BF16)
+    if (type == DI_TYPE_F32 || type == DI_TYPE_F16 || type == DI_TYPE_BF16)
         return;
     for (uint32_t b = 0; b < n / be; b++) {
         uint8_t *blk = row + (size_t)b * bb;
         /* scale fields: d (and m/dmin) at 0 and 2, Q6_K's d at 208 */
-        uint8_t *f16s[2] = {type == DI_QT_Q6_K ? blk + 208 : blk,
-                            type == DI_QT_Q6_K || type == DI_QT_Q4_0 || type == DI_QT_Q5_0 ||
-                                    type == DI_QT_Q8_0
+        uint8_t *f16s[2] = {type == DI_TYPE_Q6_K ? blk + 208 : blk,
+                            type == DI_TYPE_Q6_K || type == DI_TYPE_Q4_0 || type == DI_TYPE_Q5_0 ||
+                                    type == DI_TYPE_Q8_0
                                 ? NULL
                                 : blk + 2};
         for (int k = 0; k < 2; k++)
@@ -87,7 +90,7 @@ START_TEST(test_weight_formulas_match_dequant)
     long compared = 0;
     for (size_t t = 0; t < N_TYPES; t++) {
         const uint32_t type = all_types[t];
-        ck_assert(di_dequant_supported(type));
+        ck_assert(di_weight_type_supported(type));
         for (int rep = 0; rep < 200; rep++) {
             random_row(&rng, type, row, n);
             di_dequant_row(type, row, n, want);

@@ -200,6 +200,13 @@ DI_HD float di_sample_uniform(uint64_t seed, uint32_t position)
     return (float)(x[0] >> 8) * 5.9604644775390625e-8f; /* 2^-24 */
 }
 
+/* Which dimensions RoPE rotates together within a head (the model picks one
+ * per architecture; the kernels apply it). */
+typedef enum di_rope_pairing {
+    DI_ROPE_NORMAL = 0, /* (2i, 2i + 1): llama */
+    DI_ROPE_NEOX = 1    /* (i, i + n_rot / 2): qwen2, gemma3 */
+} di_rope_pairing;
+
 /* ---- RoPE: frequencies and angles without libm ----------------------------------
  *
  * The RoPE tables are cos/sin of theta = (pos * scale) * base^(-2i/n_rot),
