@@ -300,6 +300,7 @@ static float c_expf(float x) { return di_expf(x); }
 static float c_silu(float x) { return di_silu(x); }
 static float c_gelu(float x) { return di_gelu_tanh(x); }
 static float c_rsqrt(float x) { return di_rsqrt(x); }
+static float c_logf(float x) { return di_logf(x); }
 static float c_f16(uint16_t h) { return di_f16_to_f32(h); }
 static float c_bf16(uint16_t h) { return di_bf16_to_f32(h); }
 
@@ -324,9 +325,9 @@ START_TEST(test_nvcc_host_numerics_equal_gcc)
     const char *full = getenv("DI_TEST_FULL_NUMERICS");
     const char *san = getenv("DI_TEST_SANITIZE");
     const uint64_t stride = full && *full == '1' ? 1 : san && *san == '1' ? 9973 : 97;
-    const char *names[] = {"nv_expf", "nv_silu", "nv_gelu_tanh", "nv_rsqrt"};
-    const fn1 mine[] = {c_expf, c_silu, c_gelu, c_rsqrt};
-    for (int f = 0; f < 4; f++) {
+    const char *names[] = {"nv_expf", "nv_silu", "nv_gelu_tanh", "nv_rsqrt", "nv_logf"};
+    const fn1 mine[] = {c_expf, c_silu, c_gelu, c_rsqrt, c_logf};
+    for (int f = 0; f < (int)(sizeof mine / sizeof mine[0]); f++) {
         fn1 theirs;
         p = sym(h, names[f]);
         memcpy(&theirs, &p, sizeof p);
