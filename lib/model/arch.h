@@ -18,11 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Which dimensions RoPE rotates together within a head. */
-typedef enum di_rope_pairing {
-    DI_ROPE_NORMAL = 0, /* (2i, 2i + 1): llama */
-    DI_ROPE_NEOX = 1    /* (i, i + n_rot / 2): qwen2, gemma3 */
-} di_rope_pairing;
+#include "numerics.h" /* di_rope_pairing */
 
 /* The gated feed-forward activation: gate = act(gate) * up. */
 typedef enum di_glu {

@@ -11,15 +11,7 @@
 #include "arch.h"
 #include "detinfer.h"
 #include "gguf.h"
-
-/* A 2-D weight matrix: n_out rows of n_in elements, row-major in the file. */
-typedef struct di_weight {
-    const uint8_t *data;
-    uint32_t type;      /* DI_TYPE_* */
-    uint32_t n_in;      /* ne0: elements per row (the reduction length) */
-    uint32_t n_out;     /* ne1: rows */
-    size_t row_bytes;
-} di_weight;
+#include "weight_types.h" /* di_weight: a 2-D weight matrix in the file */
 
 #define DI_MAX_ROPE_SETS 2
 
