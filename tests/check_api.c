@@ -344,7 +344,7 @@ static const struct { di_config_key key; int64_t valid; int64_t bad; } OUT_OF_RA
     {DI_CONFIG_BACKEND, DI_BACKEND_CUDA, 3},
     {DI_CONFIG_BACKEND, DI_BACKEND_CUDA, 0},
     {DI_CONFIG_PROFILE, DI_PROFILE_DEVICE, 0},
-    {DI_CONFIG_PROFILE, DI_PROFILE_DEVICE, 3},
+    {DI_CONFIG_PROFILE, DI_PROFILE_DEVICE, 4},
 };
 
 START_TEST(test_config_out_of_range)
