@@ -7,21 +7,24 @@
  *   m   = max |x_i| of the block (exact: compared as bits);
  *   E   = floor(log2 m) (exact: read from the bits);
  *   e   = max(E - DI_INT_CODE_BITS, -126), so the scale 2^e is a normal float
- *         and m / 2^e lies in [2^14, 2^15) (tiny blocks: below);
- *   c_i = x_i * 2^-e rounded to the nearest integer, ties to even, then
- *         saturated to int16 (only +2^15 can occur, when +m rounds up).
+ *         and m / 2^e lies in [2^17, 2^18) (tiny blocks: below);
+ *   c_i = x_i * 2^-e rounded to the nearest integer, ties to even: an integer
+ *         of at most 19 bits, |c_i| <= 2^18.
  * The scaling by 2^-e is exact wherever the code can be non-zero, so c_i is
  * the correctly rounded integer; nothing depends on the order of the block's
  * elements. An all-zero block has scale 0 and codes 0; a block holding an
  * infinity or a NaN has scale NaN and codes 0, so its term is NaN.
  *
  * A weight block's integer codes (Q8_0: 32 int8 q_i and a binary16 scale d)
- * meet the codes in an exact integer sum, P = sum q_i * c_i (|P| < 2^27, in
+ * meet the codes in an exact integer sum, P = sum q_i * c_i (|P| <= 2^30, in
  * any order: integer addition is exact). Block b of a row contributes
  *   term_b = fmaf((float)P_b, d_b * 2^e_b, lane)
  * i.e. the n/32 terms (float)P_b (one rounding, none when |P_b| <= 2^24) times
  * s_b = d_b * 2^e_b (exact for normal products) are reduced in the canonical
  * fma-form order of numerics.h and canon_order.h over n/32 terms, not n.
+ *
+ * 18 bits are the most whose block sums stay within int32 (32 * 128 * 2^18 =
+ * 2^30); SIMD kernels multiply them as two int16 limbs (di_int_limbs).
  */
 #ifndef DI_INT_DOT_H
 #define DI_INT_DOT_H
@@ -32,7 +35,7 @@
 #include "numerics.h"
 
 #define DI_INT_BLOCK 32
-#define DI_INT_CODE_BITS 14 /* a block's largest |x| becomes a code in [2^14, 2^15] */
+#define DI_INT_CODE_BITS 17 /* a block's largest |x| becomes a code in [2^17, 2^18] */
 #define DI_INT_Q8_0_BYTES 34 /* binary16 d, then 32 int8 codes */
 
 /* x rounded to the nearest integer, ties to even, for |x| <= 2^22: adding
@@ -48,7 +51,7 @@ DI_HD float di_int_rne(float x)
  * Codes and scale of one block x[0..32): writes codes[0..32) and returns the
  * scale (2^e, 0 for an all-zero block, NaN for a non-finite one).
  */
-DI_HD float di_int_quantize_block(const float *x, int16_t *codes)
+DI_HD float di_int_quantize_block(const float *x, int32_t *codes)
 {
     uint32_t max_bits = 0;
     for (int i = 0; i < DI_INT_BLOCK; i++) {
@@ -71,32 +74,42 @@ DI_HD float di_int_quantize_block(const float *x, int16_t *codes)
     int e = exp_m - DI_INT_CODE_BITS;
     if (e < -126)
         e = -126;
-    const float inv = di_pow2(-e); /* -e in [-113, 126]: normal, exact */
-    for (int i = 0; i < DI_INT_BLOCK; i++) {
-        const float c = di_int_rne(x[i] * inv); /* |x * inv| < 2^15 + 1 */
-        codes[i] = c > 32767.0f ? (int16_t)32767 : (int16_t)c;
-    }
+    const float inv = di_pow2(-e); /* -e in [-110, 126]: normal, exact */
+    for (int i = 0; i < DI_INT_BLOCK; i++)
+        codes[i] = (int32_t)di_int_rne(x[i] * inv); /* |x * inv| < 2^18 */
     return di_pow2(e);
 }
 
 /* A row of n values (n a multiple of 32): codes[n] and scales[n / 32]. */
-DI_HD void di_int_quantize_row(const float *x, uint32_t n, int16_t *codes, float *scales)
+DI_HD void di_int_quantize_row(const float *x, uint32_t n, int32_t *codes, float *scales)
 {
     for (uint32_t b = 0; b < n / DI_INT_BLOCK; b++)
         scales[b] = di_int_quantize_block(x + (size_t)b * DI_INT_BLOCK, codes + (size_t)b * DI_INT_BLOCK);
 }
 
 /* P = sum of q_i * c_i over Q8_0 block `blk` (exact). */
-DI_HD int32_t di_int_q8_0_block_sum(const uint8_t *block, const int16_t *codes)
+DI_HD int32_t di_int_q8_0_block_sum(const uint8_t *block, const int32_t *codes)
 {
     int32_t p = 0;
     for (int i = 0; i < DI_INT_BLOCK; i++)
-        p += (int32_t)(int8_t)block[2 + i] * (int32_t)codes[i];
+        p += (int32_t)(int8_t)block[2 + i] * codes[i];
     return p;
 }
 
+/* A block's codes as two int16 limbs, c = 256 * hi + lo with lo in [0, 255]:
+ * limbs[0..32) = hi, limbs[32..64) = lo. Then q * c = (256 q) * hi + q * lo,
+ * where 256 q fits int16 for every int8 q: two int16 products per code. */
+DI_HD void di_int_limbs(const int32_t *codes, int16_t *limbs)
+{
+    for (int i = 0; i < DI_INT_BLOCK; i++) {
+        const int32_t hi = (codes[i] - (codes[i] & 255)) / 256; /* floor(c / 256), exact */
+        limbs[i] = (int16_t)hi;
+        limbs[DI_INT_BLOCK + i] = (int16_t)(codes[i] & 255);
+    }
+}
+
 /* Block b's two factors: (float)P_b and s_b = d_b * 2^e_b. */
-DI_HD void di_int_q8_0_term(const uint8_t *row, const int16_t *codes, const float *scales,
+DI_HD void di_int_q8_0_term(const uint8_t *row, const int32_t *codes, const float *scales,
                             uint32_t b, float *q, float *s)
 {
     const uint8_t *block = row + (size_t)b * DI_INT_Q8_0_BYTES;
@@ -105,7 +118,7 @@ DI_HD void di_int_q8_0_term(const uint8_t *row, const int16_t *codes, const floa
 }
 
 /* Lane `lane`'s share (canon_order.h) of the n / 32 block terms. */
-DI_HD float di_int_q8_0_lane(const uint8_t *row, const int16_t *codes, const float *scales,
+DI_HD float di_int_q8_0_lane(const uint8_t *row, const int32_t *codes, const float *scales,
                              uint32_t n, uint32_t lane)
 {
     const uint32_t nb = n / DI_INT_BLOCK;
@@ -125,7 +138,7 @@ DI_HD float di_int_q8_0_lane(const uint8_t *row, const int16_t *codes, const flo
 
 /* The integer profile's dot of a Q8_0 row of n weights (n a multiple of 32)
  * with a quantized activation row: the reference every path must match. */
-DI_HD float di_int_q8_0_dot(const uint8_t *row, const int16_t *codes, const float *scales, uint32_t n)
+DI_HD float di_int_q8_0_dot(const uint8_t *row, const int32_t *codes, const float *scales, uint32_t n)
 {
     float lanes[DI_LANES];
     for (uint32_t l = 0; l < DI_LANES; l++)

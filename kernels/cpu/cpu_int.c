@@ -13,19 +13,38 @@
 #include "dequant_blocks.h"
 #include "int_dot.h"
 
-/* Tokens quantized at a time: their codes and scales, with one row's terms,
- * fit in DI_MATMUL_SCRATCH(n_in) (16 * n_in + 2048 floats). */
-#define INT_TOKENS 16u
+/* Tokens quantized at a time: their limbs (4 bytes per value) and scales,
+ * with one row's terms, fit in DI_MATMUL_SCRATCH(n_in) (16 * n_in + 2048
+ * floats). */
+#define INT_TOKENS 8u
 
 int di_cpu_int_covers(uint32_t type, uint32_t n_in)
 {
     return type == DI_QT_Q8_0 && n_in % DI_INT_BLOCK == 0 && n_in > 0;
 }
 
-void di_int_q8_0_sums_scalar(const uint8_t *row, const int16_t *codes, uint32_t nb, int32_t *P)
+void di_int_q8_0_terms_scalar(const uint8_t *row, const int16_t *limbs, const float *scales, uint32_t nb,
+                              float *q, float *s)
 {
-    for (uint32_t b = 0; b < nb; b++)
-        P[b] = di_int_q8_0_block_sum(row + (size_t)b * DI_INT_Q8_0_BYTES, codes + (size_t)b * DI_INT_BLOCK);
+    for (uint32_t b = 0; b < nb; b++) {
+        const uint8_t *block = row + (size_t)b * DI_INT_Q8_0_BYTES;
+        const int16_t *l = limbs + (size_t)b * 2 * DI_INT_BLOCK;
+        int32_t p = 0;
+        for (int i = 0; i < DI_INT_BLOCK; i++)
+            p += (int32_t)(int8_t)block[2 + i] * (256 * l[i] + l[DI_INT_BLOCK + i]);
+        q[b] = (float)p;
+        s[b] = di_qb_f16(block) * scales[b];
+    }
+}
+
+/* A token's quantized row: limbs[n * 2] (64 per block) and scales[n / 32]. */
+static void quantize_token(const float *x, uint32_t n, int16_t *limbs, float *scales)
+{
+    int32_t codes[DI_INT_BLOCK];
+    for (uint32_t b = 0; b < n / DI_INT_BLOCK; b++) {
+        scales[b] = di_int_quantize_block(x + (size_t)b * DI_INT_BLOCK, codes);
+        di_int_limbs(codes, limbs + (size_t)b * 2 * DI_INT_BLOCK);
+    }
 }
 
 /*
@@ -36,7 +55,7 @@ void di_int_q8_0_sums_scalar(const uint8_t *row, const int16_t *codes, uint32_t 
  * never crosses a chunk, so the path's dot over the padded arrays is the
  * canonical reduction of int_dot.h over the nb terms.
  */
-static void int_matmul_rows(const di_cpu_ops *base, di_int_sums_fn *sums, const di_weight *w,
+static void int_matmul_rows(const di_cpu_ops *base, di_int_terms_fn *terms, const di_weight *w,
                             uint32_t r0, uint32_t r1, const float *x, uint32_t n_tokens, float *y,
                             float *scratch)
 {
@@ -45,30 +64,21 @@ static void int_matmul_rows(const di_cpu_ops *base, di_int_sums_fn *sums, const 
         return;
     }
     const uint32_t n = w->n_in, nb = n / DI_INT_BLOCK, nbp = (nb + DI_LANES - 1) / DI_LANES * DI_LANES;
-    /* scratch: codes [INT_TOKENS][n] int16, scales [INT_TOKENS][nb], then
-     * one row's d[nbp], q[nbp], s[nbp], P[nbp] (64-byte aligned pieces) */
-    int16_t *codes = (int16_t *)(void *)scratch;
-    float *scales = scratch + (size_t)INT_TOKENS * n / 2;
-    float *d = scales + ((size_t)INT_TOKENS * nb + 15) / 16 * 16;
-    float *q = d + nbp, *s = q + nbp;
-    int32_t *P = (int32_t *)(void *)(s + nbp);
+    /* scratch: limbs [INT_TOKENS][2 n] int16, scales [INT_TOKENS][nb], then
+     * one row's q[nbp], s[nbp] */
+    int16_t *limbs = (int16_t *)(void *)scratch;
+    float *scales = scratch + (size_t)INT_TOKENS * n;
+    float *q = scales + ((size_t)INT_TOKENS * nb + 15) / 16 * 16, *s = q + nbp;
     for (uint32_t i = nb; i < nbp; i++)
-        d[i] = q[i] = s[i] = 0.0f;
+        q[i] = s[i] = 0.0f;
     for (uint32_t t0 = 0; t0 < n_tokens; t0 += INT_TOKENS) {
         const uint32_t nt = n_tokens - t0 < INT_TOKENS ? n_tokens - t0 : INT_TOKENS;
         for (uint32_t t = 0; t < nt; t++)
-            di_int_quantize_row(x + (size_t)(t0 + t) * n, n, codes + (size_t)t * n, scales + (size_t)t * nb);
+            quantize_token(x + (size_t)(t0 + t) * n, n, limbs + (size_t)t * 2 * n, scales + (size_t)t * nb);
         for (uint32_t r = r0; r < r1; r++) {
             const uint8_t *row = w->data + (size_t)r * w->row_bytes;
-            for (uint32_t b = 0; b < nb; b++)
-                d[b] = di_qb_f16(row + (size_t)b * DI_INT_Q8_0_BYTES);
             for (uint32_t t = 0; t < nt; t++) {
-                sums(row, codes + (size_t)t * n, nb, P);
-                const float *sc = scales + (size_t)t * nb;
-                for (uint32_t b = 0; b < nb; b++) {
-                    q[b] = (float)P[b];
-                    s[b] = d[b] * sc[b];
-                }
+                terms(row, limbs + (size_t)t * 2 * n, scales + (size_t)t * nb, nb, q, s);
                 y[(size_t)(t0 + t) * w->n_out + r] = base->dot(q, s, nbp);
             }
         }
@@ -78,20 +88,20 @@ static void int_matmul_rows(const di_cpu_ops *base, di_int_sums_fn *sums, const 
 static void int_rows_scalar(const di_weight *w, uint32_t r0, uint32_t r1, const float *x,
                             uint32_t n_tokens, float *y, float *scratch)
 {
-    int_matmul_rows(&di_cpu_ops_scalar, di_int_q8_0_sums_scalar, w, r0, r1, x, n_tokens, y, scratch);
+    int_matmul_rows(&di_cpu_ops_scalar, di_int_q8_0_terms_scalar, w, r0, r1, x, n_tokens, y, scratch);
 }
 
 #ifdef DI_HAVE_X86_PATHS
 static void int_rows_avx2(const di_weight *w, uint32_t r0, uint32_t r1, const float *x,
                           uint32_t n_tokens, float *y, float *scratch)
 {
-    int_matmul_rows(&di_cpu_ops_avx2, di_int_q8_0_sums_avx2, w, r0, r1, x, n_tokens, y, scratch);
+    int_matmul_rows(&di_cpu_ops_avx2, di_int_q8_0_terms_avx2, w, r0, r1, x, n_tokens, y, scratch);
 }
 
 static void int_rows_avx512(const di_weight *w, uint32_t r0, uint32_t r1, const float *x,
                             uint32_t n_tokens, float *y, float *scratch)
 {
-    int_matmul_rows(&di_cpu_ops_avx512, di_int_q8_0_sums_avx512, w, r0, r1, x, n_tokens, y, scratch);
+    int_matmul_rows(&di_cpu_ops_avx512, di_int_q8_0_terms_avx512, w, r0, r1, x, n_tokens, y, scratch);
 }
 #endif
 

@@ -23,13 +23,16 @@ const di_cpu_ops *di_cpu_ops_integer(const di_cpu_ops *base);
  * and reduction length (the others take the float path). */
 int di_cpu_int_covers(uint32_t type, uint32_t n_in);
 
-/* P[b] = exact sum of q_i * c_i over Q8_0 block b of `row`, b < nb, with the
- * codes of int_dot.h: one function per path. */
-typedef void di_int_sums_fn(const uint8_t *row, const int16_t *codes, uint32_t nb, int32_t *P);
-di_int_sums_fn di_int_q8_0_sums_scalar;
+/* The factors of the block terms of int_dot.h for Q8_0 blocks b < nb of
+ * `row` against one token (its codes as limbs: di_int_limbs, 64 int16 per
+ * block; its block scales): q[b] = (float)P_b, s[b] = d_b * scales[b]. One
+ * function per path. */
+typedef void di_int_terms_fn(const uint8_t *row, const int16_t *limbs, const float *scales, uint32_t nb,
+                             float *q, float *s);
+di_int_terms_fn di_int_q8_0_terms_scalar;
 #ifdef DI_HAVE_X86_PATHS
-di_int_sums_fn di_int_q8_0_sums_avx2;
-di_int_sums_fn di_int_q8_0_sums_avx512;
+di_int_terms_fn di_int_q8_0_terms_avx2;
+di_int_terms_fn di_int_q8_0_terms_avx512;
 #endif
 
 #endif /* DI_CPU_INT_H */

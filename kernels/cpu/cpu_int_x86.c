@@ -1,16 +1,17 @@
 /*
- * cpu_int_x86.c — the integer profile's block sums (cpu_int.h) with AVX2 and
- * AVX-512 integer instructions.
+ * cpu_int_x86.c — the integer profile's block terms (cpu_int.h) with AVX2
+ * and AVX-512 integer instructions.
  *
- * A Q8_0 block's 32 int8 codes are sign-extended to int16 (vpmovsxbw) and
- * multiplied with the block's 32 int16 activation codes by vpmaddwd, which
- * adds adjacent products into int32 lanes exactly (|q c| <= 2^22). The lanes
- * of each block are then added together for 16 (AVX-512) or 8 (AVX2) blocks
- * at once by a transpose-and-add tree, so one vector ends holding one block
- * sum per lane. Integer addition is exact, so the sums are the scalar
- * reference's whatever the order. (With int16 activations one 32-block is
- * one 512-bit vpmaddwd, so VNNI's vpdpwssd, which only fuses the add of an
- * accumulator, would save nothing here.)
+ * A Q8_0 block's 32 int8 weights are sign-extended to int16 (vpmovsxbw), and
+ * a copy shifted left by 8 (256 q, which fits int16). vpmaddwd multiplies
+ * them with the activation codes' limbs (di_int_limbs: c = 256 hi + lo) and
+ * adds adjacent products into int32 lanes exactly: (256 q) hi + q lo = q c.
+ * The lanes of each block are then added together for 16 (AVX-512) or 8
+ * (AVX2) blocks at once by a transpose-and-add tree, so one vector ends
+ * holding one block sum per lane, which is converted to float; the block
+ * scales d are gathered and multiplied by the token's. Integer addition is
+ * exact, so the sums are the scalar reference's whatever the order, and the
+ * conversions and products are the same single roundings.
  */
 #include "cpu_int.h"
 
@@ -28,12 +29,28 @@
 
 #define T512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 
-/* The 16 int32 lanes of one block's pair products. */
-T512 INLINE __m512i block512(const uint8_t *row, const int16_t *codes, uint32_t b)
+/* The 16 int32 lanes of one block's products: (256 q) * hi + q * lo. */
+T512 INLINE __m512i block512(const uint8_t *row, const int16_t *limbs, uint32_t b)
 {
     const __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(row + (size_t)b * DI_INT_Q8_0_BYTES + 2)));
-    const __m512i c = _mm512_loadu_si512((const void *)(codes + (size_t)b * DI_INT_BLOCK));
-    return _mm512_madd_epi16(w, c);
+    const int16_t *l = limbs + (size_t)b * 2 * DI_INT_BLOCK;
+    const __m512i hi = _mm512_loadu_si512((const void *)l), lo = _mm512_loadu_si512((const void *)(l + DI_INT_BLOCK));
+    return _mm512_add_epi32(_mm512_madd_epi16(_mm512_slli_epi16(w, 8), hi), _mm512_madd_epi16(w, lo));
+}
+
+/* q = (float)P and s = d * scales for the 16 blocks from g (the first `count`
+ * of them are stored). */
+T512 INLINE void terms512(const uint8_t *row, __m512i P, const float *scales, uint32_t g, uint32_t count,
+                          float *q, float *s)
+{
+    const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32(DI_INT_Q8_0_BYTES));
+    const __mmask16 k = (__mmask16)(count >= 16 ? 0xffffu : (1u << count) - 1u);
+    /* each lane reads 4 bytes at its block's start: d, then 2 code bytes */
+    const __m512i raw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, at, row + (size_t)g * DI_INT_Q8_0_BYTES, 1);
+    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
+    _mm512_mask_storeu_ps(q + g, k, _mm512_cvtepi32_ps(P));
+    _mm512_mask_storeu_ps(s + g, k, _mm512_mul_ps(d, _mm512_maskz_loadu_ps(k, scales + g)));
 }
 
 /* Lanes a0 a1 a2 a3 of each 128-bit quarter of a and b -> a0+a2, b0+b2, a1+a3, b1+b3. */
@@ -66,7 +83,8 @@ T512 INLINE __m512i reduce16(const __m512i *v)
     return fold128_512(fold128_512(q[0], q[1]), fold128_512(q[2], q[3]));
 }
 
-T512 void di_int_q8_0_sums_avx512(const uint8_t *row, const int16_t *codes, uint32_t nb, int32_t *P)
+T512 void di_int_q8_0_terms_avx512(const uint8_t *row, const int16_t *limbs, const float *scales, uint32_t nb,
+                                   float *q, float *s)
 {
     uint32_t g = 0;
     for (; g + 16 <= nb; g += 16) {
@@ -75,14 +93,14 @@ T512 void di_int_q8_0_sums_avx512(const uint8_t *row, const int16_t *codes, uint
             _mm_prefetch((const char *)(uintptr_t)((uintptr_t)at + AHEAD + o), _MM_HINT_T0);
         __m512i v[16];
         for (int k = 0; k < 16; k++)
-            v[k] = block512(row, codes, g + (uint32_t)k);
-        _mm512_storeu_si512((void *)(P + g), reduce16(v));
+            v[k] = block512(row, limbs, g + (uint32_t)k);
+        terms512(row, reduce16(v), scales, g, 16, q, s);
     }
     if (g < nb) { /* the last blocks, the missing ones zero */
         __m512i v[16];
         for (uint32_t k = 0; k < 16; k++)
-            v[k] = g + k < nb ? block512(row, codes, g + k) : _mm512_setzero_si512();
-        _mm512_mask_storeu_epi32(P + g, (__mmask16)((1u << (nb - g)) - 1u), reduce16(v));
+            v[k] = g + k < nb ? block512(row, limbs, g + k) : _mm512_setzero_si512();
+        terms512(row, reduce16(v), scales, g, nb - g, q, s);
     }
 }
 
@@ -90,16 +108,32 @@ T512 void di_int_q8_0_sums_avx512(const uint8_t *row, const int16_t *codes, uint
 
 #define T256 __attribute__((target("avx2,fma,f16c")))
 
-/* The 8 int32 lanes of one block's pair products (two halves of 16). */
-T256 INLINE __m256i block256(const uint8_t *row, const int16_t *codes, uint32_t b)
+/* The 8 int32 lanes of one block's products (two halves of 16 weights). */
+T256 INLINE __m256i block256(const uint8_t *row, const int16_t *limbs, uint32_t b)
 {
     const uint8_t *q = row + (size_t)b * DI_INT_Q8_0_BYTES + 2;
-    const int16_t *c = codes + (size_t)b * DI_INT_BLOCK;
-    const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)q));
-    const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(q + 16)));
-    const __m256i c0 = _mm256_loadu_si256((const __m256i *)(const void *)c);
-    const __m256i c1 = _mm256_loadu_si256((const __m256i *)(const void *)(c + 16));
-    return _mm256_add_epi32(_mm256_madd_epi16(w0, c0), _mm256_madd_epi16(w1, c1));
+    const int16_t *l = limbs + (size_t)b * 2 * DI_INT_BLOCK;
+    __m256i sum = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(q + 16 * h)));
+        const __m256i hi = _mm256_loadu_si256((const __m256i *)(const void *)(l + 16 * h));
+        const __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(l + DI_INT_BLOCK + 16 * h));
+        sum = _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_madd_epi16(_mm256_slli_epi16(w, 8), hi),
+                                                     _mm256_madd_epi16(w, lo)));
+    }
+    return sum;
+}
+
+/* q = (float)P and s = d * scales for the 8 blocks from g. */
+T256 INLINE void terms256(const uint8_t *row, __m256i P, const float *scales, uint32_t g, float *q, float *s)
+{
+    const __m256i at = _mm256_setr_epi32(0, 34, 68, 102, 136, 170, 204, 238);
+    const __m256i raw = _mm256_i32gather_epi32((const int *)(const void *)(row + (size_t)g * DI_INT_Q8_0_BYTES), at, 1);
+    const __m256i h16 = _mm256_permute4x64_epi64(_mm256_packus_epi32(_mm256_and_si256(raw, _mm256_set1_epi32(0xffff)),
+                                                                     _mm256_setzero_si256()), 0x08);
+    const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(h16));
+    _mm256_storeu_ps(q + g, _mm256_cvtepi32_ps(P));
+    _mm256_storeu_ps(s + g, _mm256_mul_ps(d, _mm256_loadu_ps(scales + g)));
 }
 
 T256 INLINE __m256i fold32_256(__m256i a, __m256i b)
@@ -120,7 +154,8 @@ T256 INLINE __m256i reduce8(const __m256i *v)
     return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-T256 void di_int_q8_0_sums_avx2(const uint8_t *row, const int16_t *codes, uint32_t nb, int32_t *P)
+T256 void di_int_q8_0_terms_avx2(const uint8_t *row, const int16_t *limbs, const float *scales, uint32_t nb,
+                                 float *q, float *s)
 {
     uint32_t g = 0;
     for (; g + 8 <= nb; g += 8) {
@@ -129,11 +164,12 @@ T256 void di_int_q8_0_sums_avx2(const uint8_t *row, const int16_t *codes, uint32
             _mm_prefetch((const char *)(uintptr_t)((uintptr_t)at + AHEAD + o), _MM_HINT_T0);
         __m256i v[8];
         for (int k = 0; k < 8; k++)
-            v[k] = block256(row, codes, g + (uint32_t)k);
-        _mm256_storeu_si256((__m256i *)(void *)(P + g), reduce8(v));
+            v[k] = block256(row, limbs, g + (uint32_t)k);
+        terms256(row, reduce8(v), scales, g, q, s);
     }
-    for (; g < nb; g++)
-        P[g] = di_int_q8_0_block_sum(row + (size_t)g * DI_INT_Q8_0_BYTES, codes + (size_t)g * DI_INT_BLOCK);
+    if (g < nb) /* the last blocks: the scalar reference's code */
+        di_int_q8_0_terms_scalar(row + (size_t)g * DI_INT_Q8_0_BYTES, limbs + (size_t)g * 2 * DI_INT_BLOCK,
+                                 scales + g, nb - g, q + g, s + g);
 }
 
 #endif /* DI_HAVE_X86_PATHS */
