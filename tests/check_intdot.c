@@ -3,7 +3,8 @@
  * int_dot.h, docs/DETERMINISM.md "The integer profile"):
  *   - the quantization and the dot product against known answers computed
  *     by NumPy and exact rationals (tests/tools/int_dot_vectors.py);
- *   - every CPU path's integer matmul gives the definition's bits, for rows
+ *   - every CPU path's integer matmul gives the definition's bits (Q8_0 and
+ *     Q5_0), for rows
  *     1..40, token counts on both sides of the quantization group, and the
  *     reduction lengths the models use (and one past a 1024-term chunk of
  *     block terms), with zero, subnormal, huge and non-finite activations;
@@ -123,16 +124,17 @@ START_TEST(test_known_dot)
             fscanf(f, "%*[^\n]");
             continue;
         }
-        uint32_t n;
-        ck_assert_int_eq(fscanf(f, "%u", &n), 1);
-        const uint32_t nb = n / DI_INT_BLOCK;
+        uint32_t type, n;
+        ck_assert_int_eq(fscanf(f, "%u %u", &type, &n), 2);
+        const uint32_t nb = n / DI_INT_BLOCK, bytes = di_int_block_bytes(type);
+        ck_assert_uint_gt(bytes, 0);
         float *x = malloc(n * sizeof *x), *scales = malloc(nb * sizeof *scales);
         int32_t *codes = malloc(n * sizeof *codes);
-        uint8_t *row = malloc((size_t)nb * DI_INT_Q8_0_BYTES);
+        uint8_t *row = malloc((size_t)nb * bytes);
         int32_t *P = malloc(nb * sizeof *P);
         for (uint32_t i = 0; i < n; i++)
             x[i] = read_float(f);
-        for (size_t i = 0; i < (size_t)nb * DI_INT_Q8_0_BYTES; i++) {
+        for (size_t i = 0; i < (size_t)nb * bytes; i++) {
             unsigned byte;
             ck_assert_int_eq(fscanf(f, "%2x", &byte), 1);
             row[i] = (uint8_t)byte;
@@ -141,25 +143,25 @@ START_TEST(test_known_dot)
         for (uint32_t b = 0; b < nb; b++) {
             long want;
             ck_assert_int_eq(fscanf(f, "%ld", &want), 1);
-            ck_assert_int_eq(di_int_q8_0_block_sum(row + (size_t)b * DI_INT_Q8_0_BYTES, codes + (size_t)b * DI_INT_BLOCK), want);
+            ck_assert_int_eq(di_int_block_sum(type, row + (size_t)b * bytes, codes + (size_t)b * DI_INT_BLOCK), want);
         }
         const float want = read_float(f);
-        const float got = di_int_q8_0_dot(row, codes, scales, n);
-        ck_assert_msg(same(got, want), "n=%u: %08x, NumPy %08x", n, bits(got), bits(want));
-        const di_weight w = {row, DI_TYPE_Q8_0, n, 1, (size_t)nb * DI_INT_Q8_0_BYTES};
+        const float got = di_int_dot(type, row, codes, scales, n);
+        ck_assert_msg(same(got, want), "type %u n=%u: %08x, NumPy %08x", type, n, bits(got), bits(want));
+        const di_weight w = {row, type, n, 1, (size_t)nb * bytes};
         for (size_t p = 0; p < N_PATHS; p++) {
             const di_cpu_ops *ops = int_ops(PATHS[p]);
             if (!ops)
                 continue;
             float y;
             int_matmul(ops, &w, 0, 1, x, 1, &y);
-            ck_assert_msg(same(y, want), "%s n=%u: %08x, NumPy %08x", ops->name, n, bits(y), bits(want));
+            ck_assert_msg(same(y, want), "%s type %u n=%u: %08x, NumPy %08x", ops->name, type, n, bits(y), bits(want));
         }
         free(x), free(scales), free(codes), free(row), free(P);
         cases++;
     }
     fclose(f);
-    ck_assert_int_ge(cases, 7);
+    ck_assert_int_ge(cases, 12);
 }
 END_TEST
 
@@ -184,16 +186,22 @@ static float activation(uint64_t *rng, int edges)
     }
 }
 
-static void random_q8_0(uint64_t *rng, uint8_t *row, uint32_t nb)
+/* nb random blocks of a covered type: a binary16 scale of either sign,
+ * random bytes for the rest (every bit pattern is a valid block). */
+static void random_blocks(uint64_t *rng, uint32_t type, uint8_t *row, uint32_t nb)
 {
-    for (uint32_t b = 0; b < nb; b++, row += DI_INT_Q8_0_BYTES) {
+    const uint32_t bytes = di_int_block_bytes(type);
+    for (uint32_t b = 0; b < nb; b++, row += bytes) {
         const uint64_t r = tu_rand(rng);
         const uint16_t d = (uint16_t)(0x1000 + (r % 0x2000)) | (uint16_t)((r & (1u << 20)) ? 0x8000 : 0);
         row[0] = (uint8_t)d, row[1] = (uint8_t)(d >> 8);
-        for (int i = 0; i < DI_INT_BLOCK; i++)
-            row[2 + i] = (uint8_t)(tu_rand(rng) >> 24);
+        for (uint32_t i = 2; i < bytes; i++)
+            row[i] = (uint8_t)(tu_rand(rng) >> 24);
     }
 }
+
+static const uint32_t TYPES[] = {DI_INT_TYPE_Q8_0, DI_INT_TYPE_Q5_0};
+#define N_TYPES (sizeof TYPES / sizeof TYPES[0])
 
 /* Reduction lengths: those of the generated models and Gemma 3 270M (640,
  * 1024, 2048), small ones, and 33 * 1024 (block terms past one chunk). */
@@ -203,23 +211,24 @@ static const uint32_t LENGTHS[] = {32, 64, 96, 128, 160, 256, 288, 512, 640, 102
 
 START_TEST(test_paths_match_definition)
 {
-    const uint32_t n = LENGTHS[_i], nb = n / DI_INT_BLOCK;
+    const uint32_t type = TYPES[_i % N_TYPES], bytes = di_int_block_bytes(type);
+    const uint32_t n = LENGTHS[_i / N_TYPES], nb = n / DI_INT_BLOCK;
     const uint32_t token_counts[] = {1, 3, 17};
     const uint32_t max_tokens = 17;
     uint64_t rng = 0x1234 + n;
-    uint8_t *data = malloc((size_t)MAX_ROWS * nb * DI_INT_Q8_0_BYTES);
+    uint8_t *data = malloc((size_t)MAX_ROWS * nb * bytes);
     float *x = malloc((size_t)max_tokens * n * sizeof *x);
     int32_t *codes = malloc(n * sizeof *codes);
     float *scales = malloc(nb * sizeof *scales);
     float *want = malloc((size_t)max_tokens * MAX_ROWS * sizeof *want);
-    random_q8_0(&rng, data, MAX_ROWS * nb);
+    random_blocks(&rng, type, data, MAX_ROWS * nb);
     for (size_t i = 0; i < (size_t)max_tokens * n; i++)
         x[i] = activation(&rng, i >= n); /* token 0 finite, the others with edges */
-    const di_weight w = {data, DI_TYPE_Q8_0, n, MAX_ROWS, (size_t)nb * DI_INT_Q8_0_BYTES};
+    const di_weight w = {data, type, n, MAX_ROWS, (size_t)nb * bytes};
     for (uint32_t t = 0; t < max_tokens; t++) {
         di_int_quantize_row(x + (size_t)t * n, n, codes, scales);
         for (uint32_t r = 0; r < MAX_ROWS; r++)
-            want[t * MAX_ROWS + r] = di_int_q8_0_dot(data + r * w.row_bytes, codes, scales, n);
+            want[t * MAX_ROWS + r] = di_int_dot(type, data + r * w.row_bytes, codes, scales, n);
     }
     ck_assert_msg(!isnan(want[0]), "token 0 has no edge values: its dot is a number");
     int paths = 0;
@@ -242,8 +251,8 @@ START_TEST(test_paths_match_definition)
                 for (uint32_t t = 0; t < T; t++)
                     for (uint32_t r = r0; r < MAX_ROWS; r++)
                         ck_assert_msg(same(y[t * MAX_ROWS + r], want[t * MAX_ROWS + r]),
-                                      "%s n=%u rows %u..%u tokens %u: token %u row %u: %08x, definition %08x",
-                                      ops->name, n, r0, MAX_ROWS, T, t, r, bits(y[t * MAX_ROWS + r]),
+                                      "%s type %u n=%u rows %u..%u tokens %u: token %u row %u: %08x, definition %08x",
+                                      ops->name, type, n, r0, MAX_ROWS, T, t, r, bits(y[t * MAX_ROWS + r]),
                                       bits(want[t * MAX_ROWS + r]));
                 for (uint32_t t = 0; t < T; t++)
                     for (uint32_t r = 0; r < r0; r++)
@@ -268,7 +277,7 @@ START_TEST(test_block_counts_and_extreme_sums)
         uint8_t *row = malloc((size_t)nb * DI_INT_Q8_0_BYTES);
         float *x = malloc(n * sizeof *x), *scales = malloc(nb * sizeof *scales);
         int32_t *codes = malloc(n * sizeof *codes);
-        random_q8_0(&rng, row, nb);
+        random_blocks(&rng, DI_INT_TYPE_Q8_0, row, nb);
         for (uint32_t i = 0; i < n; i++) {
             x[i] = (i % 2) ? -1.99999988f : 1.99999988f; /* codes round to -+2^18, the largest */
             row[(i / DI_INT_BLOCK) * DI_INT_Q8_0_BYTES + 2 + i % DI_INT_BLOCK] = (i % 2) ? 0x80 : 0x7f;
@@ -276,10 +285,10 @@ START_TEST(test_block_counts_and_extreme_sums)
         di_int_quantize_row(x, n, codes, scales);
         ck_assert_int_eq(codes[0], 262144);
         ck_assert_int_eq(codes[1], -262144);
-        const int32_t P0 = di_int_q8_0_block_sum(row, codes);
+        const int32_t P0 = di_int_block_sum(DI_INT_TYPE_Q8_0, row, codes);
         ck_assert_int_eq(P0, 16 * (127 + 128) * 262144);
-        const float want = di_int_q8_0_dot(row, codes, scales, n);
-        const di_weight w = {row, DI_TYPE_Q8_0, n, 1, (size_t)nb * DI_INT_Q8_0_BYTES};
+        const float want = di_int_dot(DI_INT_TYPE_Q8_0, row, codes, scales, n);
+        const di_weight w = {row, DI_INT_TYPE_Q8_0, n, 1, (size_t)nb * DI_INT_Q8_0_BYTES};
         for (size_t p = 0; p < N_PATHS; p++) {
             const di_cpu_ops *ops = int_ops(PATHS[p]);
             if (!ops)
@@ -342,13 +351,16 @@ static di_digest prompt_digest(const char *name, int profile)
     return d;
 }
 
-/* A model without Q8_0 weights runs the float path in both profiles; a Q8_0
- * model runs the integer product (other bits). */
-START_TEST(test_profile_covers_q8_0_only)
+/* A model without Q8_0 or Q5_0 weights runs the float path in both
+ * profiles; a Q8_0 model runs the integer product (other bits). */
+START_TEST(test_profile_covers_its_types)
 {
-    const di_digest f_port = prompt_digest("mha_tied_f32", DI_PROFILE_PORTABLE);
-    const di_digest f_int = prompt_digest("mha_tied_f32", DI_PROFILE_INTEGER);
-    tu_assert_digest_eq(&f_port, &f_int, "f32 model, integer vs portable", 0);
+    const char *const float_only[] = {"mha_tied_f32", "mha_tied_q4_0", "mha_tied_q5_1"};
+    for (int i = 0; i < 3; i++) {
+        const di_digest port = prompt_digest(float_only[i], DI_PROFILE_PORTABLE);
+        const di_digest in = prompt_digest(float_only[i], DI_PROFILE_INTEGER);
+        tu_assert_digest_eq(&port, &in, float_only[i], i);
+    }
     const di_digest q_port = prompt_digest("mha_tied_q8_0", DI_PROFILE_PORTABLE);
     const di_digest q_int = prompt_digest("mha_tied_q8_0", DI_PROFILE_INTEGER);
     ck_assert_msg(memcmp(&q_port, &q_int, sizeof q_port) != 0, "the integer profile did not change a Q8_0 model's logits");
@@ -408,12 +420,13 @@ static void check_accuracy(const char *label, const di_model *m, const tu_ref *r
                   in.max_inf, in.max_two);
 }
 
-/* The generated models with Q8_0 weights (the others run the float path). */
-static const char *const Q8_MODELS[] = {"mha_tied_q8_0", "gqa_untied_q8_0", "qwen2_q8_0", "gemma3_q8_0"};
+/* The generated models with Q8_0 or Q5_0 weights (the others run the float path). */
+static const char *const INT_MODELS[] = {"mha_tied_q8_0", "gqa_untied_q8_0", "qwen2_q8_0", "gemma3_q8_0",
+                                        "mha_tied_q5_0"};
 
 START_TEST(test_accuracy_generated)
 {
-    const char *name = Q8_MODELS[_i];
+    const char *name = INT_MODELS[_i];
     di_model *m = tu_load(name);
     tu_ref *ref = tu_read_ref(name);
     check_accuracy(name, m, ref);
@@ -446,11 +459,11 @@ Suite *intdot_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_known_quantization);
     tcase_add_test(tc, test_known_dot);
-    tcase_add_loop_test(tc, test_paths_match_definition, 0, (int)N_LENGTHS);
+    tcase_add_loop_test(tc, test_paths_match_definition, 0, (int)(N_LENGTHS * N_TYPES));
     tcase_add_test(tc, test_block_counts_and_extreme_sums);
     tcase_add_test(tc, test_profile_in_session);
-    tcase_add_test(tc, test_profile_covers_q8_0_only);
-    tcase_add_loop_test(tc, test_accuracy_generated, 0, (int)(sizeof Q8_MODELS / sizeof Q8_MODELS[0]));
+    tcase_add_test(tc, test_profile_covers_its_types);
+    tcase_add_loop_test(tc, test_accuracy_generated, 0, (int)(sizeof INT_MODELS / sizeof INT_MODELS[0]));
     tcase_add_test(tc, test_accuracy_real);
     suite_add_tcase(s, tc);
     return s;

@@ -15,7 +15,8 @@
  * elements. An all-zero block has scale 0 and codes 0; a block holding an
  * infinity or a NaN has scale NaN and codes 0, so its term is NaN.
  *
- * A weight block's integer codes (Q8_0: 32 int8 q_i and a binary16 scale d)
+ * A weight block's integer codes (Q8_0: 32 int8 q_i; Q5_0: 32 five-bit values
+ * minus 16; both with a binary16 scale d in the block's first two bytes)
  * meet the codes in an exact integer sum, P = sum q_i * c_i (|P| <= 2^30, in
  * any order: integer addition is exact). Block b of a row contributes
  *   term_b = fmaf((float)P_b, d_b * 2^e_b, lane)
@@ -37,6 +38,27 @@
 #define DI_INT_BLOCK 32
 #define DI_INT_CODE_BITS 17 /* a block's largest |x| becomes a code in [2^17, 2^18] */
 #define DI_INT_Q8_0_BYTES 34 /* binary16 d, then 32 int8 codes */
+#define DI_INT_Q5_0_BYTES 22 /* binary16 d, 4 bytes of fifth bits, 16 bytes of nibbles */
+#define DI_INT_TYPE_Q5_0 6   /* ggml type ids (dequant_blocks.h) */
+#define DI_INT_TYPE_Q8_0 8
+
+/* Bytes of a 32-weight block of a type the profile covers; 0 for the others. */
+DI_HD uint32_t di_int_block_bytes(uint32_t type)
+{
+    return type == DI_INT_TYPE_Q8_0 ? DI_INT_Q8_0_BYTES : type == DI_INT_TYPE_Q5_0 ? DI_INT_Q5_0_BYTES : 0;
+}
+
+/* Integer code i (0..31) of a block (docs/QUANTS.md): Q8_0 its int8; Q5_0
+ * the five bits lo4(i) | qh bit i << 4, minus 16. */
+DI_HD int32_t di_int_weight_code(uint32_t type, const uint8_t *block, int i)
+{
+    if (type == DI_INT_TYPE_Q8_0)
+        return (int32_t)(int8_t)block[2 + i];
+    const uint32_t qh = (uint32_t)block[2] | (uint32_t)block[3] << 8 | (uint32_t)block[4] << 16 |
+                        (uint32_t)block[5] << 24;
+    const uint32_t lo4 = i < 16 ? block[6 + i] & 0x0fu : (uint32_t)block[6 + i - 16] >> 4;
+    return (int32_t)(lo4 | ((qh >> i) & 1u) << 4) - 16;
+}
 
 /* x rounded to the nearest integer, ties to even, for |x| <= 2^22: adding
  * 1.5 * 2^23 leaves no fraction bit (the rounding is the float add's, under
@@ -87,12 +109,12 @@ DI_HD void di_int_quantize_row(const float *x, uint32_t n, int32_t *codes, float
         scales[b] = di_int_quantize_block(x + (size_t)b * DI_INT_BLOCK, codes + (size_t)b * DI_INT_BLOCK);
 }
 
-/* P = sum of q_i * c_i over Q8_0 block `blk` (exact). */
-DI_HD int32_t di_int_q8_0_block_sum(const uint8_t *block, const int32_t *codes)
+/* P = sum of q_i * c_i over one weight block (exact). */
+DI_HD int32_t di_int_block_sum(uint32_t type, const uint8_t *block, const int32_t *codes)
 {
     int32_t p = 0;
     for (int i = 0; i < DI_INT_BLOCK; i++)
-        p += (int32_t)(int8_t)block[2 + i] * codes[i];
+        p += di_int_weight_code(type, block, i) * codes[i];
     return p;
 }
 
@@ -109,17 +131,17 @@ DI_HD void di_int_limbs(const int32_t *codes, int16_t *limbs)
 }
 
 /* Block b's two factors: (float)P_b and s_b = d_b * 2^e_b. */
-DI_HD void di_int_q8_0_term(const uint8_t *row, const int32_t *codes, const float *scales,
-                            uint32_t b, float *q, float *s)
+DI_HD void di_int_term(uint32_t type, const uint8_t *row, const int32_t *codes, const float *scales,
+                       uint32_t b, float *q, float *s)
 {
-    const uint8_t *block = row + (size_t)b * DI_INT_Q8_0_BYTES;
-    *q = (float)di_int_q8_0_block_sum(block, codes + (size_t)b * DI_INT_BLOCK);
+    const uint8_t *block = row + (size_t)b * di_int_block_bytes(type);
+    *q = (float)di_int_block_sum(type, block, codes + (size_t)b * DI_INT_BLOCK);
     *s = di_f16_to_f32((uint16_t)(block[0] | (block[1] << 8))) * scales[b];
 }
 
 /* Lane `lane`'s share (canon_order.h) of the n / 32 block terms. */
-DI_HD float di_int_q8_0_lane(const uint8_t *row, const int32_t *codes, const float *scales,
-                             uint32_t n, uint32_t lane)
+DI_HD float di_int_lane(uint32_t type, const uint8_t *row, const int32_t *codes, const float *scales,
+                        uint32_t n, uint32_t lane)
 {
     const uint32_t nb = n / DI_INT_BLOCK;
     float total = 0.0f;
@@ -128,7 +150,7 @@ DI_HD float di_int_q8_0_lane(const uint8_t *row, const int32_t *codes, const flo
         float acc = 0.0f;
         for (uint32_t b = di_lane_first(c0, lane); b < end; b = di_lane_next(b)) {
             float q, s;
-            di_int_q8_0_term(row, codes, scales, b, &q, &s);
+            di_int_term(type, row, codes, scales, b, &q, &s);
             acc = fmaf(q, s, acc);
         }
         total = di_lane_combine(total, acc, c0);
@@ -136,13 +158,14 @@ DI_HD float di_int_q8_0_lane(const uint8_t *row, const int32_t *codes, const flo
     return total;
 }
 
-/* The integer profile's dot of a Q8_0 row of n weights (n a multiple of 32)
- * with a quantized activation row: the reference every path must match. */
-DI_HD float di_int_q8_0_dot(const uint8_t *row, const int32_t *codes, const float *scales, uint32_t n)
+/* The integer profile's dot of a row of n weights of a covered type (n a
+ * multiple of 32) with a quantized activation row: the reference every path
+ * must match. */
+DI_HD float di_int_dot(uint32_t type, const uint8_t *row, const int32_t *codes, const float *scales, uint32_t n)
 {
     float lanes[DI_LANES];
     for (uint32_t l = 0; l < DI_LANES; l++)
-        lanes[l] = di_int_q8_0_lane(row, codes, scales, n, l);
+        lanes[l] = di_int_lane(type, row, codes, scales, n, l);
     return di_lane_tree(lanes);
 }
 

@@ -20,18 +20,18 @@
 
 int di_cpu_int_covers(uint32_t type, uint32_t n_in)
 {
-    return type == DI_QT_Q8_0 && n_in % DI_INT_BLOCK == 0 && n_in > 0;
+    return di_int_block_bytes(type) != 0 && n_in % DI_INT_BLOCK == 0 && n_in > 0;
 }
 
-void di_int_q8_0_terms_scalar(const uint8_t *row, const int16_t *limbs, const float *scales, uint32_t nb,
-                              float *q, float *s)
+void di_int_terms_scalar(uint32_t type, const uint8_t *row, const int16_t *limbs, const float *scales,
+                         uint32_t nb, float *q, float *s)
 {
     for (uint32_t b = 0; b < nb; b++) {
-        const uint8_t *block = row + (size_t)b * DI_INT_Q8_0_BYTES;
+        const uint8_t *block = row + (size_t)b * di_int_block_bytes(type);
         const int16_t *l = limbs + (size_t)b * 2 * DI_INT_BLOCK;
         int32_t p = 0;
         for (int i = 0; i < DI_INT_BLOCK; i++)
-            p += (int32_t)(int8_t)block[2 + i] * (256 * l[i] + l[DI_INT_BLOCK + i]);
+            p += di_int_weight_code(type, block, i) * (256 * l[i] + l[DI_INT_BLOCK + i]);
         q[b] = (float)p;
         s[b] = di_qb_f16(block) * scales[b];
     }
@@ -48,7 +48,7 @@ static void quantize_token(const float *x, uint32_t n, int16_t *limbs, float *sc
 }
 
 /*
- * Rows [r0, r1) of a Q8_0 matrix against n_tokens tokens. The terms of each
+ * Rows [r0, r1) of a matrix of a covered type against n_tokens tokens. The terms of each
  * output are laid out as two arrays q[], s[] of nb values, padded with zeros
  * to a multiple of 32: a zero term leaves its lane as it was (a lane is never
  * -0, as it starts at +0 and fmaf gives -0 only from -0 + -0), and the padding
@@ -78,7 +78,7 @@ static void int_matmul_rows(const di_cpu_ops *base, di_int_terms_fn *terms, cons
         for (uint32_t r = r0; r < r1; r++) {
             const uint8_t *row = w->data + (size_t)r * w->row_bytes;
             for (uint32_t t = 0; t < nt; t++) {
-                terms(row, limbs + (size_t)t * 2 * n, scales + (size_t)t * nb, nb, q, s);
+                terms(w->type, row, limbs + (size_t)t * 2 * n, scales + (size_t)t * nb, nb, q, s);
                 y[(size_t)(t0 + t) * w->n_out + r] = base->dot(q, s, nbp);
             }
         }
@@ -88,20 +88,20 @@ static void int_matmul_rows(const di_cpu_ops *base, di_int_terms_fn *terms, cons
 static void int_rows_scalar(const di_weight *w, uint32_t r0, uint32_t r1, const float *x,
                             uint32_t n_tokens, float *y, float *scratch)
 {
-    int_matmul_rows(&di_cpu_ops_scalar, di_int_q8_0_terms_scalar, w, r0, r1, x, n_tokens, y, scratch);
+    int_matmul_rows(&di_cpu_ops_scalar, di_int_terms_scalar, w, r0, r1, x, n_tokens, y, scratch);
 }
 
 #ifdef DI_HAVE_X86_PATHS
 static void int_rows_avx2(const di_weight *w, uint32_t r0, uint32_t r1, const float *x,
                           uint32_t n_tokens, float *y, float *scratch)
 {
-    int_matmul_rows(&di_cpu_ops_avx2, di_int_q8_0_terms_avx2, w, r0, r1, x, n_tokens, y, scratch);
+    int_matmul_rows(&di_cpu_ops_avx2, di_int_terms_avx2, w, r0, r1, x, n_tokens, y, scratch);
 }
 
 static void int_rows_avx512(const di_weight *w, uint32_t r0, uint32_t r1, const float *x,
                             uint32_t n_tokens, float *y, float *scratch)
 {
-    int_matmul_rows(&di_cpu_ops_avx512, di_int_q8_0_terms_avx512, w, r0, r1, x, n_tokens, y, scratch);
+    int_matmul_rows(&di_cpu_ops_avx512, di_int_terms_avx512, w, r0, r1, x, n_tokens, y, scratch);
 }
 #endif
 

@@ -2,7 +2,9 @@
  * cpu_int_x86.c — the integer profile's block terms (cpu_int.h) with AVX2
  * and AVX-512 integer instructions.
  *
- * A Q8_0 block's 32 int8 weights are sign-extended to int16 (vpmovsxbw), and
+ * A block's 32 integer weights (Q8_0: its int8 bytes; Q5_0: nibbles and
+ * fifth bits, minus 16) are gathered as 32 bytes, sign-extended to int16
+ * (vpmovsxbw), and
  * a copy shifted left by 8 (256 q, which fits int16). vpmaddwd multiplies
  * them with the activation codes' limbs (di_int_limbs: c = 256 hi + lo) and
  * adds adjacent products into int32 lanes exactly: (256 q) hi + q lo = q c.
@@ -17,10 +19,27 @@
 
 #ifdef DI_HAVE_X86_PATHS
 #include <immintrin.h>
+#include <string.h>
 
 #include "int_dot.h"
 
 #define INLINE static inline __attribute__((always_inline))
+
+static inline uint32_t load_u32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v); /* x86 is little-endian, like the file */
+    return v;
+}
+
+/* The nibbles of a 32-block whose byte j holds weight j (low nibble) and
+ * weight j + 16 (high nibble), one per byte in weight order. */
+__attribute__((target("avx2"))) INLINE __m256i nibbles32(const uint8_t *qs)
+{
+    const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)qs);
+    const __m128i low4 = _mm_set1_epi8(0x0f);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low4), _mm_and_si128(b, low4));
+}
 /* Weights are requested this far ahead of the block being read (the float
  * path's cpu_simd_body.h PREFETCH_AHEAD: decode streams every weight once). */
 #define AHEAD 4096u
@@ -29,10 +48,19 @@
 
 #define T512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 
-/* The 16 int32 lanes of one block's products: (256 q) * hi + q * lo. */
-T512 INLINE __m512i block512(const uint8_t *row, const int16_t *limbs, uint32_t b)
+/* A block's 32 integer weights as int8, in weight order. */
+T512 INLINE __m256i weights512(uint32_t type, const uint8_t *block)
 {
-    const __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(row + (size_t)b * DI_INT_Q8_0_BYTES + 2)));
+    if (type == DI_INT_TYPE_Q8_0)
+        return _mm256_loadu_si256((const __m256i *)(const void *)(block + 2));
+    const __m256i fifth = _mm256_maskz_mov_epi8((__mmask32)load_u32(block + 2), _mm256_set1_epi8(16));
+    return _mm256_sub_epi8(_mm256_or_si256(nibbles32(block + 6), fifth), _mm256_set1_epi8(16));
+}
+
+/* The 16 int32 lanes of one block's products: (256 q) * hi + q * lo. */
+T512 INLINE __m512i block512(uint32_t type, const uint8_t *row, const int16_t *limbs, uint32_t b)
+{
+    const __m512i w = _mm512_cvtepi8_epi16(weights512(type, row + (size_t)b * di_int_block_bytes(type)));
     const int16_t *l = limbs + (size_t)b * 2 * DI_INT_BLOCK;
     const __m512i hi = _mm512_loadu_si512((const void *)l), lo = _mm512_loadu_si512((const void *)(l + DI_INT_BLOCK));
     return _mm512_add_epi32(_mm512_madd_epi16(_mm512_slli_epi16(w, 8), hi), _mm512_madd_epi16(w, lo));
@@ -40,14 +68,15 @@ T512 INLINE __m512i block512(const uint8_t *row, const int16_t *limbs, uint32_t 
 
 /* q = (float)P and s = d * scales for the 16 blocks from g (the first `count`
  * of them are stored). */
-T512 INLINE void terms512(const uint8_t *row, __m512i P, const float *scales, uint32_t g, uint32_t count,
-                          float *q, float *s)
+T512 INLINE void terms512(uint32_t type, const uint8_t *row, __m512i P, const float *scales, uint32_t g,
+                          uint32_t count, float *q, float *s)
 {
+    const int bytes = (int)di_int_block_bytes(type);
     const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                          _mm512_set1_epi32(DI_INT_Q8_0_BYTES));
+                                          _mm512_set1_epi32(bytes));
     const __mmask16 k = (__mmask16)(count >= 16 ? 0xffffu : (1u << count) - 1u);
     /* each lane reads 4 bytes at its block's start: d, then 2 code bytes */
-    const __m512i raw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, at, row + (size_t)g * DI_INT_Q8_0_BYTES, 1);
+    const __m512i raw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, at, row + (size_t)g * (size_t)bytes, 1);
     const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
     _mm512_mask_storeu_ps(q + g, k, _mm512_cvtepi32_ps(P));
     _mm512_mask_storeu_ps(s + g, k, _mm512_mul_ps(d, _mm512_maskz_loadu_ps(k, scales + g)));
@@ -83,39 +112,70 @@ T512 INLINE __m512i reduce16(const __m512i *v)
     return fold128_512(fold128_512(q[0], q[1]), fold128_512(q[2], q[3]));
 }
 
-T512 void di_int_q8_0_terms_avx512(const uint8_t *row, const int16_t *limbs, const float *scales, uint32_t nb,
-                                   float *q, float *s)
+T512 INLINE void terms_avx512(uint32_t type, const uint8_t *row, const int16_t *limbs, const float *scales,
+                              uint32_t nb, float *q, float *s)
 {
+    const uint32_t bytes = di_int_block_bytes(type);
     uint32_t g = 0;
     for (; g + 16 <= nb; g += 16) {
-        const uint8_t *at = row + (size_t)g * DI_INT_Q8_0_BYTES;
-        for (uint32_t o = 0; o < 16 * DI_INT_Q8_0_BYTES; o += 64)
+        const uint8_t *at = row + (size_t)g * bytes;
+        for (uint32_t o = 0; o < 16 * bytes; o += 64)
             _mm_prefetch((const char *)(uintptr_t)((uintptr_t)at + AHEAD + o), _MM_HINT_T0);
         __m512i v[16];
         for (int k = 0; k < 16; k++)
-            v[k] = block512(row, limbs, g + (uint32_t)k);
-        terms512(row, reduce16(v), scales, g, 16, q, s);
+            v[k] = block512(type, row, limbs, g + (uint32_t)k);
+        terms512(type, row, reduce16(v), scales, g, 16, q, s);
     }
     if (g < nb) { /* the last blocks, the missing ones zero */
         __m512i v[16];
         for (uint32_t k = 0; k < 16; k++)
-            v[k] = g + k < nb ? block512(row, limbs, g + k) : _mm512_setzero_si512();
-        terms512(row, reduce16(v), scales, g, nb - g, q, s);
+            v[k] = g + k < nb ? block512(type, row, limbs, g + k) : _mm512_setzero_si512();
+        terms512(type, row, reduce16(v), scales, g, nb - g, q, s);
     }
+}
+
+T512 void di_int_terms_avx512(uint32_t type, const uint8_t *row, const int16_t *limbs, const float *scales,
+                              uint32_t nb, float *q, float *s)
+{
+    if (type == DI_INT_TYPE_Q8_0) /* a constant type in each copy */
+        terms_avx512(DI_INT_TYPE_Q8_0, row, limbs, scales, nb, q, s);
+    else
+        terms_avx512(DI_INT_TYPE_Q5_0, row, limbs, scales, nb, q, s);
 }
 
 /* ---- AVX2 ----------------------------------------------------------------------- */
 
 #define T256 __attribute__((target("avx2,fma,f16c")))
 
-/* The 8 int32 lanes of one block's products (two halves of 16 weights). */
-T256 INLINE __m256i block256(const uint8_t *row, const int16_t *limbs, uint32_t b)
+/* Byte j is 16 where bit j of qh is set, else 0 (cpu_avx2.c's
+ * sixteen_where_bits): each byte of qh is spread over 8 bytes, which keep
+ * one bit each. */
+T256 INLINE __m256i sixteen_where_bits(uint32_t qh)
 {
-    const uint8_t *q = row + (size_t)b * DI_INT_Q8_0_BYTES + 2;
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(16));
+}
+
+/* A block's 32 integer weights as int8, in weight order. */
+T256 INLINE __m256i weights256(uint32_t type, const uint8_t *block)
+{
+    if (type == DI_INT_TYPE_Q8_0)
+        return _mm256_loadu_si256((const __m256i *)(const void *)(block + 2));
+    return _mm256_sub_epi8(_mm256_or_si256(nibbles32(block + 6), sixteen_where_bits(load_u32(block + 2))),
+                           _mm256_set1_epi8(16));
+}
+
+/* The 8 int32 lanes of one block's products (two halves of 16 weights). */
+T256 INLINE __m256i block256(uint32_t type, const uint8_t *row, const int16_t *limbs, uint32_t b)
+{
+    const __m256i q8 = weights256(type, row + (size_t)b * di_int_block_bytes(type));
     const int16_t *l = limbs + (size_t)b * 2 * DI_INT_BLOCK;
     __m256i sum = _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
-        const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(q + 16 * h)));
+        const __m256i w = _mm256_cvtepi8_epi16(h ? _mm256_extracti128_si256(q8, 1) : _mm256_castsi256_si128(q8));
         const __m256i hi = _mm256_loadu_si256((const __m256i *)(const void *)(l + 16 * h));
         const __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(l + DI_INT_BLOCK + 16 * h));
         sum = _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_madd_epi16(_mm256_slli_epi16(w, 8), hi),
@@ -125,10 +185,12 @@ T256 INLINE __m256i block256(const uint8_t *row, const int16_t *limbs, uint32_t 
 }
 
 /* q = (float)P and s = d * scales for the 8 blocks from g. */
-T256 INLINE void terms256(const uint8_t *row, __m256i P, const float *scales, uint32_t g, float *q, float *s)
+T256 INLINE void terms256(uint32_t type, const uint8_t *row, __m256i P, const float *scales, uint32_t g, float *q,
+                          float *s)
 {
-    const __m256i at = _mm256_setr_epi32(0, 34, 68, 102, 136, 170, 204, 238);
-    const __m256i raw = _mm256_i32gather_epi32((const int *)(const void *)(row + (size_t)g * DI_INT_Q8_0_BYTES), at, 1);
+    const int bytes = (int)di_int_block_bytes(type);
+    const __m256i at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(bytes));
+    const __m256i raw = _mm256_i32gather_epi32((const int *)(const void *)(row + (size_t)g * (size_t)bytes), at, 1);
     const __m256i h16 = _mm256_permute4x64_epi64(_mm256_packus_epi32(_mm256_and_si256(raw, _mm256_set1_epi32(0xffff)),
                                                                      _mm256_setzero_si256()), 0x08);
     const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(h16));
@@ -154,22 +216,32 @@ T256 INLINE __m256i reduce8(const __m256i *v)
     return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-T256 void di_int_q8_0_terms_avx2(const uint8_t *row, const int16_t *limbs, const float *scales, uint32_t nb,
-                                 float *q, float *s)
+T256 INLINE void terms_avx2(uint32_t type, const uint8_t *row, const int16_t *limbs, const float *scales,
+                            uint32_t nb, float *q, float *s)
 {
+    const uint32_t bytes = di_int_block_bytes(type);
     uint32_t g = 0;
     for (; g + 8 <= nb; g += 8) {
-        const uint8_t *at = row + (size_t)g * DI_INT_Q8_0_BYTES;
-        for (uint32_t o = 0; o < 8 * DI_INT_Q8_0_BYTES; o += 64)
+        const uint8_t *at = row + (size_t)g * bytes;
+        for (uint32_t o = 0; o < 8 * bytes; o += 64)
             _mm_prefetch((const char *)(uintptr_t)((uintptr_t)at + AHEAD + o), _MM_HINT_T0);
         __m256i v[8];
         for (int k = 0; k < 8; k++)
-            v[k] = block256(row, limbs, g + (uint32_t)k);
-        terms256(row, reduce8(v), scales, g, q, s);
+            v[k] = block256(type, row, limbs, g + (uint32_t)k);
+        terms256(type, row, reduce8(v), scales, g, q, s);
     }
     if (g < nb) /* the last blocks: the scalar reference's code */
-        di_int_q8_0_terms_scalar(row + (size_t)g * DI_INT_Q8_0_BYTES, limbs + (size_t)g * 2 * DI_INT_BLOCK,
-                                 scales + g, nb - g, q + g, s + g);
+        di_int_terms_scalar(type, row + (size_t)g * bytes, limbs + (size_t)g * 2 * DI_INT_BLOCK, scales + g,
+                            nb - g, q + g, s + g);
+}
+
+T256 void di_int_terms_avx2(uint32_t type, const uint8_t *row, const int16_t *limbs, const float *scales,
+                            uint32_t nb, float *q, float *s)
+{
+    if (type == DI_INT_TYPE_Q8_0) /* a constant type in each copy */
+        terms_avx2(DI_INT_TYPE_Q8_0, row, limbs, scales, nb, q, s);
+    else
+        terms_avx2(DI_INT_TYPE_Q5_0, row, limbs, scales, nb, q, s);
 }
 
 #endif /* DI_HAVE_X86_PATHS */

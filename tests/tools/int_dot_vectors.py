@@ -10,8 +10,9 @@ Usage: int_dot_vectors.py OUT.txt   (writes tests/data/int_dot/vectors.txt)
 
 Format, one case a line, floats as the hex of their float32 bits:
   quant X0..X31 SCALE C0..C31
-  dot N X0..X{N-1} ROWHEX P0..P{N/32-1} RESULT
-ROWHEX is the Q8_0 row (N/32 blocks of 34 bytes) as one hex string.
+  dot TYPE N X0..X{N-1} ROWHEX P0..P{N/32-1} RESULT
+TYPE is the ggml type id (8 Q8_0, 6 Q5_0); ROWHEX the row (N/32 blocks of 34 or
+22 bytes) as one hex string.
 """
 
 import sys
@@ -72,14 +73,30 @@ def f16_value(raw):
     return fr(np.frombuffer(raw, dtype=np.float16)[0])
 
 
-def dot(row, x):
-    """(block sums, float32 result) of the integer-profile dot of a Q8_0 row with x."""
+Q8_0, Q5_0 = 8, 6
+BLOCK_BYTES = {Q8_0: 34, Q5_0: 22}
+
+
+def weight_codes(qtype, blk):
+    """The 32 integer weights of a block (ggml's layouts, docs/QUANTS.md)."""
+    if qtype == Q8_0:
+        return np.frombuffer(blk[2:], dtype=np.int8).astype(np.int64)
+    qh = int.from_bytes(blk[2:6], "little")
+    qs = np.frombuffer(blk[6:22], dtype=np.uint8).astype(np.int64)
+    lo4 = np.concatenate([qs & 0x0F, qs >> 4])
+    fifth = np.array([(qh >> j) & 1 for j in range(BLOCK)], dtype=np.int64)
+    return (lo4 | (fifth << 4)) - 16
+
+
+def dot(qtype, row, x):
+    """(block sums, float32 result) of the integer-profile dot of a row with x."""
     nb = len(x) // BLOCK
     q, s, P = [], [], []
     for b in range(nb):
         scale, codes = quantize_block(x[b * BLOCK:(b + 1) * BLOCK])
-        blk = row[b * 34:(b + 1) * 34]
-        w = np.frombuffer(blk[2:], dtype=np.int8).astype(np.int64)
+        size = BLOCK_BYTES[qtype]
+        blk = row[b * size:(b + 1) * size]
+        w = weight_codes(qtype, blk)
         p = int(np.sum(w * codes))
         P.append(p)
         q.append(fr(round_f32(Fraction(p))))
@@ -124,18 +141,19 @@ def special_blocks(rng):
     return out
 
 
-def q8_0_row(rng, nb, extreme=False):
+def weight_row(rng, qtype, nb, extreme=False):
     out = bytearray()
     for _ in range(nb):
         d = np.float16(rng.uniform(0.5, 2.0) * 10.0 ** rng.integers(-4, 0))
         if rng.random() < 0.2:
             d = -d
         out += d.tobytes()
-        if extreme:
-            q = rng.choice(np.array([-128, 127], dtype=np.int8), BLOCK)
+        if qtype == Q5_0:
+            out += rng.integers(0, 256, 20).astype(np.uint8).tobytes()  # any qh and nibbles
+        elif extreme:
+            out += rng.choice(np.array([-128, 127], dtype=np.int8), BLOCK).tobytes()
         else:
-            q = rng.integers(-128, 128, BLOCK).astype(np.int8)
-        out += q.tobytes()
+            out += rng.integers(-128, 128, BLOCK).astype(np.int8).tobytes()
     return bytes(out)
 
 
@@ -154,15 +172,17 @@ def main():
         scale, codes = quantize_block(blk)
         lines.append("quant " + " ".join(f"{f32_bits(v):08x}" for v in blk) + f" {f32_bits(scale):08x} "
                      + " ".join(str(int(c)) for c in codes))
-    cases = [(32, False), (64, False), (640, False), (640, True), (1024, False), (2048, False), (4096, False)]
-    for n, extreme in cases:
+    cases = [(Q8_0, 32, False), (Q8_0, 64, False), (Q8_0, 640, False), (Q8_0, 640, True), (Q8_0, 1024, False),
+             (Q8_0, 2048, False), (Q8_0, 4096, False), (Q5_0, 32, False), (Q5_0, 96, False), (Q5_0, 640, False),
+             (Q5_0, 640, True), (Q5_0, 2048, False)]
+    for qtype, n, extreme in cases:
         x = activations(rng, n)
         if extreme:  # every block's max rounds to +-2^18 and meets +-128 weights: the largest sums
             x = np.full(n, np.float32(-(2 - 2 ** -23)))
             x[::2] = np.float32(2 - 2 ** -23)
-        row = q8_0_row(rng, n // BLOCK, extreme)
-        P, res = dot(row, x)
-        lines.append(f"dot {n} " + " ".join(f"{f32_bits(v):08x}" for v in x) + " " + row.hex() + " "
+        row = weight_row(rng, qtype, n // BLOCK, extreme)
+        P, res = dot(qtype, row, x)
+        lines.append(f"dot {qtype} {n} " + " ".join(f"{f32_bits(v):08x}" for v in x) + " " + row.hex() + " "
                      + " ".join(str(p) for p in P) + f" {f32_bits(res):08x}")
     with open(sys.argv[1], "w") as f:
         f.write("\n".join(lines) + "\n")
