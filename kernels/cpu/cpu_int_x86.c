@@ -184,18 +184,22 @@ T256 INLINE __m256i block256(uint32_t type, const uint8_t *row, const int16_t *l
     return sum;
 }
 
-/* q = (float)P and s = d * scales for the 8 blocks from g. */
-T256 INLINE void terms256(uint32_t type, const uint8_t *row, __m256i P, const float *scales, uint32_t g, float *q,
-                          float *s)
+/* q = (float)P and s = d * scales for the 8 blocks from g (the first
+ * `count` of them are stored). */
+T256 INLINE void terms256(uint32_t type, const uint8_t *row, __m256i P, const float *scales, uint32_t g,
+                          uint32_t count, float *q, float *s)
 {
     const int bytes = (int)di_int_block_bytes(type);
-    const __m256i at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(bytes));
-    const __m256i raw = _mm256_i32gather_epi32((const int *)(const void *)(row + (size_t)g * (size_t)bytes), at, 1);
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i at = _mm256_mullo_epi32(iota, _mm256_set1_epi32(bytes));
+    const __m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)count), iota); /* lanes < count */
+    const __m256i raw = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(),
+                                                    (const int *)(const void *)(row + (size_t)g * (size_t)bytes), at, k, 1);
     const __m256i h16 = _mm256_permute4x64_epi64(_mm256_packus_epi32(_mm256_and_si256(raw, _mm256_set1_epi32(0xffff)),
                                                                      _mm256_setzero_si256()), 0x08);
     const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(h16));
-    _mm256_storeu_ps(q + g, _mm256_cvtepi32_ps(P));
-    _mm256_storeu_ps(s + g, _mm256_mul_ps(d, _mm256_loadu_ps(scales + g)));
+    _mm256_maskstore_ps(q + g, k, _mm256_cvtepi32_ps(P));
+    _mm256_maskstore_ps(s + g, k, _mm256_mul_ps(d, _mm256_maskload_ps(scales + g, k)));
 }
 
 T256 INLINE __m256i fold32_256(__m256i a, __m256i b)
@@ -228,11 +232,14 @@ T256 INLINE void terms_avx2(uint32_t type, const uint8_t *row, const int16_t *li
         __m256i v[8];
         for (int k = 0; k < 8; k++)
             v[k] = block256(type, row, limbs, g + (uint32_t)k);
-        terms256(type, row, reduce8(v), scales, g, q, s);
+        terms256(type, row, reduce8(v), scales, g, 8, q, s);
     }
-    if (g < nb) /* the last blocks: the scalar reference's code */
-        di_int_terms_scalar(type, row + (size_t)g * bytes, limbs + (size_t)g * 2 * DI_INT_BLOCK, scales + g,
-                            nb - g, q + g, s + g);
+    if (g < nb) { /* the last blocks, the missing ones zero */
+        __m256i v[8];
+        for (uint32_t k = 0; k < 8; k++)
+            v[k] = g + k < nb ? block256(type, row, limbs, g + k) : _mm256_setzero_si256();
+        terms256(type, row, reduce8(v), scales, g, nb - g, q, s);
+    }
 }
 
 T256 void di_int_terms_avx2(uint32_t type, const uint8_t *row, const int16_t *limbs, const float *scales,
