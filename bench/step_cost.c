@@ -2,8 +2,10 @@
  * step_cost.c — one workload for instruction counts (docs/PERFORMANCE.md):
  * prefill a prompt into each of S sequences, then K decode steps that each
  * advance all S sequences by one token (their greedy tokens), on one thread.
- * Run under `valgrind --tool=callgrind` with K = 0 and K = k: the difference
- * divided by k is the cost of one S-sequence decode step.
+ * Under `valgrind --tool=callgrind --instr-atstart=no`, only the K decode
+ * steps are counted (callgrind's client requests switch the instrumentation
+ * on and off around them): the count divided by K is the cost of one
+ * S-sequence decode step.
  *
  *   step_cost MODEL PROFILE S K [TOKENS]
  *     PROFILE  portable | integer;  TOKENS  comma-separated prompt ids
@@ -15,6 +17,16 @@
 #include <string.h>
 
 #include "detinfer.h"
+
+#if defined(__has_include)
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#endif
+#endif
+#ifndef CALLGRIND_START_INSTRUMENTATION /* no valgrind headers: nothing to switch */
+#define CALLGRIND_START_INSTRUMENTATION
+#define CALLGRIND_STOP_INSTRUMENTATION
+#endif
 
 #define MAX_SEQS 64
 #define MAX_PROMPT 256
@@ -63,6 +75,7 @@ int main(int argc, char **argv)
         }
         di_session_greedy_token(s, q, &toks[q]);
     }
+    CALLGRIND_START_INSTRUMENTATION;
     for (uint32_t k = 0; k < steps; k++) {
         if (di_session_step(s, seqs, ids, lens, toks, 0)) {
             fprintf(stderr, "decode: %s\n", di_session_errmsg(s));
@@ -71,6 +84,7 @@ int main(int argc, char **argv)
         for (uint32_t q = 0; q < seqs; q++)
             di_session_greedy_token(s, q, &toks[q]);
     }
+    CALLGRIND_STOP_INSTRUMENTATION;
     for (uint32_t q = 0; q < seqs; q++) {
         di_digest d;
         const float *row;

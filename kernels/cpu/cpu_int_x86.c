@@ -101,15 +101,31 @@ T512 INLINE __m512i fold128_512(__m512i a, __m512i b)
                             _mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-/* v[k] (16 lanes each) -> lane k = sum of v[k]'s lanes. */
-T512 INLINE __m512i reduce16(const __m512i *v)
+/* Block g + k's lanes, or zeros for k >= count. */
+T512 INLINE __m512i block_or_zero512(uint32_t type, const uint8_t *row, const int16_t *limbs, uint32_t g,
+                                     uint32_t k, uint32_t count)
 {
-    __m512i p[8], q[4];
-    for (int k = 0; k < 8; k++)
-        p[k] = fold32_512(v[2 * k], v[2 * k + 1]);
-    for (int k = 0; k < 4; k++)
-        q[k] = fold64_512(p[2 * k], p[2 * k + 1]);
-    return fold128_512(fold128_512(q[0], q[1]), fold128_512(q[2], q[3]));
+    return k < count ? block512(type, row, limbs, g + k) : _mm512_setzero_si512();
+}
+
+/* Four blocks from g + k, folded: each 128-bit quarter holds partial sums
+ * of the four. */
+T512 INLINE __m512i four512(uint32_t type, const uint8_t *row, const int16_t *limbs, uint32_t g, uint32_t k,
+                            uint32_t count)
+{
+    return fold64_512(fold32_512(block_or_zero512(type, row, limbs, g, k, count),
+                                 block_or_zero512(type, row, limbs, g, k + 1, count)),
+                      fold32_512(block_or_zero512(type, row, limbs, g, k + 2, count),
+                                 block_or_zero512(type, row, limbs, g, k + 3, count)));
+}
+
+/* The sums of blocks g..g+15 (zero past count), lane k for block g + k:
+ * blocks are folded as they are read, so few registers stay live. */
+T512 INLINE __m512i sums16(uint32_t type, const uint8_t *row, const int16_t *limbs, uint32_t g, uint32_t count)
+{
+    const __m512i a = fold128_512(four512(type, row, limbs, g, 0, count), four512(type, row, limbs, g, 4, count));
+    const __m512i b = fold128_512(four512(type, row, limbs, g, 8, count), four512(type, row, limbs, g, 12, count));
+    return fold128_512(a, b);
 }
 
 T512 INLINE void terms_avx512(uint32_t type, const uint8_t *row, const int16_t *limbs, const float *scales,
@@ -121,17 +137,10 @@ T512 INLINE void terms_avx512(uint32_t type, const uint8_t *row, const int16_t *
         const uint8_t *at = row + (size_t)g * bytes;
         for (uint32_t o = 0; o < 16 * bytes; o += 64)
             _mm_prefetch((const char *)(uintptr_t)((uintptr_t)at + AHEAD + o), _MM_HINT_T0);
-        __m512i v[16];
-        for (int k = 0; k < 16; k++)
-            v[k] = block512(type, row, limbs, g + (uint32_t)k);
-        terms512(type, row, reduce16(v), scales, g, 16, q, s);
+        terms512(type, row, sums16(type, row, limbs, g, 16), scales, g, 16, q, s);
     }
-    if (g < nb) { /* the last blocks, the missing ones zero */
-        __m512i v[16];
-        for (uint32_t k = 0; k < 16; k++)
-            v[k] = g + k < nb ? block512(type, row, limbs, g + k) : _mm512_setzero_si512();
-        terms512(type, row, reduce16(v), scales, g, nb - g, q, s);
-    }
+    if (g < nb) /* the last blocks, the missing ones zero */
+        terms512(type, row, sums16(type, row, limbs, g, nb - g), scales, g, nb - g, q, s);
 }
 
 T512 void di_int_terms_avx512(uint32_t type, const uint8_t *row, const int16_t *limbs, const float *scales,
@@ -212,11 +221,27 @@ T256 INLINE __m256i fold64_256(__m256i a, __m256i b)
     return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
 }
 
-/* v[k] (8 lanes each) -> lane k = sum of v[k]'s lanes. */
-T256 INLINE __m256i reduce8(const __m256i *v)
+T256 INLINE __m256i block_or_zero256(uint32_t type, const uint8_t *row, const int16_t *limbs, uint32_t g,
+                                     uint32_t k, uint32_t count)
 {
-    const __m256i a = fold64_256(fold32_256(v[0], v[1]), fold32_256(v[2], v[3]));
-    const __m256i b = fold64_256(fold32_256(v[4], v[5]), fold32_256(v[6], v[7]));
+    return k < count ? block256(type, row, limbs, g + k) : _mm256_setzero_si256();
+}
+
+/* Four blocks from g + k, folded: each 128-bit half holds partial sums of
+ * the four. */
+T256 INLINE __m256i four256(uint32_t type, const uint8_t *row, const int16_t *limbs, uint32_t g, uint32_t k,
+                            uint32_t count)
+{
+    return fold64_256(fold32_256(block_or_zero256(type, row, limbs, g, k, count),
+                                 block_or_zero256(type, row, limbs, g, k + 1, count)),
+                      fold32_256(block_or_zero256(type, row, limbs, g, k + 2, count),
+                                 block_or_zero256(type, row, limbs, g, k + 3, count)));
+}
+
+/* The sums of blocks g..g+7 (zero past count), lane k for block g + k. */
+T256 INLINE __m256i sums8(uint32_t type, const uint8_t *row, const int16_t *limbs, uint32_t g, uint32_t count)
+{
+    const __m256i a = four256(type, row, limbs, g, 0, count), b = four256(type, row, limbs, g, 4, count);
     return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
@@ -229,17 +254,10 @@ T256 INLINE void terms_avx2(uint32_t type, const uint8_t *row, const int16_t *li
         const uint8_t *at = row + (size_t)g * bytes;
         for (uint32_t o = 0; o < 8 * bytes; o += 64)
             _mm_prefetch((const char *)(uintptr_t)((uintptr_t)at + AHEAD + o), _MM_HINT_T0);
-        __m256i v[8];
-        for (int k = 0; k < 8; k++)
-            v[k] = block256(type, row, limbs, g + (uint32_t)k);
-        terms256(type, row, reduce8(v), scales, g, 8, q, s);
+        terms256(type, row, sums8(type, row, limbs, g, 8), scales, g, 8, q, s);
     }
-    if (g < nb) { /* the last blocks, the missing ones zero */
-        __m256i v[8];
-        for (uint32_t k = 0; k < 8; k++)
-            v[k] = g + k < nb ? block256(type, row, limbs, g + k) : _mm256_setzero_si256();
-        terms256(type, row, reduce8(v), scales, g, nb - g, q, s);
-    }
+    if (g < nb) /* the last blocks, the missing ones zero */
+        terms256(type, row, sums8(type, row, limbs, g, nb - g), scales, g, nb - g, q, s);
 }
 
 T256 void di_int_terms_avx2(uint32_t type, const uint8_t *row, const int16_t *limbs, const float *scales,
