@@ -4,10 +4,11 @@
  *
  * A block's 32 integer weights (Q8_0: its int8 bytes; Q5_0: nibbles and
  * fifth bits, minus 16) are gathered as 32 bytes, sign-extended to int16
- * (vpmovsxbw), and
- * a copy shifted left by 8 (256 q, which fits int16). vpmaddwd multiplies
- * them with the activation codes' limbs (di_int_limbs: c = 256 hi + lo) and
- * adds adjacent products into int32 lanes exactly: (256 q) hi + q lo = q c.
+ * (vpmovsxbw); vpmaddwd multiplies them with the activation codes' limbs
+ * (di_int_limbs: c = 256 hi + lo) and adds adjacent products into int32 lanes
+ * exactly: AVX-512 multiplies the high limbs by a copy of the weights
+ * shifted left by 8 (256 q fits int16), AVX2 shifts the high limbs' int32
+ * sums; either way (256 q) hi + q lo = q c.
  * The lanes of each block are then added together for 16 (AVX-512) or 8
  * (AVX2) blocks at once by a transpose-and-add tree, so one vector ends
  * holding one block sum per lane, which is converted to float; the block
@@ -137,10 +138,11 @@ T512 INLINE void terms_avx512(uint32_t type, const uint8_t *row, const int16_t *
         const uint8_t *at = row + (size_t)g * bytes;
         for (uint32_t o = 0; o < 16 * bytes; o += 64)
             _mm_prefetch((const char *)(uintptr_t)((uintptr_t)at + AHEAD + o), _MM_HINT_T0);
-        terms512(type, row, sums16(type, row, limbs, g, 16), scales, g, 16, q, s);
+        terms512(type, row, sums16(type, at, limbs + (size_t)g * 2 * DI_INT_BLOCK, 0, 16), scales, g, 16, q, s);
     }
     if (g < nb) /* the last blocks, the missing ones zero */
-        terms512(type, row, sums16(type, row, limbs, g, nb - g), scales, g, nb - g, q, s);
+        terms512(type, row, sums16(type, row + (size_t)g * bytes, limbs + (size_t)g * 2 * DI_INT_BLOCK, 0, nb - g),
+                 scales, g, nb - g, q, s);
 }
 
 T512 void di_int_terms_avx512(uint32_t type, const uint8_t *row, const int16_t *limbs, const float *scales,
@@ -182,15 +184,15 @@ T256 INLINE __m256i block256(uint32_t type, const uint8_t *row, const int16_t *l
 {
     const __m256i q8 = weights256(type, row + (size_t)b * di_int_block_bytes(type));
     const int16_t *l = limbs + (size_t)b * 2 * DI_INT_BLOCK;
-    __m256i sum = _mm256_setzero_si256();
-    for (int h = 0; h < 2; h++) {
-        const __m256i w = _mm256_cvtepi8_epi16(h ? _mm256_extracti128_si256(q8, 1) : _mm256_castsi256_si128(q8));
-        const __m256i hi = _mm256_loadu_si256((const __m256i *)(const void *)(l + 16 * h));
-        const __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(l + DI_INT_BLOCK + 16 * h));
-        sum = _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_madd_epi16(_mm256_slli_epi16(w, 8), hi),
-                                                     _mm256_madd_epi16(w, lo)));
-    }
-    return sum;
+    const __m256i w0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q8));
+    const __m256i w1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q8, 1));
+    const __m256i *v = (const __m256i *)(const void *)l; /* hi[0..16) hi[16..32) lo[0..16) lo[16..32) */
+    /* the high limbs' sums shifted once, after the multiplication (exact: below 2^19 before) */
+    const __m256i hi = _mm256_add_epi32(_mm256_madd_epi16(w0, _mm256_loadu_si256(v)),
+                                        _mm256_madd_epi16(w1, _mm256_loadu_si256(v + 1)));
+    const __m256i lo = _mm256_add_epi32(_mm256_madd_epi16(w0, _mm256_loadu_si256(v + 2)),
+                                        _mm256_madd_epi16(w1, _mm256_loadu_si256(v + 3)));
+    return _mm256_add_epi32(_mm256_slli_epi32(hi, 8), lo);
 }
 
 /* q = (float)P and s = d * scales for the 8 blocks from g (the first
@@ -254,10 +256,11 @@ T256 INLINE void terms_avx2(uint32_t type, const uint8_t *row, const int16_t *li
         const uint8_t *at = row + (size_t)g * bytes;
         for (uint32_t o = 0; o < 8 * bytes; o += 64)
             _mm_prefetch((const char *)(uintptr_t)((uintptr_t)at + AHEAD + o), _MM_HINT_T0);
-        terms256(type, row, sums8(type, row, limbs, g, 8), scales, g, 8, q, s);
+        terms256(type, row, sums8(type, at, limbs + (size_t)g * 2 * DI_INT_BLOCK, 0, 8), scales, g, 8, q, s);
     }
     if (g < nb) /* the last blocks, the missing ones zero */
-        terms256(type, row, sums8(type, row, limbs, g, nb - g), scales, g, nb - g, q, s);
+        terms256(type, row, sums8(type, row + (size_t)g * bytes, limbs + (size_t)g * 2 * DI_INT_BLOCK, 0, nb - g),
+                 scales, g, nb - g, q, s);
 }
 
 T256 void di_int_terms_avx2(uint32_t type, const uint8_t *row, const int16_t *limbs, const float *scales,
