@@ -125,6 +125,7 @@ fn sys_value(name: &str) -> Option<i32> {
         "DI_BACKEND_CUDA" => detinfer::values::BACKEND_CUDA as i32,
         "DI_PROFILE_PORTABLE" => detinfer::values::PROFILE_PORTABLE as i32,
         "DI_PROFILE_DEVICE" => detinfer::values::PROFILE_DEVICE as i32,
+        "DI_PROFILE_INTEGER" => detinfer::values::PROFILE_INTEGER as i32,
         _ => return None,
     })
 }
