@@ -203,9 +203,10 @@ static void random_blocks(uint64_t *rng, uint32_t type, uint8_t *row, uint32_t n
 static const uint32_t TYPES[] = {DI_INT_TYPE_Q8_0, DI_INT_TYPE_Q5_0};
 #define N_TYPES (sizeof TYPES / sizeof TYPES[0])
 
-/* Reduction lengths: those of the generated models and Gemma 3 270M (640,
- * 1024, 2048), small ones, and 33 * 1024 (block terms past one chunk). */
-static const uint32_t LENGTHS[] = {32, 64, 96, 128, 160, 256, 288, 512, 640, 1024, 2048, 4096, 33792};
+/* Reduction lengths: those of the generated models' Q8_0 and Q5_0 matrices
+ * (64, 96, 128, 160, 1120) and Gemma 3 270M's (640, 1024, 2048), others, and
+ * 33 * 1024 (block terms past one chunk). */
+static const uint32_t LENGTHS[] = {32, 64, 96, 128, 160, 256, 288, 512, 640, 1024, 1120, 2048, 4096, 33792};
 #define N_LENGTHS (sizeof LENGTHS / sizeof LENGTHS[0])
 #define MAX_ROWS 40u
 
