@@ -157,6 +157,8 @@ $(MODELS)/real.txt: tools/fetch-model.sh tests/tools/reference.py
 # plugin's source run on the CPU (kernels/cuda/cuda.mk, tests/cuda_emu).
 check: $(TEST_BIN) $(EXAMPLE) $(FASTMATH) $(DIGESTS) $(SHARED) $(MODELS)/models.txt $(MODELS)/rope_reference.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt detinfer \
        cuda-numerics cuda-emu
+	$(PYTHON) tests/tools/check_layers.py --self-test
+	$(PYTHON) tests/tools/check_layers.py . $(DI_SRC_DIRS)
 	DI_TEST_MODELS=$(abspath $(MODELS)) DI_TEST_EXAMPLE=$(abspath $(EXAMPLE)) \
 	DI_TEST_CUDA_PLUGIN=$(abspath $(CUDA_PLUGIN)) DI_TEST_NUMERICS_NVCC=$(abspath $(NUMERICS_NVCC)) \
 	DI_TEST_CUDA_EMU=$(abspath $(CUDA_EMU)) DI_TEST_FASTMATH=$(abspath $(FASTMATH)) \

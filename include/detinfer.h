@@ -244,8 +244,13 @@ typedef enum di_config_key {
     DI_CONFIG_MAX_SEQUENCES = 2,    /* int, 1..4096; default 1 */
     DI_CONFIG_CONTEXT_LENGTH = 3,   /* int, 0..(1<<24); 0 (default) means the
                                        model's training context, capped at 4096.
-                                       KV cache memory is reserved for
-                                       max_sequences x context_length. */
+                                       The most tokens a sequence may hold: a
+                                       limit, not a reservation (see "Memory"
+                                       at di_session_create). Longer than the
+                                       model's training context
+                                       (DI_MODEL_N_CTX_TRAIN), session creation
+                                       gives DI_ERR_INVALID_ARGUMENT unless
+                                       DI_CONFIG_ALLOW_LONG_CONTEXT is 1. */
     DI_CONFIG_BACKEND = 4,          /* int, a di_backend; default DI_BACKEND_CPU */
     DI_CONFIG_PROFILE = 5,          /* int, a di_profile; default DI_PROFILE_PORTABLE */
     /* The sampling keys: the di_sampling_params every sequence of a session
@@ -263,8 +268,14 @@ typedef enum di_config_key {
     DI_CONFIG_CPU_PATH = 12,        /* int, a di_cpu_path; default DI_CPU_PATH_AUTO.
                                        Every path gives the same bits; this
                                        only chooses the instructions. */
-    DI_CONFIG_DEVICE = 13           /* int, 0..255: the CUDA device ordinal;
+    DI_CONFIG_DEVICE = 13,          /* int, 0..255: the CUDA device ordinal;
                                        default 0 */
+    DI_CONFIG_ALLOW_LONG_CONTEXT = 14 /* int, 0 or 1; default 0. 1 accepts a
+                                       DI_CONFIG_CONTEXT_LENGTH beyond the
+                                       model's training context: positions the
+                                       model never saw in training, whose
+                                       results are deterministic but whose
+                                       quality the model does not promise. */
 } di_config_key;
 
 /* CPU kernel paths. AUTO takes the environment variable DETINFER_CPU_PATH
@@ -309,7 +320,26 @@ DI_API const char *di_config_errmsg(const di_config *config);
 
 /* ---- Session --------------------------------------------------------------
  * config may be NULL (all defaults). The session copies what it needs from
- * config and keeps a pointer to model, which must outlive it. */
+ * config and keeps a pointer to model, which must outlive it.
+ *
+ * Memory. On the CPU backend a session reserves at creation only what does
+ * not depend on the context length: the activations and scratch of one slice
+ * of 64 rows, a logits buffer, and one small record per sequence. What
+ * depends on lengths grows during di_session_step, and only with the
+ * sequences that are stepped:
+ *   - each sequence's KV cache and token history, for the positions it holds,
+ *     doubling from 64 positions up to the context length (for a model of
+ *     n_layer layers and n_head_kv x head_dim key width, a position takes
+ *     2 x n_layer x n_head_kv x head_dim x 4 bytes of cache);
+ *   - the RoPE tables and attention scratch, for the longest sequence so far;
+ *   - the logits of a DI_STEP_ALL_LOGITS step, for its rows.
+ * A sequence emptied by di_session_seq_reset (or truncated to 0) frees its
+ * cache; a longer truncation keeps it; di_session_seq_copy grows dst. Growth
+ * never changes a result's bits. When memory runs out during growth the step
+ * (or copy) gives DI_ERR_OUT_OF_MEMORY and, being all or nothing, changes no
+ * sequence. The CUDA backend reserves its device KV caches for
+ * max_sequences x context_length positions (and the RoPE tables of every
+ * position) at creation. di_session_kv_bytes reports the KV cache held. */
 DI_API di_status di_session_create(const di_model *model, const di_config *config,
                                    di_session **out, char *errbuf, size_t errbuf_size);
 DI_API void di_session_free(di_session *session);
@@ -511,6 +541,12 @@ DI_API di_status di_cpu_path_resolve(di_cpu_path requested, di_cpu_path *path, c
 /* "auto", "scalar", "avx2" or "avx512" (the DETINFER_CPU_PATH spellings);
  * "unknown" for any other value. A static string. */
 DI_API const char *di_cpu_path_name(di_cpu_path path);
+
+/* Bytes of KV cache (the keys and values of every layer) the session holds
+ * now, in *bytes: on the CPU backend the sum over its sequences, which grows
+ * as they grow and falls when they are reset (see "Memory" above); on the
+ * CUDA backend the device caches reserved at creation. */
+DI_API di_status di_session_kv_bytes(di_session *session, uint64_t *bytes);
 
 /* Log-probabilities of the model's own distribution at the last position of
  * seq's last step: the log-softmax of di_session_logits (temperature 1, no

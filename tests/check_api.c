@@ -307,7 +307,7 @@ START_TEST(test_config_defaults)
         {DI_CONFIG_THREADS, 1},   {DI_CONFIG_MAX_SEQUENCES, 1},
         {DI_CONFIG_CONTEXT_LENGTH, 0}, {DI_CONFIG_BACKEND, DI_BACKEND_CPU},
         {DI_CONFIG_PROFILE, DI_PROFILE_PORTABLE}, {DI_CONFIG_DO_SAMPLE, 0},
-        {DI_CONFIG_TOP_K, 0},
+        {DI_CONFIG_TOP_K, 0}, {DI_CONFIG_ALLOW_LONG_CONTEXT, 0},
     };
     static const struct { di_config_key key; double want; } floats[] = {
         {DI_CONFIG_TEMPERATURE, 0.0}, {DI_CONFIG_TOP_P, 1.0}, {DI_CONFIG_REPETITION_PENALTY, 1.0},
@@ -345,6 +345,8 @@ static const struct { di_config_key key; int64_t valid; int64_t bad; } OUT_OF_RA
     {DI_CONFIG_BACKEND, DI_BACKEND_CUDA, 0},
     {DI_CONFIG_PROFILE, DI_PROFILE_DEVICE, 0},
     {DI_CONFIG_PROFILE, DI_PROFILE_DEVICE, 4},
+    {DI_CONFIG_ALLOW_LONG_CONTEXT, 1, 2},
+    {DI_CONFIG_ALLOW_LONG_CONTEXT, 1, -1},
 };
 
 START_TEST(test_config_out_of_range)
@@ -380,7 +382,7 @@ END_TEST
 static const di_config_key INT_KEYS[] = {
     DI_CONFIG_THREADS, DI_CONFIG_MAX_SEQUENCES, DI_CONFIG_CONTEXT_LENGTH, DI_CONFIG_BACKEND,
     DI_CONFIG_PROFILE, DI_CONFIG_DO_SAMPLE,     DI_CONFIG_TOP_K,          DI_CONFIG_SEED,
-    DI_CONFIG_CPU_PATH, DI_CONFIG_DEVICE,
+    DI_CONFIG_CPU_PATH, DI_CONFIG_DEVICE, DI_CONFIG_ALLOW_LONG_CONTEXT,
 };
 static const di_config_key FLOAT_KEYS[] = {
     DI_CONFIG_TEMPERATURE, DI_CONFIG_TOP_P, DI_CONFIG_REPETITION_PENALTY,
@@ -401,7 +403,7 @@ START_TEST(test_config_wrong_type_and_unknown_key)
         ck_assert_int_eq(di_config_set_int(c, FLOAT_KEYS[k], 1), DI_ERR_UNKNOWN_KEY);
         ck_assert_int_eq(di_config_get_int(c, FLOAT_KEYS[k], &i), DI_ERR_UNKNOWN_KEY);
     }
-    static const int unknown[] = {0, 14, 999, -1};
+    static const int unknown[] = {0, 15, 999, -1};
     for (size_t k = 0; k < sizeof unknown / sizeof unknown[0]; k++) {
         di_config_key key = (di_config_key)unknown[k];
         ck_assert_int_eq(di_config_set_int(c, key, 1), DI_ERR_UNKNOWN_KEY);

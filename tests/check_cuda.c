@@ -49,25 +49,28 @@ static void random_bytes(uint64_t *rng, uint8_t *p, size_t n)
         p[i] = (uint8_t)tu_rand(rng);
 }
 
-static const uint32_t all_types[] = {DI_QT_F32,  DI_QT_F16,  DI_QT_BF16, DI_QT_Q4_0,
-                                     DI_QT_Q4_1, DI_QT_Q5_0, DI_QT_Q5_1, DI_QT_Q8_0,
-                                     DI_QT_Q4_K, DI_QT_Q5_K, DI_QT_Q6_K};
+/* Every supported type of weight_types.h. */
+static const uint32_t all_types[] = {
+#define SUPPORTED_TYPE(name, id, elems, bytes, supported) DI_WT_IF_SUPPORTED(supported, DI_TYPE_##name,)
+    DI_WEIGHT_TYPES(SUPPORTED_TYPE)
+#undef SUPPORTED_TYPE
+};
 #define N_TYPES (sizeof all_types / sizeof all_types[0])
 
 /* Random blocks whose binary16 scale fields are finite (a NaN scale would
  * only compare NaN payloads); the quantized bits stay fully random. */
 static void random_row(uint64_t *rng, uint32_t type, uint8_t *row, uint32_t n)
 {
-    const uint32_t be = di_qb_block_elems(type), bb = di_qb_block_bytes(type);
+    const uint32_t be = di_weight_block_elems(type), bb = di_weight_block_bytes(type);
     random_bytes(rng, row, (size_t)n / be * bb);
-    if (type == DI_QT_F32 || type == DI_QT_F16 || type == DI_QT_BF16)
+    if (type == DI_TYPE_F32 || type == DI_TYPE_F16 || type == DI_TYPE_BF16)
         return;
     for (uint32_t b = 0; b < n / be; b++) {
         uint8_t *blk = row + (size_t)b * bb;
         /* scale fields: d (and m/dmin) at 0 and 2, Q6_K's d at 208 */
-        uint8_t *f16s[2] = {type == DI_QT_Q6_K ? blk + 208 : blk,
-                            type == DI_QT_Q6_K || type == DI_QT_Q4_0 || type == DI_QT_Q5_0 ||
-                                    type == DI_QT_Q8_0
+        uint8_t *f16s[2] = {type == DI_TYPE_Q6_K ? blk + 208 : blk,
+                            type == DI_TYPE_Q6_K || type == DI_TYPE_Q4_0 || type == DI_TYPE_Q5_0 ||
+                                    type == DI_TYPE_Q8_0
                                 ? NULL
                                 : blk + 2};
         for (int k = 0; k < 2; k++)
@@ -87,7 +90,7 @@ START_TEST(test_weight_formulas_match_dequant)
     long compared = 0;
     for (size_t t = 0; t < N_TYPES; t++) {
         const uint32_t type = all_types[t];
-        ck_assert(di_dequant_supported(type));
+        ck_assert(di_weight_type_supported(type));
         for (int rep = 0; rep < 200; rep++) {
             random_row(&rng, type, row, n);
             di_dequant_row(type, row, n, want);
@@ -297,6 +300,7 @@ static float c_expf(float x) { return di_expf(x); }
 static float c_silu(float x) { return di_silu(x); }
 static float c_gelu(float x) { return di_gelu_tanh(x); }
 static float c_rsqrt(float x) { return di_rsqrt(x); }
+static float c_logf(float x) { return di_logf(x); }
 static float c_f16(uint16_t h) { return di_f16_to_f32(h); }
 static float c_bf16(uint16_t h) { return di_bf16_to_f32(h); }
 
@@ -321,9 +325,9 @@ START_TEST(test_nvcc_host_numerics_equal_gcc)
     const char *full = getenv("DI_TEST_FULL_NUMERICS");
     const char *san = getenv("DI_TEST_SANITIZE");
     const uint64_t stride = full && *full == '1' ? 1 : san && *san == '1' ? 9973 : 97;
-    const char *names[] = {"nv_expf", "nv_silu", "nv_gelu_tanh", "nv_rsqrt"};
-    const fn1 mine[] = {c_expf, c_silu, c_gelu, c_rsqrt};
-    for (int f = 0; f < 4; f++) {
+    const char *names[] = {"nv_expf", "nv_silu", "nv_gelu_tanh", "nv_rsqrt", "nv_logf"};
+    const fn1 mine[] = {c_expf, c_silu, c_gelu, c_rsqrt, c_logf};
+    for (int f = 0; f < (int)(sizeof mine / sizeof mine[0]); f++) {
         fn1 theirs;
         p = sym(h, names[f]);
         memcpy(&theirs, &p, sizeof p);
@@ -509,6 +513,7 @@ static di_session *cuda_session_or_null(const di_model *m, const char *plugin)
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_BACKEND, DI_BACKEND_CUDA), DI_OK);
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_MAX_SEQUENCES, 2), DI_OK);
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_CONTEXT_LENGTH, MAX_TOKENS + 100), DI_OK);
+    ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_ALLOW_LONG_CONTEXT, 1), DI_OK); /* past 256 */
     di_status st = di_session_create(m, c, &s, err, sizeof err);
     di_config_free(c);
     if (st == DI_ERR_BACKEND_UNAVAILABLE)
@@ -717,6 +722,17 @@ START_TEST(test_emulated_gpu_long_context)
     di_model *m = tu_load("odd_f32");
     di_session *gpu = cuda_session_or_null(m, getenv("DI_TEST_CUDA_EMU"));
     ck_assert_msg(gpu != NULL, "DI_TEST_EMU_FULL=1 needs DI_TEST_CUDA_EMU (make check-cuda-emu)");
+    /* the device caches are reserved at creation: 2 sequences x MAX_TOKENS + 100
+     * positions x keys and values of every layer */
+    int64_t n_layer = 0, n_head_kv = 0, n_embd = 0, n_head = 0;
+    ck_assert_int_eq(di_model_get_int(m, DI_MODEL_N_LAYER, &n_layer), DI_OK);
+    ck_assert_int_eq(di_model_get_int(m, DI_MODEL_N_HEAD_KV, &n_head_kv), DI_OK);
+    ck_assert_int_eq(di_model_get_int(m, DI_MODEL_N_EMBD, &n_embd), DI_OK);
+    ck_assert_int_eq(di_model_get_int(m, DI_MODEL_N_HEAD, &n_head), DI_OK);
+    uint64_t kv_bytes = 0;
+    ck_assert_int_eq(di_session_kv_bytes(gpu, &kv_bytes), DI_OK);
+    ck_assert_uint_eq(kv_bytes, 2ull * 2 * (MAX_TOKENS + 100) * (uint64_t)(n_layer * n_head_kv * (n_embd / n_head)) *
+                                    sizeof(float));
     model_tokens("odd_f32", m, MAX_TOKENS, 5, g_tokens);
     compare_with_cpu("odd_f32", m, gpu, g_tokens, MAX_TOKENS, 10);
     di_session_free(gpu);

@@ -1160,20 +1160,20 @@ END_TEST
 
 START_TEST(test_type_tables)
 {
-    uint32_t elems = 0, bytes = 0;
-    ck_assert(di_ggml_type_layout(DI_TYPE_Q8_0, &elems, &bytes));
-    ck_assert_uint_eq(elems, 32);
-    ck_assert_uint_eq(bytes, 34);
-    ck_assert(di_ggml_type_layout(DI_TYPE_BF16, &elems, &bytes));
-    ck_assert_uint_eq(elems, 1);
-    ck_assert_uint_eq(bytes, 2);
-    ck_assert(di_ggml_type_layout(12, &elems, &bytes));
-    ck_assert_uint_eq(elems, 256);
-    ck_assert_uint_eq(bytes, 144);
-    ck_assert(!di_ggml_type_layout(99, &elems, &bytes));
-    ck_assert_str_eq(di_ggml_type_name(DI_TYPE_F32), "F32");
-    ck_assert_str_eq(di_ggml_type_name(12), "Q4_K");
-    ck_assert_str_eq(di_ggml_type_name(99), "unknown");
+    ck_assert_uint_eq(di_weight_block_elems(DI_TYPE_Q8_0), 32);
+    ck_assert_uint_eq(di_weight_block_bytes(DI_TYPE_Q8_0), 34);
+    ck_assert_uint_eq(di_weight_block_elems(DI_TYPE_BF16), 1);
+    ck_assert_uint_eq(di_weight_block_bytes(DI_TYPE_BF16), 2);
+    ck_assert_uint_eq(di_weight_block_elems(12), 256);
+    ck_assert_uint_eq(di_weight_block_bytes(12), 144);
+    ck_assert_uint_eq(di_weight_block_elems(9), 32); /* Q8_1: parsed, not computed */
+    ck_assert_uint_eq(di_weight_block_bytes(9), 36);
+    ck_assert(!di_weight_type_supported(9));
+    ck_assert_uint_eq(di_weight_block_elems(99), 0);
+    ck_assert_uint_eq(di_weight_block_bytes(99), 0);
+    ck_assert_str_eq(di_weight_type_name(DI_TYPE_F32), "F32");
+    ck_assert_str_eq(di_weight_type_name(12), "Q4_K");
+    ck_assert_str_eq(di_weight_type_name(99), "unknown");
 }
 END_TEST
 

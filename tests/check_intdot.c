@@ -200,7 +200,7 @@ static void random_blocks(uint64_t *rng, uint32_t type, uint8_t *row, uint32_t n
     }
 }
 
-static const uint32_t TYPES[] = {DI_INT_TYPE_Q8_0, DI_INT_TYPE_Q5_0};
+static const uint32_t TYPES[] = {DI_TYPE_Q8_0, DI_TYPE_Q5_0};
 #define N_TYPES (sizeof TYPES / sizeof TYPES[0])
 
 /* Reduction lengths: those of the generated models' Q8_0 and Q5_0 matrices
@@ -275,21 +275,21 @@ START_TEST(test_block_counts_and_extreme_sums)
     uint64_t rng = 99;
     for (uint32_t nb = 1; nb <= 70; nb++) {
         const uint32_t n = nb * DI_INT_BLOCK;
-        uint8_t *row = malloc((size_t)nb * DI_INT_Q8_0_BYTES);
+        uint8_t *row = malloc((size_t)nb * DI_BLOCK_BYTES_Q8_0);
         float *x = malloc(n * sizeof *x), *scales = malloc(nb * sizeof *scales);
         int32_t *codes = malloc(n * sizeof *codes);
-        random_blocks(&rng, DI_INT_TYPE_Q8_0, row, nb);
+        random_blocks(&rng, DI_TYPE_Q8_0, row, nb);
         for (uint32_t i = 0; i < n; i++) {
             x[i] = (i % 2) ? -1.99999988f : 1.99999988f; /* codes round to -+2^18, the largest */
-            row[(i / DI_INT_BLOCK) * DI_INT_Q8_0_BYTES + 2 + i % DI_INT_BLOCK] = (i % 2) ? 0x80 : 0x7f;
+            row[(i / DI_INT_BLOCK) * DI_BLOCK_BYTES_Q8_0 + 2 + i % DI_INT_BLOCK] = (i % 2) ? 0x80 : 0x7f;
         }
         di_int_quantize_row(x, n, codes, scales);
         ck_assert_int_eq(codes[0], 262144);
         ck_assert_int_eq(codes[1], -262144);
-        const int32_t P0 = di_int_block_sum(DI_INT_TYPE_Q8_0, row, codes);
+        const int32_t P0 = di_int_block_sum(DI_TYPE_Q8_0, row, codes);
         ck_assert_int_eq(P0, 16 * (127 + 128) * 262144);
-        const float want = di_int_dot(DI_INT_TYPE_Q8_0, row, codes, scales, n);
-        const di_weight w = {row, DI_INT_TYPE_Q8_0, n, 1, (size_t)nb * DI_INT_Q8_0_BYTES};
+        const float want = di_int_dot(DI_TYPE_Q8_0, row, codes, scales, n);
+        const di_weight w = {row, DI_TYPE_Q8_0, n, 1, (size_t)nb * DI_BLOCK_BYTES_Q8_0};
         for (size_t p = 0; p < N_PATHS; p++) {
             const di_cpu_ops *ops = int_ops(PATHS[p]);
             if (!ops)

@@ -18,6 +18,7 @@
 #include "dequant.h"
 #include "numerics.h"
 #include "test_util.h"
+#include "weight_types.h"
 
 static const di_cpu_path PATHS[] = {DI_CPU_PATH_AVX2, DI_CPU_PATH_AVX512};
 #define N_PATHS (sizeof PATHS / sizeof PATHS[0])
@@ -269,12 +270,30 @@ typedef struct wtype {
     int half_at[3]; /* byte offsets of binary16 scales inside a block, -1 ends */
 } wtype;
 
+/* id and layout of type T from the table of weight_types.h */
+#define TYPE(T) DI_TYPE_##T, DI_BLOCK_ELEMS_##T, DI_BLOCK_BYTES_##T
+
+/* Every supported type (test_every_supported_type_listed checks it). */
 static const wtype WTYPES[] = {
-    {0, 1, 4, {-1}},          {1, 1, 2, {-1}},          {30, 1, 2, {-1}},
-    {2, 32, 18, {0, -1}},     {3, 32, 20, {0, 2, -1}},  {6, 32, 22, {0, -1}},
-    {7, 32, 24, {0, 2, -1}},  {8, 32, 34, {0, -1}},     {12, 256, 144, {0, 2, -1}},
-    {13, 256, 176, {0, 2, -1}}, {14, 256, 210, {208, -1}},
+    {TYPE(F32), {-1}},          {TYPE(F16), {-1}},          {TYPE(BF16), {-1}},
+    {TYPE(Q4_0), {0, -1}},      {TYPE(Q4_1), {0, 2, -1}},   {TYPE(Q5_0), {0, -1}},
+    {TYPE(Q5_1), {0, 2, -1}},   {TYPE(Q8_0), {0, -1}},      {TYPE(Q4_K), {0, 2, -1}},
+    {TYPE(Q5_K), {0, 2, -1}},   {TYPE(Q6_K), {208, -1}},
 };
+#define N_WTYPES ((int)(sizeof WTYPES / sizeof WTYPES[0]))
+
+/* A type added to weight_types.h gets its paths compared here too. */
+START_TEST(test_every_supported_type_listed)
+{
+    for (uint32_t id = 0; id < 64; id++) {
+        int listed = 0;
+        for (int k = 0; k < N_WTYPES; k++)
+            listed |= WTYPES[k].id == id;
+        ck_assert_msg(listed == di_weight_type_supported(id), "type %u (%s): listed %d, supported %d",
+                      id, di_weight_type_name(id), listed, di_weight_type_supported(id));
+    }
+}
+END_TEST
 
 /* Random bytes, with binary16 scales that are mostly ordinary numbers (the
  * rest zeros, subnormals, infinities and NaNs), float types mostly ordinary
@@ -285,13 +304,13 @@ static void random_rows(const wtype *t, uint8_t *data, size_t n_blocks, uint64_t
         uint8_t *blk = data + b * t->bytes;
         for (uint32_t i = 0; i < t->bytes; i++)
             blk[i] = (uint8_t)tu_rand(rng);
-        if (t->id == 0) {
+        if (t->id == DI_TYPE_F32) {
             const float f = plain_float(rng);
             memcpy(blk, &f, 4);
-        } else if (t->id == 1 || t->id == 30) {
+        } else if (t->id == DI_TYPE_F16 || t->id == DI_TYPE_BF16) {
             /* keep random halves but avoid exponent all-ones most of the time */
             if (blk[1] % 8 != 0)
-                blk[1] &= t->id == 1 ? 0xbb : 0xbf;
+                blk[1] &= t->id == DI_TYPE_F16 ? 0xbb : 0xbf;
         }
         static const uint16_t odd_scales[] = {0x0000, 0x8000, 0x0001, 0x83ff, 0x7c00, 0xfc00, 0x7e00, 0x7c01};
         for (int h = 0; h < 3 && t->half_at[h] >= 0; h++) {
@@ -445,8 +464,8 @@ Suite *paths_suite(void)
     tcase_add_test(tc, test_activations_over_float32);
     tcase_add_test(tc, test_rmsnorm_and_rope);
     tcase_add_test(tc, test_attention_head);
-    tcase_add_loop_test(tc, test_matmul_every_type_threads_and_tokens, 0,
-                        (int)(sizeof WTYPES / sizeof WTYPES[0]));
+    tcase_add_test(tc, test_every_supported_type_listed);
+    tcase_add_loop_test(tc, test_matmul_every_type_threads_and_tokens, 0, N_WTYPES);
     tcase_add_test(tc, test_path_selection);
     tcase_add_test(tc, test_dispatch_needs_every_feature);
     suite_add_tcase(s, tc);

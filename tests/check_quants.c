@@ -20,6 +20,7 @@
 #include "gguf.h"
 #include "gguf_builder.h"
 #include "test_util.h"
+#include "weight_types.h"
 
 /* How the documented formula combines the numbers of one weight. */
 typedef enum {
@@ -32,23 +33,27 @@ typedef enum {
 
 typedef struct qtype {
     const char *name;  /* the fixture is quant_<name>.bin */
-    uint32_t id, elems, bytes;
+    uint32_t id, elems, bytes; /* weight_types.h; the fixtures check the layout */
     formula form;
     int half_fields[2]; /* byte offsets of binary16 scales in a block; -1: none */
 } qtype;
 
+/* id and layout of type T from the table of weight_types.h */
+#define TYPE(T) DI_TYPE_##T, DI_BLOCK_ELEMS_##T, DI_BLOCK_BYTES_##T
+
+/* Every supported type (test_supported_types checks that none is missing). */
 static const qtype TYPES[] = {
-    {"f32", 0, 1, 4, F_RAW, {-1, -1}},
-    {"f16", 1, 1, 2, F_RAW, {-1, -1}},
-    {"bf16", 30, 1, 2, F_RAW, {-1, -1}},
-    {"q4_0", 2, 32, 18, F_SCALE, {0, -1}},
-    {"q4_1", 3, 32, 20, F_SCALE_MIN, {0, 2}},
-    {"q5_0", 6, 32, 22, F_SCALE, {0, -1}},
-    {"q5_1", 7, 32, 24, F_SCALE_MIN, {0, 2}},
-    {"q8_0", 8, 32, 34, F_SCALE, {0, -1}},
-    {"q4_k", 12, 256, 144, F_K_MIN, {0, 2}},
-    {"q5_k", 13, 256, 176, F_K_MIN, {0, 2}},
-    {"q6_k", 14, 256, 210, F_K_SCALE, {208, -1}},
+    {"f32", TYPE(F32), F_RAW, {-1, -1}},
+    {"f16", TYPE(F16), F_RAW, {-1, -1}},
+    {"bf16", TYPE(BF16), F_RAW, {-1, -1}},
+    {"q4_0", TYPE(Q4_0), F_SCALE, {0, -1}},
+    {"q4_1", TYPE(Q4_1), F_SCALE_MIN, {0, 2}},
+    {"q5_0", TYPE(Q5_0), F_SCALE, {0, -1}},
+    {"q5_1", TYPE(Q5_1), F_SCALE_MIN, {0, 2}},
+    {"q8_0", TYPE(Q8_0), F_SCALE, {0, -1}},
+    {"q4_k", TYPE(Q4_K), F_K_MIN, {0, 2}},
+    {"q5_k", TYPE(Q5_K), F_K_MIN, {0, 2}},
+    {"q6_k", TYPE(Q6_K), F_K_SCALE, {208, -1}},
 };
 #define N_TYPES ((int)(sizeof TYPES / sizeof TYPES[0]))
 #define FIRST_BLOCK_TYPE 3 /* TYPES[3..] are the block-quantized types */
@@ -128,32 +133,32 @@ static parts read_parts(const qtype *t, const uint8_t *b, unsigned j)
     const unsigned nib = 8 * (j % 16) + 4 * (j / 16); /* 32-blocks: nibble of weight j */
     const unsigned sb = j / 32, l = j % 32;           /* K types: sub-block, index in it */
     switch (t->id) {
-    case 0: p.raw = from_bits(le32(b)); break;
-    case 1: p.raw = half(b); break;
-    case 30: p.raw = from_bits((uint32_t)(b[0] | b[1] << 8) << 16); break;
-    case 2:
+    case DI_TYPE_F32: p.raw = from_bits(le32(b)); break;
+    case DI_TYPE_F16: p.raw = half(b); break;
+    case DI_TYPE_BF16: p.raw = from_bits((uint32_t)(b[0] | b[1] << 8) << 16); break;
+    case DI_TYPE_Q4_0:
         p.d = half(b);
         p.q = (float)((int)bits_at(b + 2, nib, 4) - 8);
         break;
-    case 3:
+    case DI_TYPE_Q4_1:
         p.d = half(b), p.m = half(b + 2);
         p.q = (float)bits_at(b + 4, nib, 4);
         break;
-    case 6:
+    case DI_TYPE_Q5_0:
         p.d = half(b);
         p.q = (float)((int)(bits_at(b + 6, nib, 4) | bits_at(b + 2, j, 1) << 4) - 16);
         break;
-    case 7:
+    case DI_TYPE_Q5_1:
         p.d = half(b), p.m = half(b + 2);
         p.q = (float)(bits_at(b + 8, nib, 4) | bits_at(b + 4, j, 1) << 4);
         break;
-    case 8:
+    case DI_TYPE_Q8_0:
         p.d = half(b);
         p.q = (float)(int8_t)b[2 + j];
         break;
-    case 12:
-    case 13: {
-        const int q5 = t->id == 13;
+    case DI_TYPE_Q4_K:
+    case DI_TYPE_Q5_K: {
+        const int q5 = t->id == DI_TYPE_Q5_K;
         const uint8_t *qs = b + (q5 ? 48 : 16);
         unsigned q = bits_at(qs, 8 * (32 * (sb / 2) + l) + 4 * (sb % 2), 4);
         if (q5)
@@ -163,7 +168,7 @@ static parts read_parts(const qtype *t, const uint8_t *b, unsigned j)
         p.q = (float)q;
         break;
     }
-    case 14: {
+    case DI_TYPE_Q6_K: {
         const unsigned h = j / 128, k = (j % 128) / 32;
         const unsigned lo = bits_at(b + 64 * h + 32 * (k % 2) + l, 4 * (k / 2), 4);
         const unsigned hi = bits_at(b + 128 + 32 * h + l, 2 * k, 2);
@@ -423,30 +428,118 @@ START_TEST(test_blocks_are_independent)
 }
 END_TEST
 
-/* Exactly the listed types are supported, with the GGUF layout of each. */
+/* The file at DI_TEST_ROOT/rel as one line: newlines and C comment margins
+ * (" * ") become single spaces. */
+static char *read_doc_flat(const char *rel)
+{
+    const char *root = getenv("DI_TEST_ROOT");
+    ck_assert_msg(root != NULL, "DI_TEST_ROOT is not set");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    const long size = ftell(f);
+    ck_assert_int_eq(fseek(f, 0, SEEK_SET), 0);
+    char *text = malloc((size_t)size + 1);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_uint_eq(fread(text, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    size_t n = 0;
+    for (long i = 0; i < size; i++) {
+        if (text[i] != '\n') {
+            text[n++] = text[i];
+            continue;
+        }
+        text[n++] = ' ';
+        while (i + 1 < size && (text[i + 1] == ' ' || text[i + 1] == '*'))
+            i++;
+    }
+    text[n] = '\0';
+    return text;
+}
+
+/* The prose lists of the supported types (README.md, docs/MODELS.md,
+ * include/detinfer.h) name the table's, in its order. */
+START_TEST(test_docs_list_the_supported_types)
+{
+#define NAME_AFTER_COMMA(name, id, elems, bytes, supported) DI_WT_IF_SUPPORTED(supported, ", " #name)
+    static const char list[] = "" DI_WEIGHT_TYPES(NAME_AFTER_COMMA); /* ", F32, F16, ..." */
+#undef NAME_AFTER_COMMA
+    const char *want = list + 2;
+    static const char *const docs[] = {"README.md", "docs/MODELS.md", "include/detinfer.h"};
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+        char *text = read_doc_flat(docs[i]);
+        ck_assert_msg(strstr(text, want) != NULL, "%s does not list '%s'", docs[i], want);
+        free(text);
+    }
+}
+END_TEST
+
+/* The table's supported types are exactly the listed ones; every other id
+ * converts to zeros. (The fixtures check each listed layout against the
+ * gguf package.) */
 START_TEST(test_supported_types)
 {
     for (uint32_t id = 0; id < 64; id++) {
         int listed = 0;
         for (int k = 0; k < N_TYPES; k++)
             listed |= TYPES[k].id == id;
-        ck_assert_msg(di_dequant_supported(id) == listed, "type %u: supported %d", id,
-                      di_dequant_supported(id));
+        ck_assert_msg(di_weight_type_supported(id) == listed, "type %u (%s): supported %d", id,
+                      di_weight_type_name(id), di_weight_type_supported(id));
     }
-    ck_assert(!di_dequant_supported(UINT32_MAX));
-    for (int k = 0; k < N_TYPES; k++) {
-        uint32_t elems = 0, bytes = 0;
-        ck_assert(di_ggml_type_layout(TYPES[k].id, &elems, &bytes));
-        ck_assert_uint_eq(elems, TYPES[k].elems);
-        ck_assert_uint_eq(bytes, TYPES[k].bytes);
-    }
+    ck_assert(!di_weight_type_supported(UINT32_MAX));
     /* an unsupported type yields zeros, not garbage */
     float out[64];
     uint8_t row[64 * 36] = {0xff};
     poison(out, 64);
-    di_dequant_row(9 /* Q8_1 */, row, 64, out);
+    di_dequant_row(DI_TYPE_Q8_1, row, 64, out);
     for (int i = 0; i < 64; i++)
         ck_assert_uint_eq(bits_of(out[i]), 0);
+}
+END_TEST
+
+/* docs/QUANTS.md documents exactly the supported types of the table, under
+ * the table's names, ids and layouts: "## F32 (0), F16 (1), BF16 (30)" for
+ * the float types, "### Q4_0 (2): 32 weights, 18 bytes" for each block type. */
+START_TEST(test_quants_doc_follows_the_table)
+{
+    const char *root = getenv("DI_TEST_ROOT");
+    ck_assert_msg(root != NULL, "DI_TEST_ROOT is not set");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/docs/QUANTS.md", root);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    char line[512];
+    char float_heading[512] = "";
+    int n_block_headings = 0;
+    while (fgets(line, sizeof line, f)) {
+        char name[16];
+        unsigned id, elems, bytes;
+        if (strncmp(line, "## F32", 6) == 0)
+            snprintf(float_heading, sizeof float_heading, "%s", line);
+        if (sscanf(line, "### %15s (%u): %u weights, %u bytes", name, &id, &elems, &bytes) == 4) {
+            n_block_headings++;
+            ck_assert_msg(di_weight_type_supported(id) && strcmp(name, di_weight_type_name(id)) == 0 &&
+                              elems == di_weight_block_elems(id) && bytes == di_weight_block_bytes(id),
+                          "QUANTS.md: '%s' differs from weight_types.h", line);
+        }
+    }
+    fclose(f);
+    int n_block_types = 0;
+    for (uint32_t id = 0; id < 64; id++) {
+        if (!di_weight_type_supported(id))
+            continue;
+        if (di_weight_block_elems(id) > 1) {
+            n_block_types++;
+            continue;
+        }
+        char want[32];
+        snprintf(want, sizeof want, "%s (%u)", di_weight_type_name(id), id);
+        ck_assert_msg(strstr(float_heading, want) != NULL, "QUANTS.md: no '%s' in '%s'", want,
+                      float_heading);
+    }
+    ck_assert_int_eq(n_block_headings, n_block_types);
 }
 END_TEST
 
@@ -494,6 +587,8 @@ Suite *quants_suite(void)
     tcase_add_loop_test(tc, test_allowed_variants_agree, FIRST_BLOCK_TYPE, N_TYPES);
     tcase_add_loop_test(tc, test_blocks_are_independent, 0, N_TYPES);
     tcase_add_test(tc, test_supported_types);
+    tcase_add_test(tc, test_quants_doc_follows_the_table);
+    tcase_add_test(tc, test_docs_list_the_supported_types);
     tcase_add_loop_test(tc, test_parser_refuses_partial_blocks, FIRST_BLOCK_TYPE, N_TYPES);
     suite_add_tcase(s, tc);
     return s;

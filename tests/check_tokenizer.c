@@ -30,6 +30,7 @@
 #include "detinfer.h"
 #include "gguf.h"
 #include "gguf_builder.h"
+#include "growable.h"
 #include "test_util.h"
 #include "tokenizer_internal.h"
 
@@ -1012,6 +1013,34 @@ START_TEST(test_large_vocabulary_loads_fast)
 }
 END_TEST
 
+/* lib/base/growable.h, the step behind every token, fragment and text
+ * buffer: capacities double from the first one, items survive growth, and a
+ * size past SIZE_MAX is refused with the array left as it was. */
+START_TEST(test_growable_arrays)
+{
+    int32_t *v = NULL;
+    size_t n = 0, cap = 0;
+    for (int32_t i = 0; i < 1000; i++) {
+        ck_assert(DI_GROW(v, n, cap, 1, 64));
+        v[n++] = i * 7;
+    }
+    ck_assert_uint_eq(cap, 1024); /* 64, 128, ..., 1024 */
+    for (int32_t i = 0; i < 1000; i++)
+        ck_assert_int_eq(v[i], i * 7);
+    ck_assert(DI_GROW(v, n, cap, 24, 64)); /* fits: no change */
+    ck_assert_uint_eq(cap, 1024);
+    ck_assert(DI_GROW(v, n, cap, 3000, 64)); /* several doublings at once */
+    ck_assert_uint_eq(cap, 4096);
+    int32_t *before = v;
+    ck_assert(!DI_GROW(v, n, cap, SIZE_MAX - 10, 64));
+    ck_assert(!DI_GROW(v, n, cap, SIZE_MAX / 8, 64)); /* the count fits, its bytes do not */
+    ck_assert_ptr_eq(v, before);
+    ck_assert_uint_eq(cap, 4096);
+    ck_assert_int_eq(v[999], 999 * 7);
+    free(v);
+}
+END_TEST
+
 Suite *tokenizer_suite(void)
 {
     Suite *s = suite_create("tokenizer");
@@ -1037,6 +1066,7 @@ Suite *tokenizer_suite(void)
     tcase_add_test(tc, test_null_arguments);
     tcase_add_test(tc, test_special_tokens);
     tcase_add_test(tc, test_model_without_tokenizer);
+    tcase_add_test(tc, test_growable_arrays);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("load");

@@ -67,6 +67,8 @@ di_session *tu_session_on(const di_model *m, int threads, int max_seq, int ctx, 
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_THREADS, threads), DI_OK);
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_MAX_SEQUENCES, max_seq), DI_OK);
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_CONTEXT_LENGTH, ctx), DI_OK);
+    /* the suites run the small models past their training context on purpose */
+    ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_ALLOW_LONG_CONTEXT, 1), DI_OK);
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_CPU_PATH, path), DI_OK);
     /* DI_TEST_BACKEND=cuda (tests/gpu/run.sh) runs the suites on the GPU,
      * DI_TEST_PROFILE=device (or integer) in that profile. */

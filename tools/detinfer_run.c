@@ -14,7 +14,8 @@
 
 enum { OPT_MODEL, OPT_PROMPT, OPT_TOKENS, OPT_MAX_NEW, OPT_THREADS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH, OPT_NO_BOS,
        OPT_IGNORE_EOS, OPT_JSON, OPT_TEMPERATURE, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT_PENALTY,
-       OPT_PRESENCE_PENALTY, OPT_FREQUENCY_PENALTY, OPT_PENALTY_WINDOW, OPT_SAMPLING_SEED };
+       OPT_PRESENCE_PENALTY, OPT_FREQUENCY_PENALTY, OPT_PENALTY_WINDOW, OPT_SAMPLING_SEED,
+       OPT_ALLOW_LONG_CONTEXT };
 
 static const dt_option options[] = {
     [OPT_MODEL] = {"--model", "FILE", "GGUF model file (required)"},
@@ -38,6 +39,8 @@ static const dt_option options[] = {
     [OPT_FREQUENCY_PENALTY] = {"--frequency-penalty", "X", "subtracted once per occurrence (default 0)"},
     [OPT_PENALTY_WINDOW] = {"--penalty-window", "N", "the recent tokens: the last N of the sequence (default 64; 0: all)"},
     [OPT_SAMPLING_SEED] = {"--seed", "N", "sampling seed, 0..2^64-1 (default 0)"},
+    [OPT_ALLOW_LONG_CONTEXT] = {"--allow-long-context", NULL,
+                                "accept a prompt plus --max-new longer than the model's training context"},
     {NULL, NULL, NULL},
 };
 
@@ -61,7 +64,7 @@ typedef struct run_opts {
     di_profile profile;
     long device;
     di_cpu_path cpu_path;
-    int add_bos, stop_at_eos, json;
+    int add_bos, stop_at_eos, json, allow_long_context;
     di_sampling_params sampling; /* checked by the library */
 } run_opts;
 
@@ -137,6 +140,7 @@ static int apply_option(int k, const char *v, void *opts)
         sp->penalty_window = (uint32_t)n;
         return 1;
     case OPT_SAMPLING_SEED: return parse_seed(options[k].name, v, &sp->seed);
+    case OPT_ALLOW_LONG_CONTEXT: o->allow_long_context = 1; return 1;
     }
     return 1;
 }
@@ -334,6 +338,41 @@ static void print_json(const run_opts *o, const di_model *model, const run_resul
     dt_json_finish(&j);
 }
 
+/* The session of dt_open_session, with DI_CONFIG_ALLOW_LONG_CONTEXT set when
+ * the caller insists; a context beyond the training context without it is
+ * refused here, naming the option. */
+static di_status open_session(const run_opts *o, const di_model *model, const dt_session_opts *so,
+                              di_session **s, char *err, size_t err_size)
+{
+    const int64_t trained = dt_model_int(model, DI_MODEL_N_CTX_TRAIN);
+    if (so->context_length <= trained)
+        return dt_open_session(model, so, s, err, err_size);
+    if (!o->allow_long_context) {
+        snprintf(err, err_size,
+                 "the prompt and --max-new need a context of %lld tokens, beyond the model's training "
+                 "context of %lld; give --allow-long-context to run it anyway",
+                 (long long)so->context_length, (long long)trained);
+        return DI_ERR_INVALID_ARGUMENT;
+    }
+    di_config *c = NULL;
+    di_status st = di_config_create(&c);
+    if (st)
+        return st;
+    if ((st = di_config_set_int(c, DI_CONFIG_THREADS, so->threads)) ||
+        (st = di_config_set_int(c, DI_CONFIG_MAX_SEQUENCES, so->max_sequences)) ||
+        (st = di_config_set_int(c, DI_CONFIG_CONTEXT_LENGTH, so->context_length)) ||
+        (st = di_config_set_int(c, DI_CONFIG_ALLOW_LONG_CONTEXT, 1)) ||
+        (st = di_config_set_int(c, DI_CONFIG_BACKEND, so->backend)) ||
+        (st = di_config_set_int(c, DI_CONFIG_PROFILE, so->profile)) ||
+        (st = di_config_set_int(c, DI_CONFIG_DEVICE, so->device)) ||
+        (st = di_config_set_int(c, DI_CONFIG_CPU_PATH, so->cpu_path)))
+        snprintf(err, err_size, "%s", di_config_errmsg(c));
+    else
+        st = di_session_create(model, c, s, err, err_size);
+    di_config_free(c);
+    return st;
+}
+
 int dt_cmd_run(int argc, char **argv)
 {
     run_opts o;
@@ -356,7 +395,7 @@ int dt_cmd_run(int argc, char **argv)
     dt_session_opts so = {o.backend, o.profile, o.threads, 1, (int64_t)r.n_prompt + o.max_new, o.device,
                           o.cpu_path};
     char err[512] = "";
-    di_status st = dt_open_session(model, &so, &s, err, sizeof err);
+    di_status st = open_session(&o, model, &so, &s, err, sizeof err);
     if (st) {
         rc = dt_fail(&command, "creating the session", st, err);
         goto out;

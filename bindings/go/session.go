@@ -26,6 +26,7 @@ const (
 	ConfigSeed              ConfigKey = 11 // int, its 64 bits
 	ConfigCPUPath           ConfigKey = 12 // int, a CPUPath
 	ConfigDevice            ConfigKey = 13 // int, the CUDA device ordinal
+	ConfigAllowLongContext  ConfigKey = 14 // int, 0 or 1: a context beyond the model's training context
 )
 
 // Backend is a di_backend.

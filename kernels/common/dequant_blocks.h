@@ -17,13 +17,7 @@
 #include <stdint.h>
 
 #include "numerics.h"
-
-/* ggml type ids */
-enum {
-    DI_QT_F32 = 0, DI_QT_F16 = 1, DI_QT_Q4_0 = 2, DI_QT_Q4_1 = 3, DI_QT_Q5_0 = 6,
-    DI_QT_Q5_1 = 7, DI_QT_Q8_0 = 8, DI_QT_Q4_K = 12, DI_QT_Q5_K = 13, DI_QT_Q6_K = 14,
-    DI_QT_BF16 = 30
-};
+#include "weight_types.h"
 
 /* Little-endian loads from any byte address. */
 DI_HD uint16_t di_qb_u16(const uint8_t *p)
@@ -39,34 +33,6 @@ DI_HD uint32_t di_qb_u32(const uint8_t *p)
 DI_HD float di_qb_f16(const uint8_t *p)
 {
     return di_f16_to_f32(di_qb_u16(p));
-}
-
-/* Weights per block and bytes per block; 0 for a type not supported. */
-DI_HD uint32_t di_qb_block_elems(uint32_t type)
-{
-    switch (type) {
-    case DI_QT_F32: case DI_QT_F16: case DI_QT_BF16: return 1;
-    case DI_QT_Q4_0: case DI_QT_Q4_1: case DI_QT_Q5_0: case DI_QT_Q5_1: case DI_QT_Q8_0: return 32;
-    case DI_QT_Q4_K: case DI_QT_Q5_K: case DI_QT_Q6_K: return 256;
-    default: return 0;
-    }
-}
-
-DI_HD uint32_t di_qb_block_bytes(uint32_t type)
-{
-    switch (type) {
-    case DI_QT_F32: return 4;
-    case DI_QT_F16: case DI_QT_BF16: return 2;
-    case DI_QT_Q4_0: return 18;
-    case DI_QT_Q4_1: return 20;
-    case DI_QT_Q5_0: return 22;
-    case DI_QT_Q5_1: return 24;
-    case DI_QT_Q8_0: return 34;
-    case DI_QT_Q4_K: return 144;
-    case DI_QT_Q5_K: return 176;
-    case DI_QT_Q6_K: return 210;
-    default: return 0;
-    }
 }
 
 /* ---- 32-weight blocks: weight j (0..31) of block b ------------------------ */
@@ -172,17 +138,21 @@ DI_HD float di_qb_q6_k(const uint8_t *b, int j)
 DI_HD float di_qb_weight(uint32_t type, const uint8_t *row, uint32_t i)
 {
     switch (type) {
-    case DI_QT_F32: return di_float_from_bits(di_qb_u32(row + 4 * (size_t)i));
-    case DI_QT_F16: return di_f16_to_f32(di_qb_u16(row + 2 * (size_t)i));
-    case DI_QT_BF16: return di_bf16_to_f32(di_qb_u16(row + 2 * (size_t)i));
-    case DI_QT_Q4_0: return di_qb_q4_0(row + (size_t)(i / 32) * 18, (int)(i % 32));
-    case DI_QT_Q4_1: return di_qb_q4_1(row + (size_t)(i / 32) * 20, (int)(i % 32));
-    case DI_QT_Q5_0: return di_qb_q5_0(row + (size_t)(i / 32) * 22, (int)(i % 32));
-    case DI_QT_Q5_1: return di_qb_q5_1(row + (size_t)(i / 32) * 24, (int)(i % 32));
-    case DI_QT_Q8_0: return di_qb_q8_0(row + (size_t)(i / 32) * 34, (int)(i % 32));
-    case DI_QT_Q4_K: return di_qb_q4_k(row + (size_t)(i / 256) * 144, (int)(i % 256));
-    case DI_QT_Q5_K: return di_qb_q5_k(row + (size_t)(i / 256) * 176, (int)(i % 256));
-    case DI_QT_Q6_K: return di_qb_q6_k(row + (size_t)(i / 256) * 210, (int)(i % 256));
+    case DI_TYPE_F32: return di_float_from_bits(di_qb_u32(row + 4 * (size_t)i));
+    case DI_TYPE_F16: return di_f16_to_f32(di_qb_u16(row + 2 * (size_t)i));
+    case DI_TYPE_BF16: return di_bf16_to_f32(di_qb_u16(row + 2 * (size_t)i));
+/* weight i % elems of block i / elems */
+#define DI_QB_IN_BLOCK(T, fn) \
+    fn(row + (size_t)(i / DI_BLOCK_ELEMS_##T) * DI_BLOCK_BYTES_##T, (int)(i % DI_BLOCK_ELEMS_##T))
+    case DI_TYPE_Q4_0: return DI_QB_IN_BLOCK(Q4_0, di_qb_q4_0);
+    case DI_TYPE_Q4_1: return DI_QB_IN_BLOCK(Q4_1, di_qb_q4_1);
+    case DI_TYPE_Q5_0: return DI_QB_IN_BLOCK(Q5_0, di_qb_q5_0);
+    case DI_TYPE_Q5_1: return DI_QB_IN_BLOCK(Q5_1, di_qb_q5_1);
+    case DI_TYPE_Q8_0: return DI_QB_IN_BLOCK(Q8_0, di_qb_q8_0);
+    case DI_TYPE_Q4_K: return DI_QB_IN_BLOCK(Q4_K, di_qb_q4_k);
+    case DI_TYPE_Q5_K: return DI_QB_IN_BLOCK(Q5_K, di_qb_q5_k);
+    case DI_TYPE_Q6_K: return DI_QB_IN_BLOCK(Q6_K, di_qb_q6_k);
+#undef DI_QB_IN_BLOCK
     default: return 0.0f;
     }
 }

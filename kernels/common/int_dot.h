@@ -34,25 +34,23 @@
 
 #include "canon_order.h"
 #include "numerics.h"
+#include "weight_types.h"
 
 #define DI_INT_BLOCK 32
 #define DI_INT_CODE_BITS 17 /* a block's largest |x| becomes a code in [2^17, 2^18] */
-#define DI_INT_Q8_0_BYTES 34 /* binary16 d, then 32 int8 codes */
-#define DI_INT_Q5_0_BYTES 22 /* binary16 d, 4 bytes of fifth bits, 16 bytes of nibbles */
-#define DI_INT_TYPE_Q5_0 6   /* ggml type ids (dequant_blocks.h) */
-#define DI_INT_TYPE_Q8_0 8
-
-/* Bytes of a 32-weight block of a type the profile covers; 0 for the others. */
+/* Bytes of a 32-weight block of a type the profile covers (weight_types.h:
+ * Q8_0, binary16 d then 32 int8 codes; Q5_0, d, 4 bytes of fifth bits and
+ * 16 of nibbles); 0 for the others. */
 DI_HD uint32_t di_int_block_bytes(uint32_t type)
 {
-    return type == DI_INT_TYPE_Q8_0 ? DI_INT_Q8_0_BYTES : type == DI_INT_TYPE_Q5_0 ? DI_INT_Q5_0_BYTES : 0;
+    return type == DI_TYPE_Q8_0 ? DI_BLOCK_BYTES_Q8_0 : type == DI_TYPE_Q5_0 ? DI_BLOCK_BYTES_Q5_0 : 0;
 }
 
 /* Integer code i (0..31) of a block (docs/QUANTS.md): Q8_0 its int8; Q5_0
  * the five bits lo4(i) | qh bit i << 4, minus 16. */
 DI_HD int32_t di_int_weight_code(uint32_t type, const uint8_t *block, int i)
 {
-    if (type == DI_INT_TYPE_Q8_0)
+    if (type == DI_TYPE_Q8_0)
         return (int32_t)(int8_t)block[2 + i];
     const uint32_t qh = (uint32_t)block[2] | (uint32_t)block[3] << 8 | (uint32_t)block[4] << 16 |
                         (uint32_t)block[5] << 24;

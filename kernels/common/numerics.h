@@ -200,6 +200,13 @@ DI_HD float di_sample_uniform(uint64_t seed, uint32_t position)
     return (float)(x[0] >> 8) * 5.9604644775390625e-8f; /* 2^-24 */
 }
 
+/* Which dimensions RoPE rotates together within a head (the model picks one
+ * per architecture; the kernels apply it). */
+typedef enum di_rope_pairing {
+    DI_ROPE_NORMAL = 0, /* (2i, 2i + 1): llama */
+    DI_ROPE_NEOX = 1    /* (i, i + n_rot / 2): qwen2, gemma3 */
+} di_rope_pairing;
+
 /* ---- RoPE: frequencies and angles without libm ----------------------------------
  *
  * The RoPE tables are cos/sin of theta = (pos * scale) * base^(-2i/n_rot),
@@ -337,6 +344,38 @@ DI_HD double di_dd_exp_to_double(di_dd y)
     /* round to double once, then scale by 2^k exactly (normal range) */
     const double v = sum.hi + sum.lo;
     return v * di_double_from_bits((uint64_t)((int64_t)k + 1023) << 52);
+}
+
+/* hi + lo (|lo| at most half an ulp of hi) rounded once to the nearest
+ * binary32, for results in binary32's normal range. (float)hi is that
+ * rounding unless hi lies exactly halfway between two binary32 values (its
+ * 29 low mantissa bits 1000...0); then lo decides, so hi is first moved one
+ * binary64 ulp toward it. */
+DI_HD float di_dd_to_float(di_dd y)
+{
+    uint64_t bits = di_bits_from_double(y.hi);
+    if ((bits & 0x1fffffffull) == 0x10000000ull && y.lo != 0.0)
+        bits = (y.lo > 0.0) == (y.hi > 0.0) ? bits + 1 : bits - 1;
+    return (float)di_double_from_bits(bits);
+}
+
+/* ln(x) of a binary32, for the log-probabilities (docs/DETERMINISM.md,
+ * "Log-probabilities"): di_dd_log of the exact binary64 value of x (relative
+ * error below 2^-100), rounded once by di_dd_to_float: correctly rounded
+ * unless ln x lies within ~2^-100 of a binary32 rounding midpoint.
+ * ln 1 = +0, ln(+-0) = -inf, ln(+inf) = +inf, NaN for NaN and x < 0.
+ * A subnormal x is a normal binary64, so it needs no special case. */
+DI_HD float di_logf(float x)
+{
+    if (x != x || x < 0.0f)
+        return di_float_from_bits(0x7fc00000u);
+    if (x == 0.0f)
+        return di_float_from_bits(0xff800000u);
+    if (x == 1.0f)
+        return 0.0f;
+    if (x > 3.4028234663852886e38f)
+        return x;
+    return di_dd_to_float(di_dd_log((double)x));
 }
 
 /* base^(-2i/n_rot), the inverse frequency of RoPE pair i; the exponent is

@@ -52,7 +52,7 @@ __attribute__((target("avx2"))) INLINE __m256i nibbles32(const uint8_t *qs)
 /* A block's 32 integer weights as int8, in weight order. */
 T512 INLINE __m256i weights512(uint32_t type, const uint8_t *block)
 {
-    if (type == DI_INT_TYPE_Q8_0)
+    if (type == DI_TYPE_Q8_0)
         return _mm256_loadu_si256((const __m256i *)(const void *)(block + 2));
     const __m256i fifth = _mm256_maskz_mov_epi8((__mmask32)load_u32(block + 2), _mm256_set1_epi8(16));
     return _mm256_sub_epi8(_mm256_or_si256(nibbles32(block + 6), fifth), _mm256_set1_epi8(16));
@@ -148,10 +148,10 @@ T512 INLINE void terms_avx512(uint32_t type, const uint8_t *row, const int16_t *
 T512 void di_int_terms_avx512(uint32_t type, const uint8_t *row, const int16_t *limbs, const float *scales,
                               uint32_t nb, float *q, float *s)
 {
-    if (type == DI_INT_TYPE_Q8_0) /* a constant type in each copy */
-        terms_avx512(DI_INT_TYPE_Q8_0, row, limbs, scales, nb, q, s);
+    if (type == DI_TYPE_Q8_0) /* a constant type in each copy */
+        terms_avx512(DI_TYPE_Q8_0, row, limbs, scales, nb, q, s);
     else
-        terms_avx512(DI_INT_TYPE_Q5_0, row, limbs, scales, nb, q, s);
+        terms_avx512(DI_TYPE_Q5_0, row, limbs, scales, nb, q, s);
 }
 
 /* ---- AVX2 ----------------------------------------------------------------------- */
@@ -173,7 +173,7 @@ T256 INLINE __m256i sixteen_where_bits(uint32_t qh)
 /* A block's 32 integer weights as int8, in weight order. */
 T256 INLINE __m256i weights256(uint32_t type, const uint8_t *block)
 {
-    if (type == DI_INT_TYPE_Q8_0)
+    if (type == DI_TYPE_Q8_0)
         return _mm256_loadu_si256((const __m256i *)(const void *)(block + 2));
     return _mm256_sub_epi8(_mm256_or_si256(nibbles32(block + 6), sixteen_where_bits(load_u32(block + 2))),
                            _mm256_set1_epi8(16));
@@ -266,10 +266,10 @@ T256 INLINE void terms_avx2(uint32_t type, const uint8_t *row, const int16_t *li
 T256 void di_int_terms_avx2(uint32_t type, const uint8_t *row, const int16_t *limbs, const float *scales,
                             uint32_t nb, float *q, float *s)
 {
-    if (type == DI_INT_TYPE_Q8_0) /* a constant type in each copy */
-        terms_avx2(DI_INT_TYPE_Q8_0, row, limbs, scales, nb, q, s);
+    if (type == DI_TYPE_Q8_0) /* a constant type in each copy */
+        terms_avx2(DI_TYPE_Q8_0, row, limbs, scales, nb, q, s);
     else
-        terms_avx2(DI_INT_TYPE_Q5_0, row, limbs, scales, nb, q, s);
+        terms_avx2(DI_TYPE_Q5_0, row, limbs, scales, nb, q, s);
 }
 
 #endif /* DI_HAVE_X86_PATHS */

@@ -8,7 +8,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "model.h"
+#include "numerics.h"     /* di_rope_pairing */
+#include "weight_types.h" /* di_weight */
 #include "threadpool.h"
 
 /* Canonical reductions (numerics.h): fma form sum(a[i] * b[i]) and plain

@@ -13,7 +13,8 @@
 #include <stdint.h>
 
 #include "detinfer.h"
-#include "model.h"
+#include "numerics.h"     /* di_rope_pairing */
+#include "weight_types.h" /* di_weight */
 
 /* Floats of per-thread scratch a matmul_rows call may use, for rows of n_in. */
 #define DI_MATMUL_TILE_ROWS 16u

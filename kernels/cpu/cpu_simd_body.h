@@ -17,6 +17,7 @@
 #include "cpu_clones.h"
 #include "cpu_kernels.h"
 #include "numerics.h"
+#include "weight_types.h"
 
 #define NV (DI_LANES / VL) /* registers per 32-lane vector */
 
@@ -29,9 +30,6 @@
 #define ROWS_MAX 1
 #define TOKENS_MAX 3
 #endif
-
-enum { T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7, T_Q8_0 = 8,
-       T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14, T_BF16 = 30 };
 
 #define UNROLL _Pragma("GCC unroll 16")
 
@@ -104,9 +102,9 @@ static DI_INLINE vf vf_expf(vf x)
 /* Weight i of a float row (F32, F16, BF16), for the tails those types allow. */
 static inline float float_weight(uint32_t type, const uint8_t *row, uint32_t i)
 {
-    if (type == T_F16)
+    if (type == DI_TYPE_F16)
         return load_f16_at(row + 2 * (size_t)i);
-    if (type == T_BF16)
+    if (type == DI_TYPE_BF16)
         return di_bf16_to_f32((uint16_t)(row[2 * (size_t)i] | (row[2 * (size_t)i + 1] << 8)));
     return di_float_from_bits(load_u32_at(row + 4 * (size_t)i));
 }
@@ -135,15 +133,16 @@ static DI_INLINE __m256i bits_at(const uint8_t *p, int shift, int mask)
 /* Bytes of a K-type super-block (256 weights). */
 static inline size_t superblock_bytes(uint32_t type)
 {
-    return type == T_Q4_K ? 144 : (type == T_Q5_K ? 176 : 210);
+    return type == DI_TYPE_Q4_K ? DI_BLOCK_BYTES_Q4_K
+                                : (type == DI_TYPE_Q5_K ? DI_BLOCK_BYTES_Q5_K : DI_BLOCK_BYTES_Q6_K);
 }
 
 /* The binary16 fields of a K-type super-block that all eight sub-blocks
  * share: d, and dmin (Q6_K has none: 0). */
 static DI_INLINE void superblock_scales(uint32_t type, const uint8_t *b, float *d, float *dmin)
 {
-    *d = load_f16_at(type == T_Q6_K ? b + 208 : b);
-    *dmin = type == T_Q6_K ? 0.0f : load_f16_at(b + 2);
+    *d = load_f16_at(type == DI_TYPE_Q6_K ? b + 208 : b);
+    *dmin = type == DI_TYPE_Q6_K ? 0.0f : load_f16_at(b + 2);
 }
 
 /* Sub-block `sub` (a constant in every call, so shifts and scale positions
@@ -151,7 +150,7 @@ static DI_INLINE void superblock_scales(uint32_t type, const uint8_t *b, float *
  * dmin (Q6_K: d only) the caller converted once for all eight. */
 static DI_INLINE void dq_k_sub(uint32_t type, const uint8_t *b, int sub, float d, float dmin, vf *w)
 {
-    if (type == T_Q6_K) {
+    if (type == DI_TYPE_Q6_K) {
         const int h = sub / 4, k = sub % 4;
         const __m256i lo = bits_at(b + 64 * h + 32 * (k % 2), 4 * (k / 2), 0xf);
         const __m256i hi = _mm256_slli_epi16(bits_at(b + 128 + 32 * h, 2 * k, 3), 4);
@@ -162,7 +161,7 @@ static DI_INLINE void dq_k_sub(uint32_t type, const uint8_t *b, int sub, float d
         }
         return;
     }
-    const int is_q5 = type == T_Q5_K;
+    const int is_q5 = type == DI_TYPE_Q5_K;
     const uint8_t *s = b + 4;
     int sc, mn;
     if (sub < 4) {
@@ -181,50 +180,50 @@ static DI_INLINE void dq_k_sub(uint32_t type, const uint8_t *b, int sub, float d
 }
 
 /* 1 for the types stored in 256-weight super-blocks. */
-#define IS_K_TYPE(type) ((type) == T_Q4_K || (type) == T_Q5_K || (type) == T_Q6_K)
+#define IS_K_TYPE(type) ((type) == DI_TYPE_Q4_K || (type) == DI_TYPE_Q5_K || (type) == DI_TYPE_Q6_K)
 
 /* 32-block `blk` of a quantized or float row as float32 in w[0..NV), the
  * same values dequant.c produces (docs/QUANTS.md). */
 static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *w)
 {
     switch (type) {
-    case T_F32:
+    case DI_TYPE_F32:
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_load((const float *)(const void *)(row + 128 * (size_t)blk) + j * VL);
         break;
-    case T_F16:
+    case DI_TYPE_F16:
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_f16(row + 64 * (size_t)blk + 2 * j * VL);
         break;
-    case T_BF16:
+    case DI_TYPE_BF16:
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_bf16(row + 64 * (size_t)blk + 2 * j * VL);
         break;
-    case T_Q8_0: {
-        const uint8_t *b = row + 34 * (size_t)blk;
+    case DI_TYPE_Q8_0: {
+        const uint8_t *b = row + DI_BLOCK_BYTES_Q8_0 * (size_t)blk;
         const vf d = broadcast_f16_at(b);
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_mul(d, vi_to_float(vi_i8(b + 2 + j * VL)));
         break;
     }
-    case T_Q4_0: {
-        const uint8_t *b = row + 18 * (size_t)blk;
+    case DI_TYPE_Q4_0: {
+        const uint8_t *b = row + DI_BLOCK_BYTES_Q4_0 * (size_t)blk;
         const vf d = broadcast_f16_at(b);
         const __m256i q = _mm256_sub_epi8(nibbles32(b + 2), _mm256_set1_epi8(8));
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_mul(d, vi_to_float(vi_from_bytes(q, j)));
         break;
     }
-    case T_Q4_1: {
-        const uint8_t *b = row + 20 * (size_t)blk;
+    case DI_TYPE_Q4_1: {
+        const uint8_t *b = row + DI_BLOCK_BYTES_Q4_1 * (size_t)blk;
         const vf d = broadcast_f16_at(b), m = broadcast_f16_at(b + 2);
         const __m256i q = nibbles32(b + 4);
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_add(vf_mul(d, vi_to_float(vi_from_bytes(q, j))), m);
         break;
     }
-    case T_Q5_0: {
-        const uint8_t *b = row + 22 * (size_t)blk;
+    case DI_TYPE_Q5_0: {
+        const uint8_t *b = row + DI_BLOCK_BYTES_Q5_0 * (size_t)blk;
         const vf d = broadcast_f16_at(b);
         const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles32(b + 6), sixteen_where_bits(load_u32_at(b + 2))),
                                           _mm256_set1_epi8(16));
@@ -232,17 +231,17 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
             w[j] = vf_mul(d, vi_to_float(vi_from_bytes(q, j)));
         break;
     }
-    case T_Q5_1: {
-        const uint8_t *b = row + 24 * (size_t)blk;
+    case DI_TYPE_Q5_1: {
+        const uint8_t *b = row + DI_BLOCK_BYTES_Q5_1 * (size_t)blk;
         const vf d = broadcast_f16_at(b), m = broadcast_f16_at(b + 2);
         const __m256i q = _mm256_or_si256(nibbles32(b + 8), sixteen_where_bits(load_u32_at(b + 4)));
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_add(vf_mul(d, vi_to_float(vi_from_bytes(q, j))), m);
         break;
     }
-    case T_Q4_K:
-    case T_Q5_K:
-    case T_Q6_K: {
+    case DI_TYPE_Q4_K:
+    case DI_TYPE_Q5_K:
+    case DI_TYPE_Q6_K: {
         const uint8_t *b = row + superblock_bytes(type) * (blk / 8);
         float d, dmin;
         superblock_scales(type, b, &d, &dmin);
@@ -276,13 +275,13 @@ static inline void prefetch_ahead(const uint8_t *p, size_t bytes)
 static inline size_t block32_bytes(uint32_t type)
 {
     switch (type) {
-    case T_F32: return 128;
-    case T_F16: case T_BF16: return 64;
-    case T_Q8_0: return 34;
-    case T_Q4_0: return 18;
-    case T_Q4_1: return 20;
-    case T_Q5_0: return 22;
-    case T_Q5_1: return 24;
+    case DI_TYPE_F32: return 32 * DI_BLOCK_BYTES_F32;
+    case DI_TYPE_F16: case DI_TYPE_BF16: return 32 * DI_BLOCK_BYTES_F16;
+    case DI_TYPE_Q8_0: return DI_BLOCK_BYTES_Q8_0;
+    case DI_TYPE_Q4_0: return DI_BLOCK_BYTES_Q4_0;
+    case DI_TYPE_Q4_1: return DI_BLOCK_BYTES_Q4_1;
+    case DI_TYPE_Q5_0: return DI_BLOCK_BYTES_Q5_0;
+    case DI_TYPE_Q5_1: return DI_BLOCK_BYTES_Q5_1;
     default: return 0;
     }
 }
@@ -378,7 +377,7 @@ static float simd_dot(const float *a, const float *b, uint32_t n)
 {
     const uint8_t *row = (const uint8_t *)a;
     float out;
-    dot_tile(T_F32, &row, 1, n, b, 0, 1, &out, 0, 0, 0);
+    dot_tile(DI_TYPE_F32, &row, 1, n, b, 0, 1, &out, 0, 0, 0);
     return out;
 }
 
@@ -469,15 +468,14 @@ static void dequant_row_simd(uint32_t type, const uint8_t *row, uint32_t n, floa
         out[i] = float_weight(type, row, i);
 }
 
-/* Converts one type's dispatch into constant-type calls of `body`. */
-#define FOR_EACH_TYPE(type, body)                                                        \
+/* A switch on `type` whose case for each supported row of weight_types.h is
+ * TYPE_BODY(that type as a constant); the caller defines TYPE_BODY. */
+#define TYPE_CASE(name, id, elems, bytes, supported) \
+    DI_WT_IF_SUPPORTED(supported, case DI_TYPE_##name: TYPE_BODY(DI_TYPE_##name); break;)
+#define FOR_EACH_TYPE(type)                                                              \
     switch (type) {                                                                      \
-    case T_F32: body(T_F32); break;     case T_F16: body(T_F16); break;                   \
-    case T_BF16: body(T_BF16); break;   case T_Q4_0: body(T_Q4_0); break;                 \
-    case T_Q4_1: body(T_Q4_1); break;   case T_Q5_0: body(T_Q5_0); break;                 \
-    case T_Q5_1: body(T_Q5_1); break;   case T_Q8_0: body(T_Q8_0); break;                 \
-    case T_Q4_K: body(T_Q4_K); break;   case T_Q5_K: body(T_Q5_K); break;                 \
-    case T_Q6_K: body(T_Q6_K); break;   default: break;                                  \
+    DI_WEIGHT_TYPES(TYPE_CASE)                                                           \
+    default: break;                                                                      \
     }
 
 /*
@@ -492,9 +490,9 @@ static void simd_matmul_rows(const di_weight *w, uint32_t r0, uint32_t r1, const
 {
     if (n_tokens <= TOKENS_MAX) {
         const rows_view v = {w->data + (size_t)r0 * w->row_bytes, w->row_bytes, w->n_in, w->n_out, r0, 1};
-#define DIRECT(T_) matmul_direct(T_, &v, r1 - r0, x, n_tokens, y)
-        FOR_EACH_TYPE(w->type, DIRECT)
-#undef DIRECT
+#define TYPE_BODY(T_) matmul_direct(T_, &v, r1 - r0, x, n_tokens, y)
+        FOR_EACH_TYPE(w->type)
+#undef TYPE_BODY
         return;
     }
     const uint32_t n_in = w->n_in;
@@ -504,7 +502,7 @@ static void simd_matmul_rows(const di_weight *w, uint32_t r0, uint32_t r1, const
             dequant_row_simd(w->type, w->data + (size_t)(tile + i) * w->row_bytes, n_in,
                              scratch + (size_t)i * n_in);
         const rows_view v = {(const uint8_t *)scratch, (size_t)n_in * sizeof(float), n_in, w->n_out, tile, 0};
-        matmul_direct(T_F32, &v, rows, x, n_tokens, y);
+        matmul_direct(DI_TYPE_F32, &v, rows, x, n_tokens, y);
     }
 }
 

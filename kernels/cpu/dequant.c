@@ -14,15 +14,7 @@
 #include <string.h>
 
 #include "numerics.h"
-
-/* ggml type ids (gguf.h names only the types the loader had before). */
-enum {
-    QT_F32 = 0, QT_F16 = 1, QT_Q4_0 = 2, QT_Q4_1 = 3, QT_Q5_0 = 6, QT_Q5_1 = 7,
-    QT_Q8_0 = 8, QT_Q4_K = 12, QT_Q5_K = 13, QT_Q6_K = 14, QT_BF16 = 30
-};
-
-#define QK 32   /* weights per block of the 32-blocks */
-#define QK_K 256 /* weights per super-block of the K types */
+#include "weight_types.h"
 
 /* ---- little-endian loads ------------------------------------------------- */
 
@@ -102,7 +94,7 @@ static DI_INLINE void block_q5_1(const uint8_t *b, float *y)
 static DI_INLINE void block_q8_0(const uint8_t *b, float *y)
 {
     const float d = load_f16(b);
-    for (int j = 0; j < QK; j++)
+    for (int j = 0; j < DI_BLOCK_ELEMS_Q8_0; j++)
         y[j] = d * (float)(int8_t)b[2 + j];
 }
 
@@ -183,49 +175,39 @@ static DI_INLINE void block_q6_k(const uint8_t *b, float *y)
 
 /* ---- rows -------------------------------------------------------------------- */
 
-/* Converts the row block by block. A macro rather than a function taking a
- * function pointer, so each block function is inlined into every clone of
+/* Converts the row block by block, with the layout of type T in the table
+ * of weight_types.h. A macro rather than a function taking a function
+ * pointer, so each block function is inlined into every clone of
  * di_dequant_row at any optimisation level. */
-#define CONVERT_BLOCKS(block_fn, elems, bytes)                                   \
-    for (uint32_t b = 0; b < n / (elems); b++)                                   \
-        block_fn(row + (size_t)b * (bytes), out + (size_t)b * (elems))
-
-int di_dequant_supported(uint32_t type)
-{
-    switch (type) {
-    case QT_F32: case QT_F16: case QT_BF16: case QT_Q4_0: case QT_Q4_1: case QT_Q5_0:
-    case QT_Q5_1: case QT_Q8_0: case QT_Q4_K: case QT_Q5_K: case QT_Q6_K:
-        return 1;
-    default:
-        return 0;
-    }
-}
+#define CONVERT_BLOCKS(block_fn, T)                                              \
+    for (uint32_t b = 0; b < n / DI_BLOCK_ELEMS_##T; b++)                        \
+        block_fn(row + (size_t)b * DI_BLOCK_BYTES_##T, out + (size_t)b * DI_BLOCK_ELEMS_##T)
 
 DI_CLONES void di_dequant_row(uint32_t type, const uint8_t *row, uint32_t n, float *out)
 {
     switch (type) {
-    case QT_F32:
+    case DI_TYPE_F32:
         for (uint32_t i = 0; i < n; i++)
             out[i] = di_float_from_bits(load_u32(row + 4 * (size_t)i));
         break;
-    case QT_F16:
+    case DI_TYPE_F16:
         for (uint32_t i = 0; i < n; i++)
             out[i] = di_f16_to_f32(load_u16(row + 2 * (size_t)i));
         break;
-    case QT_BF16:
+    case DI_TYPE_BF16:
         for (uint32_t i = 0; i < n; i++)
             out[i] = di_bf16_to_f32(load_u16(row + 2 * (size_t)i));
         break;
-    case QT_Q4_0: CONVERT_BLOCKS(block_q4_0, QK, 18); break;
-    case QT_Q4_1: CONVERT_BLOCKS(block_q4_1, QK, 20); break;
-    case QT_Q5_0: CONVERT_BLOCKS(block_q5_0, QK, 22); break;
-    case QT_Q5_1: CONVERT_BLOCKS(block_q5_1, QK, 24); break;
-    case QT_Q8_0: CONVERT_BLOCKS(block_q8_0, QK, 34); break;
-    case QT_Q4_K: CONVERT_BLOCKS(block_q4_k, QK_K, 144); break;
-    case QT_Q5_K: CONVERT_BLOCKS(block_q5_k, QK_K, 176); break;
-    case QT_Q6_K: CONVERT_BLOCKS(block_q6_k, QK_K, 210); break;
-    default:
-        memset(out, 0, (size_t)n * sizeof(float)); /* the loader admits no such type */
+    case DI_TYPE_Q4_0: CONVERT_BLOCKS(block_q4_0, Q4_0); break;
+    case DI_TYPE_Q4_1: CONVERT_BLOCKS(block_q4_1, Q4_1); break;
+    case DI_TYPE_Q5_0: CONVERT_BLOCKS(block_q5_0, Q5_0); break;
+    case DI_TYPE_Q5_1: CONVERT_BLOCKS(block_q5_1, Q5_1); break;
+    case DI_TYPE_Q8_0: CONVERT_BLOCKS(block_q8_0, Q8_0); break;
+    case DI_TYPE_Q4_K: CONVERT_BLOCKS(block_q4_k, Q4_K); break;
+    case DI_TYPE_Q5_K: CONVERT_BLOCKS(block_q5_k, Q5_K); break;
+    case DI_TYPE_Q6_K: CONVERT_BLOCKS(block_q6_k, Q6_K); break;
+    default: /* a type without a compute path: the loader admits none */
+        memset(out, 0, (size_t)n * sizeof(float));
         break;
     }
 }

@@ -31,7 +31,7 @@ CUDA_TAG := $(subst $(space),-,$(strip $(CUDA_ARCHS) $(CUDA_PTX)))
 CUDA_OBJ := $(CUDA_SRC:kernels/cuda/%.cu=build/kernels/$(CUDA_TAG)/%.o)
 CUDA_ARCH_STAMP := build/kernels/archs.txt
 CUDA_DEPS := $(wildcard kernels/cuda/*.cuh) $(wildcard kernels/common/*.h) lib/forward/backend.h \
-             kernels/cuda/cuda.mk lib/model/model.h lib/format/gguf.h include/detinfer.h
+             kernels/cuda/cuda.mk lib/model/model.h lib/format/gguf.h lib/base/growable.h include/detinfer.h
 # The shared numerics compiled as host code by nvcc, for tests/check_cuda.c.
 NUMERICS_NVCC := build/kernels/libnumerics-nvcc.so
 

@@ -15,6 +15,7 @@
 #include "cuda_blas.cuh"
 #include "cuda_state.cuh"
 #include "dequant_blocks.h"
+#include "growable.h"
 
 /* The session's rows are copied to the device as they are. */
 static_assert(sizeof(dc_row) == sizeof(di_backend_row) && offsetof(dc_row, token) == offsetof(di_backend_row, token) &&
@@ -54,14 +55,8 @@ static di_status cuda_fail(char *err, size_t err_size, cudaError_t e, const char
 static cudaError_t dev_alloc(dc_state *s, size_t bytes, void **out)
 {
     *out = NULL;
-    if (s->n_allocations == s->cap_allocations) {
-        size_t cap = s->cap_allocations ? 2 * s->cap_allocations : 64;
-        void **grown = (void **)realloc(s->allocations, cap * sizeof *grown);
-        if (!grown)
-            return cudaErrorMemoryAllocation;
-        s->allocations = grown;
-        s->cap_allocations = cap;
-    }
+    if (!DI_GROW(s->allocations, s->n_allocations, s->cap_allocations, 1, 64))
+        return cudaErrorMemoryAllocation;
     cudaError_t e = cudaMalloc(out, bytes ? bytes : 1);
     if (e == cudaSuccess)
         s->allocations[s->n_allocations++] = *out;
@@ -230,7 +225,7 @@ static di_status create(const di_model *m, const di_backend_params *p, void **ou
 {
     *out = NULL;
     for (uint32_t il = 0; il < m->n_layer; il++)
-        if (!di_qb_block_elems(m->layers[il].wq.type) || !di_qb_block_elems(m->layers[il].ffn_down.type))
+        if (!di_weight_type_supported(m->layers[il].wq.type) || !di_weight_type_supported(m->layers[il].ffn_down.type))
             return dc_fail(err, err_size, DI_ERR_UNSUPPORTED, "layer %u: a weight type the CUDA backend lacks", il);
     dc_state *s = (dc_state *)calloc(1, sizeof *s);
     if (!s)

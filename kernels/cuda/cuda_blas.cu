@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cuda_blas.cuh"
+#include "growable.h"
 
 #define WORKSPACE_BYTES (32u << 20)
 #define HEURISTIC_RESULTS 16
@@ -29,7 +30,8 @@ struct dc_blas {
     void *workspace;           /* WORKSPACE_BYTES, this stream's only one */
     uint16_t *x_bf16;          /* [max(max_rows, max_logits)][max n_in] */
     blas_plan *plans;
-    uint32_t n_plans, cap_plans;
+    uint32_t n_plans;
+    size_t cap_plans;
     uint32_t max_tokens;
     cublasStatus_t failure;    /* the first failed call since the last check */
 };
@@ -172,14 +174,8 @@ static di_status plan_for(dc_state *s, uint32_t n_out, uint32_t n_in, int *index
             *index = (int)i;
             return DI_OK;
         }
-    if (b->n_plans == b->cap_plans) {
-        const uint32_t cap = b->cap_plans ? 2 * b->cap_plans : 16;
-        blas_plan *grown = (blas_plan *)realloc(b->plans, cap * sizeof *grown);
-        if (!grown)
-            return dc_fail(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
-        b->plans = grown;
-        b->cap_plans = cap;
-    }
+    if (!DI_GROW(b->plans, b->n_plans, b->cap_plans, 1, 16))
+        return dc_fail(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
     /* Candidates first among the algorithms the heuristic files under reduction
      * scheme NONE, then among all it offers (split-K and the scheme are forced
      * to 1 and NONE on each before it is checked). */

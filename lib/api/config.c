@@ -161,6 +161,11 @@ DI_API di_status di_config_set_int(di_config *c, di_config_key key, int64_t v)
             return out_of_range(c, "device", v, 0, DI_MAX_DEVICE);
         c->device = v;
         return DI_OK;
+    case DI_CONFIG_ALLOW_LONG_CONTEXT:
+        if (v != 0 && v != 1)
+            return out_of_range(c, "allow_long_context", v, 0, 1);
+        c->allow_long_context = v;
+        return DI_OK;
     default:
         return wrong_type(c, (int)key, "an integer key");
     }
@@ -202,6 +207,7 @@ DI_API di_status di_config_get_int(const di_config *c, di_config_key key, int64_
     case DI_CONFIG_SEED: *out = c->seed; return DI_OK;
     case DI_CONFIG_CPU_PATH: *out = c->cpu_path; return DI_OK;
     case DI_CONFIG_DEVICE: *out = c->device; return DI_OK;
+    case DI_CONFIG_ALLOW_LONG_CONTEXT: *out = c->allow_long_context; return DI_OK;
     default: return DI_ERR_UNKNOWN_KEY;
     }
 }

@@ -25,6 +25,7 @@ struct di_config {
     int64_t seed;
     int64_t cpu_path;         /* a di_cpu_path; DI_CPU_PATH_AUTO (0) by default */
     int64_t device;           /* CUDA device ordinal */
+    int64_t allow_long_context; /* 1: context_length may exceed the model's training context */
     double temperature;
     double top_p;
     double repetition_penalty;

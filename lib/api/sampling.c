@@ -255,6 +255,25 @@ static uint32_t order_take(order *o, uint32_t want)
     return o->n_ord;
 }
 
+uint32_t di_candidate_head(const float *x, uint32_t n, uint32_t want, uint32_t *heap, uint32_t *ord)
+{
+    order o = {.z = x, .heap = heap, .ord = ord};
+    for (uint32_t v = 0; v < n; v++)
+        if (x[v] == x[v])
+            heap[o.n_heap++] = v;
+    for (uint32_t i = o.n_heap / 2; i-- > 0;)
+        sift_down(&o, i);
+    o.limit = o.n_heap;
+    return order_take(&o, want);
+}
+
+float di_softmax_weights(const float *z, uint32_t n, float max, float *w)
+{
+    for (uint32_t v = 0; v < n; v++)
+        w[v] = z[v] != z[v] ? 0.0f : z[v] == max ? 1.0f : di_expf(z[v] - max);
+    return di_cpu_sum(w, n);
+}
+
 /* ---- the steps --------------------------------------------------------------- */
 
 /* Step 1: l = l > 0 ? l / repetition : l * repetition, then
@@ -380,11 +399,8 @@ int32_t di_sample(di_sampler *s, const di_sampling_params *p, const float *logit
             const uint32_t v = s->ord[j];
             s->p[v] = s->z[v] == max ? 1.0f : di_expf(s->z[v] - max);
         }
-    } else {
-        for (uint32_t v = 0; v < n_vocab; v++)
-            s->p[v] = s->z[v] != s->z[v] ? 0.0f : s->z[v] == max ? 1.0f : di_expf(s->z[v] - max);
     }
-    const float sum = di_cpu_sum(s->p, n_vocab);
+    const float sum = top_k_cut ? di_cpu_sum(s->p, n_vocab) : di_softmax_weights(s->z, n_vocab, max, s->p);
     for (uint32_t v = 0; v < n_vocab; v++)
         s->p[v] = s->p[v] / sum;
 

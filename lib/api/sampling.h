@@ -44,6 +44,17 @@ void di_sampler_release(di_sampler *sampler);
 int32_t di_sample(di_sampler *sampler, const di_sampling_params *params, const float *logits,
                   const int32_t *window, uint32_t n_window, uint32_t position);
 
+/* Softmax weights of z[0..n) against its largest non-NaN value `max`:
+ * w[v] = +0 for NaN, 1 where z[v] == max, di_expf(z[v] - max) elsewhere.
+ * Returns their canonical sum in token-id order (di_cpu_sum). Step 4 of the
+ * sampling order and the log-probabilities (logprobs.c) share it. */
+float di_softmax_weights(const float *z, uint32_t n, float max, float *w);
+
+/* The first `want` ids of x[0..n) in the candidate order (x descending, id
+ * ascending; NaN values left out) into ord; returns how many there are
+ * (fewer than want when NaN values are left out). heap: n scratch entries. */
+uint32_t di_candidate_head(const float *x, uint32_t n, uint32_t want, uint32_t *heap, uint32_t *ord);
+
 /* The canonical sum (numerics.h) of a sequence of terms fed one at a time,
  * readable after any number of terms: the running sums of the top-p and
  * inverse-CDF walks. Exposed for the tests. */

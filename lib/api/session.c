@@ -23,6 +23,8 @@
 #include "errors.h"
 #include "forward.h"
 #include "fpenv.h"
+#include "logprobs.h"
+#include "kv_cache.h"
 #include "model.h"
 #include "numerics.h"
 #include "sampling.h"
@@ -33,9 +35,7 @@
 
 typedef struct sequence {
     uint32_t length;          /* tokens in the cache */
-    int32_t *tokens;          /* [ctx_len] */
-    float *k_cache, *v_cache; /* [n_layer][ctx_len][kv_dim] each, 64-byte aligned */
-    void *k_block, *v_block;  /* the allocations they lie in */
+    di_kv_cache kv;           /* its tokens and (CPU backend) keys and values, grown with it */
     /* results of this sequence's last step */
     int has_result;
     float *last_logits;       /* [n_vocab], allocated on first step */
@@ -54,6 +54,7 @@ struct di_session {
     uint32_t n_threads;
     uint32_t max_sequences;
     uint32_t ctx_len;
+    di_kv_shape kv_shape;       /* of every sequence's di_kv_cache */
     di_pool *pool;
     const di_cpu_ops *ops;      /* the CPU kernel path */
     di_forward fwd;
@@ -113,40 +114,30 @@ static di_status check_backend(const struct di_config *c, char *errbuf, size_t e
     return DI_OK;
 }
 
-/* n zeroed floats at a 64-byte boundary (vector loads of a cache row then
- * never straddle cache lines); *block receives the pointer to free. */
-static float *calloc_aligned(size_t n, void **block)
+/* A context beyond the model's training context only when the caller insists. */
+static di_status check_context(const di_model *m, const struct di_config *c, char *errbuf,
+                               size_t errbuf_size)
 {
-    *block = calloc(n + 16, sizeof(float));
-    if (!*block)
-        return NULL;
-    const uintptr_t at = ((uintptr_t)*block + 63) & ~(uintptr_t)63;
-    return (float *)at;
+    if (c->context_length <= m->n_ctx_train || c->allow_long_context)
+        return DI_OK;
+    return di_error(errbuf, errbuf_size, DI_ERR_INVALID_ARGUMENT,
+                    "context_length = %lld exceeds the model's training context of %u tokens; "
+                    "set DI_CONFIG_ALLOW_LONG_CONTEXT to 1 to run positions the model was never "
+                    "trained on",
+                    (long long)c->context_length, m->n_ctx_train);
 }
 
-/* On the CUDA backend the caches live on the device: only token histories here. */
+/* The sequences start empty: their storage grows with them (kv_cache.h). On
+ * the CUDA backend the caches live on the device: only token histories here. */
 static di_status alloc_sequences(di_session *s, int with_caches)
 {
     const di_model *m = s->model;
-    const size_t cache_floats = (size_t)m->n_layer * s->ctx_len * m->n_head_kv * m->head_dim;
+    s->kv_shape = (di_kv_shape){m->n_layer, m->n_head_kv * m->head_dim, s->ctx_len, with_caches};
     s->seqs = calloc(s->max_sequences, sizeof *s->seqs);
     if (!s->seqs)
         return DI_ERR_OUT_OF_MEMORY;
-    for (uint32_t i = 0; i < s->max_sequences; i++) {
-        sequence *q = &s->seqs[i];
-        q->sampling = s->sampling_start;
-        /* calloc: the pages are only touched as the cache fills */
-        q->tokens = calloc(s->ctx_len, sizeof *q->tokens);
-        if (!with_caches) {
-            if (!q->tokens)
-                return DI_ERR_OUT_OF_MEMORY;
-            continue;
-        }
-        q->k_cache = calloc_aligned(cache_floats, &q->k_block);
-        q->v_cache = calloc_aligned(cache_floats, &q->v_block);
-        if (!q->tokens || !q->k_cache || !q->v_cache)
-            return DI_ERR_OUT_OF_MEMORY;
-    }
+    for (uint32_t i = 0; i < s->max_sequences; i++)
+        s->seqs[i].sampling = s->sampling_start;
     return DI_OK;
 }
 
@@ -193,6 +184,8 @@ static di_status create_session(const di_model *model, const di_config *config, 
     di_config_defaults(&defaults);
     const struct di_config *c = config ? config : &defaults;
     di_status st = check_backend(c, errbuf, errbuf_size);
+    if (!st)
+        st = check_context(model, c, errbuf, errbuf_size);
     if (st)
         return st;
     di_sampling_params sampling_start;
@@ -242,6 +235,12 @@ static di_status create_session(const di_model *model, const di_config *config, 
         return di_error(errbuf, errbuf_size, st, "out of memory for %u sequences of context %u",
                         (unsigned)c->max_sequences, context_length(model, c));
     }
+    /* the plugin copies the RoPE tables of every position once */
+    if (c->backend == DI_BACKEND_CUDA && di_forward_reserve(&s->fwd, s->ctx_len)) {
+        di_session_free(s);
+        return di_error(errbuf, errbuf_size, DI_ERR_OUT_OF_MEMORY,
+                        "out of memory for the RoPE tables of context %u", s->ctx_len);
+    }
     if (c->backend == DI_BACKEND_CUDA && (st = start_cuda(s, c, errbuf, errbuf_size))) {
         di_session_free(s);
         return st;
@@ -272,9 +271,7 @@ DI_API void di_session_free(di_session *s)
     free(s->greedy_tmp);
     if (s->seqs) {
         for (uint32_t i = 0; i < s->max_sequences; i++) {
-            free(s->seqs[i].tokens);
-            free(s->seqs[i].k_block);
-            free(s->seqs[i].v_block);
+            di_kv_release(&s->seqs[i].kv);
             free(s->seqs[i].last_logits);
         }
         free(s->seqs);
@@ -337,13 +334,25 @@ static di_status validate_step(di_session *s, uint32_t n_entries, const uint32_t
         }
         *total += n_tokens[e];
     }
-    /* allocations last, so that nothing is left half-changed by a failure */
+    /* allocations last, so that nothing is left half-changed by a failure:
+     * growing a store keeps what it holds, so a failure part way leaves
+     * every sequence as it was (some with more room) */
     const size_t n_vocab = s->model->n_vocab;
+    uint32_t longest = 0;
+    for (uint32_t e = 0; e < n_entries; e++) {
+        const uint32_t end = s->seqs[seq_ids[e]].length + n_tokens[e];
+        longest = end > longest ? end : longest;
+    }
     for (uint32_t e = 0; e < n_entries; e++) {
         sequence *q = &s->seqs[seq_ids[e]];
         if (!q->last_logits && !(q->last_logits = malloc(n_vocab * sizeof(float))))
             return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the logits of sequence %u", seq_ids[e]);
+        if (di_kv_reserve(&q->kv, &s->kv_shape, q->length + n_tokens[e], q->length))
+            return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the KV cache of sequence %u at %u tokens",
+                        seq_ids[e], q->length + n_tokens[e]);
     }
+    if (!s->backend && di_forward_reserve(&s->fwd, longest))
+        return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the RoPE tables of %u positions", longest);
     if ((flags & DI_STEP_ALL_LOGITS) && *total > s->all_capacity) {
         if (*total > SIZE_MAX / sizeof(float) / n_vocab)
             return fail(s, DI_ERR_OUT_OF_MEMORY, "%llu rows of logits do not fit in memory",
@@ -449,11 +458,12 @@ static di_status step(di_session *s, uint32_t n_entries, const uint32_t *seq_ids
             di_forward_row *row = &s->rows[n_rows];
             row->token = tokens[flat];
             row->pos = q->length;
-            row->k_cache = q->k_cache;
-            row->v_cache = q->v_cache;
+            row->cache_stride = q->kv.capacity;
+            row->k_cache = q->kv.k;
+            row->v_cache = q->kv.v;
             if (s->backend)
                 s->backend_rows[n_rows] = (di_backend_row){tokens[flat], q->length, seq_ids[e]};
-            q->tokens[q->length++] = tokens[flat];
+            q->kv.tokens[q->length++] = tokens[flat];
             const int last = i + 1 == n_tokens[e];
             if (last || keep_all) {
                 s->logit_rows[n_logit] = n_rows;
@@ -579,7 +589,7 @@ DI_API di_status di_session_seq_digest(di_session *s, uint32_t seq, di_digest *d
     di_status st = begin_seq_call(s, seq, digest, &q);
     if (st)
         return st;
-    return di_digest_tokens(q->tokens, q->length, digest);
+    return di_digest_tokens(q->kv.tokens, q->length, digest);
 }
 
 DI_API di_status di_session_seq_digest_extra(di_session *s, uint32_t seq, const int32_t *extra,
@@ -591,7 +601,7 @@ DI_API di_status di_session_seq_digest_extra(di_session *s, uint32_t seq, const 
         return st;
     if ((!extra && n_extra > 0) || n_extra > SIZE_MAX / sizeof(int32_t))
         return fail(s, DI_ERR_INVALID_ARGUMENT, "extra is NULL or too long for %zu tokens", n_extra);
-    di_digest_bytes2(q->tokens, (size_t)q->length * sizeof(int32_t), extra, n_extra * sizeof(int32_t),
+    di_digest_bytes2(q->kv.tokens, (size_t)q->length * sizeof(int32_t), extra, n_extra * sizeof(int32_t),
                      digest);
     return DI_OK;
 }
@@ -614,6 +624,8 @@ DI_API di_status di_session_seq_truncate(di_session *s, uint32_t seq, uint32_t l
                     q->length, length);
     q->length = length;
     drop_results(q);
+    if (length == 0) /* an empty sequence gives its memory back */
+        di_kv_release(&q->kv);
     return DI_OK;
 }
 
@@ -636,18 +648,17 @@ DI_API di_status di_session_seq_copy(di_session *s, uint32_t src, uint32_t dst, 
     if (length > from->length)
         return fail(s, DI_ERR_INVALID_ARGUMENT, "sequence %u holds %u tokens, fewer than %u", src,
                     from->length, length);
-    const di_model *m = s->model;
-    const size_t kv_dim = (size_t)m->n_head_kv * m->head_dim;
+    /* room first, keeping what dst holds, so that a failure changes nothing */
+    if (di_kv_reserve(&to->kv, &s->kv_shape, length, to->length))
+        return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the KV cache of sequence %u at %u tokens",
+                    dst, length);
     if (s->backend && (st = s->backend->seq_copy(s->backend_state, src, dst, length, s->errmsg,
                                                  sizeof s->errmsg)))
         return st;
-    for (uint32_t il = 0; s->backend == NULL && il < m->n_layer; il++) {
-        const size_t at = (size_t)il * s->ctx_len * kv_dim;
-        memcpy(to->k_cache + at, from->k_cache + at, (size_t)length * kv_dim * sizeof(float));
-        memcpy(to->v_cache + at, from->v_cache + at, (size_t)length * kv_dim * sizeof(float));
-    }
-    memcpy(to->tokens, from->tokens, (size_t)length * sizeof(int32_t));
+    di_kv_copy(&to->kv, &from->kv, &s->kv_shape, length);
     to->length = length;
+    if (length == 0)
+        di_kv_release(&to->kv);
     drop_results(to);
     return DI_OK;
 }
@@ -695,9 +706,28 @@ DI_API di_status di_session_sample_token(di_session *s, uint32_t seq, int32_t *t
      * floating-point environment, like a step */
     di_fpenv saved;
     di_fpenv_enter(&saved);
-    *token = di_sample(&s->sampler, p, q->last_logits, q->tokens + (q->length - window), window,
+    *token = di_sample(&s->sampler, p, q->last_logits, q->kv.tokens + (q->length - window), window,
                        q->length);
     di_fpenv_leave(&saved);
+    return DI_OK;
+}
+
+DI_API di_status di_session_kv_bytes(di_session *s, uint64_t *bytes)
+{
+    if (!s)
+        return DI_ERR_INVALID_ARGUMENT;
+    s->errmsg[0] = '\0';
+    if (!bytes)
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "an output pointer is NULL");
+    if (s->backend) { /* the plugin's caches, reserved at creation (kernels/cuda_backend.cu) */
+        *bytes = 2 * (uint64_t)s->max_sequences * s->kv_shape.n_layer * s->ctx_len * s->kv_shape.kv_dim *
+                 sizeof(float);
+        return DI_OK;
+    }
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < s->max_sequences; i++)
+        sum += di_kv_bytes(&s->seqs[i].kv, &s->kv_shape);
+    *bytes = sum;
     return DI_OK;
 }
 
@@ -705,15 +735,30 @@ DI_API di_status di_session_logprobs(di_session *s, uint32_t seq, int32_t token,
                                      float *token_logprob, uint32_t n_top, int32_t *top_tokens,
                                      float *top_logprobs)
 {
-    (void)token;
-    (void)token_logprob;
-    (void)n_top;
-    (void)top_tokens;
-    (void)top_logprobs;
+    if (!s)
+        return DI_ERR_INVALID_ARGUMENT;
+    s->errmsg[0] = '\0';
     sequence *q = NULL;
-    di_status st = begin_seq_call(s, seq, &q, &q);
+    di_status st = get_seq(s, seq, &q);
     if (st)
         return st;
-    /* declared with the DETINFER_1.3 node; the computation lands next */
-    return fail(s, DI_ERR_UNSUPPORTED, "di_session_logprobs is not implemented yet");
+    const uint32_t n_vocab = s->model->n_vocab;
+    if (token >= 0 && !token_logprob)
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "token_logprob is NULL with token %d", (int)token);
+    if (token >= 0 && (uint32_t)token >= n_vocab)
+        return fail(s, DI_ERR_TOKEN_RANGE, "token %d is outside the vocabulary [0, %u)", (int)token, n_vocab);
+    if (n_top > n_vocab)
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "n_top = %u exceeds the vocabulary of %u tokens", n_top, n_vocab);
+    if (n_top > 0 && (!top_tokens || !top_logprobs))
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "top_tokens or top_logprobs is NULL with n_top = %u", n_top);
+    if (!q->has_result)
+        return fail(s, DI_ERR_STATE, "sequence %u has no logits: step it first", seq);
+    if (!s->sampler.z && di_sampler_init(&s->sampler, n_vocab))
+        return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the log-probabilities of %u tokens", n_vocab);
+    /* exp, log and sums: under the contract's floating-point environment */
+    di_fpenv saved;
+    di_fpenv_enter(&saved);
+    di_logprobs(&s->sampler, q->last_logits, token, token_logprob, n_top, top_tokens, top_logprobs);
+    di_fpenv_leave(&saved);
+    return DI_OK;
 }

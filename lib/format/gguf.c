@@ -87,8 +87,7 @@ static int read_str(cursor *c, di_gguf_str *out, uint64_t max_len, const char *w
     return 1;
 }
 
-/* Bytes of one scalar metadata value; 0 for STRING, ARRAY and unknown. */
-static unsigned scalar_size(uint32_t type)
+unsigned di_gguf_scalar_size(uint32_t type)
 {
     switch (type) {
     case DI_GGUF_UINT8: case DI_GGUF_INT8: case DI_GGUF_BOOL: return 1;
@@ -101,7 +100,7 @@ static unsigned scalar_size(uint32_t type)
 
 static int read_scalar(cursor *c, uint32_t type, di_gguf_kv *kv)
 {
-    unsigned n = scalar_size(type);
+    unsigned n = di_gguf_scalar_size(type);
     uint64_t raw;
     if (!read_uint(c, n, &raw, "metadata value"))
         return 0;
@@ -150,7 +149,7 @@ static int read_array(cursor *c, di_gguf_kv *kv)
         }
         return 1;
     }
-    unsigned elem = scalar_size(elem_type);
+    unsigned elem = di_gguf_scalar_size(elem_type);
     if (elem == 0)
         return fail(c, "array of element type %u is not supported (nested or unknown)", elem_type);
     if (count > (c->size - c->pos) / elem)
@@ -173,40 +172,10 @@ static int read_kv(cursor *c, di_gguf_kv *kv)
         return read_str(c, &kv->v.str, UINT64_MAX, "metadata string");
     if (kv->type == DI_GGUF_ARRAY)
         return read_array(c, kv);
-    if (scalar_size(kv->type) == 0)
+    if (di_gguf_scalar_size(kv->type) == 0)
         return fail(c, "metadata key '%.*s' has unknown value type %u", (int)kv->key.len,
                     kv->key.ptr, kv->type);
     return read_scalar(c, kv->type, kv);
-}
-
-int di_ggml_type_layout(uint32_t type, uint32_t *block_elems, uint32_t *block_bytes)
-{
-    static const struct { uint32_t type, elems, bytes; } layouts[] = {
-        {0, 1, 4},      {1, 1, 2},      {2, 32, 18},    {3, 32, 20},    {6, 32, 22},
-        {7, 32, 24},    {8, 32, 34},    {9, 32, 36},    {10, 256, 84},  {11, 256, 110},
-        {12, 256, 144}, {13, 256, 176}, {14, 256, 210}, {15, 256, 292}, {24, 1, 1},
-        {25, 1, 2},     {26, 1, 4},     {27, 1, 8},     {28, 1, 8},     {30, 1, 2},
-    };
-    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
-        if (layouts[i].type == type) {
-            *block_elems = layouts[i].elems;
-            *block_bytes = layouts[i].bytes;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-const char *di_ggml_type_name(uint32_t type)
-{
-    switch (type) {
-    case 0: return "F32";   case 1: return "F16";   case 2: return "Q4_0";  case 3: return "Q4_1";
-    case 6: return "Q5_0";  case 7: return "Q5_1";  case 8: return "Q8_0";  case 9: return "Q8_1";
-    case 10: return "Q2_K"; case 11: return "Q3_K"; case 12: return "Q4_K"; case 13: return "Q5_K";
-    case 14: return "Q6_K"; case 15: return "Q8_K"; case 24: return "I8";   case 25: return "I16";
-    case 26: return "I32";  case 27: return "I64";  case 28: return "F64";  case 30: return "BF16";
-    default: return "unknown";
-    }
 }
 
 static int read_tensor_info(cursor *c, di_gguf_tensor *t)
@@ -232,12 +201,13 @@ static int read_tensor_info(cursor *c, di_gguf_tensor *t)
 /* Size in bytes of a tensor, overflow-checked. */
 static int tensor_bytes(cursor *c, di_gguf_tensor *t)
 {
-    uint32_t block_elems, block_bytes;
-    if (!di_ggml_type_layout(t->type, &block_elems, &block_bytes))
+    const uint32_t block_elems = di_weight_block_elems(t->type);
+    const uint32_t block_bytes = di_weight_block_bytes(t->type);
+    if (block_elems == 0)
         return fail(c, "tensor '%.*s' has unknown type %u", (int)t->name.len, t->name.ptr, t->type);
     if (t->ne[0] % block_elems != 0)
         return fail(c, "tensor '%.*s' of type %s has rows of %llu, not a multiple of %u",
-                    (int)t->name.len, t->name.ptr, di_ggml_type_name(t->type),
+                    (int)t->name.len, t->name.ptr, di_weight_type_name(t->type),
                     (unsigned long long)t->ne[0], block_elems);
     uint64_t bytes = (t->ne[0] / block_elems) * block_bytes; /* ne0 <= 2^40: no overflow */
     for (uint32_t d = 1; d < DI_GGUF_MAX_DIMS; d++) {

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "detinfer.h"
+#include "weight_types.h" /* tensor types: DI_TYPE_*, block layouts */
 
 /* Metadata value types (GGUF spec numbering). */
 enum {
@@ -18,11 +19,6 @@ enum {
     DI_GGUF_UINT32 = 4, DI_GGUF_INT32 = 5, DI_GGUF_FLOAT32 = 6, DI_GGUF_BOOL = 7,
     DI_GGUF_STRING = 8, DI_GGUF_ARRAY = 9, DI_GGUF_UINT64 = 10, DI_GGUF_INT64 = 11,
     DI_GGUF_FLOAT64 = 12
-};
-
-/* Tensor types (ggml numbering) that have a compute path. */
-enum {
-    DI_TYPE_F32 = 0, DI_TYPE_F16 = 1, DI_TYPE_Q8_0 = 8, DI_TYPE_BF16 = 30
 };
 
 #define DI_GGUF_MAX_DIMS 4
@@ -52,7 +48,7 @@ typedef struct di_gguf_tensor {
     di_gguf_str name;
     uint32_t n_dims;
     uint64_t ne[DI_GGUF_MAX_DIMS]; /* innermost first; unused dims are 1 */
-    uint32_t type;                 /* ggml type id */
+    uint32_t type;                 /* ggml type id: a row of weight_types.h */
     uint64_t offset;               /* from the start of the data section */
     uint64_t n_bytes;
     const uint8_t *data;
@@ -81,9 +77,8 @@ const di_gguf_tensor *di_gguf_find_tensor(const di_gguf *g, const char *name);
 int di_gguf_kv_is_integer(const di_gguf_kv *kv);
 int di_gguf_kv_is_signed(const di_gguf_kv *kv);
 
-/* Elements per block and bytes per block of a ggml type; 0 if unknown. */
-int di_ggml_type_layout(uint32_t type, uint32_t *block_elems, uint32_t *block_bytes);
-/* Name of a ggml type ("Q8_0"), or "unknown". */
-const char *di_ggml_type_name(uint32_t type);
+/* Bytes of one scalar metadata value of this type; 0 for STRING, ARRAY and
+ * an unknown type. */
+unsigned di_gguf_scalar_size(uint32_t type);
 
 #endif /* DI_GGUF_H */

@@ -9,6 +9,7 @@
 #include "cpu_kernels.h"
 #include "forward.h"
 #include "forward_steps.h"
+#include "kv_cache.h"
 #include "numerics.h"
 
 /* 64-byte aligned, so that vector loads of a row never straddle two cache
@@ -19,24 +20,31 @@ static float *alloc_floats(size_t n)
     return aligned_alloc(64, bytes);
 }
 
-/* cos/sin of (pos * scale) * base^(-2i/n_rot), computed in double and
- * rounded once, for every position of the session, with the library's own
- * functions (numerics.h), never libm's: the tables are the same bits with
- * every C library. */
-static void fill_rope_tables(di_forward *f, uint32_t set)
+/* cos/sin of (pos * scale) * base^(-2i/n_rot) for positions from..to-1,
+ * computed in double and rounded once, with the library's own functions
+ * (numerics.h), never libm's: the tables are the same bits with every C
+ * library, and each entry depends on its position only. */
+static void fill_rope_tables(const di_model *m, uint32_t set, uint32_t from, uint32_t to,
+                             float *cos_table, float *sin_table)
 {
-    const di_model *m = f->model;
     const uint32_t half = m->n_rot / 2;
     const double base = m->rope_base[set], scale = m->rope_scale[set];
     for (uint32_t i = 0; i < half; i++) {
         const double inv_freq = di_rope_inv_freq(base, i, m->n_rot);
-        for (uint32_t p = 0; p < f->ctx_len; p++) {
+        for (uint32_t p = from; p < to; p++) {
             double s, c;
             di_sincos((double)p * scale * inv_freq, &s, &c);
-            f->rope_cos[set][(size_t)p * half + i] = (float)c;
-            f->rope_sin[set][(size_t)p * half + i] = (float)s;
+            cos_table[(size_t)p * half + i] = (float)c;
+            sin_table[(size_t)p * half + i] = (float)s;
         }
     }
+}
+
+/* Floats of one thread's attention scratch for n positions: the scores, then
+ * DI_LANES partial sums of a head (cpu_kernels.h). */
+static size_t attn_scratch_floats(const di_model *m, uint32_t n)
+{
+    return n + 2 * (size_t)DI_LANES * m->head_dim;
 }
 
 di_status di_forward_init(di_forward *f, const di_model *m, const di_cpu_ops *ops, di_pool *pool,
@@ -56,14 +64,6 @@ di_status di_forward_init(di_forward *f, const di_model *m, const di_cpu_ops *op
         max_in = m->n_ff;
     if (q_dim > max_in)
         max_in = q_dim;
-    f->attn_scratch_size = ctx_len + 2 * (size_t)DI_LANES * m->head_dim;
-
-    int ok = 1;
-    for (uint32_t set = 0; set < m->n_rope_sets; set++) {
-        f->rope_cos[set] = alloc_floats((size_t)ctx_len * (m->n_rot / 2));
-        f->rope_sin[set] = alloc_floats((size_t)ctx_len * (m->n_rot / 2));
-        ok = ok && f->rope_cos[set] && f->rope_sin[set];
-    }
     f->x = alloc_floats(max_rows * (size_t)m->n_embd);
     f->xn = alloc_floats(max_rows * (size_t)m->n_embd);
     f->tmp = alloc_floats(max_rows * (size_t)m->n_embd);
@@ -74,14 +74,54 @@ di_status di_forward_init(di_forward *f, const di_model *m, const di_cpu_ops *op
     f->gate = alloc_floats(max_rows * (size_t)m->n_ff);
     f->up = alloc_floats(max_rows * (size_t)m->n_ff);
     f->matmul_scratch = alloc_floats(threads * DI_MATMUL_SCRATCH(max_in));
-    f->attn_scratch = alloc_floats(threads * f->attn_scratch_size);
-    if (!ok || !f->x || !f->xn || !f->tmp || !f->q || !f->att || !f->k || !f->v || !f->gate ||
-        !f->up || !f->matmul_scratch || !f->attn_scratch) {
+    if (!f->x || !f->xn || !f->tmp || !f->q || !f->att || !f->k || !f->v || !f->gate || !f->up ||
+        !f->matmul_scratch) {
         di_forward_release(f);
         return DI_ERR_OUT_OF_MEMORY;
     }
-    for (uint32_t set = 0; set < m->n_rope_sets; set++)
-        fill_rope_tables(f, set);
+    return DI_OK;
+}
+
+di_status di_forward_reserve(di_forward *f, uint32_t n)
+{
+    if (n <= f->n_pos)
+        return DI_OK;
+    const di_model *m = f->model;
+    const uint32_t n_pos = di_kv_grown_capacity(f->n_pos, n, f->ctx_len);
+    const size_t half = m->n_rot / 2, threads = di_pool_threads(f->pool);
+    const size_t scratch_size = attn_scratch_floats(m, n_pos);
+    /* everything new first, so that a failure changes nothing */
+    float *cos_t[DI_MAX_ROPE_SETS] = {0}, *sin_t[DI_MAX_ROPE_SETS] = {0};
+    float *scratch = alloc_floats(threads * scratch_size);
+    int ok = scratch != NULL;
+    for (uint32_t set = 0; set < m->n_rope_sets; set++) {
+        cos_t[set] = alloc_floats((size_t)n_pos * half);
+        sin_t[set] = alloc_floats((size_t)n_pos * half);
+        ok = ok && cos_t[set] && sin_t[set];
+    }
+    if (!ok) {
+        free(scratch);
+        for (uint32_t set = 0; set < DI_MAX_ROPE_SETS; set++) {
+            free(cos_t[set]);
+            free(sin_t[set]);
+        }
+        return DI_ERR_OUT_OF_MEMORY;
+    }
+    for (uint32_t set = 0; set < m->n_rope_sets; set++) {
+        if (f->n_pos > 0) {
+            memcpy(cos_t[set], f->rope_cos[set], (size_t)f->n_pos * half * sizeof(float));
+            memcpy(sin_t[set], f->rope_sin[set], (size_t)f->n_pos * half * sizeof(float));
+        }
+        fill_rope_tables(m, set, f->n_pos, n_pos, cos_t[set], sin_t[set]);
+        free(f->rope_cos[set]);
+        free(f->rope_sin[set]);
+        f->rope_cos[set] = cos_t[set];
+        f->rope_sin[set] = sin_t[set];
+    }
+    free(f->attn_scratch);
+    f->attn_scratch = scratch;
+    f->attn_scratch_size = scratch_size;
+    f->n_pos = n_pos;
     return DI_OK;
 }
 
@@ -164,7 +204,7 @@ static void qk_rope_store_rows(void *ctx, uint32_t begin, uint32_t end, uint32_t
         const float *s = f->rope_sin[ly->rope_set] + (size_t)row->pos * half;
         f->ops->rope(q, m->n_head, m->head_dim, m->n_rot, m->rope_pairing, c, s);
         f->ops->rope(k, m->n_head_kv, m->head_dim, m->n_rot, m->rope_pairing, c, s);
-        const size_t at = ((size_t)job->layer * f->ctx_len + row->pos) * kv_dim;
+        const size_t at = ((size_t)job->layer * row->cache_stride + row->pos) * kv_dim;
         memcpy(row->k_cache + at, k, kv_dim * sizeof(float));
         memcpy(row->v_cache + at, f->v + r * kv_dim, kv_dim * sizeof(float));
     }
@@ -192,7 +232,7 @@ static void attention_items(void *ctx, uint32_t begin, uint32_t end, uint32_t th
         const uint32_t r = item / m->n_head, h = item % m->n_head, kvh = h / group;
         const di_forward_row *row = &job->rows[r];
         const uint32_t first = window && row->pos + 1 > window ? row->pos + 1 - window : 0;
-        const size_t base = ((size_t)job->layer * f->ctx_len + first) * kv_dim + (size_t)kvh * hd;
+        const size_t base = ((size_t)job->layer * row->cache_stride + first) * kv_dim + (size_t)kvh * hd;
         f->ops->attention_head(f->q + r * q_dim + (size_t)h * hd, row->k_cache + base,
                                row->v_cache + base, (uint32_t)kv_dim, row->pos + 1 - first, hd,
                                m->attn_scale, f->att + r * q_dim + (size_t)h * hd, scratch);

@@ -16,7 +16,8 @@
 typedef struct di_forward_row {
     int32_t token;
     uint32_t pos;          /* position in its sequence */
-    float *k_cache;        /* its sequence's caches: [n_layer][ctx_len][kv_dim] */
+    uint32_t cache_stride; /* positions per layer in its caches (> pos) */
+    float *k_cache;        /* its sequence's caches: [n_layer][cache_stride][kv_dim] */
     float *v_cache;
 } di_forward_row;
 
@@ -24,9 +25,10 @@ typedef struct di_forward {
     const di_model *model;
     const di_cpu_ops *ops;  /* the session's CPU kernel path */
     di_pool *pool;
-    uint32_t ctx_len;
+    uint32_t ctx_len;      /* the most positions a sequence may hold */
+    uint32_t n_pos;        /* positions the tables and scratch hold now (di_forward_reserve) */
     uint32_t max_rows;     /* rows per di_forward_rows call */
-    float *rope_cos[DI_MAX_ROPE_SETS]; /* [ctx_len][n_rot / 2] per RoPE setting */
+    float *rope_cos[DI_MAX_ROPE_SETS]; /* [n_pos][n_rot / 2] per RoPE setting */
     float *rope_sin[DI_MAX_ROPE_SETS];
     /* activations, max_rows rows each */
     float *x, *xn, *q, *k, *v, *att, *gate, *up, *tmp;
@@ -36,13 +38,22 @@ typedef struct di_forward {
     size_t attn_scratch_size;
 } di_forward;
 
-/* Allocates tables and scratch; DI_ERR_OUT_OF_MEMORY on failure. */
+/* Allocates the activations and the per-thread scratch of the matrix
+ * products; the RoPE tables and the attention scratch, whose sizes follow the
+ * positions, come with di_forward_reserve. DI_ERR_OUT_OF_MEMORY on failure. */
 di_status di_forward_init(di_forward *f, const di_model *model, const di_cpu_ops *ops,
                           di_pool *pool, uint32_t ctx_len, uint32_t max_rows);
 void di_forward_release(di_forward *f);
 
-/* Runs rows[0..n_rows) (n_rows <= max_rows) through every layer, appending
- * their keys and values to the caches. The final hidden states stay in f. */
+/* Makes the RoPE tables and the attention scratch hold positions 0..n-1
+ * (n <= ctx_len), growing them geometrically; every entry of a table is
+ * computed on its own, so the tables' bits do not depend on how they grew.
+ * DI_ERR_OUT_OF_MEMORY leaves f as it was. */
+di_status di_forward_reserve(di_forward *f, uint32_t n);
+
+/* Runs rows[0..n_rows) (n_rows <= max_rows, every pos < n_pos) through every
+ * layer, appending their keys and values to the caches. The final hidden
+ * states stay in f. */
 void di_forward_rows(di_forward *f, const di_forward_row *rows, uint32_t n_rows);
 
 /* Logits of hidden rows row_idx[0..n) of the last di_forward_rows call into

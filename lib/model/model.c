@@ -224,10 +224,10 @@ static di_status bind_matrix(loader *L, const char *name, uint32_t n_in, uint32_
                         "tensor %s has shape [%llu, %llu, %llu, %llu], expected [%u, %u]", name,
                         (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
                         (unsigned long long)t->ne[2], (unsigned long long)t->ne[3], n_in, n_out);
-    if (!di_dequant_supported(t->type))
+    if (!di_weight_type_supported(t->type))
         return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
-                        "tensor %s has type %s (%u), not supported (F32, F16, BF16, Q4_0, Q4_1, "
-                        "Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)", name, di_ggml_type_name(t->type), t->type);
+                        "tensor %s has type %s (%u), not supported (supported:"
+                        DI_SUPPORTED_WEIGHT_TYPE_NAMES ")", name, di_weight_type_name(t->type), t->type);
     w->data = t->data;
     w->type = t->type;
     w->n_in = (uint32_t)t->ne[0];
@@ -253,7 +253,7 @@ static di_status bind_vector(loader *L, const char *name, uint32_t n, const floa
     if (t->type != DI_TYPE_F32 && t->type != DI_TYPE_F16 && t->type != DI_TYPE_BF16)
         return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
                         "vector tensor %s has type %s, expected F32, F16 or BF16", name,
-                        di_ggml_type_name(t->type));
+                        di_weight_type_name(t->type));
     float **grown = realloc(m->vectors, (m->n_vectors + 1) * sizeof *grown);
     float *dst = malloc((size_t)n * sizeof *dst);
     if (grown)

@@ -10,15 +10,8 @@
 #include <stdint.h>
 #include "detinfer.h"
 #include "gguf.h"
-
-/* A 2-D weight matrix: n_out rows of n_in elements, row-major in the file. */
-typedef struct di_weight {
-    const uint8_t *data;
-    uint32_t type;      /* DI_TYPE_* */
-    uint32_t n_in;      /* ne0: elements per row (the reduction length) */
-    uint32_t n_out;     /* ne1: rows */
-    size_t row_bytes;
-} di_weight;
+#include "numerics.h"     /* di_rope_pairing */
+#include "weight_types.h" /* di_weight: a 2-D weight matrix in the file */
 
 /* Architectures with a forward pass (forward_llama.c, forward_gemma3.c). */
 typedef enum di_arch {
@@ -26,12 +19,6 @@ typedef enum di_arch {
     DI_ARCH_QWEN2 = 2,  /* llama + Q/K/V biases, NEOX RoPE */
     DI_ARCH_GEMMA3 = 3  /* scaled embedding, QK-norm, post-norms, GeGLU, sliding window */
 } di_arch;
-
-/* Which dimensions RoPE rotates together within a head. */
-typedef enum di_rope_pairing {
-    DI_ROPE_NORMAL = 0, /* (2i, 2i + 1): llama */
-    DI_ROPE_NEOX = 1    /* (i, i + n_rot / 2): qwen2, gemma3 */
-} di_rope_pairing;
 
 #define DI_MAX_ROPE_SETS 2
 

@@ -19,8 +19,8 @@
 #include "chat_template.h"
 #include "detinfer.h"
 #include "errors.h"
-#include "model.h"
-#include "tokenizer_internal.h" /* di_utf8_valid */
+#include "growable.h"
+#include "utf8.h"
 
 /* ---- messages and the output text ---------------------------------------- */
 
@@ -44,22 +44,9 @@ static void put(out_text *o, const char *s, size_t n)
 {
     if (o->oom || n == 0)
         return;
-    if (n > o->cap - o->n) {
-        size_t cap = o->cap ? o->cap : 256;
-        while (cap - o->n < n) {
-            if (cap > SIZE_MAX / 2) {
-                o->oom = 1;
-                return;
-            }
-            cap *= 2;
-        }
-        char *p = realloc(o->p, cap);
-        if (!p) {
-            o->oom = 1;
-            return;
-        }
-        o->p = p;
-        o->cap = cap;
+    if (!DI_GROW(o->p, o->n, o->cap, n, 256)) {
+        o->oom = 1;
+        return;
     }
     memcpy(o->p + o->n, s, n);
     o->n += n;
@@ -420,16 +407,6 @@ const char *di_chat_detect(const char *text, size_t len)
 }
 
 /* ---- the public calls ------------------------------------------------------- */
-
-DI_API const char *di_model_chat_template(const di_model *model)
-{
-    if (!model)
-        return NULL;
-    const di_gguf_kv *kv = di_gguf_find_kv(&model->gguf, "tokenizer.chat_template");
-    if (!kv || kv->type != DI_GGUF_STRING)
-        return NULL;
-    return di_chat_detect(kv->v.str.ptr, (size_t)kv->v.str.len);
-}
 
 static di_status read_messages(const char *const *roles, const char *const *contents, size_t n,
                                chat_message *m, char *err, size_t es)

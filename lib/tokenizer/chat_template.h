@@ -1,6 +1,7 @@
 /*
  * chat_template.h — recognition of a chat template text (internal; the
- * public calls are di_chat_format and di_model_chat_template). The Check
+ * public calls are di_chat_format, in chat_template.c, and
+ * di_model_chat_template, in lib/api/tokenize_api.c). The Check
  * suite and the fuzz target call it on raw text.
  */
 #ifndef DI_CHAT_TEMPLATE_H

@@ -1,7 +1,12 @@
 /*
  * tokenizer.h — text to token ids and back, from a GGUF's tokenizer.ggml.*
  * metadata (uses the format layer only). Immutable once built, so a shared
- * model can tokenize from many threads at once.
+ * model can tokenize from many threads at once. What the layers above call;
+ * tokenizer_internal.h is what the tokenizer's own files share.
+ *
+ * Behaviour follows llama.cpp's llama-vocab.cpp (tokenize with
+ * parse_special=false or true, llama_detokenize with remove_special=false and
+ * unparse_special=false); docs/TOKENIZER.md lists what is matched.
  */
 #ifndef DI_TOKENIZER_H
 #define DI_TOKENIZER_H
@@ -21,5 +26,33 @@ typedef struct di_tokenizer di_tokenizer;
 di_status di_tokenizer_load(const di_gguf *g, uint32_t n_vocab, di_tokenizer **out, char *err,
                             size_t err_size);
 void di_tokenizer_free(di_tokenizer *t);
+
+/* DI_OK when t encodes and decodes; DI_ERR_UNSUPPORTED with the reason (no
+ * tokenizer in the file, or a kind this build lacks) otherwise. */
+di_status di_tokenizer_ready(const di_tokenizer *t, char *err, size_t err_size);
+
+/* The BOS and EOS token ids; -1 when the vocabulary has none. */
+int32_t di_tokenizer_bos(const di_tokenizer *t);
+int32_t di_tokenizer_eos(const di_tokenizer *t);
+
+/* The id of the token whose text is the n bytes at s; -1 when none is. */
+int32_t di_tok_find(const di_tokenizer *t, const char *s, size_t n);
+
+/* A growable array of token ids (free v when done). */
+typedef struct di_tok_vec {
+    int32_t *v;
+    size_t n, cap;
+} di_tok_vec;
+
+/* Appends the ids of text (DI_TOKENIZE_* flags) to out. */
+di_status di_tokenizer_encode(const di_tokenizer *t, const char *text, size_t text_len,
+                              uint32_t flags, di_tok_vec *out, char *err, size_t err_size);
+/* Decoded text in a malloc'd buffer (*text, *len; NUL-terminated). */
+di_status di_tokenizer_decode(const di_tokenizer *t, const int32_t *tokens, size_t n_tokens,
+                              char **text, size_t *len, char *err, size_t err_size);
+/* The text of one token (llama.cpp's token_to_piece with special=false, no
+ * leading space removed) in a malloc'd buffer, NUL-terminated. */
+di_status di_tokenizer_piece(const di_tokenizer *t, int32_t token, char **text, size_t *len,
+                             char *err, size_t err_size);
 
 #endif /* DI_TOKENIZER_H */

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "growable.h"
 #include "tokenizer_internal.h"
 
 #define MAX_REGEX 4
@@ -166,17 +167,7 @@ static uint32_t read_cpt_lenient(const unsigned char *s, size_t n, size_t *used)
 
 static int grow(char **buf, size_t *n, size_t *cap, size_t more)
 {
-    if (more <= *cap - *n)
-        return 1;
-    size_t c = *cap ? *cap : 64;
-    while (c - *n < more)
-        c *= 2;
-    char *p = realloc(*buf, c);
-    if (!p)
-        return 0;
-    *buf = p;
-    *cap = c;
-    return 1;
+    return di_grow(buf, 1, *n, cap, more, 64);
 }
 
 int di_bpe_decode_piece(const char *text, size_t len, char **buf, size_t *n, size_t *cap)
@@ -365,14 +356,8 @@ typedef struct span_vec {
 
 static int span_push(span_vec *s, size_t off, size_t len)
 {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 32;
-        span *v = realloc(s->v, cap * sizeof *v);
-        if (!v)
-            return 0;
-        s->v = v;
-        s->cap = cap;
-    }
+    if (!DI_GROW(s->v, s->n, s->cap, 1, 32))
+        return 0;
     s->v[s->n++] = (span){off, len};
     return 1;
 }
@@ -416,28 +401,23 @@ static di_status split(const pcre2_code *re, const char *text, const span_vec *i
 
 /* ---- BPE on one word ----------------------------------------------------- */
 
-typedef struct symbol {
-    int32_t prev, next;
-    uint32_t off, n;
-} symbol;
-
 typedef struct scratch {
     char *word;          /* the byte-mapped word */
     size_t word_cap;
-    symbol *sym;
+    di_tok_symbol *sym;
     size_t sym_cap;
     di_bigram_heap h;
 } scratch;
 
-static int try_pair(const di_tokenizer *t, const char *w, const symbol *sym, int32_t left,
-                    int32_t right, di_bigram_heap *h)
+/* A pair merges when "left right" is a merge; its rank orders it. */
+static int bpe_pair(const di_tokenizer *t, const char *w, const di_tok_symbol *sym, int32_t left,
+                    int32_t right, di_bigram *b)
 {
-    if (left < 0 || right < 0)
-        return 1;
     int64_t rank = merge_rank(t, w + sym[left].off, sym[left].n, w + sym[right].off, sym[right].n);
     if (rank < 0)
-        return 1;
-    return di_bigram_push(h, (di_bigram){left, right, 0.0f, (uint32_t)rank, sym[left].n + sym[right].n});
+        return 0;
+    b->rank = (uint32_t)rank;
+    return 1;
 }
 
 static int emit(const di_tokenizer *t, const char *s, size_t n, di_tok_vec *out)
@@ -458,13 +438,8 @@ static int encode_word(const di_tokenizer *t, const char *text, size_t len, scra
 {
     if (len > (SIZE_MAX - 1) / 2 || len > INT32_MAX / 2)
         return 0;
-    if (sc->word_cap < 2 * len) {
-        char *w = realloc(sc->word, 2 * len);
-        if (!w)
-            return 0;
-        sc->word = w;
-        sc->word_cap = 2 * len;
-    }
+    if (!DI_GROW(sc->word, 0, sc->word_cap, 2 * len, 2 * len))
+        return 0;
     size_t n = 0;
     for (size_t i = 0; i < len; i++)
         n += put_utf8(di_bpe_byte_to_cpt((uint8_t)text[i]), sc->word + n);
@@ -472,40 +447,12 @@ static int encode_word(const di_tokenizer *t, const char *text, size_t len, scra
     if (t->ignore_merges && di_tok_find(t, w, n) >= 0)
         return emit(t, w, n, out);
 
-    if (sc->sym_cap < len) {
-        symbol *s = realloc(sc->sym, len * sizeof *s);
-        if (!s)
-            return 0;
-        sc->sym = s;
-        sc->sym_cap = len;
-    }
-    symbol *sym = sc->sym;
-    int32_t count = 0;
-    for (size_t off = 0; off < n; count++) {
-        size_t clen = di_utf8_len((unsigned char)w[off]);
-        sym[count] = (symbol){count - 1, -1, (uint32_t)off, (uint32_t)clen};
-        off += clen;
-        if (off < n)
-            sym[count].next = count + 1;
-    }
-    sc->h.n = 0;
-    for (int32_t i = 1; i < count; i++)
-        if (!try_pair(t, w, sym, i - 1, i, &sc->h))
-            return 0;
-    while (sc->h.n > 0) {
-        di_bigram b = di_bigram_pop(&sc->h);
-        symbol *l = &sym[b.left], *r = &sym[b.right];
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
-            continue; /* one side changed since the pair was queued */
-        l->n += r->n;
-        r->n = 0;
-        l->next = r->next;
-        if (r->next >= 0)
-            sym[r->next].prev = b.left;
-        if (!try_pair(t, w, sym, l->prev, b.left, &sc->h) ||
-            !try_pair(t, w, sym, b.left, l->next, &sc->h))
-            return 0;
-    }
+    if (!DI_GROW(sc->sym, 0, sc->sym_cap, len, len))
+        return 0;
+    di_tok_symbol *sym = sc->sym;
+    const int32_t count = di_tok_merge(t, w, n, sym, &sc->h, bpe_pair);
+    if (count < 0)
+        return 0;
     for (int32_t i = count > 0 ? 0 : -1; i >= 0; i = sym[i].next)
         if (!emit(t, w + sym[i].off, sym[i].n, out))
             return 0;

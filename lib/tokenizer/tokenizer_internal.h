@@ -1,13 +1,12 @@
 /*
- * tokenizer_internal.h — what the three tokenizer files share: the loaded
- * vocabulary, its piece->id hash table, and the entry points of the two
- * kinds. Not part of the public API; the Check suite includes it to test a
- * tokenizer without a loadable model (Gemma 3 is not a supported
+ * tokenizer_internal.h — what the tokenizer's files share: the loaded
+ * vocabulary and its piece->id hash table (tokenizer_vocab.c), the bigram
+ * merge loop (tokenizer_merge.c), and the entry points of the two kinds
+ * (tokenizer_spm.c, tokenizer_bpe.c) that the dispatcher
+ * (tokenizer_encode.c) and the decoder (tokenizer_decode.c) call. Not for
+ * the layers above (they use tokenizer.h); the Check suite includes it to
+ * test a tokenizer without a loadable model (Gemma 3 is not a supported
  * architecture, but its vocabulary is the reference SentencePiece one).
- *
- * Behaviour follows llama.cpp's llama-vocab.cpp (tokenize with
- * parse_special=false or true, llama_detokenize with remove_special=false and
- * unparse_special=false); docs/TOKENIZER.md lists what is matched.
  */
 #ifndef DI_TOKENIZER_INTERNAL_H
 #define DI_TOKENIZER_INTERNAL_H
@@ -16,6 +15,7 @@
 #include <stdint.h>
 
 #include "tokenizer.h"
+#include "utf8.h"
 
 /* Token attributes (bits, as llama.cpp's llama_token_attr), from the file's
  * token_type (1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused,
@@ -58,7 +58,7 @@ typedef struct di_bpe_merge {
 
 struct di_bpe_pre; /* tokenizer_bpe.c: compiled pre-tokenizer regexes */
 
-/* A candidate merge of the symbols left and right (tokenizer_heap.c). */
+/* A candidate merge of the symbols left and right (tokenizer_merge.c). */
 typedef struct di_bigram {
     int32_t left, right;
     float score;   /* SPM: the merged piece's score (higher first); BPE: 0 */
@@ -75,6 +75,30 @@ typedef struct di_bigram_heap {
 int di_bigram_push(di_bigram_heap *h, di_bigram x);
 /* The first pair in merge order; h must not be empty. */
 di_bigram di_bigram_pop(di_bigram_heap *h);
+
+/* A stretch of the text in the merge loop, linked to its neighbours. */
+typedef struct di_tok_symbol {
+    int32_t prev, next; /* neighbours in the chain, -1 at the ends */
+    uint32_t off, n;    /* bytes of the text; n == 0 once merged away */
+} di_tok_symbol;
+
+/* Whether the symbols left and right of s may merge: 1 with the pair's
+ * score (SPM) or rank (BPE) set in *b, 0 when they may not. */
+typedef int (*di_tok_pair_fn)(const di_tokenizer *t, const char *s, const di_tok_symbol *sym,
+                              int32_t left, int32_t right, di_bigram *b);
+
+/*
+ * The bigram merge loop of both kinds (llama.cpp's SPM and BPE sessions):
+ * the n bytes of s start as one symbol per UTF-8 character in sym[] (room
+ * for n symbols); every adjacent pair `pair` accepts waits in h (emptied
+ * first), and the first pair in merge order is merged, its new neighbours
+ * queued, until none is left. A pair whose symbols changed since it was
+ * queued is recognised by its size and skipped. Returns the number of
+ * initial symbols (when > 0 the chain starts at sym[0]), or -1 when out of
+ * memory. n must be at most INT32_MAX.
+ */
+int32_t di_tok_merge(const di_tokenizer *t, const char *s, size_t n, di_tok_symbol *sym,
+                     di_bigram_heap *h, di_tok_pair_fn pair);
 
 struct di_tokenizer {
     di_tok_kind kind;
@@ -108,24 +132,10 @@ struct di_tokenizer {
  * space, must index with 32 bits). */
 #define DI_TOK_MAX_TEXT (512u << 20)
 
-/* A growable array of token ids. */
-typedef struct di_tok_vec {
-    int32_t *v;
-    size_t n, cap;
-} di_tok_vec;
-
 int di_tok_vec_push(di_tok_vec *vec, int32_t id); /* 0 when out of memory */
 
-/* ---- shared helpers (tokenizer.c) ---- */
+/* ---- shared helpers (tokenizer_vocab.c; di_tok_find: tokenizer.h) ---- */
 uint64_t di_tok_hash(const char *s, size_t n);
-/* Looks a byte string up; -1 when it is not a token. */
-int32_t di_tok_find(const di_tokenizer *t, const char *s, size_t n);
-/* Length of the UTF-8 sequence a lead byte starts (llama.cpp's rule: by the
- * top four bits, 1 for a continuation byte). Input is validated first. */
-size_t di_utf8_len(unsigned char lead);
-/* Checks strict UTF-8 (no overlong forms, surrogates, values past U+10FFFF
- * or truncated sequences); on failure *bad_offset is the offending byte. */
-int di_utf8_valid(const char *s, size_t n, size_t *bad_offset);
 
 /* ---- the kinds ---- */
 /* Encodes one fragment of plain text (no user-defined token inside) and
@@ -147,12 +157,5 @@ int di_bpe_cpt_to_byte(uint32_t cpt);
 /* Appends the text a NORMAL BPE token decodes to (llama.cpp's
  * llama_decode_text). */
 int di_bpe_decode_piece(const char *text, size_t len, char **buf, size_t *n, size_t *cap);
-
-/* ---- the calls behind the public functions (tokenizer.c) ---- */
-di_status di_tokenizer_encode(const di_tokenizer *t, const char *text, size_t text_len,
-                              uint32_t flags, di_tok_vec *out, char *err, size_t err_size);
-/* Decoded text in a malloc'd buffer (*text, *len; NUL-terminated). */
-di_status di_tokenizer_decode(const di_tokenizer *t, const int32_t *tokens, size_t n_tokens,
-                              char **text, size_t *len, char *err, size_t err_size);
 
 #endif /* DI_TOKENIZER_INTERNAL_H */

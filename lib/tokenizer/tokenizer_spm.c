@@ -8,8 +8,7 @@
  *      one whose token has the highest score is merged (ties: the leftmost);
  *   4. each final symbol is its token, or else its bytes as byte tokens.
  *
- * The pairs wait in a binary heap; a pair whose symbols changed since it was
- * queued is recognised by its size and skipped, as in llama.cpp.
+ * Steps 2 and 3 are the merge loop the BPE kind shares (tokenizer_merge.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,22 +16,15 @@
 #include "errors.h"
 #include "tokenizer_internal.h"
 
-typedef struct symbol {
-    int32_t prev, next; /* neighbours in the chain, -1 at the ends */
-    uint32_t off, n;    /* bytes of the escaped text; n == 0 once merged away */
-} symbol;
-
-/* Queues the pair (left, right) when its text is a token. */
-static int try_pair(const di_tokenizer *t, const char *s, const symbol *sym, int32_t left,
-                    int32_t right, di_bigram_heap *h)
+/* A pair merges when its text is a token; the token's score ranks it. */
+static int spm_pair(const di_tokenizer *t, const char *s, const di_tok_symbol *sym, int32_t left,
+                    int32_t right, di_bigram *b)
 {
-    if (left < 0 || right < 0)
-        return 1;
-    uint32_t size = sym[left].n + sym[right].n;
-    int32_t id = di_tok_find(t, s + sym[left].off, size);
+    int32_t id = di_tok_find(t, s + sym[left].off, sym[left].n + sym[right].n);
     if (id < 0)
-        return 1;
-    return di_bigram_push(h, (di_bigram){left, right, t->pieces[id].score, 0, size});
+        return 0;
+    b->score = t->pieces[id].score;
+    return 1;
 }
 
 /* The text with every space as U+2581, and one in front when asked. */
@@ -68,7 +60,7 @@ di_status di_spm_encode(const di_tokenizer *t, const char *text, size_t len, int
 {
     size_t n;
     char *s = escape_spaces(text, len, prefix_space, &n);
-    symbol *sym = s ? malloc((n ? n : 1) * sizeof *sym) : NULL;
+    di_tok_symbol *sym = s ? malloc((n ? n : 1) * sizeof *sym) : NULL;
     di_bigram_heap h = {0};
     di_status st = DI_OK;
     if (!sym)
@@ -76,32 +68,9 @@ di_status di_spm_encode(const di_tokenizer *t, const char *text, size_t len, int
     if (n > INT32_MAX)
         goto oom;
 
-    int32_t count = 0;
-    for (size_t off = 0; off < n; count++) {
-        size_t clen = di_utf8_len((unsigned char)s[off]);
-        if (clen > n - off)
-            clen = n - off;
-        sym[count] = (symbol){count - 1, -1, (uint32_t)off, (uint32_t)clen};
-        off += clen;
-        if (off < n)
-            sym[count].next = count + 1;
-    }
-    for (int32_t i = 1; i < count; i++)
-        if (!try_pair(t, s, sym, i - 1, i, &h))
-            goto oom;
-    while (h.n > 0) {
-        di_bigram b = di_bigram_pop(&h);
-        symbol *l = &sym[b.left], *r = &sym[b.right];
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
-            continue; /* one side changed since the pair was queued */
-        l->n += r->n;
-        r->n = 0;
-        l->next = r->next;
-        if (r->next >= 0)
-            sym[r->next].prev = b.left;
-        if (!try_pair(t, s, sym, l->prev, b.left, &h) || !try_pair(t, s, sym, b.left, l->next, &h))
-            goto oom;
-    }
+    const int32_t count = di_tok_merge(t, s, n, sym, &h, spm_pair);
+    if (count < 0)
+        goto oom;
 
     for (int32_t i = count > 0 ? 0 : -1; i >= 0; i = sym[i].next) {
         int32_t id = di_tok_find(t, s + sym[i].off, sym[i].n);

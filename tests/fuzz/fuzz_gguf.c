@@ -49,17 +49,6 @@ static uint64_t load_u64(const uint8_t *p)
     return v;
 }
 
-static unsigned scalar_size(uint32_t type)
-{
-    switch (type) {
-    case DI_GGUF_UINT8: case DI_GGUF_INT8: case DI_GGUF_BOOL: return 1;
-    case DI_GGUF_UINT16: case DI_GGUF_INT16: return 2;
-    case DI_GGUF_UINT32: case DI_GGUF_INT32: case DI_GGUF_FLOAT32: return 4;
-    case DI_GGUF_UINT64: case DI_GGUF_INT64: case DI_GGUF_FLOAT64: return 8;
-    default: return 0;
-    }
-}
-
 /* A string array is count strings, each a u64 length and its bytes. */
 static void walk_string_array(const uint8_t *data, size_t size, const uint8_t *p, uint64_t count)
 {
@@ -84,14 +73,14 @@ static void walk_kv(const di_gguf *g, const di_gguf_kv *kv, const uint8_t *data,
         if (kv->v.arr.type == DI_GGUF_STRING) {
             walk_string_array(data, size, kv->v.arr.data, kv->v.arr.count);
         } else {
-            unsigned elem = scalar_size(kv->v.arr.type);
+            unsigned elem = di_gguf_scalar_size(kv->v.arr.type);
             CHECK(elem != 0);
             CHECK(kv->v.arr.count <= size / elem);
             check_inside(data, size, kv->v.arr.data, kv->v.arr.count * elem);
             touch(kv->v.arr.data, kv->v.arr.count * elem);
         }
     } else {
-        CHECK(scalar_size(kv->type) != 0);
+        CHECK(di_gguf_scalar_size(kv->type) != 0);
         if (kv->type == DI_GGUF_BOOL)
             CHECK(kv->v.u64 <= 1);
     }
@@ -112,8 +101,8 @@ static void walk_tensor(const di_gguf *g, const di_gguf_tensor *t, const uint8_t
     CHECK(t->n_dims >= 1 && t->n_dims <= DI_GGUF_MAX_DIMS);
     for (uint32_t d = 0; d < DI_GGUF_MAX_DIMS; d++)
         CHECK(t->ne[d] >= 1 && (d < t->n_dims || t->ne[d] == 1));
-    uint32_t block_elems, block_bytes;
-    CHECK(di_ggml_type_layout(t->type, &block_elems, &block_bytes));
+    const uint32_t block_elems = di_weight_block_elems(t->type);
+    CHECK(block_elems != 0);
     CHECK(t->ne[0] % block_elems == 0);
     CHECK(t->offset % g->alignment == 0);
     CHECK(t->data == data + g->data_offset + t->offset);

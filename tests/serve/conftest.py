@@ -204,3 +204,48 @@ def wait_until(predicate, timeout=10.0, interval=0.05):
             return True
         time.sleep(interval)
     return predicate()
+
+
+def token_string(piece):
+    """A token's text as the server spells it: the piece when it is valid
+    UTF-8 without NUL, else OpenAI's "bytes:\\xNN..." spelling."""
+    try:
+        if b"\0" not in piece:
+            return piece.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    return "bytes:" + "".join("\\x%02x" % b for b in piece)
+
+
+def logprobs_reference(model, tokens, max_tokens, n_top, **params):
+    """The library alone (through the bindings, and di_session_logprobs by
+    ctypes): the prompt, then up to max_tokens tokens chosen as the server
+    would choose them (greedy, or the sampling params), stopping at EOS. For
+    each token: {"token", "piece" (bytes), "logprob", "top": [(id, piece,
+    logprob), ...]}; the session's context is the prompt plus max_tokens - 1
+    tokens, exactly what the server promises to fit."""
+    import ctypes as C
+    detinfer = bindings()
+    from detinfer._lib import library
+    fn = library().c.di_session_logprobs
+    fn.restype = C.c_int
+    fn.argtypes = [C.c_void_p, C.c_uint32, C.c_int32, C.POINTER(C.c_float), C.c_uint32,
+                   C.POINTER(C.c_int32), C.POINTER(C.c_float)]
+    out = []
+    with detinfer.Model(model) as m:
+        with m.session(max_sequences=1, context_length=len(tokens) + max_tokens - 1) as s:
+            seq = s.sequence(0)
+            if params:
+                seq.set_sampling(detinfer.SamplingParams(**params))
+            seq.step(list(tokens))
+            for k in range(max_tokens):
+                token = seq.sample_token()  # greedy without params
+                lp = C.c_float()
+                ids, lps = (C.c_int32 * max(n_top, 1))(), (C.c_float * max(n_top, 1))()
+                assert fn(s._h(), 0, token, C.byref(lp), n_top, ids, lps) == 0, s._msg()
+                out.append({"token": token, "piece": m.token_piece_bytes(token), "logprob": lp.value,
+                            "top": [(ids[j], m.token_piece_bytes(ids[j]), lps[j]) for j in range(n_top)]})
+                if token == m.eos or k + 1 == max_tokens:
+                    break
+                seq.step([token])
+    return out

@@ -42,9 +42,10 @@ def test_sampled_requests_equal_the_library_alone(serve):
 
     def worker(i):
         try:
-            for _ in range(4):
-                results[i].append(request(client(s), CASES[i]))
-                client(s).completions.create(model="x", prompt="Hello world", max_tokens=5)
+            with client(s) as c_i:  # one connection pool per client thread (--max-connections-per-ip)
+                for _ in range(4):
+                    results[i].append(request(c_i, CASES[i]))
+                    c_i.completions.create(model="x", prompt="Hello world", max_tokens=5)
         except Exception as e:
             errors.append(repr(e))
 

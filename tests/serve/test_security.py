@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from conftest import SLOW, SMALL, check_against_reference, metric, reference, step_delay
+from conftest import SLOW, SMALL, check_against_reference, metric, reference, step_delay, wait_until
 
 
 def curl(url, *args, body=None, interface=None):
@@ -74,7 +74,7 @@ CORPUS = [
     (b'{"prompt": "hi", "max_tokens": 0}', 400, "max_tokens"),
     (b'{"prompt": "hi", "max_tokens": -1}', 400, "max_tokens"),
     (b'{"prompt": "hi", "max_tokens": 100000}', 400, "max_tokens"),
-    (b'{"prompt": "hi", "max_tokens": 62}', 400, "max_tokens"),  # prompt + max_tokens past the context
+    (b'{"prompt": "hi", "max_tokens": 63}', 400, "max_tokens"),  # 3 + 63 - 1 tokens to hold: past the context
     (b'{"prompt": "hi", "max_tokens": 99999999999999999999999999}', 400, None),
     (b'{"prompt": "hi", "max_tokens": 1e400}', 400, None),
     (b'{"prompt": "hi", "max_tokens": 5.0}', 400, "max_tokens"),
@@ -90,7 +90,7 @@ CORPUS = [
     (b'{"prompt": "hi", "stop": [1]}', 400, "stop"),
     (b'{"prompt": "hi", "stop": ["a", "b", "c", "d", "e"]}', 400, "stop"),
     (b'{"prompt": "hi", "stop": ""}', 400, "stop"),
-    (b'{"prompt": "hi", "logprobs": 5}', 400, "logprobs"),
+    (b'{"prompt": "hi", "logprobs": 6}', 400, "logprobs"),
     (b'{"prompt": "hi", "echo": true}', 400, "echo"),
     (b'{"prompt": "hi", "bogus": 1}', 400, "bogus"),
     (b'{"prompt": "hi", "messages": []}', 400, "messages"),
@@ -120,7 +120,7 @@ def test_bad_input_corpus(serve):
     # The messages name the limit that was hit.
     def message(body):
         return assert_error(*curl(s.url + "/v1/completions", body=body), 400)["message"]
-    assert "context" in message(b'{"prompt": "hi", "max_tokens": 62}')
+    assert "context" in message(b'{"prompt": "hi", "max_tokens": 63}')
     assert "cap" in message(b'{"prompt": "hi", "max_tokens": 64}')
     assert "context" in message(b'{"prompt": [' + b",".join(b"5" for _ in range(65)) + b"]}")
     assert "not valid JSON" in message(b'{"prompt": "\xff"}')
@@ -233,3 +233,89 @@ def test_full_queue_429(serve):
         else:
             check_against_reference(json.loads(payload)["detinfer"], ref)
     assert_still_serving(s)
+
+
+def test_max_tokens_boundary(serve):
+    """P prompt tokens and max_tokens M fit when P + M - 1 <= context: the
+    last generated token is never fed back. The small model's context is 64;
+    "hi" is 3 tokens with BOS."""
+    from conftest import logprobs_reference
+    s = serve(SMALL)
+    ids = [1] + [5] * 63  # 64 prompt tokens, with max_tokens 1: exactly the context
+    status, text = curl(s.url + "/v1/completions", body=json.dumps({"prompt": ids, "max_tokens": 1}).encode())
+    assert status == 200, text
+    check_against_reference(json.loads(text)["detinfer"], reference(SMALL, tokens=ids, max_tokens=1))
+    assert_error(*curl(s.url + "/v1/completions", body=json.dumps({"prompt": ids, "max_tokens": 2}).encode()),
+                 400, "max_tokens")
+    assert_error(*curl(s.url + "/v1/completions", body=json.dumps({"prompt": ids + [5], "max_tokens": 1}).encode()),
+                 400, "prompt")
+    # 3 + 62 - 1 = 64: fits, and equals the library's run in a session of exactly 64 tokens
+    status, text = curl(s.url + "/v1/completions", body=b'{"prompt": "hi", "max_tokens": 62}')
+    assert status == 200, text
+    d = json.loads(text)["detinfer"]
+    ref = reference(SMALL, prompt="hi", max_tokens=62)
+    check_against_reference(d, ref)
+    assert d["completion_token_ids"] == [t["token"] for t in logprobs_reference(SMALL, ref["prompt_tokens"], 62, 0)]
+    err = assert_error(*curl(s.url + "/v1/completions", body=b'{"prompt": "hi", "max_tokens": 63}'), 400,
+                       "max_tokens")
+    assert "context" in err["message"]
+    # the cap follows: a 1-token prompt may ask for the whole context
+    status, text = curl(s.url + "/v1/completions", body=b'{"prompt": [1], "max_tokens": 64}')
+    assert status == 200, text
+    assert_error(*curl(s.url + "/v1/completions", body=b'{"prompt": [1], "max_tokens": 65}'), 400, "max_tokens")
+    assert_still_serving(s)
+
+
+def http_get_health(sock):
+    """Sends GET /health on sock; the bytes received until the server closes
+    or answers (b"" when it closed the connection at once)."""
+    try:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        return sock.recv(4096)
+    except (ConnectionResetError, BrokenPipeError):
+        return b""
+
+
+def test_connections_per_ip_limit(serve):
+    s = serve(SMALL, "--max-connections-per-ip", "2")
+    held = [socket.create_connection(("127.0.0.1", s.port), timeout=10 * SLOW) for _ in range(2)]
+    assert b"200 OK" in http_get_health(held[0])  # the held connections are served
+    third = socket.create_connection(("127.0.0.1", s.port), timeout=10 * SLOW)
+    assert http_get_health(third) == b""  # refused: closed without an answer
+    third.close()
+    # another client address has its own count
+    other = socket.create_connection(("127.0.0.1", s.port), timeout=10 * SLOW, source_address=("127.0.0.2", 0))
+    assert b"200 OK" in http_get_health(other)
+    other.close()
+    for sock in held:
+        sock.close()
+
+    def served():
+        sock = socket.create_connection(("127.0.0.1", s.port), timeout=10 * SLOW)
+        try:
+            return b"200 OK" in http_get_health(sock)
+        finally:
+            sock.close()
+    assert wait_until(served, timeout=10)
+    assert_still_serving(s)
+
+
+def test_connections_per_ip_default_and_option_errors(serve):
+    s = serve(SMALL)  # default 32
+    held = [socket.create_connection(("127.0.0.1", s.port), timeout=10 * SLOW) for _ in range(32)]
+    assert b"200 OK" in http_get_health(held[-1])
+    extra = socket.create_connection(("127.0.0.1", s.port), timeout=10 * SLOW)
+    assert http_get_health(extra) == b""
+    extra.close()
+    for sock in held:
+        sock.close()
+    unlimited = serve(SMALL, "--max-connections-per-ip", "0")
+    held = [socket.create_connection(("127.0.0.1", unlimited.port), timeout=10 * SLOW) for _ in range(40)]
+    assert b"200 OK" in http_get_health(held[-1])
+    for sock in held:
+        sock.close()
+    from conftest import TOOL
+    for bad in ["-1", "x", "70000"]:
+        out = subprocess.run([TOOL, "serve", "--model", SMALL, "--max-connections-per-ip", bad], capture_output=True,
+                             text=True, timeout=30)
+        assert out.returncode == 2 and "--max-connections-per-ip" in out.stderr, (bad, out.stderr)

@@ -55,6 +55,7 @@ typedef struct sv_config {
     const char *allow_text;
     const char *api_key_file;
     long threads, max_sequences, context, max_tokens, queue, timeout, chunk, max_body;
+    long max_connections_per_ip; /* 0: no limit */
     di_backend backend;
     di_profile profile;
     long device;
@@ -101,6 +102,8 @@ typedef struct sv_request {
     size_t n_stops, max_stop_len;
     int sampled; /* 0: greedy */
     di_sampling_params params;
+    int logprobs;             /* 1: each token's log-probability (di_session_logprobs) */
+    uint32_t n_top;           /* alternatives per token: completions' logprobs, chat's top_logprobs */
     char id[48];
     long long created;
 
@@ -109,6 +112,10 @@ typedef struct sv_request {
     uint32_t slot, n_fed;     /* prompt tokens stepped so far */
     int32_t *out;             /* generated tokens (max_tokens) */
     di_digest *digests;       /* logits digest each was chosen from */
+    float *token_logprob;     /* with logprobs: each token's, [max_tokens] */
+    int32_t *top_tokens;      /* with logprobs: [max_tokens][n_top] */
+    float *top_logprobs;      /* [max_tokens][n_top] */
+    size_t *text_offset;      /* with logprobs: bytes of text before each token, [max_tokens] */
     uint32_t n_out;
     char *text;               /* detokenized generated tokens, NUL-terminated */
     size_t text_visible;      /* bytes of text that are final (stop strings held back) */
@@ -138,10 +145,11 @@ void sv_request_free(sv_request *r);
 /* The complete (non-streaming) response body; caller frees. Call with the
  * request done. */
 char *sv_response_json(const sv_server *s, const sv_request *r);
-/* One SSE chunk's JSON for a text delta (finish NULL while running); the
- * last one (finish set) carries the detinfer object. Caller frees. */
+/* One SSE chunk's JSON for a text delta and, with logprobs, those of the
+ * tokens [tok_from, tok_to) (finish NULL while running); the last one
+ * (finish set) carries the detinfer object. Caller frees. */
 char *sv_chunk_json(const sv_server *s, const sv_request *r, const char *delta, size_t delta_len,
-                    const char *finish, int final);
+                    uint32_t tok_from, uint32_t tok_to, const char *finish, int final);
 /* {"error": {...}} */
 char *sv_error_json(const sv_error *e);
 /* The detinfer object of a finished request (new reference). */

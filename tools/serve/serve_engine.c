@@ -114,6 +114,14 @@ static void advance_locked(sv_server *s, sv_engine *g, sv_request *r)
     if (!st)
         st = r->sampled ? di_session_sample_token(g->session, seq, &token)
                         : di_session_greedy_token(g->session, seq, &token);
+    /* the chosen token's log-probability in the model's raw distribution,
+     * whatever chose it (greedy or sampled) */
+    if (!st && r->logprobs) {
+        const size_t at = (size_t)r->n_out * r->n_top;
+        st = di_session_logprobs(g->session, seq, token, &r->token_logprob[r->n_out], r->n_top,
+                                 r->n_top ? &r->top_tokens[at] : NULL, r->n_top ? &r->top_logprobs[at] : NULL);
+        r->text_offset[r->n_out] = r->text ? strlen(r->text) : 0;
+    }
     if (st) {
         fail_locked(g, r, "choosing a token", st, di_session_errmsg(g->session));
         return;

@@ -52,6 +52,7 @@ typedef struct stream {
     char *pending; /* SSE bytes not yet handed to MHD */
     size_t pending_len, pending_off;
     size_t text_sent;
+    uint32_t tokens_sent; /* tokens whose logprobs went out */
     int finished; /* [DONE] queued */
 } stream;
 
@@ -164,20 +165,50 @@ static int stream_append(stream *st, const char *event)
     return 0;
 }
 
+/* Appends one chunk of text up to byte `upto` (when it is further than what
+ * was sent) with the logprobs of tokens [tok_from, tok_to). */
+static void stream_chunk(stream *st, size_t upto, uint32_t tok_from, uint32_t tok_to)
+{
+    sv_request *r = st->r;
+    size_t from = st->text_sent < upto ? st->text_sent : upto;
+    char *ev = sv_chunk_json(st->s, r, r->text ? r->text + from : "", upto - from, tok_from, tok_to, NULL, 0);
+    if (ev) {
+        stream_append(st, ev);
+        free(ev);
+    }
+    if (upto > st->text_sent)
+        st->text_sent = upto;
+}
+
 /* Builds the next events from r's progress; 0 when nothing new yet. Called
- * with the engine lock held. */
+ * with the engine lock held. Without logprobs a chunk carries the new
+ * visible text; with them, one chunk per token (as OpenAI sends), each
+ * with the visible text up to that token's end (text may lag behind while a
+ * stop string could still begin; the last token's chunk takes what is left). */
 static int stream_collect_locked(stream *st)
 {
     sv_request *r = st->r;
     int produced = 0;
-    if (r->text_visible > st->text_sent && !(r->state == SV_DONE && r->error[0])) {
-        char *ev = sv_chunk_json(st->s, r, r->text + st->text_sent, r->text_visible - st->text_sent, NULL, 0);
-        if (ev) {
-            stream_append(st, ev);
-            free(ev);
+    if (r->state == SV_DONE && r->error[0]) {
+        /* the error event below */
+    } else if (!r->logprobs) {
+        if (r->text_visible > st->text_sent) {
+            stream_chunk(st, r->text_visible, 0, 0);
+            produced = 1;
         }
-        st->text_sent = r->text_visible;
-        produced = 1;
+    } else {
+        for (; st->tokens_sent < r->n_out; st->tokens_sent++) {
+            const uint32_t i = st->tokens_sent;
+            size_t upto = r->text_visible;
+            if (i + 1 < r->n_out && r->text_offset[i + 1] < upto)
+                upto = sv_utf8_complete_prefix(r->text, r->text_offset[i + 1]);
+            stream_chunk(st, upto, i, i + 1);
+            produced = 1;
+        }
+        if (r->text_visible > st->text_sent) { /* text released after the last token's chunk */
+            stream_chunk(st, r->text_visible, 0, 0);
+            produced = 1;
+        }
     }
     if (r->state == SV_DONE) {
         char *ev;
@@ -186,7 +217,7 @@ static int stream_collect_locked(stream *st)
             sv_set_error(&e, 500, "server_error", NULL, "%s", r->error);
             ev = sv_error_json(&e);
         } else {
-            ev = sv_chunk_json(st->s, r, "", 0, r->finish_reason, 1);
+            ev = sv_chunk_json(st->s, r, "", 0, 0, 0, r->finish_reason, 1);
         }
         if (ev) {
             stream_append(st, ev);
@@ -477,6 +508,7 @@ struct MHD_Daemon *sv_http_start(sv_server *s, char *err, size_t err_size)
         flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->cfg.max_sequences + s->cfg.queue + 16),
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections_per_ip,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!d)

@@ -16,7 +16,7 @@
 
 enum { OPT_MODEL, OPT_HOST, OPT_PORT, OPT_ALLOW, OPT_API_KEY_FILE, OPT_THREADS, OPT_MAX_SEQUENCES, OPT_CONTEXT,
        OPT_MAX_TOKENS, OPT_QUEUE, OPT_TIMEOUT, OPT_CHUNK, OPT_MAX_BODY, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE,
-       OPT_CPU_PATH, OPT_CHAT_TEMPLATE, OPT_MODEL_NAME };
+       OPT_CPU_PATH, OPT_CHAT_TEMPLATE, OPT_MODEL_NAME, OPT_MAX_CONNECTIONS_PER_IP };
 
 static const dt_option options[] = {
     [OPT_MODEL] = {"--model", "FILE", "GGUF model file (required)"},
@@ -38,6 +38,8 @@ static const dt_option options[] = {
     [OPT_CPU_PATH] = {"--cpu-path", "NAME", "CPU kernels: auto (default), scalar, avx2 or avx512"},
     [OPT_CHAT_TEMPLATE] = {"--chat-template", "NAME", "chat template (gemma, chatml, llama3) when the model has none"},
     [OPT_MODEL_NAME] = {"--model-name", "NAME", "the model id clients see (default the file's name)"},
+    [OPT_MAX_CONNECTIONS_PER_IP] = {"--max-connections-per-ip", "N",
+                                    "open connections one client address may hold (default 32; 0: no limit)"},
     {NULL, NULL, NULL},
 };
 
@@ -76,6 +78,8 @@ static int apply_option(int k, const char *v, void *opts)
     case OPT_CPU_PATH: return dt_parse_cpu_path(&command, options[k].name, v, &o->cpu_path);
     case OPT_CHAT_TEMPLATE: o->chat_template = v; return 1;
     case OPT_MODEL_NAME: o->model_name = v; return 1;
+    case OPT_MAX_CONNECTIONS_PER_IP:
+        return dt_parse_long(&command, options[k].name, v, 0, 1 << 16, &o->max_connections_per_ip);
     }
     return 1;
 }
@@ -212,7 +216,7 @@ int dt_cmd_serve(int argc, char **argv)
     sv_server s = {0};
     s.cfg = (sv_config){.host = "127.0.0.1", .port = 8080, .allow_text = "127.0.0.0/8,::1/128", .threads = 1,
                         .max_sequences = 8, .context = 2048, .max_tokens = 1024, .queue = 64, .timeout = 30,
-                        .chunk = 64, .max_body = 1 << 20, .backend = DI_BACKEND_CPU,
+                        .chunk = 64, .max_body = 1 << 20, .max_connections_per_ip = 32, .backend = DI_BACKEND_CPU,
                         .profile = DI_PROFILE_PORTABLE};
     int rc = dt_parse_options(&command, argc, argv, apply_option, &s.cfg, NULL);
     if (rc)
@@ -236,8 +240,9 @@ int dt_cmd_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if ((rc = set_up_model(&s)))
         goto out;
-    if (s.cfg.max_tokens >= s.context)
-        s.cfg.max_tokens = s.context - 1;
+    /* a one-token prompt leaves room for context tokens (the last is never fed back) */
+    if (s.cfg.max_tokens > s.context)
+        s.cfg.max_tokens = s.context;
     if (sv_metrics_create(&s) || sv_engine_start(&s, err, sizeof err)) {
         rc = dt_fail(&command, "starting the engine", DI_ERR_INTERNAL, err[0] ? err : "out of memory");
         goto out;

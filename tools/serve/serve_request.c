@@ -4,6 +4,7 @@
  * JSON of responses, stream chunks and errors in OpenAI's shapes, each with
  * the "detinfer" object (docs/SERVING.md).
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,20 +305,11 @@ static int get_messages(sv_server *s, json_t *root, sv_request *r, sv_error *e)
     return rc;
 }
 
-static int check_unsupported(json_t *root, sv_kind kind, sv_error *e)
+static int check_unsupported(json_t *root, sv_error *e)
 {
     long long n = 1;
     if (get_int(root, "n", 1, 1, &n, e))
         return -1;
-    json_t *lp = json_object_get(root, "logprobs");
-    if (lp && !json_is_null(lp) && !json_is_false(lp) && !(json_is_integer(lp) && json_integer_value(lp) == 0))
-        return bad(e, "logprobs", "logprobs are not served yet; ask for per-token logits digests with "
-                                  "\"detinfer\": {\"logits_digests\": true}");
-    if (kind == SV_CHAT) {
-        json_t *tl = json_object_get(root, "top_logprobs");
-        if (tl && !json_is_null(tl) && !(json_is_integer(tl) && json_integer_value(tl) == 0))
-            return bad(e, "top_logprobs", "logprobs are not served yet");
-    }
     int echo = 0;
     if (get_bool(root, "echo", &echo, e))
         return -1;
@@ -341,6 +333,31 @@ static int check_unsupported(json_t *root, sv_kind kind, sv_error *e)
     json_t *user = json_object_get(root, "user");
     if (user && !json_is_string(user))
         return bad(e, "user", "'user' must be a string");
+    return 0;
+}
+
+/* OpenAI's two shapes: for completions `logprobs` is the number of
+ * alternatives per token (0..5; null: none at all); for chat `logprobs` is a
+ * boolean and `top_logprobs` the number of alternatives (0..20), which needs
+ * `logprobs` true. */
+#define MAX_TOP_COMPLETION 5
+#define MAX_TOP_CHAT 20
+
+static int get_logprobs(sv_server *s, json_t *root, sv_kind kind, sv_request *r, sv_error *e)
+{
+    long long n_top = -1;
+    if (kind == SV_COMPLETION) {
+        if (get_int(root, "logprobs", 0, MAX_TOP_COMPLETION, &n_top, e))
+            return -1;
+        r->logprobs = n_top >= 0;
+    } else {
+        if (get_bool(root, "logprobs", &r->logprobs, e) ||
+            get_int(root, "top_logprobs", 0, MAX_TOP_CHAT, &n_top, e))
+            return -1;
+        if (n_top >= 0 && !r->logprobs)
+            return bad(e, "top_logprobs", "'top_logprobs' needs \"logprobs\": true");
+    }
+    r->n_top = n_top > 0 ? (uint32_t)(n_top < s->n_vocab ? n_top : s->n_vocab) : 0;
     return 0;
 }
 
@@ -388,7 +405,8 @@ int sv_request_parse(sv_server *s, sv_kind kind, const char *body, size_t len, s
         bad(e, NULL, "the body must be a JSON object");
         goto out;
     }
-    if (check_known_fields(root, kind, e) || check_unsupported(root, kind, e) ||
+    if (check_known_fields(root, kind, e) || check_unsupported(root, e) ||
+        get_logprobs(s, root, kind, r, e) ||
         get_bool(root, "stream", &r->stream, e) || get_detinfer_options(root, r, e) || get_stops(root, r, e) ||
         get_sampling(s, root, r, e))
         goto out;
@@ -408,9 +426,12 @@ int sv_request_parse(sv_server *s, sv_kind kind, const char *body, size_t len, s
         bad(e, kind == SV_CHAT ? "messages" : "prompt", "the prompt gives no tokens");
         goto out;
     }
+    /* The cache holds the prompt and every generated token but the last
+     * (never fed back): P + M - 1 tokens must fit the context. */
+    const long long room = s->context - (long long)r->n_prompt + 1;
     if (max_tokens < 0) /* a chat without max_tokens: up to the cap, within the context */
-        max_tokens = s->context - r->n_prompt < s->cfg.max_tokens ? s->context - r->n_prompt : s->cfg.max_tokens;
-    if (max_tokens < 1 || (long long)r->n_prompt + max_tokens > s->context) {
+        max_tokens = room < s->cfg.max_tokens ? room : s->cfg.max_tokens;
+    if (max_tokens < 1 || max_tokens > room) {
         bad(e, mt_name, "the prompt's %u tokens and %s %lld exceed the context of %lld tokens", r->n_prompt,
             mt_name, max_tokens, (long long)s->context);
         goto out;
@@ -418,7 +439,14 @@ int sv_request_parse(sv_server *s, sv_kind kind, const char *body, size_t len, s
     r->max_tokens = (uint32_t)max_tokens;
     r->out = calloc(r->max_tokens, sizeof *r->out);
     r->digests = calloc(r->max_tokens, sizeof *r->digests);
-    if (!r->out || !r->digests) {
+    if (r->logprobs) {
+        r->token_logprob = calloc(r->max_tokens, sizeof *r->token_logprob);
+        r->text_offset = calloc(r->max_tokens, sizeof *r->text_offset);
+        r->top_tokens = calloc((size_t)r->max_tokens * r->n_top + 1, sizeof *r->top_tokens);
+        r->top_logprobs = calloc((size_t)r->max_tokens * r->n_top + 1, sizeof *r->top_logprobs);
+    }
+    if (!r->out || !r->digests ||
+        (r->logprobs && (!r->token_logprob || !r->text_offset || !r->top_tokens || !r->top_logprobs))) {
         bad(e, NULL, "out of memory");
         goto out;
     }
@@ -443,6 +471,10 @@ void sv_request_free(sv_request *r)
     free(r->prompt);
     free(r->out);
     free(r->digests);
+    free(r->token_logprob);
+    free(r->top_tokens);
+    free(r->top_logprobs);
+    free(r->text_offset);
     free(r->text);
     free(r);
 }
@@ -530,6 +562,122 @@ json_t *sv_detinfer_object(const sv_server *s, const sv_request *r)
     return o;
 }
 
+/* ---- Log-probabilities ------------------------------------------------------ */
+
+/* A log-probability as a JSON number; null for one that is not finite (a
+ * NaN logit), which JSON cannot spell. */
+static json_t *logprob_number(float lp)
+{
+    return isfinite(lp) ? json_real((double)lp) : json_null();
+}
+
+/* A token's text: its bytes (di_model_token_piece) as a string when they are
+ * valid UTF-8, else OpenAI's spelling of raw bytes, "bytes:\xNN...". */
+typedef struct token_text {
+    char *bytes;
+    size_t len;
+    json_t *string;
+} token_text;
+
+static token_text token_text_of(const sv_server *s, int32_t token)
+{
+    token_text t = {NULL, 0, NULL};
+    size_t need = 0;
+    di_status st = di_model_token_piece(s->model, token, NULL, 0, &need);
+    if ((st == DI_OK || st == DI_ERR_BUFFER_TOO_SMALL) && (t.bytes = malloc(need + 1)) &&
+        di_model_token_piece(s->model, token, t.bytes, need + 1, &need) == DI_OK)
+        t.len = need;
+    t.string = memchr(t.bytes ? t.bytes : "", '\0', t.len) ? NULL : json_stringn(t.bytes ? t.bytes : "", t.len);
+    if (!t.string) {
+        char *spelled = malloc(6 + 4 * t.len + 1);
+        if (spelled) {
+            size_t o = (size_t)sprintf(spelled, "bytes:");
+            for (size_t i = 0; i < t.len; i++)
+                o += (size_t)sprintf(spelled + o, "\\x%02x", (unsigned char)t.bytes[i]);
+            t.string = json_string(spelled);
+            free(spelled);
+        }
+        if (!t.string)
+            t.string = json_string("");
+    }
+    return t;
+}
+
+/* {"token", "logprob", "bytes"}: one entry of chat's logprobs. */
+static json_t *chat_entry(const sv_server *s, int32_t token, float lp)
+{
+    token_text t = token_text_of(s, token);
+    json_t *bytes = json_array();
+    for (size_t i = 0; i < t.len; i++)
+        json_array_append_new(bytes, json_integer((unsigned char)t.bytes[i]));
+    free(t.bytes);
+    return json_pack("{s:o, s:o, s:o}", "token", t.string, "logprob", logprob_number(lp), "bytes", bytes);
+}
+
+/* Adds token: lp to a completion's top_logprobs object unless a token of the
+ * same text is there already (the higher-ranked one keeps the key). */
+static void completion_top_add(const sv_server *s, json_t *top, int32_t token, float lp)
+{
+    token_text t = token_text_of(s, token);
+    const char *key = json_string_value(t.string);
+    if (!json_object_get(top, key))
+        json_object_set_new(top, key, logprob_number(lp));
+    json_decref(t.string);
+    free(t.bytes);
+}
+
+/* The offset, in Unicode code points of the text as the response spells it
+ * (sv_json_text), of byte `at` of text: a token that begins inside a UTF-8
+ * sequence gets the offset of that character. */
+static size_t text_offset_chars(const char *text, size_t at)
+{
+    json_t *prefix = sv_json_text(text, sv_utf8_complete_prefix(text, at));
+    const char *p = json_string_value(prefix);
+    size_t count = 0, n = json_string_length(prefix);
+    for (size_t i = 0; i < n; i++)
+        count += ((unsigned char)p[i] & 0xC0) != 0x80;
+    json_decref(prefix);
+    return count;
+}
+
+/* The choice's "logprobs" value for the generated tokens [from, to), in the
+ * endpoint's shape; null when the request did not ask or the range is empty. */
+static json_t *logprobs_json(const sv_server *s, const sv_request *r, uint32_t from, uint32_t to)
+{
+    if (!r->logprobs || from >= to)
+        return json_null();
+    if (r->kind == SV_CHAT) {
+        json_t *content = json_array();
+        for (uint32_t i = from; i < to; i++) {
+            json_t *entry = chat_entry(s, r->out[i], r->token_logprob[i]);
+            json_t *top = json_array();
+            for (uint32_t k = 0; k < r->n_top; k++)
+                json_array_append_new(top, chat_entry(s, r->top_tokens[(size_t)i * r->n_top + k],
+                                                      r->top_logprobs[(size_t)i * r->n_top + k]));
+            json_object_set_new(entry, "top_logprobs", top);
+            json_array_append_new(content, entry);
+        }
+        return json_pack("{s:o, s:n}", "content", content, "refusal");
+    }
+    json_t *tokens = json_array(), *values = json_array(), *tops = json_array(), *offsets = json_array();
+    for (uint32_t i = from; i < to; i++) {
+        token_text t = token_text_of(s, r->out[i]);
+        free(t.bytes);
+        json_array_append_new(tokens, t.string);
+        json_array_append_new(values, logprob_number(r->token_logprob[i]));
+        /* the n most likely, and the chosen token (OpenAI: up to logprobs + 1) */
+        json_t *top = json_object();
+        for (uint32_t k = 0; k < r->n_top; k++)
+            completion_top_add(s, top, r->top_tokens[(size_t)i * r->n_top + k],
+                               r->top_logprobs[(size_t)i * r->n_top + k]);
+        completion_top_add(s, top, r->out[i], r->token_logprob[i]);
+        json_array_append_new(tops, top);
+        json_array_append_new(offsets, json_integer((json_int_t)(r->text ? text_offset_chars(r->text, r->text_offset[i]) : 0)));
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", tokens, "token_logprobs", values, "top_logprobs", tops,
+                     "text_offset", offsets);
+}
+
 static json_t *usage(const sv_request *r)
 {
     return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)r->n_prompt, "completion_tokens",
@@ -560,7 +708,7 @@ char *sv_response_json(const sv_server *s, const sv_request *r)
         json_object_set_new(choice, "message", json_pack("{s:s, s:o}", "role", "assistant", "content", text));
     else
         json_object_set_new(choice, "text", text);
-    json_object_set_new(choice, "logprobs", json_null());
+    json_object_set_new(choice, "logprobs", logprobs_json(s, r, 0, r->n_out));
     json_object_set_new(choice, "finish_reason", json_string(r->finish_reason ? r->finish_reason : "length"));
     json_object_set_new(root, "choices", json_pack("[o]", choice));
     json_object_set_new(root, "usage", usage(r));
@@ -569,7 +717,7 @@ char *sv_response_json(const sv_server *s, const sv_request *r)
 }
 
 char *sv_chunk_json(const sv_server *s, const sv_request *r, const char *delta, size_t delta_len,
-                    const char *finish, int final)
+                    uint32_t tok_from, uint32_t tok_to, const char *finish, int final)
 {
     int chat = r->kind == SV_CHAT;
     json_t *root = envelope(s, r, chat ? "chat.completion.chunk" : "text_completion");
@@ -588,7 +736,7 @@ char *sv_chunk_json(const sv_server *s, const sv_request *r, const char *delta, 
     } else {
         json_object_set_new(choice, "text", text);
     }
-    json_object_set_new(choice, "logprobs", json_null());
+    json_object_set_new(choice, "logprobs", logprobs_json(s, r, tok_from, tok_to));
     json_object_set_new(choice, "finish_reason", finish ? json_string(finish) : json_null());
     json_object_set_new(root, "choices", json_pack("[o]", choice));
     if (final) {

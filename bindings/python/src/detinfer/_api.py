@@ -72,6 +72,7 @@ class ConfigKey(enum.IntEnum):
     SEED = 11
     CPU_PATH = 12
     DEVICE = 13
+    ALLOW_LONG_CONTEXT = 14
 
 
 class Backend(enum.IntEnum):

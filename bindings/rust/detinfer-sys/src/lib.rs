@@ -84,6 +84,7 @@ pub const DI_CONFIG_REPETITION_PENALTY: di_config_key = 10;
 pub const DI_CONFIG_SEED: di_config_key = 11;
 pub const DI_CONFIG_CPU_PATH: di_config_key = 12;
 pub const DI_CONFIG_DEVICE: di_config_key = 13;
+pub const DI_CONFIG_ALLOW_LONG_CONTEXT: di_config_key = 14;
 
 pub const DI_CPU_PATH_AUTO: di_cpu_path = 0;
 pub const DI_CPU_PATH_SCALAR: di_cpu_path = 1;

@@ -468,6 +468,7 @@ pub enum ConfigKey {
     Seed = 11,
     CpuPath = 12,
     Device = 13,
+    AllowLongContext = 14,
 }
 
 /// di_backend, di_profile and di_cpu_path values, for ConfigKey::Backend, Profile, CpuPath.

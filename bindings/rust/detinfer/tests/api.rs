@@ -117,6 +117,7 @@ fn sys_value(name: &str) -> Option<i32> {
         "DI_CONFIG_SEED" => ConfigKey::Seed as i32,
         "DI_CONFIG_CPU_PATH" => ConfigKey::CpuPath as i32,
         "DI_CONFIG_DEVICE" => ConfigKey::Device as i32,
+        "DI_CONFIG_ALLOW_LONG_CONTEXT" => ConfigKey::AllowLongContext as i32,
         "DI_CPU_PATH_AUTO" => detinfer::values::CPU_PATH_AUTO as i32,
         "DI_CPU_PATH_SCALAR" => detinfer::values::CPU_PATH_SCALAR as i32,
         "DI_CPU_PATH_AVX2" => detinfer::values::CPU_PATH_AVX2 as i32,

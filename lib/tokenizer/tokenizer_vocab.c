@@ -1,12 +1,12 @@
 /*
- * tokenizer.c — the vocabulary of a GGUF file (tokenizer.ggml.*), the public
- * di_model_* tokenizer calls, UTF-8 validation, and decoding.
+ * tokenizer_vocab.c — the vocabulary of a GGUF file (tokenizer.ggml.*): its
+ * pieces, the piece->id table, llama.cpp's by-name attribute fixes, the
+ * special tokens, and the helpers the encoders and the decoder share.
  *
- * The reference is llama.cpp (src/llama-vocab.cpp): token ids must be the
- * ones its llama_tokenize(parse_special) gives, and decoded text what
- * its llama_detokenize(remove_special=false, unparse_special=false) gives.
- * docs/TOKENIZER.md lists each rule and where it comes from. The encoders
- * of the two kinds live in tokenizer_spm.c and tokenizer_bpe.c.
+ * The reference is llama.cpp (src/llama-vocab.cpp); docs/TOKENIZER.md lists
+ * each rule and where it comes from. The dispatcher is tokenizer_encode.c,
+ * the encoders of the two kinds tokenizer_spm.c and tokenizer_bpe.c, the
+ * decoder tokenizer_decode.c.
  *
  * Everything here is built once at load and read-only afterwards, so a
  * shared model tokenizes from any number of threads; each call allocates
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "errors.h"
-#include "model.h"
+#include "growable.h"
 #include "tokenizer_internal.h"
 
 #define HASH_SEED UINT64_C(14695981039346656037)
@@ -36,14 +36,8 @@ uint64_t di_tok_hash(const char *s, size_t n)
 
 int di_tok_vec_push(di_tok_vec *vec, int32_t id)
 {
-    if (vec->n == vec->cap) {
-        size_t cap = vec->cap ? vec->cap * 2 : 64;
-        int32_t *v = realloc(vec->v, cap * sizeof *v);
-        if (!v)
-            return 0;
-        vec->v = v;
-        vec->cap = cap;
-    }
+    if (!DI_GROW(vec->v, vec->n, vec->cap, 1, 64))
+        return 0;
     vec->v[vec->n++] = id;
     return 1;
 }
@@ -59,53 +53,6 @@ int32_t di_tok_find(const di_tokenizer *t, const char *s, size_t n)
         if (p->len == n && memcmp(p->text, s, n) == 0)
             return (int32_t)(slot - 1);
     }
-}
-
-size_t di_utf8_len(unsigned char lead)
-{
-    static const unsigned char by_top_bits[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-    return by_top_bits[lead >> 4];
-}
-
-int di_utf8_valid(const char *s, size_t n, size_t *bad_offset)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = p[i];
-        size_t len;
-        uint32_t cpt, min;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xE0) == 0xC0) {
-            len = 2, cpt = c & 0x1F, min = 0x80;
-        } else if ((c & 0xF0) == 0xE0) {
-            len = 3, cpt = c & 0x0F, min = 0x800;
-        } else if ((c & 0xF8) == 0xF0) {
-            len = 4, cpt = c & 0x07, min = 0x10000;
-        } else {
-            *bad_offset = i; /* a stray continuation byte, or 0xF8..0xFF */
-            return 0;
-        }
-        if (len > n - i) {
-            *bad_offset = i;
-            return 0;
-        }
-        for (size_t k = 1; k < len; k++) {
-            if ((p[i + k] & 0xC0) != 0x80) {
-                *bad_offset = i;
-                return 0;
-            }
-            cpt = (cpt << 6) | (p[i + k] & 0x3F);
-        }
-        if (cpt < min || cpt > 0x10FFFF || (cpt >= 0xD800 && cpt <= 0xDFFF)) {
-            *bad_offset = i;
-            return 0;
-        }
-        i += len;
-    }
-    return 1;
 }
 
 /* ---- reading metadata ---------------------------------------------------- */
@@ -565,431 +512,21 @@ void di_tokenizer_free(di_tokenizer *t)
     free(t);
 }
 
-/* ---- encoding ------------------------------------------------------------ */
+/* ---- what the layers above read ------------------------------------------ */
 
-/* A stretch of the input: plain text, or a special token found in it. */
-typedef struct fragment {
-    size_t off, len;
-    int32_t token; /* -1: plain text */
-} fragment;
-
-typedef struct frag_vec {
-    fragment *v;
-    size_t n, cap;
-} frag_vec;
-
-static int frag_push(frag_vec *f, size_t off, size_t len, int32_t token)
-{
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 16;
-        fragment *v = realloc(f->v, cap * sizeof *v);
-        if (!v)
-            return 0;
-        f->v = v;
-        f->cap = cap;
-    }
-    f->v[f->n++] = (fragment){off, len, token};
-    return 1;
-}
-
-/* llama.cpp's tokenizer_st_partition: each special token in turn, longest
- * first, cuts every plain stretch at each of its occurrences, left to right.
- * Without parse_special only user-defined tokens cut (control and unknown
- * ones are skipped, as llama.cpp does). */
-static int partition(const di_tokenizer *t, const char *text, size_t len, int parse_special,
-                     frag_vec *frags)
-{
-    frag_vec next = {0};
-    if (len > 0 && !frag_push(frags, 0, len, -1))
-        return 0;
-    /* The byte pairs of the text: a token whose first two bytes are not among
-     * them cannot occur (Gemma has 6,400 special tokens, mostly <unusedN>). */
-    uint64_t pairs[65536 / 64] = {0};
-    for (size_t i = 0; i + 1 < len; i++) {
-        unsigned pair = (unsigned char)text[i] << 8 | (unsigned char)text[i + 1];
-        pairs[pair / 64] |= UINT64_C(1) << (pair % 64);
-    }
-    for (uint32_t u = 0; u < t->n_special && frags->n > 0; u++) {
-        int32_t id = t->special[u];
-        const di_tok_piece *p = &t->pieces[id];
-        if (!parse_special && (p->attr & (DI_TOK_CONTROL | DI_TOK_UNKNOWN)))
-            continue;
-        if (p->len >= 2) {
-            unsigned pair = (unsigned char)p->text[0] << 8 | (unsigned char)p->text[1];
-            if (!(pairs[pair / 64] >> (pair % 64) & 1))
-                continue;
-        }
-        next.n = 0;
-        for (size_t i = 0; i < frags->n; i++) {
-            fragment f = frags->v[i];
-            if (f.token >= 0) {
-                if (!frag_push(&next, f.off, f.len, f.token))
-                    goto oom;
-                continue;
-            }
-            size_t off = f.off, end = f.off + f.len;
-            const char *hit;
-            while (off < end && (hit = memmem(text + off, end - off, p->text, p->len)) != NULL) {
-                size_t at = (size_t)(hit - text);
-                if ((at > off && !frag_push(&next, off, at - off, -1)) ||
-                    !frag_push(&next, at, p->len, id))
-                    goto oom;
-                off = at + p->len;
-            }
-            if (off < end && !frag_push(&next, off, end - off, -1))
-                goto oom;
-        }
-        frag_vec swap = *frags;
-        *frags = next;
-        next = swap;
-    }
-    free(next.v);
-    return 1;
-oom:
-    free(next.v);
-    return 0;
-}
-
-di_status di_tokenizer_encode(const di_tokenizer *t, const char *text, size_t text_len,
-                              uint32_t flags, di_tok_vec *out, char *err, size_t err_size)
+di_status di_tokenizer_ready(const di_tokenizer *t, char *err, size_t err_size)
 {
     if (t->kind == DI_TOK_KIND_NONE)
         return di_error(err, err_size, DI_ERR_UNSUPPORTED, "%s", t->reason);
-    const uint32_t known = DI_TOKENIZE_ADD_BOS | DI_TOKENIZE_PARSE_SPECIAL;
-    if (flags & ~known)
-        return di_error(err, err_size, DI_ERR_INVALID_ARGUMENT, "unknown tokenize flags 0x%x",
-                        flags & ~known);
-    if (text_len > DI_TOK_MAX_TEXT)
-        return di_error(err, err_size, DI_ERR_INVALID_ARGUMENT,
-                        "text of %zu bytes is longer than the %u bytes one call takes", text_len,
-                        DI_TOK_MAX_TEXT);
-    size_t bad;
-    if (!di_utf8_valid(text, text_len, &bad))
-        return di_error(err, err_size, DI_ERR_TEXT, "text is not valid UTF-8 at byte %zu (0x%02x)",
-                        bad, (unsigned char)text[bad]);
-    int add_special = (flags & DI_TOKENIZE_ADD_BOS) != 0;
-    frag_vec frags = {0};
-    if (!partition(t, text, text_len, (flags & DI_TOKENIZE_PARSE_SPECIAL) != 0, &frags)) {
-        free(frags.v);
-        return di_error(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory splitting the text");
-    }
-    di_status st = DI_OK;
-    if (add_special && t->add_bos && !di_tok_vec_push(out, t->bos))
-        st = DI_ERR_OUT_OF_MEMORY;
-    int prev_special = 1; /* SPM: the first text gets the space prefix */
-    for (size_t i = 0; i < frags.n && !st; i++) {
-        const fragment *f = &frags.v[i];
-        if (f->token >= 0) {
-            if (!di_tok_vec_push(out, f->token))
-                st = DI_ERR_OUT_OF_MEMORY;
-            prev_special = 1;
-        } else if (t->kind == DI_TOK_KIND_SPM) {
-            st = di_spm_encode(t, text + f->off, f->len, t->add_space_prefix && prev_special, out,
-                               err, err_size);
-            prev_special = 0;
-        } else {
-            st = di_bpe_encode(t, text + f->off, f->len, out, err, err_size);
-        }
-    }
-    if (!st && add_special && t->add_eos && !di_tok_vec_push(out, t->eos))
-        st = DI_ERR_OUT_OF_MEMORY;
-    free(frags.v);
-    if (st == DI_ERR_OUT_OF_MEMORY)
-        return di_error(err, err_size, st, "out of memory tokenizing %zu bytes", text_len);
-    return st;
-}
-
-/* ---- decoding ------------------------------------------------------------ */
-
-typedef struct text_buf {
-    char *p;
-    size_t n, cap;
-} text_buf;
-
-static int buf_reserve(text_buf *b, size_t more)
-{
-    if (more <= b->cap - b->n)
-        return 1;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap - b->n < more) {
-        if (cap > SIZE_MAX / 2)
-            return 0;
-        cap *= 2;
-    }
-    char *p = realloc(b->p, cap);
-    if (!p)
-        return 0;
-    b->p = p;
-    b->cap = cap;
-    return 1;
-}
-
-static int buf_put(text_buf *b, const char *s, size_t n)
-{
-    if (!buf_reserve(b, n))
-        return 0;
-    if (n > 0)
-        memcpy(b->p + b->n, s, n);
-    b->n += n;
-    return 1;
-}
-
-/* The text of one token (llama.cpp's token_to_piece with special=false):
- * control and unknown tokens give nothing, user-defined tokens their text,
- * byte tokens their byte, normal tokens their text with U+2581 as a space
- * (SPM) or through the GPT-2 byte mapping (BPE). lstrip drops one leading
- * space of the result. */
-static int append_piece(const di_tokenizer *t, int32_t id, int lstrip, text_buf *b)
-{
-    const di_tok_piece *p = &t->pieces[id];
-    size_t start = b->n;
-    if (p->attr & (DI_TOK_CONTROL | DI_TOK_UNKNOWN)) {
-        return 1;
-    } else if (p->attr & DI_TOK_USER_DEFINED) {
-        if (!buf_put(b, p->text, p->len))
-            return 0;
-    } else if (p->attr & DI_TOK_NORMAL) {
-        if (t->kind == DI_TOK_KIND_BPE) {
-            if (!di_bpe_decode_piece(p->text, p->len, &b->p, &b->n, &b->cap))
-                return 0;
-        } else {
-            for (uint32_t i = 0; i < p->len;) {
-                int marker = p->len - i >= 3 && memcmp(p->text + i, "\xe2\x96\x81", 3) == 0;
-                if (!buf_put(b, marker ? " " : p->text + i, 1))
-                    return 0;
-                i += marker ? 3 : 1;
-            }
-        }
-    } else if (p->attr & DI_TOK_BYTE) {
-        if (!buf_put(b, (const char *)&p->byte, 1))
-            return 0;
-    }
-    if (lstrip && b->n > start && b->p[start] == ' ') {
-        memmove(b->p + start, b->p + start + 1, b->n - start - 1);
-        b->n--;
-    }
-    return 1;
-}
-
-/* llama.cpp's clean_up_tokenization_spaces, three passes in place over the
- * decoded bytes, kept index for index so that its edge cases agree. */
-static size_t clean_spaces(char *text, size_t total)
-{
-    size_t total1 = total;
-    total = total ? 1 : 0;
-    for (size_t i = 1; i < total1; ++i) { /* " ?", " !", " .", " ," */
-        char x = text[i];
-        if (text[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ','))
-            total--;
-        text[total++] = x;
-    }
-    size_t total2 = total;
-    total = total ? 1 : 0;
-    for (size_t i = 1; i < total2; ++i) { /* " ' " */
-        char x = text[i];
-        if (x == '\'' && i + 1 < total2 && text[i - 1] == ' ' && text[i + 1] == ' ') {
-            total--;
-            text[++i] = '\0';
-        }
-        text[total++] = x;
-    }
-    size_t total3 = total;
-    total = total ? 1 : 0;
-    for (size_t i = 1; i < total3; ++i) { /* " 's", " 'm", " 're", " 've" */
-        char x = text[i];
-        if (text[i - 1] == ' ' && x == '\'' && i + 1 < total3) {
-            char x1 = text[i + 1];
-            if (x1 == 's' || x1 == 'm')
-                total--;
-            else if (i + 2 < total3 && ((x1 == 'r' && text[i + 2] == 'e') ||
-                                        (x1 == 'v' && text[i + 2] == 'e')))
-                total--;
-        }
-        text[total++] = x;
-    }
-    return total;
-}
-
-static di_status check_ids(const di_tokenizer *t, const int32_t *tokens, size_t n, char *err,
-                           size_t es)
-{
-    for (size_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || (uint32_t)tokens[i] >= t->n_vocab)
-            return di_error(err, es, DI_ERR_TOKEN_RANGE,
-                            "token %d at position %zu is outside the vocabulary [0, %u)", tokens[i], i,
-                            t->n_vocab);
     return DI_OK;
 }
 
-di_status di_tokenizer_decode(const di_tokenizer *t, const int32_t *tokens, size_t n_tokens,
-                              char **text, size_t *len, char *err, size_t err_size)
+int32_t di_tokenizer_bos(const di_tokenizer *t)
 {
-    *text = NULL;
-    *len = 0;
-    if (t->kind == DI_TOK_KIND_NONE)
-        return di_error(err, err_size, DI_ERR_UNSUPPORTED, "%s", t->reason);
-    di_status st = check_ids(t, tokens, n_tokens, err, err_size);
-    if (st)
-        return st;
-    text_buf b = {0};
-    /* the space the encoder put in front goes again (first token only) */
-    int lstrip = t->add_space_prefix;
-    for (size_t i = 0; i < n_tokens; i++) {
-        if (!append_piece(t, tokens[i], lstrip, &b))
-            goto oom;
-        lstrip = 0;
-    }
-    if (t->clean_spaces)
-        b.n = clean_spaces(b.p, b.n);
-    if (!buf_reserve(&b, 1))
-        goto oom;
-    b.p[b.n] = '\0';
-    *text = b.p;
-    *len = b.n;
-    return DI_OK;
-oom:
-    free(b.p);
-    return di_error(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory decoding %zu tokens",
-                    n_tokens);
+    return t->bos;
 }
 
-/* ---- the public calls ---------------------------------------------------- */
-
-static di_status model_tokenizer(const di_model *model, const di_tokenizer **t, char *err, size_t es)
+int32_t di_tokenizer_eos(const di_tokenizer *t)
 {
-    if (!model)
-        return di_error(err, es, DI_ERR_INVALID_ARGUMENT, "model is NULL");
-    if (!model->tokenizer)
-        return di_error(err, es, DI_ERR_INTERNAL, "the model has no tokenizer object");
-    *t = model->tokenizer;
-    if ((*t)->kind == DI_TOK_KIND_NONE)
-        return di_error(err, es, DI_ERR_UNSUPPORTED, "%s", (*t)->reason);
-    return DI_OK;
-}
-
-/* Copies text into the caller's buffer with its NUL, or says how much is needed. */
-static di_status give_text(const char *s, size_t n, char *text, size_t capacity, size_t *text_len,
-                           char *err, size_t es)
-{
-    *text_len = n;
-    if (capacity <= n) {
-        if (capacity > 0)
-            text[0] = '\0';
-        return di_error(err, es, DI_ERR_BUFFER_TOO_SMALL,
-                        "the text needs %zu bytes and its NUL; the buffer has %zu", n, capacity);
-    }
-    memcpy(text, s, n);
-    text[n] = '\0';
-    return DI_OK;
-}
-
-DI_API di_status di_model_tokenize(const di_model *model, const char *text, size_t text_len,
-                                   uint32_t flags, int32_t *tokens, size_t capacity,
-                                   size_t *n_tokens, char *errbuf, size_t errbuf_size)
-{
-    if (errbuf && errbuf_size > 0)
-        errbuf[0] = '\0';
-    if (!n_tokens || (!text && text_len > 0) || (!tokens && capacity > 0))
-        return di_error(errbuf, errbuf_size, DI_ERR_INVALID_ARGUMENT,
-                        "NULL n_tokens, text (with text_len > 0) or tokens (with capacity > 0)");
-    *n_tokens = 0;
-    const di_tokenizer *t = NULL;
-    di_status st = model_tokenizer(model, &t, errbuf, errbuf_size);
-    if (st)
-        return st;
-    di_tok_vec out = {0};
-    st = di_tokenizer_encode(t, text ? text : "", text_len, flags, &out, errbuf, errbuf_size);
-    if (!st) {
-        *n_tokens = out.n;
-        if (out.n > capacity)
-            st = di_error(errbuf, errbuf_size, DI_ERR_BUFFER_TOO_SMALL,
-                          "the text needs %zu tokens; the buffer has room for %zu", out.n, capacity);
-        else if (out.n > 0)
-            memcpy(tokens, out.v, out.n * sizeof *tokens);
-    }
-    free(out.v);
-    return st;
-}
-
-DI_API di_status di_model_detokenize(const di_model *model, const int32_t *tokens, size_t n_tokens,
-                                     char *text, size_t capacity, size_t *text_len, char *errbuf,
-                                     size_t errbuf_size)
-{
-    if (errbuf && errbuf_size > 0)
-        errbuf[0] = '\0';
-    if (!text_len || (!tokens && n_tokens > 0) || (!text && capacity > 0))
-        return di_error(errbuf, errbuf_size, DI_ERR_INVALID_ARGUMENT,
-                        "NULL text_len, tokens (with n_tokens > 0) or text (with capacity > 0)");
-    *text_len = 0;
-    const di_tokenizer *t = NULL;
-    di_status st = model_tokenizer(model, &t, errbuf, errbuf_size);
-    if (st)
-        return st;
-    char *s;
-    size_t n;
-    if ((st = di_tokenizer_decode(t, tokens, n_tokens, &s, &n, errbuf, errbuf_size)))
-        return st;
-    st = give_text(s, n, text, capacity, text_len, errbuf, errbuf_size);
-    free(s);
-    return st;
-}
-
-DI_API di_status di_model_token_piece(const di_model *model, int32_t token, char *text,
-                                      size_t capacity, size_t *text_len)
-{
-    if (!text_len || (!text && capacity > 0))
-        return DI_ERR_INVALID_ARGUMENT;
-    *text_len = 0;
-    const di_tokenizer *t = NULL;
-    di_status st = model_tokenizer(model, &t, NULL, 0);
-    if (st)
-        return st;
-    if ((st = check_ids(t, &token, 1, NULL, 0)))
-        return st;
-    text_buf b = {0};
-    if (!append_piece(t, token, 0, &b)) {
-        free(b.p);
-        return DI_ERR_OUT_OF_MEMORY;
-    }
-    st = give_text(b.p ? b.p : "", b.n, text, capacity, text_len, NULL, 0);
-    free(b.p);
-    return st;
-}
-
-DI_API di_status di_model_special_token(const di_model *model, di_special_token which, int32_t *token)
-{
-    if (!token)
-        return DI_ERR_INVALID_ARGUMENT;
-    *token = -1;
-    const di_tokenizer *t = NULL;
-    di_status st = model_tokenizer(model, &t, NULL, 0);
-    if (st)
-        return st;
-    int32_t id;
-    switch (which) {
-    case DI_TOKEN_BOS: id = t->bos; break;
-    case DI_TOKEN_EOS: id = t->eos; break;
-    default: return DI_ERR_INVALID_ARGUMENT;
-    }
-    if (id < 0)
-        return DI_ERR_UNSUPPORTED;
-    *token = id;
-    return DI_OK;
-}
-
-DI_API di_status di_model_token_lookup(const di_model *model, const char *text, size_t text_len,
-                                       int32_t *token)
-{
-    if (!token || (!text && text_len > 0))
-        return DI_ERR_INVALID_ARGUMENT;
-    *token = -1;
-    const di_tokenizer *t = NULL;
-    di_status st = model_tokenizer(model, &t, NULL, 0);
-    if (st)
-        return st;
-    int32_t id = text_len > UINT32_MAX ? -1 : di_tok_find(t, text ? text : "", text_len);
-    if (id < 0)
-        return DI_ERR_TOKEN_RANGE;
-    *token = id;
-    return DI_OK;
+    return t->eos;
 }

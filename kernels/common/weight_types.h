@@ -1,0 +1,129 @@
+/*
+ * weight_types.h — the one table of weight storage types (ggml type ids, the
+ * `type` of a GGUF tensor), and the 2-D weight view the kernels take. Plain C
+ * that the C compiler and nvcc both compile.
+ *
+ * Each row: name, ggml id, weights per block, bytes per block, and 1 when
+ * this library computes with the type (0: the GGUF parser knows its size,
+ * the model loader refuses it). Everything else reads this table: the
+ * parser's size checks, the dequantizers' and SIMD kernels' dispatch, the
+ * CUDA plugin and the tests; check_quants.c checks the type lists of
+ * docs/QUANTS.md, docs/MODELS.md, README.md and detinfer.h against it.
+ * Adding a supported type is one row here plus its block formula
+ * (dequant.c, dequant_blocks.h, docs/QUANTS.md), its SIMD block
+ * (cpu_simd_body.h's dq32) and its test entries (docs/QUANTS.md lists them).
+ */
+#ifndef DI_WEIGHT_TYPES_H
+#define DI_WEIGHT_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Rows in groups: the supported float types, 32-weight blocks and 256-weight
+ * super-blocks (docs/QUANTS.md's order, which the switches built from the
+ * table follow), then the types the parser knows but nothing computes.
+ *
+ *  X(name, id, elements per block, bytes per block, supported) */
+#define DI_WEIGHT_TYPES(X)      \
+    X(F32,   0,   1,   4, 1)    \
+    X(F16,   1,   1,   2, 1)    \
+    X(BF16, 30,   1,   2, 1)    \
+    X(Q4_0,  2,  32,  18, 1)    \
+    X(Q4_1,  3,  32,  20, 1)    \
+    X(Q5_0,  6,  32,  22, 1)    \
+    X(Q5_1,  7,  32,  24, 1)    \
+    X(Q8_0,  8,  32,  34, 1)    \
+    X(Q4_K, 12, 256, 144, 1)    \
+    X(Q5_K, 13, 256, 176, 1)    \
+    X(Q6_K, 14, 256, 210, 1)    \
+    X(Q8_1,  9,  32,  36, 0)    \
+    X(Q2_K, 10, 256,  84, 0)    \
+    X(Q3_K, 11, 256, 110, 0)    \
+    X(Q8_K, 15, 256, 292, 0)    \
+    X(I8,   24,   1,   1, 0)    \
+    X(I16,  25,   1,   2, 0)    \
+    X(I32,  26,   1,   4, 0)    \
+    X(I64,  27,   1,   8, 0)    \
+    X(F64,  28,   1,   8, 0)
+
+/* DI_TYPE_<name> = id; DI_BLOCK_ELEMS_<name> and DI_BLOCK_BYTES_<name>: the
+ * layout as constants, for code written for one type. */
+enum {
+#define DI_WT_ENUM(name, id, elems, bytes, supported) \
+    DI_TYPE_##name = id, DI_BLOCK_ELEMS_##name = elems, DI_BLOCK_BYTES_##name = bytes,
+    DI_WEIGHT_TYPES(DI_WT_ENUM)
+#undef DI_WT_ENUM
+};
+
+/* DI_WT_IF_SUPPORTED(supported, code...): the code (commas allowed) for a row
+ * whose column is 1, nothing for 0: a switch or a list over the supported
+ * types only. */
+#define DI_WT_IF_SUPPORTED(supported, ...) DI_WT_IF_##supported(__VA_ARGS__)
+#define DI_WT_IF_1(...) __VA_ARGS__
+#define DI_WT_IF_0(...)
+
+/* The supported types' names as one string literal, " F32 F16 Q4_0 ...". */
+#define DI_WT_NAME_IF_SUPPORTED(name, id, elems, bytes, supported) \
+    DI_WT_IF_SUPPORTED(supported, " " #name)
+#define DI_SUPPORTED_WEIGHT_TYPE_NAMES DI_WEIGHT_TYPES(DI_WT_NAME_IF_SUPPORTED)
+
+#if defined(__CUDACC__)
+#define DI_WT_HD __host__ __device__ static inline
+#else
+#define DI_WT_HD static inline
+#endif
+
+/* Weights per block, bytes per block; 0 for an id not in the table. */
+DI_WT_HD uint32_t di_weight_block_elems(uint32_t type)
+{
+    switch (type) {
+#define DI_WT_CASE(name, id, elems, bytes, supported) case id: return elems;
+        DI_WEIGHT_TYPES(DI_WT_CASE)
+#undef DI_WT_CASE
+    default: return 0;
+    }
+}
+
+DI_WT_HD uint32_t di_weight_block_bytes(uint32_t type)
+{
+    switch (type) {
+#define DI_WT_CASE(name, id, elems, bytes, supported) case id: return bytes;
+        DI_WEIGHT_TYPES(DI_WT_CASE)
+#undef DI_WT_CASE
+    default: return 0;
+    }
+}
+
+/* 1 when the library computes with this type (the loader admits it). */
+DI_WT_HD int di_weight_type_supported(uint32_t type)
+{
+    switch (type) {
+#define DI_WT_CASE(name, id, elems, bytes, supported) case id: return supported;
+        DI_WEIGHT_TYPES(DI_WT_CASE)
+#undef DI_WT_CASE
+    default: return 0;
+    }
+}
+
+/* The type's name ("Q8_0"), or "unknown". */
+static inline const char *di_weight_type_name(uint32_t type)
+{
+    switch (type) {
+#define DI_WT_CASE(name, id, elems, bytes, supported) case id: return #name;
+        DI_WEIGHT_TYPES(DI_WT_CASE)
+#undef DI_WT_CASE
+    default: return "unknown";
+    }
+}
+
+/* A 2-D weight matrix: n_out rows of n_in elements, row-major (in the
+ * model file, or in a scratch the caller owns). */
+typedef struct di_weight {
+    const uint8_t *data;
+    uint32_t type;      /* DI_TYPE_*, a supported one */
+    uint32_t n_in;      /* ne0: elements per row (the reduction length) */
+    uint32_t n_out;     /* ne1: rows */
+    size_t row_bytes;
+} di_weight;
+
+#endif /* DI_WEIGHT_TYPES_H */

@@ -1,0 +1,51 @@
+/*
+ * kv_cache.h — one sequence's storage on the host: its token history and,
+ * on the CPU backend, the keys and values of every layer. Nothing is
+ * allocated until the sequence holds a token; then the storage grows with
+ * the sequence, doubling (from DI_KV_MIN_POSITIONS) up to the context length,
+ * so a session's memory follows its sequences' lengths, not
+ * max_sequences x context_length.
+ *
+ * Growth moves the positions already held into the larger block unchanged:
+ * the bits a forward pass reads never depend on the capacity.
+ */
+#ifndef DI_KV_CACHE_H
+#define DI_KV_CACHE_H
+
+#include <stdint.h>
+#include "detinfer.h"
+
+#define DI_KV_MIN_POSITIONS 64u
+
+typedef struct di_kv_shape {
+    uint32_t n_layer;
+    uint32_t kv_dim;          /* n_head_kv * head_dim */
+    uint32_t ctx_len;         /* the most positions a sequence may hold */
+    int with_caches;          /* 0: token history only (the CUDA backend holds the caches) */
+} di_kv_shape;
+
+typedef struct di_kv_cache {
+    uint32_t capacity;        /* positions allocated, 0..ctx_len */
+    int32_t *tokens;          /* [capacity] */
+    float *k, *v;             /* [n_layer][capacity][kv_dim] each, 64-byte aligned; NULL
+                                 without caches */
+} di_kv_cache;
+
+/* Makes room for n <= ctx_len positions, keeping the first `keep` (tokens,
+ * keys and values of every layer). DI_ERR_OUT_OF_MEMORY leaves c as it was. */
+di_status di_kv_reserve(di_kv_cache *c, const di_kv_shape *shape, uint32_t n, uint32_t keep);
+
+/* Frees everything; c holds nothing afterwards. */
+void di_kv_release(di_kv_cache *c);
+
+/* Copies positions 0..length-1 of src into dst, which has room for them. */
+void di_kv_copy(di_kv_cache *dst, const di_kv_cache *src, const di_kv_shape *shape, uint32_t length);
+
+/* Bytes of keys and values c holds (0 without caches). */
+uint64_t di_kv_bytes(const di_kv_cache *c, const di_kv_shape *shape);
+
+/* The capacity a store of `capacity` positions grows to when it needs n
+ * (n <= limit): at least double, at least DI_KV_MIN_POSITIONS, at most limit. */
+uint32_t di_kv_grown_capacity(uint32_t capacity, uint32_t n, uint32_t limit);
+
+#endif /* DI_KV_CACHE_H */
