@@ -27,6 +27,7 @@ Suite *rope_suite(void);
 Suite *golden_suite(void);
 Suite *logprobs_suite(void);
 Suite *memory_suite(void);
+Suite *intdot_suite(void);
 
 int main(void)
 {
@@ -53,6 +54,7 @@ int main(void)
     srunner_add_suite(runner, golden_suite());
     srunner_add_suite(runner, logprobs_suite());
     srunner_add_suite(runner, memory_suite());
+    srunner_add_suite(runner, intdot_suite());
     srunner_set_fork_status(runner, CK_FORK);
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);

@@ -72,11 +72,11 @@ run --model $model --tokens 1 --frobnicate|unknown option '--frobnicate'
 verify|--model is required
 verify --model $model --reps 0|--reps wants an integer
 verify --model $model --batch-sizes 1,,2|--batch-sizes wants
-verify --model $model --profile fast|--profile wants portable or device
+verify --model $model --profile fast|--profile wants portable, device or integer
 verify --model $model --backends cpu,tpu|--backends wants cpu or cuda
 verify --model $model --device x|--device wants an integer
 verify --model $model --cpu-path x|--cpu-path wants auto, scalar, avx2 or avx512
-doctor --profile fast|--profile wants portable or device
+doctor --profile fast|--profile wants portable, device or integer
 doctor --json=yes|--json takes no value
 doctor stray|unexpected argument 'stray'
 doctor --backend tpu|--backend wants cpu or cuda

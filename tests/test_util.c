@@ -71,12 +71,14 @@ di_session *tu_session_on(const di_model *m, int threads, int max_seq, int ctx, 
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_ALLOW_LONG_CONTEXT, 1), DI_OK);
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_CPU_PATH, path), DI_OK);
     /* DI_TEST_BACKEND=cuda (tests/gpu/run.sh) runs the suites on the GPU,
-     * DI_TEST_PROFILE=device in the device profile. */
+     * DI_TEST_PROFILE=device (or integer) in that profile. */
     const char *backend = getenv("DI_TEST_BACKEND"), *profile = getenv("DI_TEST_PROFILE");
     if (backend && !strcmp(backend, "cuda"))
         ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_BACKEND, DI_BACKEND_CUDA), DI_OK);
     if (profile && !strcmp(profile, "device"))
         ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_PROFILE, DI_PROFILE_DEVICE), DI_OK);
+    if (profile && !strcmp(profile, "integer"))
+        ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_PROFILE, DI_PROFILE_INTEGER), DI_OK);
     di_status st = di_session_create(m, c, &s, err, sizeof err);
     ck_assert_msg(st == DI_OK, "session: %s: %s", di_status_name(st), err);
     di_config_free(c);

@@ -231,8 +231,10 @@ int dt_parse_profile(const dt_command *cmd, const char *opt, const char *text, d
         *out = DI_PROFILE_PORTABLE;
     else if (!strcmp(text, "device"))
         *out = DI_PROFILE_DEVICE;
+    else if (!strcmp(text, "integer"))
+        *out = DI_PROFILE_INTEGER;
     else {
-        dt_usage(cmd, "%s wants portable or device, not '%s'", opt, text);
+        dt_usage(cmd, "%s wants portable, device or integer, not '%s'", opt, text);
         return 0;
     }
     return 1;
@@ -270,7 +272,8 @@ const char *dt_backend_name(di_backend backend)
 
 const char *dt_profile_name(di_profile profile)
 {
-    return profile == DI_PROFILE_DEVICE ? "device" : profile == DI_PROFILE_PORTABLE ? "portable" : "unknown";
+    return profile == DI_PROFILE_DEVICE ? "device" : profile == DI_PROFILE_PORTABLE ? "portable"
+         : profile == DI_PROFILE_INTEGER ? "integer" : "unknown";
 }
 
 int dt_fail(const dt_command *cmd, const char *what, di_status st, const char *detail)

@@ -118,6 +118,7 @@ func TestEnumsMatchTheHeader(t *testing.T) {
 		"DI_CPU_PATH_AVX2": int(CPUPathAVX2), "DI_CPU_PATH_AVX512": int(CPUPathAVX512),
 		"DI_BACKEND_CPU": int(BackendCPU), "DI_BACKEND_CUDA": int(BackendCUDA),
 		"DI_PROFILE_PORTABLE": int(ProfilePortable), "DI_PROFILE_DEVICE": int(ProfileDevice),
+		"DI_PROFILE_INTEGER": int(ProfileInteger),
 	}
 	got := map[string]int{}
 	for _, m := range regexp.MustCompile(`(?m)^\s+(DI_[A-Z0-9_]+) = (\d+)`).FindAllSubmatch(header, -1) {

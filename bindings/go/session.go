@@ -43,6 +43,7 @@ type Profile int
 const (
 	ProfilePortable Profile = 1
 	ProfileDevice   Profile = 2
+	ProfileInteger  Profile = 3
 )
 
 // CPUPath is a di_cpu_path.

@@ -128,8 +128,8 @@ DI_API di_status di_config_set_int(di_config *c, di_config_key key, int64_t v)
         c->backend = v;
         return DI_OK;
     case DI_CONFIG_PROFILE:
-        if (v != DI_PROFILE_PORTABLE && v != DI_PROFILE_DEVICE)
-            return out_of_range(c, "profile", v, DI_PROFILE_PORTABLE, DI_PROFILE_DEVICE);
+        if (v != DI_PROFILE_PORTABLE && v != DI_PROFILE_DEVICE && v != DI_PROFILE_INTEGER)
+            return out_of_range(c, "profile", v, DI_PROFILE_PORTABLE, DI_PROFILE_INTEGER);
         c->profile = v;
         return DI_OK;
     case DI_CONFIG_DO_SAMPLE:

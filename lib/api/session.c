@@ -16,6 +16,7 @@
 
 #include "backend.h"
 #include "config.h"
+#include "cpu_int.h"
 #include "cpu_kernels.h"
 #include "cpu_ops.h"
 #include "digest.h"
@@ -107,6 +108,9 @@ static di_status check_backend(const struct di_config *c, char *errbuf, size_t e
         return di_error(errbuf, errbuf_size, DI_ERR_UNSUPPORTED,
                         "the device numerics profile needs the CUDA backend; the CPU backend runs "
                         "the portable profile only");
+    if (c->profile == DI_PROFILE_INTEGER && c->backend != DI_BACKEND_CPU)
+        return di_error(errbuf, errbuf_size, DI_ERR_UNSUPPORTED,
+                        "the integer numerics profile runs on the CPU backend only");
     return DI_OK;
 }
 
@@ -192,6 +196,8 @@ static di_status create_session(const di_model *model, const di_config *config, 
     st = di_cpu_ops_select((di_cpu_path)c->cpu_path, &ops, errbuf, errbuf_size);
     if (st)
         return st;
+    if (c->profile == DI_PROFILE_INTEGER)
+        ops = di_cpu_ops_integer(ops);
 
     di_session *s = calloc(1, sizeof *s);
     if (!s)
@@ -213,8 +219,8 @@ static di_status create_session(const di_model *model, const di_config *config, 
         di_session_free(s);
         return di_error(errbuf, errbuf_size, st, "cannot start %u threads", (unsigned)c->threads);
     }
-    snprintf(s->backend_info, sizeof s->backend_info, "backend=cpu path=%s threads=%u", ops->name,
-             s->n_threads);
+    snprintf(s->backend_info, sizeof s->backend_info, "backend=cpu path=%s%s threads=%u", ops->name,
+             c->profile == DI_PROFILE_INTEGER ? " profile=integer" : "", s->n_threads);
     st = di_forward_init(&s->fwd, model, ops, s->pool, s->ctx_len, SLICE_ROWS);
     if (!st)
         st = alloc_sequences(s, c->backend != DI_BACKEND_CUDA);

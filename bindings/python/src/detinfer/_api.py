@@ -83,6 +83,7 @@ class Backend(enum.IntEnum):
 class Profile(enum.IntEnum):
     PORTABLE = 1
     DEVICE = 2
+    INTEGER = 3
 
 
 class CpuPath(enum.IntEnum):

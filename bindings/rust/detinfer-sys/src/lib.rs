@@ -96,6 +96,7 @@ pub const DI_BACKEND_CUDA: di_backend = 2;
 
 pub const DI_PROFILE_PORTABLE: di_profile = 1;
 pub const DI_PROFILE_DEVICE: di_profile = 2;
+pub const DI_PROFILE_INTEGER: di_profile = 3;
 
 pub const DI_STEP_ALL_LOGITS: u32 = 0x1;
 

@@ -477,6 +477,7 @@ pub mod values {
     pub const BACKEND_CUDA: i64 = 2;
     pub const PROFILE_PORTABLE: i64 = 1;
     pub const PROFILE_DEVICE: i64 = 2;
+    pub const PROFILE_INTEGER: i64 = 3;
     pub const CPU_PATH_AUTO: i64 = 0;
     pub const CPU_PATH_SCALAR: i64 = 1;
     pub const CPU_PATH_AVX2: i64 = 2;

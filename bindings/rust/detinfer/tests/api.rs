@@ -82,7 +82,7 @@ fn constants_match_the_header() {
         assert!(ours, "{name} = {value} in the header, not in the binding");
         found += 1;
     }
-    assert_eq!(found, 18 + 10 + 2 + 13 + 4 + 2 + 2);
+    assert_eq!(found, 18 + 10 + 2 + 13 + 4 + 2 + 3);
     let version = |n: &str| header.lines().find_map(|l| l.strip_prefix(&format!("#define {n} "))).unwrap().trim().to_string();
     assert_eq!(version("DI_VERSION_MINOR"), sys::DI_VERSION_MINOR.to_string());
     assert_eq!(version("DI_VERSION_PATCH"), sys::DI_VERSION_PATCH.to_string());
@@ -126,6 +126,7 @@ fn sys_value(name: &str) -> Option<i32> {
         "DI_BACKEND_CUDA" => detinfer::values::BACKEND_CUDA as i32,
         "DI_PROFILE_PORTABLE" => detinfer::values::PROFILE_PORTABLE as i32,
         "DI_PROFILE_DEVICE" => detinfer::values::PROFILE_DEVICE as i32,
+        "DI_PROFILE_INTEGER" => detinfer::values::PROFILE_INTEGER as i32,
         _ => return None,
     })
 }
