@@ -106,6 +106,11 @@ run)
     seq_digest=$(sed -n 's/^sequence .* digest //p' "$work/one")
     expect_rc 0 run --model "$model" --tokens "$tokens" --max-new 5 --json &&
         json "len(d['steps']) == 5 and d['sequence_digest'] == '$seq_digest' and d['sequence_length'] == 29"
+    # JSON strings are UTF-8: a byte that is not (here in the model's file name) becomes U+FFFD
+    bad_name=$work/$'m\xff.gguf'
+    ln -s "$(realpath "$model")" "$bad_name"
+    expect_rc 0 run --model "$bad_name" --tokens 1 --max-new 1 --json &&
+        json "d['model'].endswith('m\\ufffd.gguf') and d['prompt_text'] is None and d['prompt_tokens'] == [1]"
     expect_rc 0 run --model "$model" --tokens "$tokens" --max-new 5 --cpu-path scalar --device 0
     grep -E '^(step|sequence)' "$work/out" | cmp -s - "$work/one" || fail "run on the scalar CPU path differs"
     # CUDA without its plugin: the documented refusal, exit 1

@@ -1,6 +1,5 @@
 /*
- * detinfer_common.c — option parsing, value parsers, errors, the JSON
- * writer, the progress bar and the model/session helpers of the tool.
+ * detinfer_common.c — option parsing, value parsers, errors, the progress bar and the model/session helpers of the tool.
  */
 #include "detinfer_common.h"
 
@@ -420,8 +419,7 @@ void dt_copy(char *dst, size_t n, const char *src)
     dst[len] = '\0';
 }
 
-/* Length of the valid UTF-8 sequence at s (0 when it is not valid). */
-static size_t utf8_length(const unsigned char *s, size_t n)
+size_t dt_utf8_length(const unsigned char *s, size_t n)
 {
     if (s[0] < 0x80)
         return 1;
@@ -441,14 +439,14 @@ static size_t utf8_length(const unsigned char *s, size_t n)
     return len;
 }
 
-/* Shared by the terminal quoting and JSON strings; json selects \u00XX. */
-static void write_escaped(FILE *f, const char *s, size_t n, int json)
+/* C-style escapes for a terminal. */
+void dt_print_quoted(FILE *f, const char *s, size_t n)
 {
     const unsigned char *u = (const unsigned char *)s;
     fputc('"', f);
     for (size_t i = 0; i < n;) {
         unsigned char c = u[i];
-        size_t len = utf8_length(u + i, n - i);
+        size_t len = dt_utf8_length(u + i, n - i);
         if (c == '"' || c == '\\') {
             fputc('\\', f);
             fputc(c, f);
@@ -459,13 +457,9 @@ static void write_escaped(FILE *f, const char *s, size_t n, int json)
         } else if (c == '\r') {
             fputs("\\r", f);
         } else if (c < 0x20 || c == 0x7f) {
-            fprintf(f, json ? "\\u%04x" : "\\x%02x", c);
+            fprintf(f, "\\x%02x", c);
         } else if (len == 0) {
-            /* not UTF-8: JSON gets U+FFFD, a terminal the byte's value */
-            if (json)
-                fputs("\\ufffd", f);
-            else
-                fprintf(f, "\\x%02x", c);
+            fprintf(f, "\\x%02x", c); /* not UTF-8: the byte's value */
             len = 1;
         } else {
             fwrite(u + i, 1, len, f);
@@ -473,129 +467,6 @@ static void write_escaped(FILE *f, const char *s, size_t n, int json)
         i += len ? len : 1;
     }
     fputc('"', f);
-}
-
-void dt_print_quoted(FILE *f, const char *s, size_t n)
-{
-    write_escaped(f, s, n, 0);
-}
-
-void dt_json_init(dt_json *j, FILE *f)
-{
-    memset(j, 0, sizeof *j);
-    j->f = f;
-}
-
-/* Comma, newline and indent before a value, then its key. */
-static void json_prefix(dt_json *j, const char *key)
-{
-    if (j->depth > 0) {
-        if (j->count[j->depth]++)
-            fputc(',', j->f);
-        if (j->inline_[j->depth]) {
-            if (j->count[j->depth] > 1)
-                fputc(' ', j->f);
-        } else
-            fprintf(j->f, "\n%*s", 2 * j->depth, "");
-    }
-    if (key) {
-        write_escaped(j->f, key, strlen(key), 1);
-        fputs(": ", j->f);
-    }
-}
-
-static void json_open(dt_json *j, const char *key, char bracket, int on_one_line)
-{
-    json_prefix(j, key);
-    fputc(bracket, j->f);
-    if (j->depth + 1 < DT_JSON_MAX_DEPTH)
-        j->depth++;
-    j->count[j->depth] = 0;
-    j->inline_[j->depth] = on_one_line || (j->depth > 1 && j->inline_[j->depth - 1]);
-}
-
-static void json_close(dt_json *j, char bracket)
-{
-    int had = j->count[j->depth] > 0, was_inline = j->inline_[j->depth];
-    if (j->depth > 0)
-        j->depth--;
-    if (had && !was_inline)
-        fprintf(j->f, "\n%*s", 2 * j->depth, "");
-    fputc(bracket, j->f);
-}
-
-void dt_json_begin_object(dt_json *j, const char *key)
-{
-    json_open(j, key, '{', 0);
-}
-
-void dt_json_end_object(dt_json *j)
-{
-    json_close(j, '}');
-}
-
-void dt_json_begin_array(dt_json *j, const char *key, int on_one_line)
-{
-    json_open(j, key, '[', on_one_line);
-}
-
-void dt_json_end_array(dt_json *j)
-{
-    json_close(j, ']');
-}
-
-void dt_json_stringn(dt_json *j, const char *key, const char *value, size_t n)
-{
-    json_prefix(j, key);
-    if (value)
-        write_escaped(j->f, value, n, 1);
-    else
-        fputs("null", j->f);
-}
-
-void dt_json_string(dt_json *j, const char *key, const char *value)
-{
-    dt_json_stringn(j, key, value, value ? strlen(value) : 0);
-}
-
-void dt_json_int(dt_json *j, const char *key, long long value)
-{
-    json_prefix(j, key);
-    fprintf(j->f, "%lld", value);
-}
-
-void dt_json_number(dt_json *j, const char *key, double value)
-{
-    json_prefix(j, key);
-    if (isfinite(value))
-        fprintf(j->f, "%.9g", value);
-    else
-        fputs("null", j->f);
-}
-
-void dt_json_bool(dt_json *j, const char *key, int value)
-{
-    json_prefix(j, key);
-    fputs(value ? "true" : "false", j->f);
-}
-
-void dt_json_null(dt_json *j, const char *key)
-{
-    json_prefix(j, key);
-    fputs("null", j->f);
-}
-
-void dt_json_digest(dt_json *j, const char *key, const di_digest *d)
-{
-    char hex[DI_DIGEST_HEX_SIZE];
-    dt_hex(d, hex);
-    dt_json_string(j, key, hex);
-}
-
-void dt_json_finish(dt_json *j)
-{
-    fputc('\n', j->f);
-    fflush(j->f);
 }
 
 /* ---- Progress ------------------------------------------------------------ */

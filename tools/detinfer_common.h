@@ -1,7 +1,7 @@
 /*
  * detinfer_common.h — what the subcommands of the detinfer tool share:
  * option parsing from a table (which also writes --help), value parsers,
- * error messages, a small JSON writer, a stderr progress bar, loading a
+ * error messages, a stderr progress bar, loading a
  * model and opening a session, tokenizing, digests of bytes.
  *
  * The tool uses only the public API of include/detinfer.h.
@@ -121,33 +121,12 @@ di_status dt_digest_bytes(const void *bytes, size_t n, di_digest *out);
 /* ---- Output helpers ------------------------------------------------------ */
 /* Copies src into dst[n], cut to fit; dst is always NUL-terminated. */
 void dt_copy(char *dst, size_t n, const char *src);
-/* Writes s (n bytes) between double quotes with C/JSON-style escapes for
+/* Writes s (n bytes) between double quotes with C-style escapes for
  * control characters, quotes, backslashes and bytes that are not UTF-8. */
 void dt_print_quoted(FILE *f, const char *s, size_t n);
-
-#define DT_JSON_MAX_DEPTH 32
-typedef struct dt_json {
-    FILE *f;
-    int depth;
-    int count[DT_JSON_MAX_DEPTH];  /* values written at each level */
-    int inline_[DT_JSON_MAX_DEPTH]; /* 1: this array stays on one line */
-} dt_json;
-
-void dt_json_init(dt_json *j, FILE *f);
-/* key is NULL inside arrays and for the top-level value. */
-void dt_json_begin_object(dt_json *j, const char *key);
-void dt_json_end_object(dt_json *j);
-void dt_json_begin_array(dt_json *j, const char *key, int on_one_line);
-void dt_json_end_array(dt_json *j);
-void dt_json_string(dt_json *j, const char *key, const char *value); /* NULL: null */
-void dt_json_stringn(dt_json *j, const char *key, const char *value, size_t n);
-void dt_json_int(dt_json *j, const char *key, long long value);
-void dt_json_number(dt_json *j, const char *key, double value); /* non-finite: null */
-void dt_json_bool(dt_json *j, const char *key, int value);
-void dt_json_null(dt_json *j, const char *key);
-void dt_json_digest(dt_json *j, const char *key, const di_digest *d);
-/* Ends the document with a newline. */
-void dt_json_finish(dt_json *j);
+/* Length of the valid UTF-8 sequence at s (n >= 1 bytes); 0 when it is not
+ * UTF-8 (overlong forms, surrogates and values past U+10FFFF are not). */
+size_t dt_utf8_length(const unsigned char *s, size_t n);
 
 /* A progress bar on stderr, drawn only when stderr is a terminal. */
 typedef struct dt_progress {

@@ -25,6 +25,7 @@
 #include <gnu/libc-version.h>
 #endif
 
+#include "cli_json.h"
 #include "detinfer_common.h"
 #include "detinfer_cuda.h"
 
@@ -616,52 +617,36 @@ static void print_text(const doctor *d, const di_digest *fp)
                            : "(the device profile's digests also depend on the GPU model and CUDA library versions)");
 }
 
-static void print_json(const doctor *d, const di_digest *fp, const char *path, const comparison *c)
+static json_t *compare_json(const doctor *d, const char *path, const comparison *c)
 {
-    dt_json j;
-    dt_json_init(&j, stdout);
-    dt_json_begin_object(&j, NULL);
-    dt_json_string(&j, "command", "doctor");
-    dt_json_string(&j, "profile", dt_profile_name(d->profile));
-    dt_json_begin_array(&j, "checks", 0);
-    for (int i = 0; i < d->n_checks; i++) {
-        dt_json_begin_object(&j, NULL);
-        dt_json_string(&j, "status", level_word(d->checks[i].lv));
-        dt_json_string(&j, "name", d->checks[i].name);
-        dt_json_string(&j, "detail", d->checks[i].text);
-        dt_json_end_object(&j);
-    }
-    dt_json_end_array(&j);
-    dt_json_begin_object(&j, "facts");
+    json_t *differences = json_array();
+    for (int i = 0; i < c->n_diff; i++)
+        differences = dt_json_push(differences,
+                                   json_pack("{s:s, s:o, s:o, s:b}", "key", c->diff[i].key, "here",
+                                             dt_json_text(c->diff[i].here), "there", dt_json_text(c->diff[i].there),
+                                             "matters", in_digest(c->diff[i].key, d->profile)));
+    return json_pack("{s:o, s:o, s:b, s:b, s:o}", "file", dt_json_text(path), "fingerprint",
+                     dt_json_digest(&c->theirs), "comparable", c->comparable, "equal_digests_promised", c->promised,
+                     "differences", differences);
+}
+
+static int print_json(const doctor *d, const di_digest *fp, const char *path, const comparison *c)
+{
+    json_t *checks = json_array(), *facts = json_object(), *keys = json_array();
+    for (int i = 0; i < d->n_checks; i++)
+        checks = dt_json_push(checks, json_pack("{s:s, s:s, s:o}", "status", level_word(d->checks[i].lv), "name",
+                                                d->checks[i].name, "detail", dt_json_text(d->checks[i].text)));
     for (int i = 0; i < d->n_facts; i++)
-        dt_json_string(&j, d->facts[i].key, d->facts[i].value);
-    dt_json_end_object(&j);
-    dt_json_begin_array(&j, "fingerprint_keys", 1);
+        facts = dt_json_set(facts, d->facts[i].key, dt_json_text(d->facts[i].value));
     for (int i = 0; i < d->n_facts; i++)
         if (in_digest(d->facts[i].key, d->profile))
-            dt_json_string(&j, NULL, d->facts[i].key);
-    dt_json_end_array(&j);
-    dt_json_digest(&j, "fingerprint", fp);
-    if (path) {
-        dt_json_begin_object(&j, "compare");
-        dt_json_string(&j, "file", path);
-        dt_json_digest(&j, "fingerprint", &c->theirs);
-        dt_json_bool(&j, "comparable", c->comparable);
-        dt_json_bool(&j, "equal_digests_promised", c->promised);
-        dt_json_begin_array(&j, "differences", 0);
-        for (int i = 0; i < c->n_diff; i++) {
-            dt_json_begin_object(&j, NULL);
-            dt_json_string(&j, "key", c->diff[i].key);
-            dt_json_string(&j, "here", c->diff[i].here);
-            dt_json_string(&j, "there", c->diff[i].there);
-            dt_json_bool(&j, "matters", in_digest(c->diff[i].key, d->profile));
-            dt_json_end_object(&j);
-        }
-        dt_json_end_array(&j);
-        dt_json_end_object(&j);
-    }
-    dt_json_end_object(&j);
-    dt_json_finish(&j);
+            keys = dt_json_push(keys, json_string(d->facts[i].key));
+    json_t *root = json_pack("{s:s, s:s, s:o, s:o, s:o, s:o}", "command", "doctor", "profile",
+                             dt_profile_name(d->profile), "checks", checks, "facts", facts, "fingerprint_keys", keys,
+                             "fingerprint", dt_json_digest(fp));
+    if (path)
+        root = dt_json_set(root, "compare", compare_json(d, path, c));
+    return dt_json_emit(&command, root, stdout);
 }
 
 int dt_cmd_doctor(int argc, char **argv)
@@ -714,13 +699,13 @@ int dt_cmd_doctor(int argc, char **argv)
     }
     if (rc == DT_EXIT_OK) {
         if (json) {
-            print_json(d, &fp, compare_path, c);
+            rc = print_json(d, &fp, compare_path, c);
         } else {
             print_text(d, &fp);
             if (compare_path)
                 print_compare_text(d, compare_path, c);
         }
-        if (save_path)
+        if (rc == DT_EXIT_OK && save_path)
             rc = save(d, save_path, &fp);
         if (rc == DT_EXIT_OK && compare_path && !c->promised)
             rc = DT_EXIT_FAIL;

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_json.h"
 #include "detinfer_verify.h"
 
 #define MAX_LIST 16
@@ -617,160 +618,100 @@ static void print_text(const verify *v)
            (unsigned long long)requests, (unsigned long long)rows);
 }
 
-static void json_prompts(dt_json *j, const verify *v)
+static json_t *prompt_json(const verify *v, uint32_t i)
 {
-    dt_json_begin_array(j, "prompts", 0);
-    for (uint32_t i = 0; i < v->prompts.n; i++) {
-        const dt_prompt *p = &v->prompts.p[i];
-        dt_json_begin_object(j, NULL);
-        dt_json_int(j, "index", i);
-        dt_json_string(j, "kind", p->text ? "text" : p->search_gap >= 0 ? "near-tie" : "tokens");
-        dt_json_string(j, "text", p->text);
-        if (p->sampling.size) {
-            dt_json_begin_object(j, "sampling");
-            dt_json_number(j, "temperature", p->sampling.temperature);
-            dt_json_int(j, "top_k", p->sampling.top_k);
-            dt_json_number(j, "top_p", p->sampling.top_p);
-            dt_json_number(j, "min_p", p->sampling.min_p);
-            dt_json_number(j, "repetition_penalty", p->sampling.repetition_penalty);
-            dt_json_number(j, "presence_penalty", p->sampling.presence_penalty);
-            dt_json_number(j, "frequency_penalty", p->sampling.frequency_penalty);
-            dt_json_int(j, "penalty_window", p->sampling.penalty_window);
-            dt_json_int(j, "seed", (long long)p->sampling.seed);
-            dt_json_end_object(j);
-        }
-        if (p->search_gap >= 0)
-            dt_json_number(j, "search_gap", p->search_gap);
-        dt_json_begin_array(j, "tokens", 1);
-        for (uint32_t k = 0; k < p->n; k++)
-            dt_json_int(j, NULL, p->tokens[k]);
-        dt_json_end_array(j);
-        dt_json_begin_array(j, "generated", 1);
-        for (uint32_t k = 0; k < v->ref[i].max_new; k++)
-            dt_json_int(j, NULL, v->ref[i].tokens[k]);
-        dt_json_end_array(j);
-        dt_json_digest(j, "sequence_digest", &v->ref[i].sequence);
-        dt_json_end_object(j);
-    }
-    dt_json_end_array(j);
+    const dt_prompt *p = &v->prompts.p[i];
+    json_t *o = json_pack("{s:I, s:s, s:o}", "index", (json_int_t)i, "kind",
+                          p->text ? "text" : p->search_gap >= 0 ? "near-tie" : "tokens", "text", dt_json_text(p->text));
+    if (p->sampling.size)
+        o = dt_json_set(o, "sampling",
+                        dt_json_set(dt_json_sampling(&p->sampling), "seed", json_integer((json_int_t)p->sampling.seed)));
+    if (p->search_gap >= 0)
+        o = dt_json_set(o, "search_gap", dt_json_real(p->search_gap));
+    o = dt_json_set(o, "tokens", dt_json_tokens(p->tokens, p->n));
+    o = dt_json_set(o, "generated", dt_json_tokens(v->ref[i].tokens, v->ref[i].max_new));
+    return dt_json_set(o, "sequence_digest", dt_json_digest(&v->ref[i].sequence));
 }
 
-static void json_rows(dt_json *j, const verify *v)
+static json_t *row_json(const vrow *r)
 {
-    dt_json_begin_array(j, "axes", 0);
-    for (uint32_t i = 0; i < v->n_rows; i++) {
-        const vrow *r = &v->rows[i];
-        dt_json_begin_object(j, NULL);
-        dt_json_string(j, "axis", r->axis);
-        dt_json_string(j, "value", r->value);
-        dt_json_int(j, "batch", r->batch);
-        dt_json_int(j, "threads", r->threads);
-        dt_json_int(j, "chunk", r->chunk);
-        dt_json_string(j, "backend", dt_backend_name(r->backend));
-        dt_json_bool(j, "fresh_process", r->fresh);
-        dt_json_int(j, "requests", (long long)r->requests);
-        dt_json_int(j, "logits_rows", (long long)r->rows);
-        dt_json_int(j, "differing_requests", (long long)r->differing);
-        dt_json_number(j, "seconds", r->seconds);
-        dt_json_string(j, "result", r->status == ROW_OK ? "ok" : r->status == ROW_MISMATCH ? "mismatch"
-                                    : r->status == ROW_SKIPPED ? "skipped" : "error");
-        dt_json_string(j, "detail", r->detail[0] ? r->detail : NULL);
-        dt_json_end_object(j);
-    }
-    dt_json_end_array(j);
+    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:s, s:b, s:I, s:I, s:I, s:o, s:s, s:o}", "axis", r->axis, "value",
+                     r->value, "batch", (json_int_t)r->batch, "threads", (json_int_t)r->threads, "chunk",
+                     (json_int_t)r->chunk, "backend", dt_backend_name(r->backend), "fresh_process", r->fresh,
+                     "requests", (json_int_t)r->requests, "logits_rows", (json_int_t)r->rows, "differing_requests",
+                     (json_int_t)r->differing, "seconds", dt_json_real(r->seconds), "result",
+                     r->status == ROW_OK         ? "ok"
+                     : r->status == ROW_MISMATCH ? "mismatch"
+                     : r->status == ROW_SKIPPED  ? "skipped"
+                                                 : "error",
+                     "detail", dt_json_text(r->detail[0] ? r->detail : NULL));
 }
 
-static void json_ties(dt_json *j, const verify *v)
+static json_t *ties_json(const verify *v)
 {
     tie *t;
     uint32_t n = smallest_gaps(v, &t);
-    dt_json_begin_array(j, "near_ties", 0);
+    json_t *a = t ? json_array() : NULL;
     for (uint32_t i = 0; i < n; i++) {
         const dt_trace *r = &v->ref[t[i].prompt];
         const tie_count *tc = &v->ties[(size_t)t[i].prompt * v->o.max_new + t[i].choice];
-        dt_json_begin_object(j, NULL);
-        dt_json_int(j, "prompt", t[i].prompt);
-        dt_json_int(j, "position", r->n_prompt - 1 + t[i].choice);
-        dt_json_int(j, "generated_index", t[i].choice);
-        dt_json_int(j, "token", r->tokens[t[i].choice]);
-        dt_json_int(j, "runner_up", r->runner_up[t[i].choice]);
-        dt_json_number(j, "gap", t[i].gap);
-        dt_json_int(j, "gap_ulps",
-                    (long long)dt_ulp_distance(r->best_logit[t[i].choice], r->second_logit[t[i].choice]));
-        dt_json_int(j, "runs_reached", tc->reached);
-        dt_json_int(j, "runs_held", tc->held);
-        dt_json_bool(j, "held", tc->held == tc->reached);
-        dt_json_end_object(j);
+        a = dt_json_push(
+            a, json_pack("{s:I, s:I, s:I, s:I, s:I, s:o, s:I, s:I, s:I, s:b}", "prompt", (json_int_t)t[i].prompt,
+                         "position", (json_int_t)(r->n_prompt - 1 + t[i].choice), "generated_index",
+                         (json_int_t)t[i].choice, "token", (json_int_t)r->tokens[t[i].choice], "runner_up",
+                         (json_int_t)r->runner_up[t[i].choice], "gap", dt_json_real(t[i].gap), "gap_ulps",
+                         (json_int_t)dt_ulp_distance(r->best_logit[t[i].choice], r->second_logit[t[i].choice]),
+                         "runs_reached", (json_int_t)tc->reached, "runs_held", (json_int_t)tc->held, "held",
+                         tc->held == tc->reached));
     }
-    dt_json_end_array(j);
     free(t);
+    return a;
 }
 
-static void json_mismatch(dt_json *j, const verify *v)
+static json_t *mismatch_json(const verify *v)
 {
     const mismatch *m = &v->first;
-    if (!m->set) {
-        dt_json_null(j, "first_mismatch");
-        return;
-    }
+    if (!m->set)
+        return json_null();
     const vrow *r = &v->rows[m->row];
-    dt_json_begin_object(j, "first_mismatch");
-    dt_json_string(j, "axis", r->axis);
-    dt_json_string(j, "value", r->value);
-    dt_json_int(j, "request", m->request);
-    dt_json_int(j, "slot", m->slot);
-    dt_json_int(j, "prompt", m->prompt);
-    dt_json_int(j, "position", m->pos);
-    if (m->choice >= 0)
-        dt_json_int(j, "generated_index", m->choice);
-    else
-        dt_json_null(j, "generated_index");
+    json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:o}", "axis", r->axis, "value", r->value, "request",
+                          (json_int_t)m->request, "slot", (json_int_t)m->slot, "prompt", (json_int_t)m->prompt,
+                          "position", (json_int_t)m->pos, "generated_index",
+                          m->choice >= 0 ? json_integer(m->choice) : json_null());
     if (m->pos < v->ref[m->prompt].n_pos) {
-        dt_json_digest(j, "reference_digest", &m->want);
-        dt_json_digest(j, "digest", &m->got);
+        o = dt_json_set(o, "reference_digest", dt_json_digest(&m->want));
+        o = dt_json_set(o, "digest", dt_json_digest(&m->got));
     }
     if (m->choice >= 0) {
-        dt_json_int(j, "reference_token", m->want_token);
-        dt_json_int(j, "token", m->got_token);
+        o = dt_json_set(o, "reference_token", json_integer(m->want_token));
+        o = dt_json_set(o, "token", json_integer(m->got_token));
     }
-    dt_json_digest(j, "reference_sequence_digest", &m->want_sequence);
-    dt_json_digest(j, "sequence_digest", &m->got_sequence);
-    dt_json_end_object(j);
+    o = dt_json_set(o, "reference_sequence_digest", dt_json_digest(&m->want_sequence));
+    return dt_json_set(o, "sequence_digest", dt_json_digest(&m->got_sequence));
 }
 
-static void print_json(const verify *v)
+static int print_json(const verify *v)
 {
-    dt_json j;
     uint64_t requests, rows;
     uint32_t bad;
     int pass = verdict(v, &requests, &rows, &bad);
-    dt_json_init(&j, stdout);
-    dt_json_begin_object(&j, NULL);
-    dt_json_string(&j, "command", "verify");
-    dt_json_string(&j, "library_version", di_version_string());
-    dt_json_string(&j, "build_info", di_build_info());
-    dt_json_string(&j, "model", v->o.model);
-    dt_json_string(&j, "architecture", di_model_architecture(v->model));
-    dt_json_int(&j, "n_vocab", v->n_vocab);
-    dt_json_begin_object(&j, "reference");
-    dt_json_string(&j, "backend", dt_backend_name(v->o.backend));
-    dt_json_string(&j, "profile", dt_profile_name(v->o.profile));
-    dt_json_int(&j, "threads", v->o.threads[0]);
-    dt_json_number(&j, "seconds", v->ref_seconds);
-    dt_json_end_object(&j);
-    dt_json_int(&j, "max_new", v->o.max_new);
-    dt_json_int(&j, "reps", v->o.reps);
-    dt_json_int(&j, "seed", v->o.seed);
-    dt_json_string(&j, "prompt_source", v->prompts.note);
-    json_prompts(&j, v);
-    json_rows(&j, v);
-    json_ties(&j, v);
-    json_mismatch(&j, v);
-    dt_json_int(&j, "requests", (long long)requests);
-    dt_json_int(&j, "logits_rows", (long long)rows);
-    dt_json_string(&j, "result", pass ? "pass" : "fail");
-    dt_json_end_object(&j);
-    dt_json_finish(&j);
+    json_t *prompts = json_array(), *axes = json_array();
+    for (uint32_t i = 0; i < v->prompts.n; i++)
+        prompts = dt_json_push(prompts, prompt_json(v, i));
+    for (uint32_t i = 0; i < v->n_rows; i++)
+        axes = dt_json_push(axes, row_json(&v->rows[i]));
+    json_t *reference = json_pack("{s:s, s:s, s:I, s:o}", "backend", dt_backend_name(v->o.backend), "profile",
+                                  dt_profile_name(v->o.profile), "threads", (json_int_t)v->o.threads[0], "seconds",
+                                  dt_json_real(v->ref_seconds));
+    json_t *root = json_pack(
+        "{s:s, s:s, s:s, s:o, s:o, s:I, s:o, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:s}", "command",
+        "verify", "library_version", di_version_string(), "build_info", di_build_info(), "model",
+        dt_json_text(v->o.model), "architecture", dt_json_text(di_model_architecture(v->model)), "n_vocab",
+        (json_int_t)v->n_vocab, "reference", reference, "max_new", (json_int_t)v->o.max_new, "reps",
+        (json_int_t)v->o.reps, "seed", (json_int_t)v->o.seed, "prompt_source", dt_json_text(v->prompts.note),
+        "prompts", prompts, "axes", axes, "near_ties", ties_json(v), "first_mismatch", mismatch_json(v),
+        "requests", (json_int_t)requests, "logits_rows", (json_int_t)rows, "result", pass ? "pass" : "fail");
+    return dt_json_emit(&command, root, stdout);
 }
 
 /* ---- Main -------------------------------------------------------------- */
@@ -867,10 +808,10 @@ int dt_cmd_verify(int argc, char **argv)
         uint64_t requests, rows;
         uint32_t bad;
         rc = verdict(v, &requests, &rows, &bad) ? DT_EXIT_OK : DT_EXIT_FAIL;
-        if (v->o.json)
-            print_json(v);
-        else
+        if (!v->o.json)
             print_text(v);
+        else if (print_json(v) != DT_EXIT_OK)
+            rc = DT_EXIT_FAIL;
     }
     free_verify(v);
     return rc < 0 ? DT_EXIT_OK : rc;
