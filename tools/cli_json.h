@@ -17,7 +17,9 @@
 #include <detinfer.h>
 #include <jansson.h>
 
-#include "detinfer_common.h"
+#include "cli_digest.h"
+#include "cli_options.h"
+#include "cli_text.h"
 
 /* Builders that carry a failure along, so a whole tree is built before one
  * check: each takes ownership of value, and when container or value is NULL

@@ -1,4 +1,5 @@
-# Rules for the detinfer command-line tool (tools/detinfer*.c, tools/serve/*.c). Included by
+# Rules for the detinfer command-line tool (tools/detinfer*.c: the subcommands;
+# tools/cli_*.c: what they share; tools/serve/*.c). Included by
 # the top-level Makefile, which defines BUILD, SHARED, CC, CFLAGS, LDFLAGS,
 # PREFIX and DESTDIR.
 #

@@ -21,7 +21,9 @@
 #include <string.h>
 
 #include "cli_json.h"
-#include "detinfer_common.h"
+#include "cli_commands.h"
+#include "cli_model.h"
+#include "cli_progress.h"
 
 #define MAX_LIST 16
 #define MAX_REPS 1000

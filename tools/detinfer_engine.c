@@ -5,7 +5,7 @@
  */
 #include "detinfer_engine.h"
 
-#include "detinfer_common.h"
+#include "cli_random.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "cli_json.h"
-#include "detinfer_common.h"
+#include "cli_commands.h"
+#include "cli_model.h"
+#include "cli_text.h"
 
 enum { OPT_MODEL, OPT_PROMPT, OPT_TOKENS, OPT_MAX_NEW, OPT_THREADS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH, OPT_NO_BOS,
        OPT_IGNORE_EOS, OPT_JSON, OPT_TEMPERATURE, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT_PENALTY,

@@ -11,7 +11,13 @@
 
 #include <detinfer.h>
 
-#include "detinfer_common.h"
+#include "cli_commands.h"
+#include "cli_digest.h"
+#include "cli_model.h"
+#include "cli_options.h"
+#include "cli_progress.h"
+#include "cli_random.h"
+#include "cli_text.h"
 #include "detinfer_engine.h"
 
 typedef struct dt_prompt_set {

@@ -207,7 +207,7 @@ di_status dt_child_traces(const char *model_path, uint32_t max_new, const dt_ses
     char *const argv[] = {"detinfer", "__verify-child", "--model", (char *)model_path, "--max-new", max_new_s,
                           "--threads", threads_s, "--backend", (char *)dt_backend_name(so->backend), "--profile",
                           (char *)dt_profile_name(so->profile), "--device", device_s, "--cpu-path",
-                          (char *)dt_cpu_path_name(so->cpu_path), NULL};
+                          (char *)di_cpu_path_name(so->cpu_path), NULL};
     pid_t pid;
     int to_child, from_child;
     di_status st = spawn_child(argv, &pid, &to_child, &from_child, err, err_size);
@@ -330,48 +330,46 @@ static int read_prompts(dt_prompt_set *set)
     return feof(stdin) && set->n > 0;
 }
 
+typedef struct child_opts {
+    const char *model_path;
+    long max_new;
+    dt_session_opts session;
+} child_opts;
+
+static int apply_option(int k, const char *v, void *opts)
+{
+    child_opts *o = opts;
+    const char *name = child_options[k].name;
+    switch (k) {
+    case OPT_MODEL: o->model_path = v; return 1;
+    case OPT_MAX_NEW: return dt_parse_long(&child_command, name, v, 1, 1 << 20, &o->max_new);
+    case OPT_THREADS: return dt_parse_long(&child_command, name, v, 1, 256, &o->session.threads);
+    case OPT_BACKEND: return dt_parse_backend(&child_command, name, v, &o->session.backend);
+    case OPT_PROFILE: return dt_parse_profile(&child_command, name, v, &o->session.profile);
+    case OPT_DEVICE: return dt_parse_device(&child_command, name, v, &o->session.device);
+    case OPT_CPU_PATH: return dt_parse_cpu_path(&child_command, name, v, &o->session.cpu_path);
+    }
+    return 0;
+}
+
 int dt_cmd_verify_child(int argc, char **argv)
 {
-    const char *model_path = NULL;
-    long max_new = 0, threads = 1;
-    dt_session_opts so = {DI_BACKEND_CPU, DI_PROFILE_PORTABLE, 1, 1, 0, 0, DI_CPU_PATH_AUTO};
-    dt_parser p;
-    dt_parser_init(&p, &child_command, argc, argv);
-    const char *v;
-    for (int k; (k = dt_next_option(&p, &v)) != DT_OPT_END;) {
-        int ok = 1;
-        if (k == DT_OPT_BAD)
-            return DT_EXIT_USAGE;
-        if (k == DT_OPT_HELP) {
-            dt_print_help(&child_command, stdout);
-            return DT_EXIT_OK;
-        }
-        if (k == OPT_MODEL)
-            model_path = v;
-        else if (k == OPT_MAX_NEW)
-            ok = dt_parse_long(&child_command, "--max-new", v, 1, 1 << 20, &max_new);
-        else if (k == OPT_THREADS)
-            ok = dt_parse_long(&child_command, "--threads", v, 1, 256, &threads);
-        else if (k == OPT_BACKEND)
-            ok = dt_parse_backend(&child_command, "--backend", v, &so.backend);
-        else if (k == OPT_PROFILE)
-            ok = dt_parse_profile(&child_command, "--profile", v, &so.profile);
-        else if (k == OPT_DEVICE)
-            ok = dt_parse_device(&child_command, "--device", v, &so.device);
-        else if (k == OPT_CPU_PATH)
-            ok = dt_parse_cpu_path(&child_command, "--cpu-path", v, &so.cpu_path);
-        if (!ok)
-            return DT_EXIT_USAGE;
-    }
-    if (!model_path || !max_new)
+    child_opts o = {.session = {DI_BACKEND_CPU, DI_PROFILE_PORTABLE, 1, 1, 0, 0, DI_CPU_PATH_AUTO}};
+    int rc = dt_parse_options(&child_command, argc, argv, apply_option, &o, NULL);
+    if (rc != DT_EXIT_OK)
+        return rc < 0 ? DT_EXIT_OK : rc;
+    if (!o.model_path || !o.max_new)
         return dt_usage(&child_command, "--model and --max-new are required");
+    const char *model_path = o.model_path;
+    long max_new = o.max_new;
+    dt_session_opts so = o.session;
 
     char err[512] = "";
     dt_perturb batched, child;
     if (!dt_perturb_from_env(&batched, &child, err, sizeof err))
         return dt_usage(&child_command, "%s", err);
     di_model *model = NULL;
-    int rc = dt_load_model(&child_command, model_path, &model);
+    rc = dt_load_model(&child_command, model_path, &model);
     if (rc)
         return rc;
     dt_prompt_set set = {0};
@@ -384,7 +382,6 @@ int dt_cmd_verify_child(int argc, char **argv)
     uint32_t longest = 0;
     for (uint32_t i = 0; i < set.n; i++)
         longest = set.p[i].n > longest ? set.p[i].n : longest;
-    so.threads = threads;
     so.context_length = (int64_t)longest + max_new;
     di_status st = dt_open_session(model, &so, &s, err, sizeof err);
     if (st) {
