@@ -151,12 +151,33 @@ verify)
         has out "^$axis .* ok$"
     done
     has out '^backend +cuda .*skipped'
-    has out '^near ties'
-    has out '(yes|NO) \([0-9]+/[0-9]+ runs\)'
+    has out '^near ties: the [0-9]+ smallest top-1/top-2 logit gaps'
+    has out '^  1 .* held +held +held +held +held +skipped +held +held *$'
+    has out '^path +scalar .* ok$'
     has out '^PASS: '
     [ -z "$quick" ] && has out '^repeat +50x' && has out '^batch +16 '
     expect_rc 0 verify --model "$gemma" --quick --json &&
-        json "d['result'] == 'pass' and d['first_mismatch'] is None and all(a['result'] in ('ok', 'skipped') for a in d['axes']) and len(d['near_ties']) == 5 and all(t['held'] for t in d['near_ties'])"
+        json "d['result'] == 'pass' and d['first_mismatch'] is None and all(a['result'] in ('ok', 'skipped') for a in d['axes']) and len(d['near_ties']) == 4 and all(t['held'] for t in d['near_ties'])"
+    # the near ties: structure, held on every axis that ran, and the gap in ulp
+    # recounted from the two logits (tests/tools/ulp_gap.py, exact arithmetic)
+    expect_rc 0 verify --model "$model" --quick --json --near-ties 6 --tie-positions 3000 || exit 1
+    python3 "$root/tests/tools/ulp_gap.py" --check-verify "$work/out" 6 || fail "near-tie report or ulp gaps wrong"
+    # each near tie's token and digest, as `detinfer run` gives them for its prefix
+    python3 - "$work/out" > "$work/prefixes" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+src = d['near_tie_search']['sources']
+for t in d['near_ties'][:3]:
+    s = src[t['source']]
+    seq = s['tokens'] + s['continuation']
+    print(','.join(map(str, seq[:t['position'] + 1])), t['top1'], t['digest'])
+EOF
+    while read -r prefix top1 digest; do
+        expect_rc 0 run --model "$model" --tokens "$prefix" --max-new 1 &&
+            has out "^step 0 token $top1 logits $digest\$"
+    done < "$work/prefixes"
+    expect_rc 0 verify --model "$model" --quick --near-ties 0 --no-progress && ! grep -q '^near ties' "$work/out" ||
+        fail "--near-ties 0 still searched"
     printf '# two prompts\ntokens: 1,2,3\n\ntokens: 5 6 7 8 9\n' > "$work/prompts"
     expect_rc 0 verify --model "$model" --prompts "$work/prompts" --quick --json &&
         json "len(d['prompts']) == 5 and d['prompts'][1]['tokens'] == [5, 6, 7, 8, 9] and d['result'] == 'pass' and [p['tokens'] for p in d['prompts'][2:]] == [[1, 2, 3], [5, 6, 7, 8, 9], [1, 2, 3]] and len({p['sampling']['seed'] for p in d['prompts'][2:]}) == 3 and 'sampling' not in d['prompts'][0]"
@@ -179,6 +200,17 @@ verify-fails)
     [ "${a% *}" != "${a#* }" ] || fail "the two digests of the divergence are equal: $a"
     DETINFER_TEST_PERTURB=3:5 expect_rc 1 verify --model "$gemma" --quick --json &&
         json "d['result'] == 'fail' and d['first_mismatch']['axis'] == 'batch' and d['first_mismatch']['slot'] == 3 and d['first_mismatch']['position'] == 5 and d['first_mismatch']['digest'] != d['first_mismatch']['reference_digest']"
+    # a near tie's result altered before the comparison: the comparison says DIFFERS
+    DETINFER_TEST_PERTURB=tie-token:0 expect_rc 1 verify --model "$model" --quick --no-progress
+    has out '^batch +4 .* ok$'
+    has out '^  1 .* held +DIFFERS +held'
+    has out '^  2 .* held +held +held'
+    has out '^near tie 1 DIFFERS on batch 4: token [0-9]+ \(reference [0-9]+\)'
+    has out '^FAIL: 0 of [0-9]+ runs differ or failed, near ties differ'
+    a=$(sed -n 's/^near tie 1 DIFFERS on batch 4: token \([0-9]*\) (reference \([0-9]*\)).*/\1 \2/p' "$work/out")
+    [ -n "$a" ] && [ "${a% *}" != "${a#* }" ] || fail "the altered token equals the reference: $a"
+    DETINFER_TEST_PERTURB=tie-digest:1 expect_rc 1 verify --model "$model" --quick --json &&
+        json "d['result'] == 'fail' and d['first_mismatch'] is None and [t['held'] for t in d['near_ties']] == [True, False, True, True] and all((a['result'] == 'differs') == (a['axis'] in ('batch', 'mixed') and a['value'] != '1') for a in d['near_ties'][1]['axes'] if a['result'] != 'skipped') and all(a['token'] == d['near_ties'][1]['top1'] and (a['digest'] != d['near_ties'][1]['digest']) == (a['result'] == 'differs') for a in d['near_ties'][1]['axes'] if a['result'] != 'skipped')"
     # the fresh-process axis can fail too
     DETINFER_TEST_PERTURB=child:2 expect_rc 1 verify --model "$model" --quick --no-progress
     has out '^process +fresh #1 .*MISMATCH'

@@ -19,25 +19,33 @@
  *   chunk    the prompt fed N tokens per step (1: token by token)
  *   process  a fresh process (this program re-executed)
  *   backend  other backends, where the build and the machine have them
+ *   path     the other CPU kernel paths (scalar, avx2, avx512) this CPU runs
  *   mixed    the largest batch, the most threads, the smallest chunk at once
  *
- * The report is a table of axes x result, the positions of the reference
- * run where the top-2 logit gap was smallest (near ties) and whether every
- * run chose the same token there, and on a mismatch the first diverging
- * prompt, position and the two digests. Exit status 0 only when everything
- * matched.
+ * Near ties (detinfer_verify_ties.c): greedy continuations of the greedy
+ * prompts and of the search's own prompts, teacher-forced, every position
+ * ranked by its top-1/top-2 logit gap in ulp; the --near-ties smallest are
+ * kept with their token and logits digest as the reference. Each run of the
+ * plan then evaluates every near tie again (its prefix as a prompt, one
+ * token, with that run's batch, chunk, threads, path or process) and its
+ * token and digest are compared with the reference's.
+ *
+ * The report is a table of axes x result, the near ties with held/DIFFERS
+ * per axis, and on a mismatch the first diverging prompt, position and the
+ * two digests. Exit status 0 only when everything matched.
  */
-#include <stdio.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "detinfer_verify_state.h"
 
-#define NEAR_TIE_KEEP 4
+#define SEARCH_TOKEN_PROMPTS 16       /* token-id starting points of the search (no tokenizer) */
+#define POSITIONS_PER_NEAR_TIE 512     /* positions searched per near tie kept, by default */
 
 enum { OPT_MODEL, OPT_PROMPTS, OPT_REPS, OPT_MAX_NEW, OPT_BATCH, OPT_THREADS, OPT_CHUNKS, OPT_PROCESSES,
-       OPT_BACKENDS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH, OPT_TIES, OPT_CANDIDATES, OPT_SEED, OPT_QUICK, OPT_JSON,
+       OPT_BACKENDS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH, OPT_NEAR_TIES, OPT_TIE_POSITIONS, OPT_SEED, OPT_QUICK, OPT_JSON,
        OPT_NO_PROGRESS, OPT_SAMPLED, N_OPTS };
 
 static const dt_option options[] = {
@@ -54,9 +62,9 @@ static const dt_option options[] = {
     [OPT_PROFILE] = {"--profile", "NAME", "numerics profile: portable (default) or device"},
     [OPT_DEVICE] = {"--device", "N", "CUDA device ordinal (default 0)"},
     [OPT_CPU_PATH] = {"--cpu-path", "NAME", "CPU kernels: auto (default), scalar, avx2 or avx512"},
-    [OPT_TIES] = {"--ties", "N", "near ties to report (default 5)"},
-    [OPT_CANDIDATES] = {"--tie-candidates", "N",
-                        "random prompts searched for near ties (default 64; 0 with --prompts)"},
+    [OPT_NEAR_TIES] = {"--near-ties", "N",
+                       "near ties searched for and checked on every axis (default 8, 4 with --quick; 0: none)"},
+    [OPT_TIE_POSITIONS] = {"--tie-positions", "N", "positions searched for them (default 512 per near tie)"},
     [OPT_SEED] = {"--seed", "N", "seed of the prompts, slots and entry orders (default 1)"},
     [OPT_QUICK] = {"--quick", NULL, "a short run: --reps 5 --batch-sizes 1,4,16 --threads 1,2 --chunks 3 --processes 1"},
     [OPT_JSON] = {"--json", NULL, "the report as one JSON object on stdout"},
@@ -70,18 +78,19 @@ const dt_command dt_verify_command = {
     "verify",
     "--model FILE [--prompts FILE] [--reps N] [--batch-sizes LIST] [--threads LIST] [options]",
     "Checks that every logits row and chosen token (greedy, and sampled with\n"
-    "seeds) is bitwise identical across\n"
-    "repetitions, batch sizes (continuous batching with other requests), thread\n"
-    "counts, prompt chunk sizes, fresh processes and backends, against the prompt\n"
-    "run alone. Reports a table of axes x result, the near ties (smallest top-2\n"
-    "logit gaps) and whether they held, and the first divergence if any.\n"
+    "seeds) is bitwise identical across repetitions, batch sizes (continuous\n"
+    "batching with other requests), thread counts, prompt chunk sizes, fresh\n"
+    "processes, backends and CPU paths, against the prompt run alone.\n"
+    "Near ties: the positions of greedy continuations (teacher-forced) whose two\n"
+    "largest logits are fewest ulp apart, each re-run on every axis; the report\n"
+    "shows per near tie and axis whether the token and the logits digest held.\n"
     "The built-in prompts are text (with confusable ones) for a model with a\n"
-    "tokenizer, token ids otherwise, plus near-tie prompts found by search.\n"
-    "Exit status 0 only when everything matched.\n"
+    "tokenizer, token ids otherwise. Exit status 0 only when everything matched.\n"
     "'detinfer verify --url http://HOST:PORT' checks a live `detinfer serve` instead.\n"
     "Test only: DETINFER_TEST_PERTURB=SLOT:POS flips the lowest bit of one logit of\n"
     "batch slot SLOT at position POS in the batched runs (child:POS: in the fresh\n"
-    "processes) before hashing, to prove that the check can fail.",
+    "processes) before hashing; tie-token:K / tie-digest:K alter near tie K's token\n"
+    "or digest in the batched runs before the comparison: to prove the checks can fail.",
     options,
 };
 
@@ -116,8 +125,8 @@ static int parse_option(int k, const char *v, void *opts)
     case OPT_PROFILE: return dt_parse_profile(&dt_verify_command, name, v, &o->profile);
     case OPT_DEVICE: return dt_parse_device(&dt_verify_command, name, v, &o->device);
     case OPT_CPU_PATH: return dt_parse_cpu_path(&dt_verify_command, name, v, &o->cpu_path);
-    case OPT_TIES: return dt_parse_long(&dt_verify_command, name, v, 0, 1000, &o->ties);
-    case OPT_CANDIDATES: return dt_parse_long(&dt_verify_command, name, v, 0, 4096, &o->candidates);
+    case OPT_NEAR_TIES: return dt_parse_long(&dt_verify_command, name, v, 0, 256, &o->near_ties);
+    case OPT_TIE_POSITIONS: return dt_parse_long(&dt_verify_command, name, v, 0, 1L << 24, &o->tie_positions);
     case OPT_SEED: return dt_parse_long(&dt_verify_command, name, v, 0, 1L << 40, &o->seed);
     case OPT_QUICK: return 1;
     case OPT_JSON: o->json = 1; return 1;
@@ -148,8 +157,10 @@ static void fill_defaults(verify_opts *o, const int *given)
         o->reps = quick ? 5 : 50;
     if (!given[OPT_PROCESSES])
         o->processes = quick ? 1 : 2;
-    if (!given[OPT_CANDIDATES])
-        o->candidates = o->prompts ? 0 : 64;
+    if (!given[OPT_NEAR_TIES])
+        o->near_ties = quick ? 4 : 8;
+    if (!given[OPT_TIE_POSITIONS])
+        o->tie_positions = POSITIONS_PER_NEAR_TIE * o->near_ties;
     if (!given[OPT_BACKENDS]) {
         o->backends[0] = DI_BACKEND_CPU;
         o->backends[1] = DI_BACKEND_CUDA;
@@ -159,7 +170,7 @@ static void fill_defaults(verify_opts *o, const int *given)
 
 static int parse(int argc, char **argv, verify_opts *o)
 {
-    *o = (verify_opts){.max_new = 16, .ties = 5, .seed = 1, .sampled = 3, .backend = DI_BACKEND_CPU,
+    *o = (verify_opts){.max_new = 16, .seed = 1, .sampled = 3, .backend = DI_BACKEND_CPU,
                        .profile = DI_PROFILE_PORTABLE, .progress = 1};
     int given[N_OPTS] = {0};
     int rc = dt_parse_options(&dt_verify_command, argc, argv, parse_option, o, given);
@@ -185,16 +196,47 @@ static int load_prompts(verify *v)
         st = dt_prompts_builtin(v->model, max_len, (uint64_t)v->o.seed, &v->prompts, err, sizeof err);
     if (st)
         return dt_fail(&dt_verify_command, "preparing the prompts", st, err);
-    dt_session_opts so = {v->o.backend, v->o.profile, v->o.threads[0], 1, 0, v->o.device, v->o.cpu_path};
-    st = dt_prompts_near_ties(v->model, &so, (uint32_t)v->o.candidates, NEAR_TIE_KEEP, (uint64_t)v->o.seed,
-                              &v->prompts, err, sizeof err);
-    if (st)
-        return dt_fail(&dt_verify_command, "searching near-tie prompts", st, err);
     st = dt_prompts_add_sampled(&v->prompts, (uint32_t)v->o.sampled, (uint64_t)v->o.seed, err, sizeof err);
     if (st)
         return dt_fail(&dt_verify_command, "adding the sampled requests", st, err);
     for (uint32_t i = 0; i < v->prompts.n; i++)
         v->longest = v->prompts.p[i].n > v->longest ? v->prompts.p[i].n : v->longest;
+    return DT_EXIT_OK;
+}
+
+/* The near ties: searched from the greedy prompts and the search's own, then
+ * each one's prefix made a prompt that the runs of the plan evaluate. */
+static int search_near_ties(verify *v)
+{
+    char err[512] = "";
+    di_status st = DI_OK;
+    if (v->o.near_ties == 0)
+        return DT_EXIT_OK;
+    uint32_t ctx = (uint32_t)dt_model_int(v->model, DI_MODEL_N_CTX_TRAIN);
+    for (uint32_t i = 0; i < v->prompts.n && st == DI_OK; i++)
+        if (!v->prompts.p[i].sampling.size)
+            st = dt_prompts_add_copy(&v->search, &v->prompts.p[i], err, sizeof err);
+    if (st == DI_OK)
+        st = dt_prompts_search(v->model, ctx, SEARCH_TOKEN_PROMPTS, (uint64_t)v->o.seed, &v->search, err,
+                               sizeof err);
+    dt_session_opts so = {v->o.backend, v->o.profile, v->o.threads[0], 1, 0, v->o.device, v->o.cpu_path};
+    if (st == DI_OK) {
+        if (v->o.progress && isatty(STDERR_FILENO))
+            fprintf(stderr, "searching near ties...\r");
+        st = dt_near_ties_search(v->model, &so, v->search.p, v->search.n, ctx, (uint64_t)v->o.tie_positions,
+                                 (uint32_t)v->o.near_ties, (uint64_t)v->o.seed, &v->ties, err, sizeof err);
+    }
+    if (st)
+        return dt_fail(&dt_verify_command, "searching near ties", st, err);
+    v->tie_prompts = calloc(v->ties.n ? v->ties.n : 1, sizeof *v->tie_prompts);
+    v->tie_results = calloc((size_t)(v->ties.n ? v->ties.n : 1) * MAX_ROWS, sizeof *v->tie_results);
+    if (!v->tie_prompts || !v->tie_results)
+        return dt_fail(&dt_verify_command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
+    for (uint32_t k = 0; k < v->ties.n; k++) {
+        const dt_near_tie *t = &v->ties.t[k];
+        v->tie_prompts[k] = (dt_prompt){NULL, NULL, t->tokens, t->position + 1, {0}}; /* tokens: the tie's */
+        v->longest = t->position + 1 > v->longest ? t->position + 1 : v->longest;
+    }
     return DT_EXIT_OK;
 }
 
@@ -217,7 +259,10 @@ static void free_verify(verify *v)
         for (uint32_t i = 0; i < v->prompts.n; i++)
             dt_trace_free(&v->ref[i]);
     free(v->ref);
-    free(v->ties);
+    free(v->tie_prompts); /* their tokens are the near ties' */
+    free(v->tie_results);
+    dt_near_ties_free(&v->ties);
+    dt_prompts_free(&v->search);
     dt_prompts_free(&v->prompts);
     di_model_free(v->model);
     free(v);
@@ -233,7 +278,7 @@ int dt_cmd_verify(int argc, char **argv)
         return dt_fail(&dt_verify_command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
     int rc = parse(argc, argv, &v->o);
     char err[256] = "";
-    if (rc == DT_EXIT_OK && !dt_perturb_from_env(&v->perturb, &(dt_perturb){0}, err, sizeof err))
+    if (rc == DT_EXIT_OK && !dt_test_hooks_from_env(&v->hooks, err, sizeof err))
         rc = dt_usage(&dt_verify_command, "%s", err);
     if (rc == DT_EXIT_OK)
         rc = dt_load_model(&dt_verify_command, v->o.model, &v->model);
@@ -241,20 +286,20 @@ int dt_cmd_verify(int argc, char **argv)
         v->n_vocab = dt_model_int(v->model, DI_MODEL_N_VOCAB);
         rc = check_reference_settings(v);
     }
-    if (rc == DT_EXIT_OK) {
+    if (rc == DT_EXIT_OK)
         rc = load_prompts(v);
-    }
+    if (rc == DT_EXIT_OK)
+        rc = search_near_ties(v);
     if (rc == DT_EXIT_OK) {
         v->ref = calloc(v->prompts.n, sizeof *v->ref);
-        v->ties = calloc((size_t)v->prompts.n * v->o.max_new, sizeof *v->ties);
-        if (!v->ref || !v->ties)
+        if (!v->ref)
             rc = dt_fail(&dt_verify_command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
     }
     if (rc == DT_EXIT_OK) {
         verify_plan(v);
         uint64_t total = v->prompts.n;
         for (uint32_t i = 0; i < v->n_rows; i++)
-            total += v->rows[i].n_queue;
+            total += v->rows[i].n_queue + v->ties.n;
         dt_progress_init(&v->progress, total, v->o.progress);
         rc = verify_run_reference(v);
     }

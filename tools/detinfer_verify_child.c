@@ -33,24 +33,33 @@ extern char **environ;
 
 /* ---- The test-only fault hook ------------------------------------------- */
 
-int dt_perturb_from_env(dt_perturb *batched, dt_perturb *child, char *err, size_t err_size)
+int dt_test_hooks_from_env(dt_test_hooks *hooks, char *err, size_t err_size)
 {
-    memset(batched, 0, sizeof *batched);
-    memset(child, 0, sizeof *child);
+    memset(hooks, 0, sizeof *hooks);
     const char *spec = getenv("DETINFER_TEST_PERTURB");
     if (!spec || !*spec)
         return 1;
     unsigned long slot = 0, pos;
     char tail;
-    int is_child = !strncmp(spec, "child:", 6);
-    if (is_child ? sscanf(spec + 6, "%lu%c", &pos, &tail) != 1
-                 : sscanf(spec, "%lu:%lu%c", &slot, &pos, &tail) != 2 || slot > 4095) {
-        snprintf(err, err_size, "DETINFER_TEST_PERTURB (test only) wants SLOT:POS or child:POS, not '%s'", spec);
-        return 0;
+    int ok;
+    if (!strncmp(spec, "tie-token:", 10) || !strncmp(spec, "tie-digest:", 11)) {
+        hooks->tie_alter = spec[4] == 't' ? DT_TIE_ALTER_TOKEN : DT_TIE_ALTER_DIGEST;
+        ok = sscanf(strchr(spec, ':') + 1, "%lu%c", &pos, &tail) == 1 && pos < 1000;
+        hooks->tie = (uint32_t)pos;
+    } else if (!strncmp(spec, "child:", 6)) {
+        ok = sscanf(spec + 6, "%lu%c", &pos, &tail) == 1;
+        hooks->child = (dt_perturb){1, 0, (uint32_t)pos};
+    } else {
+        ok = sscanf(spec, "%lu:%lu%c", &slot, &pos, &tail) == 2 && slot <= 4095;
+        hooks->batched = (dt_perturb){1, (uint32_t)slot, (uint32_t)pos};
     }
-    dt_perturb *p = is_child ? child : batched;
-    *p = (dt_perturb){1, (uint32_t)slot, (uint32_t)pos};
-    return 1;
+    if (!ok) {
+        memset(hooks, 0, sizeof *hooks);
+        snprintf(err, err_size,
+                 "DETINFER_TEST_PERTURB (test only) wants SLOT:POS, child:POS, tie-token:K or tie-digest:K, not '%s'",
+                 spec);
+    }
+    return ok;
 }
 
 /* ---- Parent side --------------------------------------------------------- */
@@ -196,7 +205,7 @@ static uint32_t read_traces(FILE *f, const dt_prompt *prompts, uint32_t n_prompt
     return got;
 }
 
-di_status dt_child_traces(const char *model_path, uint32_t max_new, const dt_session_opts *so,
+di_status dt_child_traces(const char *model_path, uint32_t max_new, int last_only, const dt_session_opts *so,
                           const dt_prompt *prompts, uint32_t n_prompts, dt_done_fn done, void *ctx, char *err,
                           size_t err_size)
 {
@@ -207,7 +216,7 @@ di_status dt_child_traces(const char *model_path, uint32_t max_new, const dt_ses
     char *const argv[] = {"detinfer", "__verify-child", "--model", (char *)model_path, "--max-new", max_new_s,
                           "--threads", threads_s, "--backend", (char *)dt_backend_name(so->backend), "--profile",
                           (char *)dt_profile_name(so->profile), "--device", device_s, "--cpu-path",
-                          (char *)di_cpu_path_name(so->cpu_path), NULL};
+                          (char *)di_cpu_path_name(so->cpu_path), last_only ? "--last-only" : NULL, NULL};
     pid_t pid;
     int to_child, from_child;
     di_status st = spawn_child(argv, &pid, &to_child, &from_child, err, err_size);
@@ -242,7 +251,7 @@ di_status dt_child_traces(const char *model_path, uint32_t max_new, const dt_ses
 
 /* ---- Child side: `detinfer __verify-child` -------------------------------- */
 
-enum { OPT_MODEL, OPT_MAX_NEW, OPT_THREADS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH };
+enum { OPT_MODEL, OPT_MAX_NEW, OPT_THREADS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH, OPT_LAST_ONLY };
 
 static const dt_option child_options[] = {
     [OPT_MODEL] = {"--model", "FILE", "GGUF model file"},
@@ -252,13 +261,14 @@ static const dt_option child_options[] = {
     [OPT_PROFILE] = {"--profile", "NAME", "portable or device"},
     [OPT_DEVICE] = {"--device", "N", "CUDA device ordinal"},
     [OPT_CPU_PATH] = {"--cpu-path", "NAME", "auto, scalar, avx2 or avx512"},
+    [OPT_LAST_ONLY] = {"--last-only", NULL, "hash only the last position of each step's entry"},
     {NULL, NULL, NULL},
 };
 
 static const dt_command child_command = {
     "__verify-child",
     "--model FILE --max-new N [--threads N] [--backend NAME] [--profile NAME] [--device N] [--cpu-path NAME] "
-    "< prompts",
+    "[--last-only] < prompts",
     "Internal to 'detinfer verify' (the fresh-process axis): reads prompts as token\n"
     "ids and sampling parameters, one per line \"N t0 t1 ... 0|1 [parameters]\", runs\n"
     "each alone and prints its trace.",
@@ -317,7 +327,7 @@ static int read_prompts(dt_prompt_set *set)
             set->cap = cap;
         }
         dt_prompt *p = &set->p[set->n];
-        *p = (dt_prompt){NULL, NULL, malloc(n * sizeof(int32_t)), (uint32_t)n, -1.0f, {0}};
+        *p = (dt_prompt){NULL, NULL, malloc(n * sizeof(int32_t)), (uint32_t)n, {0}};
         if (!p->tokens)
             return 0;
         set->n++;
@@ -333,6 +343,7 @@ static int read_prompts(dt_prompt_set *set)
 typedef struct child_opts {
     const char *model_path;
     long max_new;
+    int last_only;
     dt_session_opts session;
 } child_opts;
 
@@ -348,6 +359,7 @@ static int apply_option(int k, const char *v, void *opts)
     case OPT_PROFILE: return dt_parse_profile(&child_command, name, v, &o->session.profile);
     case OPT_DEVICE: return dt_parse_device(&child_command, name, v, &o->session.device);
     case OPT_CPU_PATH: return dt_parse_cpu_path(&child_command, name, v, &o->session.cpu_path);
+    case OPT_LAST_ONLY: o->last_only = 1; return 1;
     }
     return 0;
 }
@@ -365,9 +377,10 @@ int dt_cmd_verify_child(int argc, char **argv)
     dt_session_opts so = o.session;
 
     char err[512] = "";
-    dt_perturb batched, child;
-    if (!dt_perturb_from_env(&batched, &child, err, sizeof err))
+    dt_test_hooks hooks;
+    if (!dt_test_hooks_from_env(&hooks, err, sizeof err))
         return dt_usage(&child_command, "%s", err);
+    dt_perturb child = hooks.child;
     di_model *model = NULL;
     rc = dt_load_model(&child_command, model_path, &model);
     if (rc)
@@ -392,7 +405,7 @@ int dt_cmd_verify_child(int argc, char **argv)
     for (uint32_t i = 0; queue && i < set.n; i++)
         queue[i] = i;
     child.slot = 0; /* alone: every request runs in slot 0 */
-    dt_engine_cfg cfg = {1, 0, (uint32_t)max_new, 1, child, print_trace, NULL};
+    dt_engine_cfg cfg = {1, 0, (uint32_t)max_new, 1, child, o.last_only, 0, print_trace, NULL};
     st = queue ? dt_engine_run(s, dt_model_int(model, DI_MODEL_N_VOCAB), set.p, queue, set.n, &cfg, err,
                                sizeof err)
                : DI_ERR_OUT_OF_MEMORY;

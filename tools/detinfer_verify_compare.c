@@ -1,7 +1,7 @@
 /*
  * detinfer_verify_compare.c — every finished request's trace compared with
- * the reference position by position, the first divergence kept, the near
- * ties counted, and the verdict.
+ * the reference position by position, the first divergence kept; each near
+ * tie's result on each run compared with its reference; the verdict.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,18 +33,6 @@ void verify_keep_reference(void *ctx, uint32_t request, const dt_trace *t)
     dt_progress_add(&v->progress, 1, "reference");
 }
 
-/* Near ties: a choice counts while the tokens before it matched the reference. */
-static void count_ties(verify *v, const dt_trace *ref, const dt_trace *t)
-{
-    tie_count *tc = &v->ties[(size_t)t->prompt * ref->max_new];
-    for (uint32_t k = 0; k < ref->max_new && k < t->max_new; k++) {
-        tc[k].reached++;
-        if (t->tokens[k] != ref->tokens[k])
-            break;
-        tc[k].held++;
-    }
-}
-
 void verify_compare_trace(void *ctx, uint32_t request, const dt_trace *t)
 {
     verify *v = ctx;
@@ -55,7 +43,6 @@ void verify_compare_trace(void *ctx, uint32_t request, const dt_trace *t)
     dt_progress_add(&v->progress, 1, label);
     r->requests++;
     r->rows += t->n_pos;
-    count_ties(v, ref, t);
     uint32_t pos = 0;
     while (pos < ref->n_pos && di_digest_equal(&ref->digests[pos], &t->digests[pos]))
         pos++;
@@ -80,6 +67,54 @@ void verify_compare_trace(void *ctx, uint32_t request, const dt_trace *t)
     }
 }
 
+int verify_tie_held(const dt_near_tie *tie, int32_t token, const di_digest *digest)
+{
+    return token == tie->top1 && di_digest_equal(digest, &tie->digest);
+}
+
+/* TEST ONLY: the alteration DETINFER_TEST_PERTURB=tie-token:K / tie-digest:K
+ * asks for, on the batched runs. */
+static void test_alter(const verify *v, uint32_t tie, int32_t *token, di_digest *digest)
+{
+    const dt_test_hooks *h = &v->hooks;
+    if (h->tie_alter == DT_TIE_ALTER_NONE || h->tie != tie || !v->rows[v->current].perturbable)
+        return;
+    if (h->tie_alter == DT_TIE_ALTER_TOKEN)
+        *token = v->ties.t[tie].top2;
+    else
+        digest->bytes[0] ^= 1u;
+}
+
+void verify_record_tie(void *ctx, uint32_t request, const dt_trace *t)
+{
+    verify *v = ctx;
+    (void)request;
+    const dt_near_tie *tie = &v->ties.t[t->prompt];
+    tie_result *res = &v->tie_results[(size_t)t->prompt * MAX_ROWS + v->current];
+    int32_t token = t->tokens[0];
+    di_digest digest = t->digests[t->n_prompt - 1];
+    test_alter(v, t->prompt, &token, &digest);
+    int held = verify_tie_held(tie, token, &digest);
+    if (res->runs == 0 || (res->held && !held)) { /* keep the first result, or the first that differs */
+        res->token = token;
+        res->digest = digest;
+    }
+    res->held = (res->runs == 0 || res->held) && held;
+    res->runs++;
+    dt_progress_add(&v->progress, 1, "near ties");
+}
+
+uint32_t verify_ties_differing(const verify *v)
+{
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < v->ties.n; k++)
+        for (uint32_t r = 0; r < v->n_rows; r++) {
+            const tie_result *res = &v->tie_results[(size_t)k * MAX_ROWS + r];
+            n += res->runs > 0 && !res->held;
+        }
+    return n;
+}
+
 int verify_verdict(const verify *v, uint64_t *requests, uint64_t *rows, uint32_t *bad_rows)
 {
     *requests = v->prompts.n;
@@ -92,28 +127,5 @@ int verify_verdict(const verify *v, uint64_t *requests, uint64_t *rows, uint32_t
         *rows += v->rows[i].rows;
         *bad_rows += v->rows[i].status == ROW_MISMATCH || v->rows[i].status == ROW_ERROR;
     }
-    return *bad_rows == 0;
-}
-
-
-static int tie_order(const void *a, const void *b)
-{
-    const tie *x = a, *y = b;
-    if (x->gap != y->gap)
-        return x->gap < y->gap ? -1 : 1;
-    return x->prompt != y->prompt ? (x->prompt < y->prompt ? -1 : 1) : (x->choice < y->choice ? -1 : 1);
-}
-
-uint32_t verify_smallest_gaps(const verify *v, tie **out)
-{
-    uint32_t n = 0, max_new = (uint32_t)v->o.max_new;
-    tie *t = malloc((size_t)v->prompts.n * max_new * sizeof *t);
-    for (uint32_t p = 0; t && p < v->prompts.n; p++)
-        for (uint32_t k = 0; k < max_new && !v->prompts.p[p].sampling.size; k++)
-            if (v->ref[p].runner_up[k] >= 0)
-                t[n++] = (tie){p, k, (double)v->ref[p].best_logit[k] - (double)v->ref[p].second_logit[k]};
-    if (t)
-        qsort(t, n, sizeof *t, tie_order);
-    *out = t;
-    return n < (uint32_t)v->o.ties ? n : (uint32_t)v->o.ties;
+    return *bad_rows == 0 && verify_ties_differing(v) == 0;
 }

@@ -1,8 +1,10 @@
 /*
  * detinfer_verify_json.c — the report of `detinfer verify --json`: one
- * object with the prompts, the axes, the near ties and the first mismatch.
+ * object with the prompts, the axes, the near-tie search and the near ties
+ * (per axis: result, token, digest), and the first mismatch.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli_json.h"
 #include "detinfer_verify_state.h"
@@ -10,13 +12,11 @@
 static json_t *prompt_json(const verify *v, uint32_t i)
 {
     const dt_prompt *p = &v->prompts.p[i];
-    json_t *o = json_pack("{s:I, s:s, s:o}", "index", (json_int_t)i, "kind",
-                          p->text ? "text" : p->search_gap >= 0 ? "near-tie" : "tokens", "text", dt_json_text(p->text));
+    json_t *o = json_pack("{s:I, s:s, s:o}", "index", (json_int_t)i, "kind", p->text ? "text" : "tokens", "text",
+                          dt_json_text(p->text));
     if (p->sampling.size)
         o = dt_json_set(o, "sampling",
                         dt_json_set(dt_json_sampling(&p->sampling), "seed", json_integer((json_int_t)p->sampling.seed)));
-    if (p->search_gap >= 0)
-        o = dt_json_set(o, "search_gap", dt_json_real(p->search_gap));
     o = dt_json_set(o, "tokens", dt_json_tokens(p->tokens, p->n));
     o = dt_json_set(o, "generated", dt_json_tokens(v->ref[i].tokens, v->ref[i].max_new));
     return dt_json_set(o, "sequence_digest", dt_json_digest(&v->ref[i].sequence));
@@ -36,24 +36,56 @@ static json_t *row_json(const vrow *r)
                      "detail", dt_json_text(r->detail[0] ? r->detail : NULL));
 }
 
+/* The search: its starting prompts, their continuations, what it covered. */
+static json_t *search_json(const verify *v)
+{
+    const dt_near_ties *t = &v->ties;
+    json_t *sources = json_array();
+    for (uint32_t i = 0; i < t->n_sources; i++) {
+        const dt_prompt *p = &v->search.p[i];
+        json_t *o = json_pack("{s:I, s:o, s:o}", "index", (json_int_t)i, "text", dt_json_text(p->text), "tokens",
+                              dt_json_tokens(p->tokens, p->n));
+        if (t->sequences[i])
+            o = dt_json_set(o, "continuation", dt_json_tokens(t->sequences[i] + p->n, t->lengths[i] - p->n));
+        sources = dt_json_push(sources, o);
+    }
+    return json_pack("{s:I, s:I, s:I, s:I, s:o, s:o}", "near_ties", (json_int_t)v->o.near_ties,
+                     "positions_searched", (json_int_t)t->positions, "continuation_tokens",
+                     (json_int_t)t->continuation, "chunk_tail", (json_int_t)TIE_CHUNK_TAIL, "seconds",
+                     dt_json_real(t->seconds), "sources", sources);
+}
+
+static const char *tie_result_word(const verify *v, uint32_t tie, uint32_t row)
+{
+    const char *w = verify_tie_word(v, tie, row);
+    return !strcmp(w, "DIFFERS") ? "differs" : w;
+}
+
 static json_t *ties_json(const verify *v)
 {
-    tie *t;
-    uint32_t n = verify_smallest_gaps(v, &t);
-    json_t *a = t ? json_array() : NULL;
-    for (uint32_t i = 0; i < n; i++) {
-        const dt_trace *r = &v->ref[t[i].prompt];
-        const tie_count *tc = &v->ties[(size_t)t[i].prompt * v->o.max_new + t[i].choice];
+    json_t *a = json_array();
+    for (uint32_t k = 0; k < v->ties.n; k++) {
+        const dt_near_tie *t = &v->ties.t[k];
+        json_t *axes = json_array();
+        int held = 1;
+        for (uint32_t r = 0; r < v->n_rows; r++) {
+            const tie_result *res = &v->tie_results[(size_t)k * MAX_ROWS + r];
+            json_t *o = json_pack("{s:s, s:s, s:s}", "axis", v->rows[r].axis, "value", v->rows[r].value, "result",
+                                  tie_result_word(v, k, r));
+            if (res->runs) {
+                o = dt_json_set(o, "token", json_integer(res->token));
+                o = dt_json_set(o, "digest", dt_json_digest(&res->digest));
+                held &= res->held;
+            }
+            axes = dt_json_push(axes, o);
+        }
         a = dt_json_push(
-            a, json_pack("{s:I, s:I, s:I, s:I, s:I, s:o, s:I, s:I, s:I, s:b}", "prompt", (json_int_t)t[i].prompt,
-                         "position", (json_int_t)(r->n_prompt - 1 + t[i].choice), "generated_index",
-                         (json_int_t)t[i].choice, "token", (json_int_t)r->tokens[t[i].choice], "runner_up",
-                         (json_int_t)r->runner_up[t[i].choice], "gap", dt_json_real(t[i].gap), "gap_ulps",
-                         (json_int_t)dt_ulp_distance(r->best_logit[t[i].choice], r->second_logit[t[i].choice]),
-                         "runs_reached", (json_int_t)tc->reached, "runs_held", (json_int_t)tc->held, "held",
-                         tc->held == tc->reached));
+            a, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:b, s:o}", "rank", (json_int_t)k + 1,
+                         "source", (json_int_t)t->source, "position", (json_int_t)t->position, "gap_ulps",
+                         (json_int_t)t->gap_ulps, "top1", (json_int_t)t->top1, "top2", (json_int_t)t->top2,
+                         "top1_logit", dt_json_real(t->top1_logit), "top2_logit", dt_json_real(t->top2_logit),
+                         "digest", dt_json_digest(&t->digest), "held", held, "axes", axes));
     }
-    free(t);
     return a;
 }
 
@@ -93,12 +125,12 @@ int verify_print_json(const verify *v)
                                   dt_profile_name(v->o.profile), "threads", (json_int_t)v->o.threads[0], "seconds",
                                   dt_json_real(v->ref_seconds));
     json_t *root = json_pack(
-        "{s:s, s:s, s:s, s:o, s:o, s:I, s:o, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:s}", "command",
+        "{s:s, s:s, s:s, s:o, s:o, s:I, s:o, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:s}", "command",
         "verify", "library_version", di_version_string(), "build_info", di_build_info(), "model",
         dt_json_text(v->o.model), "architecture", dt_json_text(di_model_architecture(v->model)), "n_vocab",
         (json_int_t)v->n_vocab, "reference", reference, "max_new", (json_int_t)v->o.max_new, "reps",
         (json_int_t)v->o.reps, "seed", (json_int_t)v->o.seed, "prompt_source", dt_json_text(v->prompts.note),
-        "prompts", prompts, "axes", axes, "near_ties", ties_json(v), "first_mismatch", mismatch_json(v),
+        "prompts", prompts, "axes", axes, "near_tie_search", search_json(v), "near_ties", ties_json(v), "first_mismatch", mismatch_json(v),
         "requests", (json_int_t)requests, "logits_rows", (json_int_t)rows, "result", pass ? "pass" : "fail");
     return dt_json_emit(&dt_verify_command, root, stdout);
 }

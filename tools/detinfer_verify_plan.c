@@ -1,6 +1,6 @@
 /*
  * detinfer_verify_plan.c — the runs of `detinfer verify`: one per value of
- * each axis (repeat, batch, threads, chunk, process, backend), each with
+ * each axis (repeat, batch, threads, chunk, process, backend, CPU path), each with
  * one setting changed from the reference, and a mixed one with the largest
  * batch, the most threads and the smallest chunk at once.
  */
@@ -13,7 +13,7 @@ static vrow *add_row(verify *v, const char *axis, uint32_t batch, long threads, 
 {
     vrow *r = &v->rows[v->n_rows];
     *r = (vrow){.axis = axis, .batch = batch, .threads = threads, .chunk = chunk, .backend = backend,
-                .n_queue = n_queue, .seed = (uint64_t)v->o.seed * 1000003u + v->n_rows};
+                .cpu_path = v->o.cpu_path, .n_queue = n_queue, .seed = (uint64_t)v->o.seed * 1000003u + v->n_rows};
     v->n_rows++;
     return r;
 }
@@ -58,6 +58,16 @@ void verify_plan(verify *v)
         r = add_row(v, "backend", 1, t0, 0, o->backends[i], np);
         snprintf(r->value, sizeof r->value, "%s", dt_backend_name(o->backends[i]));
     }
+    /* the other CPU paths (a path this CPU lacks: skipped when its session is refused) */
+    di_cpu_path ref_path;
+    if (o->backend == DI_BACKEND_CPU && di_cpu_path_resolve(o->cpu_path, &ref_path, NULL, 0) == DI_OK)
+        for (int p = DI_CPU_PATH_SCALAR; p <= DI_CPU_PATH_AVX512; p++) {
+            if (p == (int)ref_path)
+                continue;
+            r = add_row(v, "path", 1, t0, 0, o->backend, np);
+            r->cpu_path = (di_cpu_path)p;
+            snprintf(r->value, sizeof r->value, "%s", di_cpu_path_name(r->cpu_path));
+        }
     uint32_t bmax = (uint32_t)list_max(o->batch, o->n_batch);
     long cmin = 0; /* the smallest chunk size; 0 (whole prompt) when none */
     for (int i = 0; i < o->n_chunks; i++)

@@ -1,6 +1,7 @@
 /*
  * detinfer_verify_report.c — the text report of `detinfer verify`: the
- * table of axes x result, the near ties, the first divergence, the verdict.
+ * table of axes x result, the near ties with held/DIFFERS per axis, the
+ * first divergence, the verdict.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +44,8 @@ static void print_table(const verify *v)
 static void print_prompt_label(const dt_prompt *p, int width)
 {
     char buf[64];
-    size_t n = strlen(p->label) < 40 ? strlen(p->label) : 40;
+    size_t limit = width < 40 ? (size_t)width : 40;
+    size_t n = strlen(p->label) < limit ? strlen(p->label) : limit;
     while (n > 0 && n < strlen(p->label) && ((unsigned char)p->label[n] & 0xc0) == 0x80)
         n--; /* do not cut a UTF-8 sequence */
     int at = 0;
@@ -53,28 +55,85 @@ static void print_prompt_label(const dt_prompt *p, int width)
     printf("%-*s", width, buf);
 }
 
+const char *verify_tie_word(const verify *v, uint32_t tie, uint32_t row)
+{
+    const tie_result *res = &v->tie_results[(size_t)tie * MAX_ROWS + row];
+    if (res->runs)
+        return res->held ? "held" : "DIFFERS";
+    return v->rows[row].status == ROW_SKIPPED ? "skipped" : "error";
+}
+
+/* One word for a near tie over every run of one axis: DIFFERS if any run
+ * differed, else error if one failed, else held if one held, else skipped. */
+static const char *axis_word(const verify *v, uint32_t tie, const char *axis)
+{
+    int differs = 0, error = 0, held = 0;
+    for (uint32_t r = 0; r < v->n_rows; r++) {
+        if (strcmp(v->rows[r].axis, axis))
+            continue;
+        const char *w = verify_tie_word(v, tie, r);
+        differs |= !strcmp(w, "DIFFERS");
+        error |= !strcmp(w, "error");
+        held |= !strcmp(w, "held");
+    }
+    return differs ? "DIFFERS" : error ? "error" : held ? "held" : "skipped";
+}
+
+/* The axes in the plan's order, each once. */
+static uint32_t axis_names(const verify *v, const char **names)
+{
+    uint32_t n = 0;
+    for (uint32_t r = 0; r < v->n_rows; r++) {
+        uint32_t k = 0;
+        while (k < n && strcmp(names[k], v->rows[r].axis))
+            k++;
+        if (k == n)
+            names[n++] = v->rows[r].axis;
+    }
+    return n;
+}
+
 static void print_ties(const verify *v)
 {
-    tie *t;
-    uint32_t n = verify_smallest_gaps(v, &t);
-    if (n == 0) {
-        free(t);
+    const dt_near_ties *t = &v->ties;
+    if (v->o.near_ties == 0)
         return;
+    double seconds = 0;
+    for (uint32_t r = 0; r < v->n_rows; r++)
+        seconds += v->rows[r].tie_seconds;
+    printf("\nnear ties: the %u smallest top-1/top-2 logit gaps (in ulp: the float32 values above the\n"
+           "runner-up up to the top logit) among %llu positions of %u prompts and their greedy\n"
+           "continuations of %u tokens, teacher-forced (%.1f s); each re-run on every axis (%.1f s):\n"
+           "held = the same token and logits digest as there\n",
+           t->n, (unsigned long long)t->positions, t->n_sources, t->continuation, t->seconds, seconds);
+    const char *names[MAX_ROWS];
+    uint32_t n_axes = axis_names(v, names);
+    printf("%3s %-28s %8s %9s %7s %7s", "#", "prompt", "position", "gap-ulp", "top-1", "top-2");
+    for (uint32_t a = 0; a < n_axes; a++)
+        printf(" %-8s", names[a]);
+    putchar('\n');
+    for (uint32_t k = 0; k < t->n; k++) {
+        const dt_near_tie *nt = &t->t[k];
+        char label[32];
+        snprintf(label, sizeof label, "%u ", nt->source);
+        printf("%3u %s", k + 1, label);
+        print_prompt_label(&v->search.p[nt->source], 28 - (int)strlen(label));
+        printf(" %8u %9llu %7d %7d", nt->position, (unsigned long long)nt->gap_ulps, nt->top1, nt->top2);
+        for (uint32_t a = 0; a < n_axes; a++)
+            printf(" %-8s", axis_word(v, k, names[a]));
+        putchar('\n');
     }
-    printf("\nnear ties: the smallest top-2 logit gaps of the reference run, and whether every run\n"
-           "that reached them with the same tokens chose the same token\n");
-    printf("%-40s %8s %7s %9s %-22s %s\n", "prompt", "position", "token", "runner-up", "gap", "held");
-    for (uint32_t i = 0; i < n; i++) {
-        const dt_trace *r = &v->ref[t[i].prompt];
-        const tie_count *tc = &v->ties[(size_t)t[i].prompt * v->o.max_new + t[i].choice];
-        char gap[40];
-        snprintf(gap, sizeof gap, "%.3g (%llu ulp)", t[i].gap,
-                 (unsigned long long)dt_ulp_distance(r->best_logit[t[i].choice], r->second_logit[t[i].choice]));
-        print_prompt_label(&v->prompts.p[t[i].prompt], 40);
-        printf(" %8u %7d %9d %-22s %s (%u/%u runs)\n", r->n_prompt - 1 + t[i].choice, r->tokens[t[i].choice],
-               r->runner_up[t[i].choice], gap, tc->held == tc->reached ? "yes" : "NO", tc->held, tc->reached);
-    }
-    free(t);
+    for (uint32_t k = 0; k < t->n; k++)
+        for (uint32_t r = 0; r < v->n_rows; r++) {
+            const tie_result *res = &v->tie_results[(size_t)k * MAX_ROWS + r];
+            if (!res->runs || res->held)
+                continue;
+            char want[DI_DIGEST_HEX_SIZE], got[DI_DIGEST_HEX_SIZE];
+            dt_hex(&t->t[k].digest, want);
+            dt_hex(&res->digest, got);
+            printf("near tie %u DIFFERS on %s %s: token %d (reference %d), logits digest %s (reference %s)\n",
+                   k + 1, v->rows[r].axis, v->rows[r].value, res->token, t->t[k].top1, got, want);
+        }
 }
 
 static void print_mismatch(const verify *v)
@@ -127,6 +186,7 @@ void verify_print_text(const verify *v)
     }
     if (v->first.set)
         print_mismatch(v);
-    printf("\nFAIL: %u of %u runs differ or failed (%llu requests, %llu logits rows)\n", bad, v->n_rows,
-           (unsigned long long)requests, (unsigned long long)rows);
+    uint32_t ties = verify_ties_differing(v);
+    printf("\nFAIL: %u of %u runs differ or failed%s (%llu requests, %llu logits rows)\n", bad, v->n_rows,
+           ties ? ", near ties differ" : "", (unsigned long long)requests, (unsigned long long)rows);
 }
