@@ -3,8 +3,9 @@
  * the way a server does (continuous batching): up to `batch` sequences at
  * once, prompts fed in chunks, new requests admitted one per step so that
  * prefill and decode entries mix, entry order and slots shuffled. Every
- * logits row the library returns is hashed, so a request's trace can be
- * compared position by position with another run of the same prompt.
+ * logits row the library returns is hashed (with last_only: the last row of
+ * each entry), so a request's trace can be compared position by position
+ * with another run of the same prompt.
  */
 #ifndef DETINFER_ENGINE_H
 #define DETINFER_ENGINE_H

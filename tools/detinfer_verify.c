@@ -212,18 +212,20 @@ static int search_near_ties(verify *v)
     di_status st = DI_OK;
     if (v->o.near_ties == 0)
         return DT_EXIT_OK;
+    /* room for --max-new after the longest prefix, as for the prompts */
     uint32_t ctx = (uint32_t)dt_model_int(v->model, DI_MODEL_N_CTX_TRAIN);
+    uint32_t max_len = ctx > v->o.max_new + 1 ? ctx - (uint32_t)v->o.max_new : 1;
     for (uint32_t i = 0; i < v->prompts.n && st == DI_OK; i++)
         if (!v->prompts.p[i].sampling.size)
             st = dt_prompts_add_copy(&v->search, &v->prompts.p[i], err, sizeof err);
     if (st == DI_OK)
-        st = dt_prompts_search(v->model, ctx, SEARCH_TOKEN_PROMPTS, (uint64_t)v->o.seed, &v->search, err,
+        st = dt_prompts_search(v->model, max_len, SEARCH_TOKEN_PROMPTS, (uint64_t)v->o.seed, &v->search, err,
                                sizeof err);
     dt_session_opts so = {v->o.backend, v->o.profile, v->o.threads[0], 1, 0, v->o.device, v->o.cpu_path};
     if (st == DI_OK) {
         if (v->o.progress && isatty(STDERR_FILENO))
             fprintf(stderr, "searching near ties...\r");
-        st = dt_near_ties_search(v->model, &so, v->search.p, v->search.n, ctx, (uint64_t)v->o.tie_positions,
+        st = dt_near_ties_search(v->model, &so, v->search.p, v->search.n, max_len, (uint64_t)v->o.tie_positions,
                                  (uint32_t)v->o.near_ties, (uint64_t)v->o.seed, &v->ties, err, sizeof err);
     }
     if (st)
