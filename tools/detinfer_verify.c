@@ -66,7 +66,7 @@ static const dt_option options[] = {
                        "near ties searched for and checked on every axis (default 8, 4 with --quick; 0: none)"},
     [OPT_TIE_POSITIONS] = {"--tie-positions", "N", "positions searched for them (default 512 per near tie)"},
     [OPT_SEED] = {"--seed", "N", "seed of the prompts, slots and entry orders (default 1)"},
-    [OPT_QUICK] = {"--quick", NULL, "a short run: --reps 5 --batch-sizes 1,4,16 --threads 1,2 --chunks 3 --processes 1"},
+    [OPT_QUICK] = {"--quick", NULL, "a short run: --reps 5 --batch-sizes 1,4,16 --threads 1,2 --chunks 3 --processes 1 --near-ties 4"},
     [OPT_JSON] = {"--json", NULL, "the report as one JSON object on stdout"},
     [OPT_NO_PROGRESS] = {"--no-progress", NULL, "no progress bar on stderr"},
     [OPT_SAMPLED] = {"--sampled", "N",
