@@ -45,7 +45,8 @@
 #define POSITIONS_PER_NEAR_TIE 512     /* positions searched per near tie kept, by default */
 
 enum { OPT_MODEL, OPT_PROMPTS, OPT_REPS, OPT_MAX_NEW, OPT_BATCH, OPT_THREADS, OPT_CHUNKS, OPT_PROCESSES,
-       OPT_BACKENDS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH, OPT_NEAR_TIES, OPT_TIE_POSITIONS, OPT_SEED, OPT_QUICK, OPT_JSON,
+       OPT_BACKENDS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH, OPT_NEAR_TIES, OPT_TIE_POSITIONS, OPT_SEED,
+       OPT_QUICK, OPT_JSON,
        OPT_NO_PROGRESS, OPT_SAMPLED, N_OPTS };
 
 static const dt_option options[] = {
@@ -66,7 +67,8 @@ static const dt_option options[] = {
                        "near ties searched for and checked on every axis (default 8, 4 with --quick; 0: none)"},
     [OPT_TIE_POSITIONS] = {"--tie-positions", "N", "positions searched for them (default 512 per near tie)"},
     [OPT_SEED] = {"--seed", "N", "seed of the prompts, slots and entry orders (default 1)"},
-    [OPT_QUICK] = {"--quick", NULL, "a short run: --reps 5 --batch-sizes 1,4,16 --threads 1,2 --chunks 3 --processes 1 --near-ties 4"},
+    [OPT_QUICK] = {"--quick", NULL,
+                   "a short run: --reps 5 --batch-sizes 1,4,16 --threads 1,2 --chunks 3 --processes 1 --near-ties 4"},
     [OPT_JSON] = {"--json", NULL, "the report as one JSON object on stdout"},
     [OPT_NO_PROGRESS] = {"--no-progress", NULL, "no progress bar on stderr"},
     [OPT_SAMPLED] = {"--sampled", "N",

@@ -14,9 +14,10 @@ static json_t *prompt_json(const verify *v, uint32_t i)
     const dt_prompt *p = &v->prompts.p[i];
     json_t *o = json_pack("{s:I, s:s, s:o}", "index", (json_int_t)i, "kind", p->text ? "text" : "tokens", "text",
                           dt_json_text(p->text));
-    if (p->sampling.size)
-        o = dt_json_set(o, "sampling",
-                        dt_json_set(dt_json_sampling(&p->sampling), "seed", json_integer((json_int_t)p->sampling.seed)));
+    if (p->sampling.size) {
+        json_t *seed = json_integer((json_int_t)p->sampling.seed);
+        o = dt_json_set(o, "sampling", dt_json_set(dt_json_sampling(&p->sampling), "seed", seed));
+    }
     o = dt_json_set(o, "tokens", dt_json_tokens(p->tokens, p->n));
     o = dt_json_set(o, "generated", dt_json_tokens(v->ref[i].tokens, v->ref[i].max_new));
     return dt_json_set(o, "sequence_digest", dt_json_digest(&v->ref[i].sequence));
@@ -130,7 +131,8 @@ int verify_print_json(const verify *v)
         dt_json_text(v->o.model), "architecture", dt_json_text(di_model_architecture(v->model)), "n_vocab",
         (json_int_t)v->n_vocab, "reference", reference, "max_new", (json_int_t)v->o.max_new, "reps",
         (json_int_t)v->o.reps, "seed", (json_int_t)v->o.seed, "prompt_source", dt_json_text(v->prompts.note),
-        "prompts", prompts, "axes", axes, "near_tie_search", search_json(v), "near_ties", ties_json(v), "first_mismatch", mismatch_json(v),
+        "prompts", prompts, "axes", axes, "near_tie_search", search_json(v), "near_ties", ties_json(v),
+        "first_mismatch", mismatch_json(v),
         "requests", (json_int_t)requests, "logits_rows", (json_int_t)rows, "result", pass ? "pass" : "fail");
     return dt_json_emit(&dt_verify_command, root, stdout);
 }

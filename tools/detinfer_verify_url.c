@@ -35,7 +35,7 @@ static const dt_option options[] = {
     [OPT_CONCURRENCY] = {"--concurrency", "N", "requests in flight at once (default 16)"},
     [OPT_TRAFFIC] = {"--traffic", "N", "other requests of varied lengths mixed in (default 2 x --reps)"},
     [OPT_TIES] = {"--ties", "N",
-                  "near ties found as `detinfer verify` finds them, each sent --reps/5 times (default 4; needs --model)"},
+                  "near ties as `detinfer verify` finds them, each sent --reps/5 times (default 4; needs --model)"},
     [OPT_SEED] = {"--seed", "N", "seed of the prompts, the order and the sampled request (default 1)"},
     [OPT_TIMEOUT] = {"--timeout", "SECONDS", "per request (default 300)"},
     {NULL, NULL, NULL},
