@@ -2,7 +2,9 @@
  * check_cli.c — the detinfer command as a user runs it (tests/cli_test.sh,
  * one section per test): usage errors exit 2, run matches the example
  * program's digests, verify passes and is proven able to fail (the tool's
- * test-only DETINFER_TEST_PERTURB hook), doctor prints and compares
+ * test-only DETINFER_TEST_PERTURB hook, also on a near tie's result), its
+ * near ties' ulp gaps match an exact recount (tests/tools/ulp_gap.py) and
+ * their tokens and digests `detinfer run`'s, doctor prints and compares
  * fingerprints without a GPU, bench prints numbers and valid JSON, and
  * install-tools / uninstall-tools.
  *

@@ -14,7 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "detinfer_common.h"
+#include "cli_commands.h"
+#include "cli_options.h"
 
 typedef struct subcommand {
     const char *name;

@@ -1,4 +1,5 @@
-# Rules for the detinfer command-line tool (tools/detinfer*.c, tools/serve/*.c). Included by
+# Rules for the detinfer command-line tool (tools/detinfer*.c: the subcommands;
+# tools/cli_*.c: what they share; tools/serve/*.c). Included by
 # the top-level Makefile, which defines BUILD, SHARED, CC, CFLAGS, LDFLAGS,
 # PREFIX and DESTDIR.
 #
@@ -13,7 +14,7 @@
 bindir ?= $(PREFIX)/bin
 
 DETINFER        := $(BUILD)/tools/detinfer
-DETINFER_SRC    := $(wildcard tools/detinfer*.c) $(wildcard tools/serve/*.c)
+DETINFER_SRC    := $(wildcard tools/detinfer*.c tools/cli_*.c) $(wildcard tools/serve/*.c)
 DETINFER_OBJ    := $(DETINFER_SRC:tools/%.c=$(BUILD)/tools/%.o)
 DETINFER_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
                    -ffp-contract=off -fno-fast-math -Iinclude -Itools -Itools/serve
@@ -24,7 +25,7 @@ DETINFER_LIBS   := -lmicrohttpd -ljansson -lcurl -lxxhash -ldl -lpthread -lm
 .PHONY: detinfer install-tools uninstall-tools
 detinfer: $(DETINFER)
 
-$(BUILD)/tools/%.o: tools/%.c $(wildcard tools/detinfer*.h tools/serve/*.h) include/detinfer.h
+$(BUILD)/tools/%.o: tools/%.c $(wildcard tools/detinfer*.h tools/cli_*.h tools/serve/*.h) include/detinfer.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DETINFER_CFLAGS) $(CFLAGS) -c $< -o $@
 

@@ -20,7 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "detinfer_common.h"
+#include "cli_json.h"
+#include "cli_commands.h"
+#include "cli_model.h"
+#include "cli_progress.h"
 
 #define MAX_LIST 16
 #define MAX_REPS 1000
@@ -312,46 +315,36 @@ static void print_text(const bench *b)
                b->digests_equal ? "equal" : "DIFFERENT (determinism broken)", b->tg_runs);
 }
 
-static void print_json(const bench *b)
+static json_t *result_json(const bench *b, const result *r)
 {
-    dt_json j;
-    dt_json_init(&j, stdout);
-    dt_json_begin_object(&j, NULL);
-    dt_json_string(&j, "command", "bench");
-    dt_json_string(&j, "library_version", di_version_string());
-    dt_json_string(&j, "build_info", di_build_info());
-    dt_json_string(&j, "model_filename", b->o.model);
-    dt_json_string(&j, "model_type", di_model_architecture(b->model));
-    dt_json_int(&j, "model_size", b->file_size);
-    dt_json_int(&j, "model_n_params", b->n_params);
-    dt_json_string(&j, "backend", dt_backend_name(b->o.backend));
-    dt_json_string(&j, "profile", dt_profile_name(b->o.profile));
-    dt_json_int(&j, "repetitions", b->o.reps);
-    dt_json_begin_array(&j, "results", 0);
-    for (int i = 0; i < b->n_results; i++) {
-        const result *r = &b->results[i];
-        dt_json_begin_object(&j, NULL);
-        dt_json_int(&j, "n_threads", r->threads);
-        dt_json_int(&j, "n_prompt", r->n_prompt);
-        dt_json_int(&j, "n_gen", r->n_gen);
-        dt_json_number(&j, "avg_ts", r->mean);
-        dt_json_number(&j, "stddev_ts", r->std);
-        dt_json_begin_array(&j, "samples_ts", 1);
-        for (int k = 0; k < r->n_samples; k++)
-            dt_json_number(&j, NULL, r->samples[k]);
-        dt_json_end_array(&j);
-        if (r->n_gen && r->bandwidth > 0) {
-            dt_json_number(&j, "bandwidth_gbs", r->bandwidth);
-            dt_json_int(&j, "weight_bytes_per_token", b->bytes_per_token);
-            dt_json_number(&j, "bandwidth_limit_ts", limit_tps(b, r));
-            dt_json_number(&j, "bandwidth_fraction", r->mean / limit_tps(b, r));
-        }
-        dt_json_end_object(&j);
+    json_t *samples = json_array();
+    for (int k = 0; k < r->n_samples; k++)
+        samples = dt_json_push(samples, dt_json_real(r->samples[k]));
+    json_t *o = json_pack("{s:I, s:I, s:I, s:o, s:o, s:o}", "n_threads", (json_int_t)r->threads, "n_prompt",
+                          (json_int_t)r->n_prompt, "n_gen", (json_int_t)r->n_gen, "avg_ts", dt_json_real(r->mean),
+                          "stddev_ts", dt_json_real(r->std), "samples_ts", samples);
+    if (r->n_gen && r->bandwidth > 0) {
+        o = dt_json_set(o, "bandwidth_gbs", dt_json_real(r->bandwidth));
+        o = dt_json_set(o, "weight_bytes_per_token", json_integer(b->bytes_per_token));
+        o = dt_json_set(o, "bandwidth_limit_ts", dt_json_real(limit_tps(b, r)));
+        o = dt_json_set(o, "bandwidth_fraction", dt_json_real(r->mean / limit_tps(b, r)));
     }
-    dt_json_end_array(&j);
-    dt_json_bool(&j, "tg_digests_equal", b->digests_equal);
-    dt_json_end_object(&j);
-    dt_json_finish(&j);
+    return o;
+}
+
+static int print_json(const bench *b)
+{
+    json_t *results = json_array();
+    for (int i = 0; i < b->n_results; i++)
+        results = dt_json_push(results, result_json(b, &b->results[i]));
+    json_t *root = json_pack("{s:s, s:s, s:s, s:o, s:o, s:I, s:I, s:s, s:s, s:I, s:o, s:b}", "command", "bench",
+                             "library_version", di_version_string(), "build_info", di_build_info(),
+                             "model_filename", dt_json_text(b->o.model), "model_type",
+                             dt_json_text(di_model_architecture(b->model)), "model_size", (json_int_t)b->file_size,
+                             "model_n_params", (json_int_t)b->n_params, "backend", dt_backend_name(b->o.backend),
+                             "profile", dt_profile_name(b->o.profile), "repetitions", (json_int_t)b->o.reps,
+                             "results", results, "tg_digests_equal", b->digests_equal);
+    return dt_json_emit(&command, root, stdout);
 }
 
 static long list_max(const long *x, int n)
@@ -421,10 +414,10 @@ int dt_cmd_bench(int argc, char **argv)
     }
     if (rc == DT_EXIT_OK) {
         if (b->o.json)
-            print_json(b);
+            rc = print_json(b);
         else
             print_text(b);
-        if (!b->digests_equal)
+        if (rc == DT_EXIT_OK && !b->digests_equal)
             rc = DT_EXIT_FAIL;
     }
     free(b->prompt);

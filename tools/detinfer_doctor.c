@@ -4,7 +4,8 @@
  *
  * A fingerprint is a list of facts "key=value". Each key has a scope: in the
  * digest of both profiles (what the portable contract depends on: library
- * version, numerics contract, build flags, floating-point environment), in
+ * version, numerics contract, build flags; not the host's floating-point
+ * state, which the library pins in every call), in
  * the device profile's digest only (GPU model, CUDA, cuBLAS, cuDNN versions,
  * cuBLAS settings), or informational (CPU, OS, libc...). The digest is
  * XXH3-128 of the canonical text: the facts in scope, sorted by key, one
@@ -25,7 +26,10 @@
 #include <gnu/libc-version.h>
 #endif
 
-#include "detinfer_common.h"
+#include "cli_json.h"
+#include "cli_commands.h"
+#include "cli_model.h"
+#include "cli_text.h"
 #include "detinfer_cuda.h"
 
 enum { OPT_PROFILE, OPT_JSON, OPT_SAVE, OPT_COMPARE, OPT_STRICT, OPT_MODEL, OPT_BACKEND, OPT_DEVICE };
@@ -46,8 +50,9 @@ static const dt_command command = {
     "doctor",
     "[--profile portable|device] [--json] [--save FILE] [--compare FILE] [--strict]\n"
     "       [--model FILE [--backend cpu|cuda] [--device N]]",
-    "Prints the environment fingerprint: library version and build flags, the\n"
-    "floating-point environment, CPU model and SIMD path, OS and libc, and where\n"
+    "Prints the environment fingerprint: library version and build flags, CPU\n"
+    "model and SIMD path, OS and libc, the host's floating-point state (for\n"
+    "information: the library pins its own), and where\n"
     "present the CUDA driver and runtime, cuBLAS and cuDNN versions and GPUs, with\n"
     "OK/INFO/WARN checks and a digest of the facts the profile's digests depend on.\n"
     "In the portable profile hardware does not matter; in the device profile it does.\n"
@@ -85,9 +90,11 @@ typedef struct doctor {
 /* Which digests a key is part of (see the top of the file). */
 static scope key_scope(const char *key)
 {
+    /* Not the host's floating-point state (float.*, libm.fmaf): the library
+     * pins round-to-nearest without flushing in every call and no libm value
+     * reaches a logit (docs/DETERMINISM.md, "The host's environment"). */
     static const char *const both[] = {"profile", "library.version", "library.numerics", "library.fast_math",
-                                       "library.fp_contract", "float.rounding", "float.denormals", "libm.fmaf",
-                                       NULL};
+                                       "library.fp_contract", NULL};
     static const char *const device[] = {"cuda.driver", "cuda.runtime", "cublas.version", "cudnn.version",
                                          "gpu.name", "gpu.compute_capability", "gpu.sm_count",
                                          "env.CUBLAS_WORKSPACE_CONFIG", "env.NVIDIA_TF32_OVERRIDE", NULL};
@@ -203,6 +210,9 @@ static void library_facts(doctor *d)
 
 /* ---- Floating point and CPU -------------------------------------------------- */
 
+/* The host's floating-point state, for information: results do not depend
+ * on it (see key_scope), but a flushed or non-nearest state says that
+ * something in the process (often a fast-math library) changed it. */
 static void float_facts(doctor *d)
 {
     /* volatile: computed at run time, in this process's floating-point state */
@@ -218,13 +228,10 @@ static void float_facts(doctor *d)
     fact_add(d, "float.rounding", nearest ? "nearest" : "other");
     fact_add(d, "float.denormals", ftz || daz ? "flushed" : "kept");
     fact_add(d, "libm.fmaf", fused ? "fused" : "not-fused");
-    if (nearest && !ftz && !daz && fused)
-        check_add(d, LV_OK, "floating point", "round to nearest, denormals kept, libm fmaf fused");
-    else
-        check_add(d, LV_WARN, "floating point", "%s%s%s%s", nearest ? "" : "rounding mode is not to-nearest; ",
-                  ftz ? "subnormal results flush to zero (FTZ: a fast-math library may be loaded); " : "",
-                  daz ? "subnormal inputs read as zero (DAZ); " : "",
-                  fused ? "" : "libm fmaf is not fused (the baseline kernels would differ)");
+    check_add(d, LV_INFO, "floating point", "host state: %s, denormals %s, libm fmaf %s (does not affect results: "
+              "the library pins its own per call)", nearest ? "round to nearest" : "rounding NOT to nearest",
+              ftz || daz ? "FLUSHED (FTZ/DAZ: a fast-math library may be loaded)" : "kept",
+              fused ? "fused" : "not fused");
 }
 
 static void cpu_model(char *out, size_t n)
@@ -247,25 +254,6 @@ static void cpu_model(char *out, size_t n)
         fclose(f);
 }
 
-/* The CPU kernel path a session gets by default: DETINFER_CPU_PATH when it
- * is set, else the widest this CPU runs, by the rules of lib/cpu_ops.c (with
- * --model the library names the path itself: di_session_backend_info). */
-static const char *simd_path(void)
-{
-    const char *env = getenv("DETINFER_CPU_PATH");
-    if (env && *env && strcmp(env, "auto") != 0)
-        return env;
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-        return "avx512";
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return "avx2";
-#endif
-    return "scalar";
-}
-
 static void host_facts(doctor *d)
 {
     char buf[512], model[256];
@@ -277,10 +265,18 @@ static void host_facts(doctor *d)
     snprintf(buf, sizeof buf, "%ld", online);
     fact_add(d, "cpu.count", buf);
     check_add(d, LV_INFO, "cpu", "%s; %ld logical CPUs, %d usable by this process", model, online, usable);
-    const char *simd = simd_path();
-    fact_add(d, "cpu.simd", simd);
-    check_add(d, LV_INFO, "simd path", "%s%s (scalar, avx2 and avx512 give the same bits)", simd,
-              getenv("DETINFER_CPU_PATH") && *getenv("DETINFER_CPU_PATH") ? ", from DETINFER_CPU_PATH" : "");
+    /* The path a default session takes, as the library decides it (with
+     * --model, di_session_backend_info names it too). */
+    di_cpu_path path;
+    char err[256] = "";
+    if (di_cpu_path_resolve(DI_CPU_PATH_AUTO, &path, err, sizeof err) == DI_OK) {
+        fact_add(d, "cpu.simd", di_cpu_path_name(path));
+        check_add(d, LV_INFO, "simd path", "%s%s (scalar, avx2 and avx512 give the same bits)", di_cpu_path_name(path),
+                  getenv("DETINFER_CPU_PATH") && *getenv("DETINFER_CPU_PATH") ? ", from DETINFER_CPU_PATH" : "");
+    } else {
+        fact_add(d, "cpu.simd", "none");
+        check_add(d, LV_WARN, "simd path", "a default session cannot start: %s", err);
+    }
     struct utsname u;
     if (uname(&u) == 0) {
         snprintf(buf, sizeof buf, "%s %s %s", u.sysname, u.release, u.machine);
@@ -616,115 +612,97 @@ static void print_text(const doctor *d, const di_digest *fp)
                            : "(the device profile's digests also depend on the GPU model and CUDA library versions)");
 }
 
-static void print_json(const doctor *d, const di_digest *fp, const char *path, const comparison *c)
+static json_t *compare_json(const doctor *d, const char *path, const comparison *c)
 {
-    dt_json j;
-    dt_json_init(&j, stdout);
-    dt_json_begin_object(&j, NULL);
-    dt_json_string(&j, "command", "doctor");
-    dt_json_string(&j, "profile", dt_profile_name(d->profile));
-    dt_json_begin_array(&j, "checks", 0);
-    for (int i = 0; i < d->n_checks; i++) {
-        dt_json_begin_object(&j, NULL);
-        dt_json_string(&j, "status", level_word(d->checks[i].lv));
-        dt_json_string(&j, "name", d->checks[i].name);
-        dt_json_string(&j, "detail", d->checks[i].text);
-        dt_json_end_object(&j);
-    }
-    dt_json_end_array(&j);
-    dt_json_begin_object(&j, "facts");
+    json_t *differences = json_array();
+    for (int i = 0; i < c->n_diff; i++)
+        differences = dt_json_push(differences,
+                                   json_pack("{s:s, s:o, s:o, s:b}", "key", c->diff[i].key, "here",
+                                             dt_json_text(c->diff[i].here), "there", dt_json_text(c->diff[i].there),
+                                             "matters", in_digest(c->diff[i].key, d->profile)));
+    return json_pack("{s:o, s:o, s:b, s:b, s:o}", "file", dt_json_text(path), "fingerprint",
+                     dt_json_digest(&c->theirs), "comparable", c->comparable, "equal_digests_promised", c->promised,
+                     "differences", differences);
+}
+
+static int print_json(const doctor *d, const di_digest *fp, const char *path, const comparison *c)
+{
+    json_t *checks = json_array(), *facts = json_object(), *keys = json_array();
+    for (int i = 0; i < d->n_checks; i++)
+        checks = dt_json_push(checks, json_pack("{s:s, s:s, s:o}", "status", level_word(d->checks[i].lv), "name",
+                                                d->checks[i].name, "detail", dt_json_text(d->checks[i].text)));
     for (int i = 0; i < d->n_facts; i++)
-        dt_json_string(&j, d->facts[i].key, d->facts[i].value);
-    dt_json_end_object(&j);
-    dt_json_begin_array(&j, "fingerprint_keys", 1);
+        facts = dt_json_set(facts, d->facts[i].key, dt_json_text(d->facts[i].value));
     for (int i = 0; i < d->n_facts; i++)
         if (in_digest(d->facts[i].key, d->profile))
-            dt_json_string(&j, NULL, d->facts[i].key);
-    dt_json_end_array(&j);
-    dt_json_digest(&j, "fingerprint", fp);
-    if (path) {
-        dt_json_begin_object(&j, "compare");
-        dt_json_string(&j, "file", path);
-        dt_json_digest(&j, "fingerprint", &c->theirs);
-        dt_json_bool(&j, "comparable", c->comparable);
-        dt_json_bool(&j, "equal_digests_promised", c->promised);
-        dt_json_begin_array(&j, "differences", 0);
-        for (int i = 0; i < c->n_diff; i++) {
-            dt_json_begin_object(&j, NULL);
-            dt_json_string(&j, "key", c->diff[i].key);
-            dt_json_string(&j, "here", c->diff[i].here);
-            dt_json_string(&j, "there", c->diff[i].there);
-            dt_json_bool(&j, "matters", in_digest(c->diff[i].key, d->profile));
-            dt_json_end_object(&j);
-        }
-        dt_json_end_array(&j);
-        dt_json_end_object(&j);
+            keys = dt_json_push(keys, json_string(d->facts[i].key));
+    json_t *root = json_pack("{s:s, s:s, s:o, s:o, s:o, s:o}", "command", "doctor", "profile",
+                             dt_profile_name(d->profile), "checks", checks, "facts", facts, "fingerprint_keys", keys,
+                             "fingerprint", dt_json_digest(fp));
+    if (path)
+        root = dt_json_set(root, "compare", compare_json(d, path, c));
+    return dt_json_emit(&command, root, stdout);
+}
+
+typedef struct doctor_opts {
+    const char *save_path, *compare_path, *model_path;
+    int json, strict;
+    di_profile profile;
+    dt_session_opts session; /* with --model */
+} doctor_opts;
+
+static int apply_option(int k, const char *v, void *opts)
+{
+    doctor_opts *o = opts;
+    const char *name = options[k].name;
+    switch (k) {
+    case OPT_PROFILE: return dt_parse_profile(&command, name, v, &o->profile);
+    case OPT_JSON: o->json = 1; return 1;
+    case OPT_SAVE: o->save_path = v; return 1;
+    case OPT_COMPARE: o->compare_path = v; return 1;
+    case OPT_STRICT: o->strict = 1; return 1;
+    case OPT_MODEL: o->model_path = v; return 1;
+    case OPT_BACKEND: return dt_parse_backend(&command, name, v, &o->session.backend);
+    case OPT_DEVICE: return dt_parse_device(&command, name, v, &o->session.device);
     }
-    dt_json_end_object(&j);
-    dt_json_finish(&j);
+    return 0;
 }
 
 int dt_cmd_doctor(int argc, char **argv)
 {
-    const char *save_path = NULL, *compare_path = NULL, *model_path = NULL;
-    int json = 0, strict = 0;
-    dt_session_opts so = {DI_BACKEND_CPU, DI_PROFILE_PORTABLE, 1, 1, 16, 0, DI_CPU_PATH_AUTO};
+    doctor_opts o = {.profile = DI_PROFILE_PORTABLE,
+                     .session = {DI_BACKEND_CPU, DI_PROFILE_PORTABLE, 1, 1, 16, 0, DI_CPU_PATH_AUTO}};
+    int rc = dt_parse_options(&command, argc, argv, apply_option, &o, NULL);
+    if (rc != DT_EXIT_OK)
+        return rc < 0 ? DT_EXIT_OK : rc;
     doctor *d = calloc(1, sizeof *d);
     comparison *c = calloc(1, sizeof *c);
-    int rc = !d || !c ? dt_fail(&command, "allocating", DI_ERR_OUT_OF_MEMORY, "") : DT_EXIT_OK;
-    dt_parser p;
-    dt_parser_init(&p, &command, argc, argv);
+    rc = !d || !c ? dt_fail(&command, "allocating", DI_ERR_OUT_OF_MEMORY, "") : DT_EXIT_OK;
     if (d)
-        d->profile = DI_PROFILE_PORTABLE;
-    for (int k = 0; rc == DT_EXIT_OK && k != DT_OPT_END;) {
-        const char *v;
-        k = dt_next_option(&p, &v);
-        if (k == DT_OPT_BAD)
-            rc = DT_EXIT_USAGE;
-        else if (k == DT_OPT_HELP)
-            rc = -1;
-        else if (k == OPT_PROFILE && !dt_parse_profile(&command, "--profile", v, &d->profile))
-            rc = DT_EXIT_USAGE;
-        else if (k == OPT_JSON)
-            json = 1;
-        else if (k == OPT_SAVE)
-            save_path = v;
-        else if (k == OPT_COMPARE)
-            compare_path = v;
-        else if (k == OPT_STRICT)
-            strict = 1;
-        else if (k == OPT_MODEL)
-            model_path = v;
-        else if (k == OPT_BACKEND && !dt_parse_backend(&command, "--backend", v, &so.backend))
-            rc = DT_EXIT_USAGE;
-        else if (k == OPT_DEVICE && !dt_parse_device(&command, "--device", v, &so.device))
-            rc = DT_EXIT_USAGE;
-    }
-    if (rc == -1)
-        dt_print_help(&command, stdout);
+        d->profile = o.profile;
     di_digest fp;
     if (rc == DT_EXIT_OK) {
         collect(d);
-        so.profile = d->profile;
-        if (model_path)
-            session_checks(d, model_path, &so);
+        o.session.profile = d->profile;
+        if (o.model_path)
+            session_checks(d, o.model_path, &o.session);
         fingerprint(d->facts, d->n_facts, d->profile, &fp);
-        if (compare_path)
-            rc = compare(d, compare_path, c);
+        if (o.compare_path)
+            rc = compare(d, o.compare_path, c);
     }
     if (rc == DT_EXIT_OK) {
-        if (json) {
-            print_json(d, &fp, compare_path, c);
+        if (o.json) {
+            rc = print_json(d, &fp, o.compare_path, c);
         } else {
             print_text(d, &fp);
-            if (compare_path)
-                print_compare_text(d, compare_path, c);
+            if (o.compare_path)
+                print_compare_text(d, o.compare_path, c);
         }
-        if (save_path)
-            rc = save(d, save_path, &fp);
-        if (rc == DT_EXIT_OK && compare_path && !c->promised)
+        if (rc == DT_EXIT_OK && o.save_path)
+            rc = save(d, o.save_path, &fp);
+        if (rc == DT_EXIT_OK && o.compare_path && !c->promised)
             rc = DT_EXIT_FAIL;
-        for (int i = 0; rc == DT_EXIT_OK && strict && i < d->n_checks; i++)
+        for (int i = 0; rc == DT_EXIT_OK && o.strict && i < d->n_checks; i++)
             if (d->checks[i].lv == LV_WARN)
                 rc = DT_EXIT_FAIL;
     }

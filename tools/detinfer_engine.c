@@ -5,7 +5,7 @@
  */
 #include "detinfer_engine.h"
 
-#include "detinfer_common.h"
+#include "cli_random.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -154,7 +154,11 @@ static uint32_t build_step(engine *e)
         uint32_t left = sl->prompt->n - (sl->fed < sl->prompt->n ? sl->fed : sl->prompt->n);
         e->seq_ids[k] = e->order[k];
         if (left > 0) {
-            uint32_t len = e->cfg->chunk && e->cfg->chunk < left ? e->cfg->chunk : left;
+            uint32_t plen = sl->prompt->n, tail = e->cfg->chunk_tail;
+            uint32_t head = tail && plen > tail ? plen - tail : 0; /* fed in one step before the chunks */
+            uint32_t len = sl->fed < head                          ? head - sl->fed
+                           : e->cfg->chunk && e->cfg->chunk < left ? e->cfg->chunk
+                                                                   : left;
             memcpy(e->tokens + at, sl->prompt->tokens + sl->fed, len * sizeof *e->tokens);
             e->n_tokens[k] = len;
         } else {
@@ -234,10 +238,11 @@ static di_status harvest(engine *e, uint32_t slot, uint32_t n_tokens)
 {
     slot_state *sl = &e->slots[slot];
     const float *row = NULL;
-    for (uint32_t i = 0; i < n_tokens; i++) {
+    for (uint32_t i = e->cfg->last_only ? n_tokens - 1 : 0; i < n_tokens; i++) {
         uint32_t pos = sl->fed + i;
         di_digest d;
-        di_status st = di_session_logits_at(e->s, slot, i, &row, &d);
+        di_status st = e->cfg->last_only ? di_session_logits(e->s, slot, &row, &d)
+                                         : di_session_logits_at(e->s, slot, i, &row, &d);
         if (st)
             return engine_error(e, st, "reading logits");
         if ((st = row_digest(e, slot, pos, row, &d)))
@@ -294,7 +299,7 @@ di_status dt_engine_run(di_session *s, int64_t n_vocab, const dt_prompt *prompts
             next++;
         }
         uint32_t n = build_step(&e);
-        if ((st = di_session_step(s, n, e.seq_ids, e.n_tokens, e.tokens, DI_STEP_ALL_LOGITS))) {
+        if ((st = di_session_step(s, n, e.seq_ids, e.n_tokens, e.tokens, cfg->last_only ? 0 : DI_STEP_ALL_LOGITS))) {
             engine_error(&e, st, "step");
             break;
         }

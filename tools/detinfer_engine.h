@@ -3,8 +3,9 @@
  * the way a server does (continuous batching): up to `batch` sequences at
  * once, prompts fed in chunks, new requests admitted one per step so that
  * prefill and decode entries mix, entry order and slots shuffled. Every
- * logits row the library returns is hashed, so a request's trace can be
- * compared position by position with another run of the same prompt.
+ * logits row the library returns is hashed (with last_only: the last row of
+ * each entry), so a request's trace can be compared position by position
+ * with another run of the same prompt.
  */
 #ifndef DETINFER_ENGINE_H
 #define DETINFER_ENGINE_H
@@ -18,7 +19,6 @@ typedef struct dt_prompt {
     char *text;     /* NULL for a token-id prompt */
     int32_t *tokens;
     uint32_t n;
-    float search_gap; /* near-tie prompts: the top-2 gap that chose them; else -1 */
     di_sampling_params sampling; /* a sampled request's parameters; size 0: greedy */
 } dt_prompt;
 
@@ -59,6 +59,14 @@ typedef struct dt_engine_cfg {
     uint32_t max_new; /* >= 1 */
     uint64_t seed;    /* entry order and slot choice */
     dt_perturb perturb;
+    /* 1: only the last position of each entry is read and hashed (no
+     * DI_STEP_ALL_LOGITS; the other digests stay zero): for requests whose
+     * one interesting row is the last, like the near ties. */
+    int last_only;
+    /* with chunk > 0: only the last chunk_tail prompt tokens are fed chunk
+     * at a time, those before them in one step (0: the whole prompt is
+     * chunked). Bounds the cost of chunking long prompts. */
+    uint32_t chunk_tail;
     dt_done_fn done;  /* called for each finished request (trace valid during the call) */
     void *ctx;
 } dt_engine_cfg;
@@ -75,8 +83,9 @@ di_status dt_engine_run(di_session *s, int64_t n_vocab, const dt_prompt *prompts
 void dt_top2(const float *row, int64_t n, int32_t *best, int32_t *second, float *best_value,
              float *second_value);
 
-/* Number of float32 values strictly between a and b, plus one (0 when equal):
- * how many roundings apart two logits are. */
+/* The gap between two logits in ulp: the number of float32 values x with
+ * min(a, b) < x <= max(a, b), so 0 when a == b, 1 for neighbours (+0 and
+ * -0 count as one value); UINT64_MAX when either is NaN. */
 uint64_t dt_ulp_distance(float a, float b);
 
 #endif /* DETINFER_ENGINE_H */

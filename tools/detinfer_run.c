@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "detinfer_common.h"
+#include "cli_json.h"
+#include "cli_commands.h"
+#include "cli_model.h"
+#include "cli_text.h"
 
 enum { OPT_MODEL, OPT_PROMPT, OPT_TOKENS, OPT_MAX_NEW, OPT_THREADS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH, OPT_NO_BOS,
        OPT_IGNORE_EOS, OPT_JSON, OPT_TEMPERATURE, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT_PENALTY,
@@ -283,59 +286,37 @@ static void print_footer(const di_model *model, const run_result *r)
         printf("stopped at the end-of-sequence token\n");
 }
 
-static void print_json(const run_opts *o, const di_model *model, const run_result *r)
+static json_t *steps_json(const di_model *model, const run_result *r)
 {
-    dt_json j;
-    dt_json_init(&j, stdout);
-    dt_json_begin_object(&j, NULL);
-    dt_json_string(&j, "model", o->model);
-    dt_json_string(&j, "architecture", di_model_architecture(model));
-    dt_json_string(&j, "library_version", di_version_string());
-    dt_json_string(&j, "backend", dt_backend_name(o->backend));
-    dt_json_string(&j, "profile", dt_profile_name(o->profile));
-    dt_json_int(&j, "threads", o->threads);
-    dt_json_begin_object(&j, "sampling");
-    dt_json_number(&j, "temperature", o->sampling.temperature);
-    dt_json_int(&j, "top_k", o->sampling.top_k);
-    dt_json_number(&j, "top_p", o->sampling.top_p);
-    dt_json_number(&j, "min_p", o->sampling.min_p);
-    dt_json_number(&j, "repetition_penalty", o->sampling.repetition_penalty);
-    dt_json_number(&j, "presence_penalty", o->sampling.presence_penalty);
-    dt_json_number(&j, "frequency_penalty", o->sampling.frequency_penalty);
-    dt_json_int(&j, "penalty_window", o->sampling.penalty_window);
+    json_t *steps = json_array();
+    for (uint32_t i = 0; steps && i < r->n_generated; i++) {
+        char *piece = dt_token_piece(model, r->generated[i]);
+        json_t *step = json_pack("{s:I, s:I, s:o, s:o}", "step", (json_int_t)i, "token",
+                                 (json_int_t)r->generated[i], "logits_digest", dt_json_digest(&r->digests[i]),
+                                 "piece", dt_json_text(piece));
+        free(piece);
+        steps = dt_json_push(steps, step);
+    }
+    return steps;
+}
+
+static int print_json(const run_opts *o, const di_model *model, const run_result *r)
+{
     char seed[24];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->sampling.seed); /* exact beyond 2^53 */
-    dt_json_string(&j, "seed", seed);
-    dt_json_end_object(&j);
-    dt_json_string(&j, "prompt_text", o->prompt_text);
-    dt_json_begin_array(&j, "prompt_tokens", 1);
-    for (uint32_t i = 0; i < r->n_prompt; i++)
-        dt_json_int(&j, NULL, r->prompt[i]);
-    dt_json_end_array(&j);
-    dt_json_begin_array(&j, "steps", 0);
-    for (uint32_t i = 0; i < r->n_generated; i++) {
-        dt_json_begin_object(&j, NULL);
-        dt_json_int(&j, "step", i);
-        dt_json_int(&j, "token", r->generated[i]);
-        dt_json_digest(&j, "logits_digest", &r->digests[i]);
-        char *piece = dt_token_piece(model, r->generated[i]);
-        dt_json_string(&j, "piece", piece);
-        free(piece);
-        dt_json_end_object(&j);
-    }
-    dt_json_end_array(&j);
-    dt_json_begin_array(&j, "tokens", 1);
-    for (uint32_t i = 0; i < r->n_generated; i++)
-        dt_json_int(&j, NULL, r->generated[i]);
-    dt_json_end_array(&j);
+    json_t *sampling = dt_json_set(dt_json_sampling(&o->sampling), "seed", json_string(seed));
     char *text = dt_detokenize(model, r->generated, r->n_generated);
-    dt_json_string(&j, "text", text);
+    json_t *root = json_pack(
+        "{s:o, s:o, s:s, s:s, s:s, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:I, s:o}", "model",
+        dt_json_text(o->model), "architecture", dt_json_text(di_model_architecture(model)), "library_version",
+        di_version_string(), "backend", dt_backend_name(o->backend), "profile", dt_profile_name(o->profile),
+        "threads", (json_int_t)o->threads, "sampling", sampling, "prompt_text", dt_json_text(o->prompt_text),
+        "prompt_tokens", dt_json_tokens(r->prompt, r->n_prompt), "steps", steps_json(model, r), "tokens",
+        dt_json_tokens(r->generated, r->n_generated), "text", dt_json_text(text), "stopped",
+        r->stopped_at_eos ? "eos" : "max_new", "sequence_length", (json_int_t)(r->n_prompt + r->n_generated),
+        "sequence_digest", dt_json_digest(&r->sequence));
     free(text);
-    dt_json_string(&j, "stopped", r->stopped_at_eos ? "eos" : "max_new");
-    dt_json_int(&j, "sequence_length", r->n_prompt + r->n_generated);
-    dt_json_digest(&j, "sequence_digest", &r->sequence);
-    dt_json_end_object(&j);
-    dt_json_finish(&j);
+    return dt_json_emit(&command, root, stdout);
 }
 
 /* The session of dt_open_session, with DI_CONFIG_ALLOW_LONG_CONTEXT set when
@@ -392,7 +373,8 @@ int dt_cmd_run(int argc, char **argv)
         rc = dt_fail(&command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
         goto out;
     }
-    dt_session_opts so = {o.backend, o.profile, o.threads, 1, (int64_t)r.n_prompt + o.max_new, o.device,
+    /* the last generated token is never fed back: P + N - 1 positions */
+    dt_session_opts so = {o.backend, o.profile, o.threads, 1, (int64_t)r.n_prompt + o.max_new - 1, o.device,
                           o.cpu_path};
     char err[512] = "";
     di_status st = open_session(&o, model, &so, &s, err, sizeof err);
@@ -413,7 +395,7 @@ int dt_cmd_run(int argc, char **argv)
         goto out;
     }
     if (o.json)
-        print_json(&o, model, &r);
+        rc = print_json(&o, model, &r);
     else
         print_footer(model, &r);
 out:

@@ -33,24 +33,33 @@ extern char **environ;
 
 /* ---- The test-only fault hook ------------------------------------------- */
 
-int dt_perturb_from_env(dt_perturb *batched, dt_perturb *child, char *err, size_t err_size)
+int dt_test_hooks_from_env(dt_test_hooks *hooks, char *err, size_t err_size)
 {
-    memset(batched, 0, sizeof *batched);
-    memset(child, 0, sizeof *child);
+    memset(hooks, 0, sizeof *hooks);
     const char *spec = getenv("DETINFER_TEST_PERTURB");
     if (!spec || !*spec)
         return 1;
     unsigned long slot = 0, pos;
     char tail;
-    int is_child = !strncmp(spec, "child:", 6);
-    if (is_child ? sscanf(spec + 6, "%lu%c", &pos, &tail) != 1
-                 : sscanf(spec, "%lu:%lu%c", &slot, &pos, &tail) != 2 || slot > 4095) {
-        snprintf(err, err_size, "DETINFER_TEST_PERTURB (test only) wants SLOT:POS or child:POS, not '%s'", spec);
-        return 0;
+    int ok;
+    if (!strncmp(spec, "tie-token:", 10) || !strncmp(spec, "tie-digest:", 11)) {
+        hooks->tie_alter = spec[4] == 't' ? DT_TIE_ALTER_TOKEN : DT_TIE_ALTER_DIGEST;
+        ok = sscanf(strchr(spec, ':') + 1, "%lu%c", &pos, &tail) == 1 && pos < 1000;
+        hooks->tie = (uint32_t)pos;
+    } else if (!strncmp(spec, "child:", 6)) {
+        ok = sscanf(spec + 6, "%lu%c", &pos, &tail) == 1;
+        hooks->child = (dt_perturb){1, 0, (uint32_t)pos};
+    } else {
+        ok = sscanf(spec, "%lu:%lu%c", &slot, &pos, &tail) == 2 && slot <= 4095;
+        hooks->batched = (dt_perturb){1, (uint32_t)slot, (uint32_t)pos};
     }
-    dt_perturb *p = is_child ? child : batched;
-    *p = (dt_perturb){1, (uint32_t)slot, (uint32_t)pos};
-    return 1;
+    if (!ok) {
+        memset(hooks, 0, sizeof *hooks);
+        snprintf(err, err_size,
+                 "DETINFER_TEST_PERTURB (test only) wants SLOT:POS, child:POS, tie-token:K or tie-digest:K, not '%s'",
+                 spec);
+    }
+    return ok;
 }
 
 /* ---- Parent side --------------------------------------------------------- */
@@ -196,7 +205,7 @@ static uint32_t read_traces(FILE *f, const dt_prompt *prompts, uint32_t n_prompt
     return got;
 }
 
-di_status dt_child_traces(const char *model_path, uint32_t max_new, const dt_session_opts *so,
+di_status dt_child_traces(const char *model_path, uint32_t max_new, int last_only, const dt_session_opts *so,
                           const dt_prompt *prompts, uint32_t n_prompts, dt_done_fn done, void *ctx, char *err,
                           size_t err_size)
 {
@@ -207,7 +216,7 @@ di_status dt_child_traces(const char *model_path, uint32_t max_new, const dt_ses
     char *const argv[] = {"detinfer", "__verify-child", "--model", (char *)model_path, "--max-new", max_new_s,
                           "--threads", threads_s, "--backend", (char *)dt_backend_name(so->backend), "--profile",
                           (char *)dt_profile_name(so->profile), "--device", device_s, "--cpu-path",
-                          (char *)dt_cpu_path_name(so->cpu_path), NULL};
+                          (char *)di_cpu_path_name(so->cpu_path), last_only ? "--last-only" : NULL, NULL};
     pid_t pid;
     int to_child, from_child;
     di_status st = spawn_child(argv, &pid, &to_child, &from_child, err, err_size);
@@ -242,7 +251,7 @@ di_status dt_child_traces(const char *model_path, uint32_t max_new, const dt_ses
 
 /* ---- Child side: `detinfer __verify-child` -------------------------------- */
 
-enum { OPT_MODEL, OPT_MAX_NEW, OPT_THREADS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH };
+enum { OPT_MODEL, OPT_MAX_NEW, OPT_THREADS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH, OPT_LAST_ONLY };
 
 static const dt_option child_options[] = {
     [OPT_MODEL] = {"--model", "FILE", "GGUF model file"},
@@ -252,13 +261,14 @@ static const dt_option child_options[] = {
     [OPT_PROFILE] = {"--profile", "NAME", "portable or device"},
     [OPT_DEVICE] = {"--device", "N", "CUDA device ordinal"},
     [OPT_CPU_PATH] = {"--cpu-path", "NAME", "auto, scalar, avx2 or avx512"},
+    [OPT_LAST_ONLY] = {"--last-only", NULL, "hash only the last position of each step's entry"},
     {NULL, NULL, NULL},
 };
 
 static const dt_command child_command = {
     "__verify-child",
     "--model FILE --max-new N [--threads N] [--backend NAME] [--profile NAME] [--device N] [--cpu-path NAME] "
-    "< prompts",
+    "[--last-only] < prompts",
     "Internal to 'detinfer verify' (the fresh-process axis): reads prompts as token\n"
     "ids and sampling parameters, one per line \"N t0 t1 ... 0|1 [parameters]\", runs\n"
     "each alone and prints its trace.",
@@ -317,7 +327,7 @@ static int read_prompts(dt_prompt_set *set)
             set->cap = cap;
         }
         dt_prompt *p = &set->p[set->n];
-        *p = (dt_prompt){NULL, NULL, malloc(n * sizeof(int32_t)), (uint32_t)n, -1.0f, {0}};
+        *p = (dt_prompt){NULL, NULL, malloc(n * sizeof(int32_t)), (uint32_t)n, {0}};
         if (!p->tokens)
             return 0;
         set->n++;
@@ -330,48 +340,49 @@ static int read_prompts(dt_prompt_set *set)
     return feof(stdin) && set->n > 0;
 }
 
+typedef struct child_opts {
+    const char *model_path;
+    long max_new;
+    int last_only;
+    dt_session_opts session;
+} child_opts;
+
+static int apply_option(int k, const char *v, void *opts)
+{
+    child_opts *o = opts;
+    const char *name = child_options[k].name;
+    switch (k) {
+    case OPT_MODEL: o->model_path = v; return 1;
+    case OPT_MAX_NEW: return dt_parse_long(&child_command, name, v, 1, 1 << 20, &o->max_new);
+    case OPT_THREADS: return dt_parse_long(&child_command, name, v, 1, 256, &o->session.threads);
+    case OPT_BACKEND: return dt_parse_backend(&child_command, name, v, &o->session.backend);
+    case OPT_PROFILE: return dt_parse_profile(&child_command, name, v, &o->session.profile);
+    case OPT_DEVICE: return dt_parse_device(&child_command, name, v, &o->session.device);
+    case OPT_CPU_PATH: return dt_parse_cpu_path(&child_command, name, v, &o->session.cpu_path);
+    case OPT_LAST_ONLY: o->last_only = 1; return 1;
+    }
+    return 0;
+}
+
 int dt_cmd_verify_child(int argc, char **argv)
 {
-    const char *model_path = NULL;
-    long max_new = 0, threads = 1;
-    dt_session_opts so = {DI_BACKEND_CPU, DI_PROFILE_PORTABLE, 1, 1, 0, 0, DI_CPU_PATH_AUTO};
-    dt_parser p;
-    dt_parser_init(&p, &child_command, argc, argv);
-    const char *v;
-    for (int k; (k = dt_next_option(&p, &v)) != DT_OPT_END;) {
-        int ok = 1;
-        if (k == DT_OPT_BAD)
-            return DT_EXIT_USAGE;
-        if (k == DT_OPT_HELP) {
-            dt_print_help(&child_command, stdout);
-            return DT_EXIT_OK;
-        }
-        if (k == OPT_MODEL)
-            model_path = v;
-        else if (k == OPT_MAX_NEW)
-            ok = dt_parse_long(&child_command, "--max-new", v, 1, 1 << 20, &max_new);
-        else if (k == OPT_THREADS)
-            ok = dt_parse_long(&child_command, "--threads", v, 1, 256, &threads);
-        else if (k == OPT_BACKEND)
-            ok = dt_parse_backend(&child_command, "--backend", v, &so.backend);
-        else if (k == OPT_PROFILE)
-            ok = dt_parse_profile(&child_command, "--profile", v, &so.profile);
-        else if (k == OPT_DEVICE)
-            ok = dt_parse_device(&child_command, "--device", v, &so.device);
-        else if (k == OPT_CPU_PATH)
-            ok = dt_parse_cpu_path(&child_command, "--cpu-path", v, &so.cpu_path);
-        if (!ok)
-            return DT_EXIT_USAGE;
-    }
-    if (!model_path || !max_new)
+    child_opts o = {.session = {DI_BACKEND_CPU, DI_PROFILE_PORTABLE, 1, 1, 0, 0, DI_CPU_PATH_AUTO}};
+    int rc = dt_parse_options(&child_command, argc, argv, apply_option, &o, NULL);
+    if (rc != DT_EXIT_OK)
+        return rc < 0 ? DT_EXIT_OK : rc;
+    if (!o.model_path || !o.max_new)
         return dt_usage(&child_command, "--model and --max-new are required");
+    const char *model_path = o.model_path;
+    long max_new = o.max_new;
+    dt_session_opts so = o.session;
 
     char err[512] = "";
-    dt_perturb batched, child;
-    if (!dt_perturb_from_env(&batched, &child, err, sizeof err))
+    dt_test_hooks hooks;
+    if (!dt_test_hooks_from_env(&hooks, err, sizeof err))
         return dt_usage(&child_command, "%s", err);
+    dt_perturb child = hooks.child;
     di_model *model = NULL;
-    int rc = dt_load_model(&child_command, model_path, &model);
+    rc = dt_load_model(&child_command, model_path, &model);
     if (rc)
         return rc;
     dt_prompt_set set = {0};
@@ -384,7 +395,6 @@ int dt_cmd_verify_child(int argc, char **argv)
     uint32_t longest = 0;
     for (uint32_t i = 0; i < set.n; i++)
         longest = set.p[i].n > longest ? set.p[i].n : longest;
-    so.threads = threads;
     so.context_length = (int64_t)longest + max_new;
     di_status st = dt_open_session(model, &so, &s, err, sizeof err);
     if (st) {
@@ -395,7 +405,7 @@ int dt_cmd_verify_child(int argc, char **argv)
     for (uint32_t i = 0; queue && i < set.n; i++)
         queue[i] = i;
     child.slot = 0; /* alone: every request runs in slot 0 */
-    dt_engine_cfg cfg = {1, 0, (uint32_t)max_new, 1, child, print_trace, NULL};
+    dt_engine_cfg cfg = {1, 0, (uint32_t)max_new, 1, child, o.last_only, 0, print_trace, NULL};
     st = queue ? dt_engine_run(s, dt_model_int(model, DI_MODEL_N_VOCAB), set.p, queue, set.n, &cfg, err,
                                sizeof err)
                : DI_ERR_OUT_OF_MEMORY;

@@ -1,8 +1,6 @@
 /*
  * detinfer_verify_prompts.c — the prompts `detinfer verify` checks: the
- * built-in list, prompts read from a file, and near-tie prompts found by
- * searching random token-id prompts for the smallest top-2 logit gap (the
- * places where a one-ulp difference would change the greedy token).
+ * built-in list, prompts read from a file, and sampled copies of them.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -25,11 +23,37 @@ static const char *const builtin_text[] = {
     "Pick a random number between 1 and 10:",
 };
 
+/* The near-tie search's own starting points, on many subjects, so that the
+ * continuations are varied (a model's greedy text soon repeats itself). */
+static const char *const search_text[] = {
+    "The best way to learn a new language is",
+    "In 1969, the first humans",
+    "My favourite recipe for a rainy day",
+    "The difference between a virus and a bacterium",
+    "Dear hiring manager, I am writing to",
+    "The stock market fell sharply today after",
+    "To install the package, run",
+    "She opened the old wooden box and found",
+    "The three laws of thermodynamics state",
+    "Here is a short poem about autumn:",
+    "Q: What is the boiling point of water? A:",
+    "import numpy as np\nimport matplotlib.pyplot as plt\n",
+    "The main causes of the French Revolution were",
+    "Translate to French: I would like a cup of coffee.",
+    "Ten tips for better sleep: 1.",
+    "SELECT name, COUNT(*) FROM users",
+    "The weather tomorrow will be",
+    "He looked at the map and realised that",
+    "Photosynthesis is the process by which",
+    "The quick brown fox",
+    "A good password should",
+    "Chapter 1. The night the lights went out",
+    "The human heart has four chambers:",
+    "Once the meeting was over, the team",
+};
+
 /* Lengths of the built-in token-id prompts (for models without a tokenizer). */
 static const uint32_t builtin_lengths[] = {1, 5, 13, 24};
-
-#define NEAR_TIE_LENGTH 6 /* tokens in a searched prompt */
-#define NEAR_TIE_BATCH 16 /* candidates evaluated per step */
 
 void dt_prompts_free(dt_prompt_set *set)
 {
@@ -56,7 +80,7 @@ static char *token_label(const char *prefix, const int32_t *tokens, uint32_t n)
 
 /* Takes ownership of tokens (and of text, which may be NULL). */
 static di_status add_prompt(dt_prompt_set *set, char *label, char *text, int32_t *tokens, uint32_t n,
-                            float search_gap, char *err, size_t err_size)
+                            char *err, size_t err_size)
 {
     if (set->n == set->cap) {
         uint32_t cap = set->cap ? 2 * set->cap : 16;
@@ -68,7 +92,7 @@ static di_status add_prompt(dt_prompt_set *set, char *label, char *text, int32_t
     }
     if (!label)
         goto oom;
-    set->p[set->n++] = (dt_prompt){label, text, tokens, n, search_gap, {0}};
+    set->p[set->n++] = (dt_prompt){label, text, tokens, n, {0}};
     return DI_OK;
 oom:
     free(label);
@@ -91,7 +115,7 @@ static di_status add_text(const di_model *model, dt_prompt_set *set, const char 
         snprintf(err, err_size, "the prompt \"%.40s\" gives no tokens", text);
         return DI_ERR_INVALID_ARGUMENT;
     }
-    return add_prompt(set, strdup(text), strdup(text), tokens, n, -1.0f, err, err_size);
+    return add_prompt(set, strdup(text), strdup(text), tokens, n, err, err_size);
 }
 
 di_status dt_prompts_builtin(const di_model *model, uint32_t max_len, uint64_t seed, dt_prompt_set *set,
@@ -127,7 +151,7 @@ di_status dt_prompts_builtin(const di_model *model, uint32_t max_len, uint64_t s
         }
         for (uint32_t i = 0; i < len; i++)
             tokens[i] = (int32_t)(dt_rand(&rng) % (uint64_t)n_vocab);
-        st = add_prompt(set, token_label("", tokens, len), NULL, tokens, len, -1.0f, err, err_size);
+        st = add_prompt(set, token_label("", tokens, len), NULL, tokens, len, err, err_size);
     }
     snprintf(set->note, sizeof set->note,
              "%u built-in token-id prompts (the model has no tokenizer)", set->n);
@@ -159,7 +183,7 @@ static di_status file_line(const di_model *model, dt_prompt_set *set, char *line
         di_status st = dt_token_list(line + 7, dt_model_int(model, DI_MODEL_N_VOCAB), &tokens, &n);
         if (st)
             snprintf(err, err_size, "line %u: 'tokens:' wants ids in [0, n_vocab) separated by commas", lineno);
-        return st ? st : add_prompt(set, token_label("", tokens, n), NULL, tokens, n, -1.0f, err, err_size);
+        return st ? st : add_prompt(set, token_label("", tokens, n), NULL, tokens, n, err, err_size);
     }
     unescape(line);
     char detail[256] = "";
@@ -200,83 +224,6 @@ di_status dt_prompts_file(const di_model *model, const char *path, dt_prompt_set
         st = DI_ERR_INVALID_ARGUMENT;
     }
     snprintf(set->note, sizeof set->note, "%u prompt%s from %s", set->n, set->n == 1 ? "" : "s", path);
-    return st;
-}
-
-/* The top-2 gap of the last logits of each candidate, NEAR_TIE_BATCH at a time. */
-static di_status candidate_gaps(di_session *s, const int32_t *cand, uint32_t candidates, int64_t n_vocab,
-                                double *gaps, char *err, size_t err_size)
-{
-    uint32_t seq[NEAR_TIE_BATCH], len[NEAR_TIE_BATCH];
-    for (uint32_t start = 0; start < candidates; start += NEAR_TIE_BATCH) {
-        uint32_t n = candidates - start < NEAR_TIE_BATCH ? candidates - start : NEAR_TIE_BATCH;
-        for (uint32_t i = 0; i < n; i++) {
-            seq[i] = i;
-            len[i] = NEAR_TIE_LENGTH;
-            di_session_seq_reset(s, i);
-        }
-        di_status st = di_session_step(s, n, seq, len, cand + (size_t)start * NEAR_TIE_LENGTH, 0);
-        for (uint32_t i = 0; i < n && st == DI_OK; i++) {
-            const float *row;
-            int32_t best, second;
-            float bv, sv;
-            if ((st = di_session_logits(s, i, &row, NULL)))
-                break;
-            dt_top2(row, n_vocab, &best, &second, &bv, &sv);
-            gaps[start + i] = second < 0 ? 1e30 : (double)bv - (double)sv;
-        }
-        if (st) {
-            snprintf(err, err_size, "near-tie search: %s", di_session_errmsg(s));
-            return st;
-        }
-    }
-    return DI_OK;
-}
-
-di_status dt_prompts_near_ties(const di_model *model, const dt_session_opts *opts, uint32_t candidates,
-                               uint32_t keep, uint64_t seed, dt_prompt_set *set, char *err, size_t err_size)
-{
-    if (candidates == 0 || keep == 0)
-        return DI_OK;
-    int64_t n_vocab = dt_model_int(model, DI_MODEL_N_VOCAB);
-    int32_t bos = -1;
-    if (di_model_special_token(model, DI_TOKEN_BOS, &bos) != DI_OK)
-        bos = -1;
-    int32_t *cand = malloc((size_t)candidates * NEAR_TIE_LENGTH * sizeof *cand);
-    double *gaps = malloc(candidates * sizeof *gaps);
-    di_session *s = NULL;
-    dt_session_opts so = *opts;
-    so.max_sequences = NEAR_TIE_BATCH;
-    so.context_length = NEAR_TIE_LENGTH;
-    di_status st = !cand || !gaps ? DI_ERR_OUT_OF_MEMORY : dt_open_session(model, &so, &s, err, err_size);
-    if (st == DI_ERR_OUT_OF_MEMORY)
-        snprintf(err, err_size, "out of memory");
-    uint64_t rng = seed ^ 0x6e6561722d746965ull;
-    for (size_t i = 0; st == DI_OK && i < (size_t)candidates * NEAR_TIE_LENGTH; i++)
-        cand[i] = i % NEAR_TIE_LENGTH == 0 && bos >= 0 ? bos : (int32_t)(dt_rand(&rng) % (uint64_t)n_vocab);
-    if (st == DI_OK)
-        st = candidate_gaps(s, cand, candidates, n_vocab, gaps, err, err_size);
-    uint32_t kept = 0;
-    for (; st == DI_OK && kept < keep && kept < candidates; kept++) {
-        uint32_t pick = 0;
-        for (uint32_t c = 1; c < candidates; c++)
-            if (gaps[c] < gaps[pick])
-                pick = c;
-        int32_t *tokens = malloc(NEAR_TIE_LENGTH * sizeof *tokens);
-        if (tokens)
-            memcpy(tokens, cand + (size_t)pick * NEAR_TIE_LENGTH, NEAR_TIE_LENGTH * sizeof *tokens);
-        st = add_prompt(set, tokens ? token_label("near-tie ", tokens, NEAR_TIE_LENGTH) : NULL, NULL, tokens,
-                        NEAR_TIE_LENGTH, (float)gaps[pick], err, err_size);
-        gaps[pick] = 2e30; /* taken */
-    }
-    if (st == DI_OK) {
-        size_t at = strlen(set->note);
-        snprintf(set->note + at, sizeof set->note - at, ", and %u near-tie prompts chosen among %u random ones",
-                 kept, candidates);
-    }
-    di_session_free(s);
-    free(cand);
-    free(gaps);
     return st;
 }
 
@@ -328,7 +275,7 @@ di_status dt_prompts_add_sampled(dt_prompt_set *set, uint32_t n_sampled, uint64_
             memcpy(tokens, base->tokens, base->n * sizeof *tokens);
         const uint32_t n = base->n; /* add_prompt may move set->p */
         di_status st = add_prompt(set, tokens && (text || !base->text) ? strdup(label) : NULL, text, tokens, n,
-                                  -1.0f, err, err_size);
+                                  err, err_size);
         if (st)
             return st;
         set->p[set->n - 1].sampling = p;
@@ -337,4 +284,60 @@ di_status dt_prompts_add_sampled(dt_prompt_set *set, uint32_t n_sampled, uint64_
     snprintf(set->note + at, sizeof set->note - at, ", and %u of them again sampled (seeded, temperature > 0)",
              n_sampled);
     return DI_OK;
+}
+
+di_status dt_prompts_search(const di_model *model, uint32_t max_len, uint32_t count, uint64_t seed,
+                            dt_prompt_set *set, char *err, size_t err_size)
+{
+    int32_t probe[8];
+    size_t n_probe = 0;
+    di_status st = di_model_tokenize(model, "a", 1, 0, probe, 8, &n_probe, err, err_size);
+    if (st == DI_OK) {
+        for (size_t i = 0; i < sizeof search_text / sizeof *search_text && st == DI_OK; i++) {
+            char *text = strdup(search_text[i]);
+            if (!text) {
+                snprintf(err, err_size, "out of memory");
+                return DI_ERR_OUT_OF_MEMORY;
+            }
+            unescape(text);
+            st = add_text(model, set, text, err, err_size);
+            free(text);
+            if (st == DI_OK && set->p[set->n - 1].n > max_len) { /* too long for this context: left out */
+                set->n--;
+                free(set->p[set->n].label);
+                free(set->p[set->n].text);
+                free(set->p[set->n].tokens);
+            }
+        }
+        return st;
+    }
+    if (st != DI_ERR_UNSUPPORTED)
+        return st;
+    err[0] = '\0';
+    st = DI_OK;
+    int64_t n_vocab = dt_model_int(model, DI_MODEL_N_VOCAB);
+    uint64_t rng = seed ^ 0x6e6561722d746965ull;
+    for (uint32_t k = 0; k < count && st == DI_OK; k++) {
+        uint32_t len = 2 + (uint32_t)(dt_rand(&rng) % 7);
+        len = len < max_len ? len : max_len;
+        int32_t *tokens = malloc(len * sizeof *tokens);
+        if (!tokens) {
+            snprintf(err, err_size, "out of memory");
+            return DI_ERR_OUT_OF_MEMORY;
+        }
+        for (uint32_t i = 0; i < len; i++)
+            tokens[i] = (int32_t)(dt_rand(&rng) % (uint64_t)n_vocab);
+        st = add_prompt(set, token_label("", tokens, len), NULL, tokens, len, err, err_size);
+    }
+    return st;
+}
+
+di_status dt_prompts_add_copy(dt_prompt_set *set, const dt_prompt *p, char *err, size_t err_size)
+{
+    int32_t *tokens = malloc(p->n * sizeof *tokens);
+    char *text = p->text ? strdup(p->text) : NULL;
+    if (tokens)
+        memcpy(tokens, p->tokens, p->n * sizeof *tokens);
+    const uint32_t n = p->n; /* add_prompt may move set->p, where p may point */
+    return add_prompt(set, tokens && (text || !p->text) ? strdup(p->label) : NULL, text, tokens, n, err, err_size);
 }

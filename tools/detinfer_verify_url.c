@@ -34,7 +34,8 @@ static const dt_option options[] = {
     [OPT_MAX_NEW] = {"--max-new", "N", "tokens generated per checked request (default 16)"},
     [OPT_CONCURRENCY] = {"--concurrency", "N", "requests in flight at once (default 16)"},
     [OPT_TRAFFIC] = {"--traffic", "N", "other requests of varied lengths mixed in (default 2 x --reps)"},
-    [OPT_TIES] = {"--ties", "N", "near-tie prompts, each sent --reps/5 times (default 4; needs --model)"},
+    [OPT_TIES] = {"--ties", "N",
+                  "near ties as `detinfer verify` finds them, each sent --reps/5 times (default 4; needs --model)"},
     [OPT_SEED] = {"--seed", "N", "seed of the prompts, the order and the sampled request (default 1)"},
     [OPT_TIMEOUT] = {"--timeout", "SECONDS", "per request (default 300)"},
     {NULL, NULL, NULL},
@@ -410,15 +411,23 @@ static int plan(vu *v)
                 v->context, max_new);
         return DT_EXIT_USAGE;
     }
-    dt_prompt_set ties = {0};
+    /* near ties, as `detinfer verify` finds them (needs the model file);
+     * each prefix at most max_prompt tokens, so that it fits the server */
+    dt_prompt_set sources = {0};
+    dt_near_ties ties = {0};
     if (v->model && v->o.ties > 0) {
         char err[256] = "";
         dt_session_opts so = {DI_BACKEND_CPU, DI_PROFILE_PORTABLE, 1, 1, 0, 0, DI_CPU_PATH_AUTO};
-        di_status st = dt_prompts_near_ties(v->model, &so, 64, (uint32_t)v->o.ties, (uint64_t)v->o.seed, &ties,
-                                            err, sizeof err);
+        di_status st = dt_prompts_builtin(v->model, max_prompt, (uint64_t)v->o.seed, &sources, err, sizeof err);
+        if (st == DI_OK)
+            st = dt_prompts_search(v->model, max_prompt, 16, (uint64_t)v->o.seed, &sources, err, sizeof err);
+        if (st == DI_OK)
+            st = dt_near_ties_search(v->model, &so, sources.p, sources.n, max_prompt, 512 * (uint64_t)v->o.ties,
+                                     (uint32_t)v->o.ties, (uint64_t)v->o.seed, &ties, err, sizeof err);
+        dt_prompts_free(&sources);
         if (st) {
-            dt_prompts_free(&ties);
-            return dt_fail(&command, "searching near-tie prompts", st, err);
+            dt_near_ties_free(&ties);
+            return dt_fail(&command, "searching near ties", st, err);
         }
     }
     uint32_t cap = 2 + ties.n + (uint32_t)v->o.traffic;
@@ -429,14 +438,16 @@ static int plan(vu *v)
     if (!add_probe(v, "greedy", random_prompt(v, &rng, max_prompt < 12 ? max_prompt : 12), 12 < max_prompt ? 12 : max_prompt,
                    max_new, reps))
         return DT_EXIT_FAIL;
-    for (uint32_t i = 0; i < ties.n; i++) {
-        int32_t *t = malloc(ties.p[i].n * sizeof *t);
-        if (t)
-            memcpy(t, ties.p[i].tokens, ties.p[i].n * sizeof *t);
-        if (!add_probe(v, "near-tie", t, ties.p[i].n, max_new, tie_reps))
+    for (uint32_t i = 0; i < ties.n; i++) { /* the probe takes the tie's prefix */
+        uint32_t n = ties.t[i].position + 1;
+        int32_t *t = ties.t[i].tokens;
+        ties.t[i].tokens = NULL;
+        if (!add_probe(v, "near-tie", t, n, max_new, tie_reps)) {
+            dt_near_ties_free(&ties);
             return DT_EXIT_FAIL;
+        }
     }
-    dt_prompts_free(&ties);
+    dt_near_ties_free(&ties);
     if (v->sampling) {
         probe *p = add_probe(v, "sampled", random_prompt(v, &rng, 8), 8, max_new, reps);
         if (!p)

@@ -23,7 +23,11 @@
 
 #include <jansson.h>
 
-#include "detinfer_common.h"
+#include "cli_commands.h"
+#include "cli_digest.h"
+#include "cli_model.h"
+#include "cli_options.h"
+#include "cli_progress.h"
 
 /* ---- Allowlist and key (serve_allow.c) ----------------------------------- */
 typedef struct sv_cidr {

@@ -1,0 +1,16 @@
+/*
+ * cli_commands.h — the subcommands of the detinfer tool (tools/detinfer.c
+ * dispatches on argv[1]; argv[0] of each is the subcommand's name).
+ */
+#ifndef CLI_COMMANDS_H
+#define CLI_COMMANDS_H
+
+int dt_cmd_run(int argc, char **argv);
+int dt_cmd_verify(int argc, char **argv);
+int dt_cmd_verify_url(int argc, char **argv);   /* verify --url: a live server */
+int dt_cmd_verify_child(int argc, char **argv); /* hidden: the fresh-process axis */
+int dt_cmd_doctor(int argc, char **argv);
+int dt_cmd_bench(int argc, char **argv);
+int dt_cmd_serve(int argc, char **argv); /* tools/serve/ */
+
+#endif /* CLI_COMMANDS_H */

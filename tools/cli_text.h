@@ -1,0 +1,20 @@
+/*
+ * cli_text.h — text for a terminal: bounded copies, UTF-8 validation,
+ * quoting with escapes.
+ */
+#ifndef CLI_TEXT_H
+#define CLI_TEXT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Copies src into dst[n], cut to fit; dst is always NUL-terminated. */
+void dt_copy(char *dst, size_t n, const char *src);
+/* Writes s (n bytes) between double quotes with C-style escapes for
+ * control characters, quotes, backslashes and bytes that are not UTF-8. */
+void dt_print_quoted(FILE *f, const char *s, size_t n);
+/* Length of the valid UTF-8 sequence at s (n >= 1 bytes); 0 when it is not
+ * UTF-8 (overlong forms, surrogates and values past U+10FFFF are not). */
+size_t dt_utf8_length(const unsigned char *s, size_t n);
+
+#endif /* CLI_TEXT_H */
