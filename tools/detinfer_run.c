@@ -392,7 +392,8 @@ int dt_cmd_run(int argc, char **argv)
         rc = dt_fail(&command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
         goto out;
     }
-    dt_session_opts so = {o.backend, o.profile, o.threads, 1, (int64_t)r.n_prompt + o.max_new, o.device,
+    /* the last generated token is never stepped */
+    dt_session_opts so = {o.backend, o.profile, o.threads, 1, (int64_t)r.n_prompt + o.max_new - 1, o.device,
                           o.cpu_path};
     char err[512] = "";
     di_status st = open_session(&o, model, &so, &s, err, sizeof err);
