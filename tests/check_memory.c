@@ -339,6 +339,48 @@ START_TEST(test_growth_out_of_memory_all_or_nothing)
 }
 END_TEST
 
+/* A cache doubles one layer at a time: with room for the new cache and a
+ * layer of the old one (and the RoPE tables' growth), but not for the old
+ * and new caches side by side, the step that doubles succeeds. gemma3_f32
+ * has 7 layers: at 2048 positions its cache holds 5.25 MiB, at 4096
+ * 10.5 MiB; doubling whole would need 10.5 MiB more, layer by layer 6 MiB. */
+START_TEST(test_doubling_needs_one_layer_of_room)
+{
+#ifndef __GLIBC__
+    printf("memory: not glibc: the doubling-room test is skipped\n");
+#else
+    const char *sanitize = getenv("DI_TEST_SANITIZE");
+    if (sanitize && *sanitize) {
+        printf("memory: a sanitizer maps its own shadow memory: the doubling-room test is skipped\n");
+        return;
+    }
+    ck_assert_int_eq(mallopt(M_MMAP_THRESHOLD, 64 * 1024), 1);
+    enum { N = 2048 };
+    di_model *m = tu_load("gemma3_f32");
+    int32_t *t = tokens_for(m, N + 1, 7);
+    di_session *ref = session(m, 1, 4 * N, 1), *s = session(m, 1, 4 * N, 1);
+    tu_step(ref, 0, t, N + 1, 0);
+    const di_digest want = tu_last_digest(ref, 0);
+    di_session_free(ref);
+    tu_step(s, 0, t, N, 0);
+    const uint64_t before = kv_bytes(s);
+    ck_assert_uint_gt(before, 5u << 20);
+    struct rlimit saved;
+    limit_growth(&saved, 9u << 20); /* the new cache, a layer of the old, the tables, slack */
+    const uint32_t seq = 0, one = 1;
+    const di_status st = di_session_step(s, 1, &seq, &one, t + N, 0);
+    ck_assert_int_eq(setrlimit(RLIMIT_AS, &saved), 0);
+    ck_assert_msg(st == DI_OK, "%s: %s", di_status_name(st), di_session_errmsg(s));
+    ck_assert_uint_eq(kv_bytes(s), 2 * before);
+    const di_digest got = tu_last_digest(s, 0);
+    tu_assert_digest_eq(&want, &got, "after the doubling", N);
+    di_session_free(s);
+    free(t);
+    di_model_free(m);
+#endif
+}
+END_TEST
+
 /* ---- detinfer run --max-new 1048576 ------------------------------------------------------ */
 
 static void tool_path(char *out, size_t n)
@@ -432,6 +474,7 @@ Suite *memory_suite(void)
     tcase_add_test(tc, test_cache_grows_with_sequence);
     tcase_add_test(tc, test_growth_changes_no_bit);
     tcase_add_test(tc, test_growth_out_of_memory_all_or_nothing);
+    tcase_add_test(tc, test_doubling_needs_one_layer_of_room);
     tcase_add_test(tc, test_run_max_new_million_peak_rss);
     suite_add_tcase(s, tc);
     return s;

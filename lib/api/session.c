@@ -271,7 +271,7 @@ DI_API void di_session_free(di_session *s)
     free(s->greedy_tmp);
     if (s->seqs) {
         for (uint32_t i = 0; i < s->max_sequences; i++) {
-            di_kv_release(&s->seqs[i].kv);
+            di_kv_release(&s->seqs[i].kv, &s->kv_shape);
             free(s->seqs[i].last_logits);
         }
         free(s->seqs);
@@ -458,9 +458,7 @@ static di_status step(di_session *s, uint32_t n_entries, const uint32_t *seq_ids
             di_forward_row *row = &s->rows[n_rows];
             row->token = tokens[flat];
             row->pos = q->length;
-            row->cache_stride = q->kv.capacity;
-            row->k_cache = q->kv.k;
-            row->v_cache = q->kv.v;
+            row->kv = q->kv.layers;
             if (s->backend)
                 s->backend_rows[n_rows] = (di_backend_row){tokens[flat], q->length, seq_ids[e]};
             q->kv.tokens[q->length++] = tokens[flat];
@@ -625,7 +623,7 @@ DI_API di_status di_session_seq_truncate(di_session *s, uint32_t seq, uint32_t l
     q->length = length;
     drop_results(q);
     if (length == 0) /* an empty sequence gives its memory back */
-        di_kv_release(&q->kv);
+        di_kv_release(&q->kv, &s->kv_shape);
     return DI_OK;
 }
 
@@ -658,7 +656,7 @@ DI_API di_status di_session_seq_copy(di_session *s, uint32_t src, uint32_t dst, 
     di_kv_copy(&to->kv, &from->kv, &s->kv_shape, length);
     to->length = length;
     if (length == 0)
-        di_kv_release(&to->kv);
+        di_kv_release(&to->kv, &s->kv_shape);
     drop_results(to);
     return DI_OK;
 }

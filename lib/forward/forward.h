@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 #include "cpu_ops.h"
+#include "kv_cache.h"
 #include "layer_recipe.h"
 #include "model.h"
 #include "threadpool.h"
@@ -17,9 +18,7 @@
 typedef struct di_forward_row {
     int32_t token;
     uint32_t pos;          /* position in its sequence */
-    uint32_t cache_stride; /* positions per layer in its caches (> pos) */
-    float *k_cache;        /* its sequence's caches: [n_layer][cache_stride][kv_dim] */
-    float *v_cache;
+    const di_kv_layer *kv; /* its sequence's caches: [n_layer], each holding pos */
 } di_forward_row;
 
 typedef struct di_forward {

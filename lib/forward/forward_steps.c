@@ -104,9 +104,9 @@ static void qk_rope_store_rows(void *ctx, uint32_t begin, uint32_t end, uint32_t
         const float *s = f->rope_sin[ly->rope_set] + (size_t)row->pos * half;
         f->ops->rope(q, m->n_head, m->head_dim, m->n_rot, pairing, c, s);
         f->ops->rope(k, m->n_head_kv, m->head_dim, m->n_rot, pairing, c, s);
-        const size_t at = ((size_t)job->layer * row->cache_stride + row->pos) * kv_dim;
-        memcpy(row->k_cache + at, k, kv_dim * sizeof(float));
-        memcpy(row->v_cache + at, f->act[DI_ACT_V] + r * kv_dim, kv_dim * sizeof(float));
+        const di_kv_layer *l = &row->kv[job->layer];
+        memcpy(l->k + (size_t)row->pos * kv_dim, k, kv_dim * sizeof(float));
+        memcpy(l->v + (size_t)row->pos * kv_dim, f->act[DI_ACT_V] + r * kv_dim, kv_dim * sizeof(float));
     }
 }
 
@@ -133,10 +133,11 @@ static void attention_items(void *ctx, uint32_t begin, uint32_t end, uint32_t th
         const uint32_t r = item / m->n_head, h = item % m->n_head, kvh = h / group;
         const di_forward_row *row = &job->rows[r];
         const uint32_t first = window && row->pos + 1 > window ? row->pos + 1 - window : 0;
-        const size_t base = ((size_t)job->layer * row->cache_stride + first) * kv_dim + (size_t)kvh * hd;
-        f->ops->attention_head(f->act[DI_ACT_Q] + r * q_dim + (size_t)h * hd, row->k_cache + base,
-                               row->v_cache + base, (uint32_t)kv_dim, row->pos + 1 - first, hd,
-                               m->attn_scale, f->act[DI_ACT_ATT] + r * q_dim + (size_t)h * hd, scratch);
+        const size_t base = (size_t)first * kv_dim + (size_t)kvh * hd;
+        const di_kv_layer *l = &row->kv[job->layer];
+        f->ops->attention_head(f->act[DI_ACT_Q] + r * q_dim + (size_t)h * hd, l->k + base, l->v + base,
+                               (uint32_t)kv_dim, row->pos + 1 - first, hd, m->attn_scale,
+                               f->act[DI_ACT_ATT] + r * q_dim + (size_t)h * hd, scratch);
     }
 }
 

@@ -27,14 +27,42 @@ static float *alloc_floats(uint64_t n)
     return aligned_alloc(64, bytes ? bytes : 64);
 }
 
-/* Layer by layer: positions 0..n-1 of each layer of src (stride src_cap)
- * into dst (stride dst_cap). */
-static void copy_layers(float *dst, uint32_t dst_cap, const float *src, uint32_t src_cap,
-                        const di_kv_shape *shape, uint32_t n)
+static di_status grow_tokens(di_kv_cache *c, uint32_t cap, uint32_t keep)
 {
-    const size_t kv = shape->kv_dim;
-    for (uint32_t il = 0; il < shape->n_layer && n > 0; il++)
-        memcpy(dst + (size_t)il * dst_cap * kv, src + (size_t)il * src_cap * kv, (size_t)n * kv * sizeof(float));
+    if (c->tokens_capacity >= cap)
+        return DI_OK;
+    int32_t *tokens = malloc((size_t)cap * sizeof *tokens);
+    if (!tokens)
+        return DI_ERR_OUT_OF_MEMORY;
+    if (keep > 0)
+        memcpy(tokens, c->tokens, (size_t)keep * sizeof *tokens);
+    free(c->tokens);
+    c->tokens = tokens;
+    c->tokens_capacity = cap;
+    return DI_OK;
+}
+
+/* One layer to cap positions, keeping the first `keep`: the new block, the
+ * copy, then the old block freed. */
+static di_status grow_layer(di_kv_layer *l, const di_kv_shape *shape, uint32_t cap, uint32_t keep)
+{
+    if (l->capacity >= cap)
+        return DI_OK;
+    const uint64_t floats = (uint64_t)cap * shape->kv_dim;
+    float *k = alloc_floats(floats), *v = k ? alloc_floats(floats) : NULL;
+    if (!k || !v) {
+        free(k);
+        return DI_ERR_OUT_OF_MEMORY;
+    }
+    const size_t kept = (size_t)keep * shape->kv_dim * sizeof(float);
+    if (kept > 0) {
+        memcpy(k, l->k, kept);
+        memcpy(v, l->v, kept);
+    }
+    free(l->k);
+    free(l->v);
+    *l = (di_kv_layer){k, v, cap};
+    return DI_OK;
 }
 
 di_status di_kv_reserve(di_kv_cache *c, const di_kv_shape *shape, uint32_t n, uint32_t keep)
@@ -42,38 +70,24 @@ di_status di_kv_reserve(di_kv_cache *c, const di_kv_shape *shape, uint32_t n, ui
     if (n <= c->capacity)
         return DI_OK;
     const uint32_t cap = di_kv_grown_capacity(c->capacity, n, shape->ctx_len);
-    const uint64_t floats = (uint64_t)shape->n_layer * cap * shape->kv_dim;
-    int32_t *tokens = malloc((size_t)cap * sizeof *tokens);
-    float *k = NULL, *v = NULL;
-    if (tokens && shape->with_caches) {
-        k = alloc_floats(floats);
-        v = k ? alloc_floats(floats) : NULL;
-    }
-    if (!tokens || (shape->with_caches && (!k || !v))) {
-        free(tokens);
-        free(k);
-        free(v);
+    if (shape->with_caches && !c->layers && !(c->layers = calloc(shape->n_layer, sizeof *c->layers)))
         return DI_ERR_OUT_OF_MEMORY;
-    }
-    if (keep > 0)
-        memcpy(tokens, c->tokens, (size_t)keep * sizeof *tokens);
-    if (shape->with_caches) {
-        copy_layers(k, cap, c->k, c->capacity, shape, keep);
-        copy_layers(v, cap, c->v, c->capacity, shape, keep);
-    }
-    di_kv_release(c);
-    c->capacity = cap;
-    c->tokens = tokens;
-    c->k = k;
-    c->v = v;
-    return DI_OK;
+    di_status st = grow_tokens(c, cap, keep);
+    for (uint32_t il = 0; !st && shape->with_caches && il < shape->n_layer; il++)
+        st = grow_layer(&c->layers[il], shape, cap, keep);
+    if (!st)
+        c->capacity = cap;
+    return st;
 }
 
-void di_kv_release(di_kv_cache *c)
+void di_kv_release(di_kv_cache *c, const di_kv_shape *shape)
 {
+    for (uint32_t il = 0; c->layers && il < shape->n_layer; il++) {
+        free(c->layers[il].k);
+        free(c->layers[il].v);
+    }
+    free(c->layers);
     free(c->tokens);
-    free(c->k);
-    free(c->v);
     memset(c, 0, sizeof *c);
 }
 
@@ -82,15 +96,17 @@ void di_kv_copy(di_kv_cache *dst, const di_kv_cache *src, const di_kv_shape *sha
     if (length == 0)
         return;
     memcpy(dst->tokens, src->tokens, (size_t)length * sizeof *dst->tokens);
-    if (shape->with_caches) {
-        copy_layers(dst->k, dst->capacity, src->k, src->capacity, shape, length);
-        copy_layers(dst->v, dst->capacity, src->v, src->capacity, shape, length);
+    const size_t bytes = (size_t)length * shape->kv_dim * sizeof(float);
+    for (uint32_t il = 0; shape->with_caches && il < shape->n_layer; il++) {
+        memcpy(dst->layers[il].k, src->layers[il].k, bytes);
+        memcpy(dst->layers[il].v, src->layers[il].v, bytes);
     }
 }
 
 uint64_t di_kv_bytes(const di_kv_cache *c, const di_kv_shape *shape)
 {
-    if (!shape->with_caches)
-        return 0;
-    return 2 * (uint64_t)shape->n_layer * c->capacity * shape->kv_dim * sizeof(float);
+    uint64_t positions = 0;
+    for (uint32_t il = 0; c->layers && il < shape->n_layer; il++)
+        positions += c->layers[il].capacity;
+    return 2 * positions * shape->kv_dim * sizeof(float);
 }

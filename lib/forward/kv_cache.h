@@ -6,8 +6,11 @@
  * so a session's memory follows its sequences' lengths, not
  * max_sequences x context_length.
  *
- * Growth moves the positions already held into the larger block unchanged:
- * the bits a forward pass reads never depend on the capacity.
+ * Each layer's keys and values are a block of their own, grown one layer at
+ * a time: while a cache doubles, the memory in use exceeds the new size by
+ * one layer's old block at most (not by the whole old cache). Growth moves
+ * the positions held unchanged: the bits a forward pass reads never depend
+ * on the capacity.
  */
 #ifndef DI_KV_CACHE_H
 #define DI_KV_CACHE_H
@@ -24,19 +27,26 @@ typedef struct di_kv_shape {
     int with_caches;          /* 0: token history only (the CUDA backend holds the caches) */
 } di_kv_shape;
 
+/* One layer's keys and values: [capacity][kv_dim] each, 64-byte aligned. */
+typedef struct di_kv_layer {
+    float *k, *v;
+    uint32_t capacity;
+} di_kv_layer;
+
 typedef struct di_kv_cache {
-    uint32_t capacity;        /* positions allocated, 0..ctx_len */
-    int32_t *tokens;          /* [capacity] */
-    float *k, *v;             /* [n_layer][capacity][kv_dim] each, 64-byte aligned; NULL
-                                 without caches */
+    uint32_t capacity;        /* positions the tokens and every layer hold, 0..ctx_len */
+    uint32_t tokens_capacity;
+    int32_t *tokens;          /* [tokens_capacity] */
+    di_kv_layer *layers;      /* [n_layer]; NULL without caches or before the first token */
 } di_kv_cache;
 
 /* Makes room for n <= ctx_len positions, keeping the first `keep` (tokens,
- * keys and values of every layer). DI_ERR_OUT_OF_MEMORY leaves c as it was. */
+ * keys and values of every layer). On DI_ERR_OUT_OF_MEMORY the positions held
+ * are unchanged (some layers may have grown; a later call grows the rest). */
 di_status di_kv_reserve(di_kv_cache *c, const di_kv_shape *shape, uint32_t n, uint32_t keep);
 
 /* Frees everything; c holds nothing afterwards. */
-void di_kv_release(di_kv_cache *c);
+void di_kv_release(di_kv_cache *c, const di_kv_shape *shape);
 
 /* Copies positions 0..length-1 of src into dst, which has room for them. */
 void di_kv_copy(di_kv_cache *dst, const di_kv_cache *src, const di_kv_shape *shape, uint32_t length);
