@@ -504,3 +504,17 @@ def test_logprobs_errors(llama_path):
             s.logprobs(5)
         assert e.value.status == Status.ERR_SEQUENCE
         assert s.logprobs(0) == (None, [])
+
+
+@pytest.mark.skipif(not REAL.exists(), reason="the real model is not in the cache")
+def test_real_model_logprobs():
+    """A vocabulary of 262,144: the bound holds there too; the greedy token
+    leads and " Paris" is among the top three."""
+    with detinfer.Model(REAL) as model, model.session() as s:
+        s.step({0: [2, 818, 5279, 529, 7001, 563]})  # BOS + "The capital of France is"
+        ref = log_softmax64(s.logits(0).values)
+        paris = model.tokenize(" Paris", add_bos=False)[0]
+        lp = s.logprobs(0, token=paris, top=model.n_vocab)
+        assert max(abs(v - ref[i]) for i, v in lp.top) <= LOGPROB_TOLERANCE
+        assert lp.top[0][0] == s.greedy_token(0)
+        assert (paris, lp.token_logprob) in lp.top[:3]
