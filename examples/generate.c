@@ -2,7 +2,7 @@
  * generate.c — generation with digests, using only the public API.
  *
  *   generate --model FILE --tokens 1,2,3 [--max-new N] [--threads T]
- *            [--temperature F --top-k N --top-p F --seed N]
+ *            [--temperature F --top-k N --top-p F --seed N] [--logprobs N]
  *
  * Greedy by default; the sampling options set the sequence's
  * di_sampling_params (the other fields keep their defaults).
@@ -10,8 +10,12 @@
  * Prints one line per generated token: "step I token T logits HEX", where HEX
  * is the digest of the logits row the token was chosen from, then the digest
  * of the whole token sequence: the prompt and every generated token
- * (di_session_seq_digest_extra). Exit status 0 on success, 1 on a library
- * error, 2 on bad arguments.
+ * (di_session_seq_digest_extra). With --logprobs N, a last line
+ * "logprobs top N values HEX ids HEX": the digest of the float32
+ * log-probabilities (di_session_logprobs) of every step, each step's chosen
+ * token first and then its N most likely tokens', and the digest of those
+ * tokens' ids. Exit status 0 on success, 1 on a library error, 2 on bad
+ * arguments.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,12 +24,20 @@
 
 #include <detinfer.h>
 
+/* Digest-worthy lists of a generation's log-probabilities (--logprobs). */
+struct logprob_log {
+    long n_top;
+    float *values; /* per step: the chosen token's, then the n_top largest */
+    int32_t *ids;  /* per step: the n_top most likely tokens */
+    size_t n_values, n_ids;
+};
+
 #define MAX_PROMPT 4096
 
 static int usage(const char *msg)
 {
     fprintf(stderr, "generate: %s\nusage: generate --model FILE --tokens 1,2,3 [--max-new N] [--threads T]\n"
-                    "                [--temperature F] [--top-k N] [--top-p F] [--seed N]\n",
+                    "                [--temperature F] [--top-k N] [--top-p F] [--seed N] [--logprobs N]\n",
             msg);
     return 2;
 }
@@ -74,7 +86,7 @@ int main(int argc, char **argv)
     const char *model_path = NULL;
     static int32_t prompt[MAX_PROMPT];
     uint32_t n_prompt = 0;
-    long max_new = 16, threads = 1, top_k = 0;
+    long max_new = 16, threads = 1, top_k = 0, n_top = -1;
     float temperature = 0.0f, top_p = 1.0f;
     unsigned long long seed = 0;
     for (int i = 1; i < argc; i++) {
@@ -100,6 +112,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--top-k")) {
             if (!parse_count(argv[++i], 0, INT32_MAX, &top_k))
                 return usage("--top-k wants a count");
+        } else if (!strcmp(argv[i], "--logprobs")) {
+            if (!parse_count(argv[++i], 0, 1 << 20, &n_top))
+                return usage("--logprobs wants a count");
         } else if (!strcmp(argv[i], "--seed")) {
             char *end;
             errno = 0;
@@ -116,6 +131,7 @@ int main(int argc, char **argv)
     di_model *model = NULL;
     di_config *config = NULL;
     di_session *session = NULL;
+    struct logprob_log lp = {.n_top = n_top};
     int rc = 1;
     di_status st = di_model_load(model_path, &model, err, sizeof err);
     if (st)
@@ -135,6 +151,14 @@ int main(int argc, char **argv)
     if ((st = di_session_create(model, config, &session, err, sizeof err))) {
         fail("creating the session", st, err);
         goto out;
+    }
+    if (n_top >= 0) {
+        lp.values = malloc((size_t)max_new * (size_t)(n_top + 1) * sizeof *lp.values + 1);
+        lp.ids = malloc((size_t)max_new * (size_t)n_top * sizeof *lp.ids + 1);
+        if (!lp.values || !lp.ids) {
+            fail("--logprobs", DI_ERR_OUT_OF_MEMORY, "out of memory");
+            goto out;
+        }
     }
 
     /* the sampling parameters: the defaults (greedy) and the options given */
@@ -166,6 +190,16 @@ int main(int argc, char **argv)
         di_session_sample_token(session, seq, &next);
         di_digest_format(&digest, hex);
         printf("step %ld token %d logits %s\n", step, next, hex);
+        if (n_top >= 0) {
+            float *values = lp.values + lp.n_values;
+            if ((st = di_session_logprobs(session, seq, next, &values[0], (uint32_t)n_top, lp.ids + lp.n_ids,
+                                          &values[1]))) {
+                fail("log-probabilities", st, di_session_errmsg(session));
+                goto out;
+            }
+            lp.n_values += (size_t)n_top + 1;
+            lp.n_ids += (size_t)n_top;
+        }
         n = 1;
         feed = &next;
     }
@@ -183,8 +217,19 @@ int main(int argc, char **argv)
     }
     di_digest_format(&seq_digest, hex);
     printf("sequence %u tokens digest %s\n", length + n_extra, hex);
+    if (n_top >= 0) {
+        di_digest values_digest, ids_digest;
+        char ids_hex[DI_DIGEST_HEX_SIZE];
+        di_digest_floats(lp.values, lp.n_values, &values_digest);
+        di_digest_tokens(lp.ids, lp.n_ids, &ids_digest);
+        di_digest_format(&values_digest, hex);
+        di_digest_format(&ids_digest, ids_hex);
+        printf("logprobs top %ld values %s ids %s\n", n_top, hex, ids_hex);
+    }
     rc = 0;
 out:
+    free(lp.values);
+    free(lp.ids);
     di_session_free(session);
     di_config_free(config);
     di_model_free(model);

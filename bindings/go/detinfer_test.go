@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -536,5 +537,185 @@ func TestSampling(t *testing.T) {
 	}
 	if runs[0] != runs[1] {
 		t.Error("a seeded generation differs between runs", runs)
+	}
+}
+
+// ---- DETINFER_1.3: CPU paths, KV bytes, log-probabilities ----------------------------
+
+// logprobTolerance is docs/DETERMINISM.md's bound ("Log-probabilities"):
+// |logprob - float64 reference| <= 2e-5.
+const logprobTolerance = 2e-5
+
+// logSoftmax64 is the float64 log-softmax of float32 logits, computed here:
+// x - max - log(sum(exp(x - max))).
+func logSoftmax64(row []float32) []float64 {
+	m := math.Inf(-1)
+	for _, v := range row {
+		m = math.Max(m, float64(v))
+	}
+	sum := 0.0
+	for _, v := range row {
+		sum += math.Exp(float64(v) - m)
+	}
+	lse := math.Log(sum)
+	out := make([]float64, len(row))
+	for i, v := range row {
+		out[i] = float64(v) - m - lse
+	}
+	return out
+}
+
+func TestResolveCPUPath(t *testing.T) {
+	if CPUPathAVX512.String() != "avx512" || CPUPath(99).String() != "unknown" {
+		t.Error(CPUPathAVX512, CPUPath(99))
+	}
+	auto, err := ResolveCPUPath(CPUPathAuto)
+	if err != nil || auto == CPUPathAuto {
+		t.Fatal(auto, err)
+	}
+	m := load(t, "gqa_untied_q8_0.gguf")
+	if info := session(t, m, 1).BackendInfo() + " "; !strings.Contains(info, "path="+auto.String()+" ") {
+		t.Errorf("resolved %s, the session runs %q", auto, info)
+	}
+	for _, path := range []CPUPath{CPUPathScalar, CPUPathAVX2, CPUPathAVX512} {
+		cfg, _ := NewConfig()
+		cfg.SetInt(ConfigCPUPath, int64(path))
+		s, serr := m.NewSession(cfg)
+		cfg.Close()
+		got, err := ResolveCPUPath(path)
+		if err != nil {
+			// then a session cannot take it either
+			if !errors.Is(err, ErrUnsupported) || !errors.Is(serr, ErrUnsupported) {
+				t.Error(path, err, serr)
+			}
+			continue
+		}
+		if got != path || serr != nil || !strings.Contains(s.BackendInfo()+" ", "path="+path.String()+" ") {
+			t.Error(path, got, serr)
+		}
+		s.Close()
+	}
+	var e *Error
+	if _, err := ResolveCPUPath(7); !errors.As(err, &e) || e.Status != ErrInvalidArgument || !strings.Contains(e.Message, "7") {
+		t.Error(err)
+	}
+}
+
+func TestKVBytes(t *testing.T) {
+	m := load(t, "gqa_untied_q8_0.gguf")
+	s := session(t, m, 2)
+	get := func(key ModelKey) uint64 {
+		v, err := m.Int(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return uint64(v)
+	}
+	if get(ModelNCtxTrain) < 64 {
+		t.Fatal("the model's context is below 64 positions")
+	}
+	// include/detinfer.h, "Memory": a position takes 2 x n_layer x n_head_kv x
+	// head_dim x 4 bytes (head_dim = n_embd / n_head in this llama model); a
+	// sequence's cache starts at 64 positions
+	position := 2 * get(ModelNLayer) * get(ModelNHeadKV) * get(ModelNEmbd) / get(ModelNHead) * 4
+	want := []uint64{0, 64 * position, 2 * 64 * position, 64 * position}
+	var got []uint64
+	for _, change := range []func(){
+		func() {},
+		func() { s.Step([]Entry{{0, []int32{1, 2, 3}}}, 0) },
+		func() { s.Step([]Entry{{1, []int32{4, 5}}}, 0) },
+		func() { s.SeqReset(0) },
+	} {
+		change()
+		n, err := s.KVBytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, n)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("KV bytes %v, want %v", got, want)
+	}
+	s.Close()
+	if _, err := s.KVBytes(); !errors.Is(err, ErrClosed) {
+		t.Error(err)
+	}
+}
+
+func TestLogprobs(t *testing.T) {
+	for _, name := range []string{"gqa_untied_q8_0.gguf", "gemma3_q8_0.gguf", "qwen2_q8_0.gguf"} {
+		m := load(t, name)
+		s := session(t, m, 1)
+		feed := []int32{1, 17, 42}
+		for step := 0; step < 3; step++ {
+			if err := s.Step([]Entry{{0, feed}}, 0); err != nil {
+				t.Fatal(err)
+			}
+			row, _, _ := s.Logits(0)
+			ref := logSoftmax64(row)
+			n := m.NVocab()
+			lp, top, err := s.Logprobs(0, NoToken, n)
+			if err != nil || !math.IsNaN(float64(lp)) || len(top) != n {
+				t.Fatal(name, lp, len(top), err)
+			}
+			seen := make([]bool, n)
+			for i, x := range top {
+				seen[x.Token] = true
+				if d := math.Abs(float64(x.Logprob) - ref[x.Token]); d > logprobTolerance {
+					t.Errorf("%s token %d: %g, reference %g", name, x.Token, x.Logprob, ref[x.Token])
+				}
+				if i > 0 {
+					prev := top[i-1]
+					if prev.Logprob < x.Logprob || (prev.Logprob == x.Logprob && prev.Token > x.Token) {
+						t.Errorf("%s: %v before %v", name, prev, x)
+					}
+					if ref[prev.Token] < ref[x.Token]-2*logprobTolerance {
+						t.Errorf("%s: %v ranked above %v, which the reference ranks higher", name, prev, x)
+					}
+				}
+			}
+			for id, ok := range seen {
+				if !ok {
+					t.Fatalf("%s: token %d missing from the full list", name, id)
+				}
+			}
+			greedy, _ := s.GreedyToken(0)
+			glp, head, err := s.Logprobs(0, greedy, 5)
+			if err != nil || fmt.Sprint(head) != fmt.Sprint(top[:5]) || head[0].Token != greedy || glp != head[0].Logprob {
+				t.Error(name, glp, head, top[:5], err)
+			}
+			feed = []int32{greedy}
+		}
+	}
+}
+
+func TestLogprobsErrors(t *testing.T) {
+	m := load(t, "gqa_untied_q8_0.gguf")
+	s := session(t, m, 2)
+	var e *Error
+	if _, _, err := s.Logprobs(0, 1, 0); !errors.As(err, &e) || e.Status != ErrState || e.Message == "" {
+		t.Error(err)
+	}
+	s.Step([]Entry{{0, []int32{1, 2, 3}}}, 0)
+	n := m.NVocab()
+	for _, c := range []struct {
+		token int32
+		top   int
+		want  Status
+	}{
+		{int32(n), 0, ErrTokenRange},
+		{-2, 0, ErrTokenRange},
+		{NoToken, n + 1, ErrInvalidArgument},
+		{NoToken, -1, ErrInvalidArgument},
+	} {
+		if _, _, err := s.Logprobs(0, c.token, c.top); !errors.As(err, &e) || e.Status != c.want || e.Message == "" {
+			t.Errorf("token %d top %d: %v, want %s", c.token, c.top, err, c.want)
+		}
+	}
+	if _, _, err := s.Logprobs(5, NoToken, 0); !errors.Is(err, ErrSequence) {
+		t.Error(err)
+	}
+	if lp, top, err := s.Logprobs(0, NoToken, 0); err != nil || !math.IsNaN(float64(lp)) || len(top) != 0 {
+		t.Error(lp, top, err)
 	}
 }

@@ -5,6 +5,7 @@ package detinfer
 import "C"
 
 import (
+	"math"
 	"runtime"
 	"unsafe"
 )
@@ -55,6 +56,23 @@ const (
 	CPUPathAVX2   CPUPath = 2
 	CPUPathAVX512 CPUPath = 3
 )
+
+// String is the DETINFER_CPU_PATH spelling of the path ("auto", "scalar",
+// "avx2", "avx512"); "unknown" for any other value.
+func (p CPUPath) String() string { return C.GoString(C.di_cpu_path_name(C.di_cpu_path(p))) }
+
+// ResolveCPUPath is the CPU path a session created with ConfigCPUPath =
+// requested would run on this machine: for CPUPathAuto, the one a default
+// session takes (DETINFER_CPU_PATH included). ErrUnsupported when this CPU
+// or build cannot run the path, ErrInvalidArgument for an unknown value (of
+// requested or of DETINFER_CPU_PATH). Safe for concurrent use.
+func ResolveCPUPath(requested CPUPath) (CPUPath, error) {
+	var path C.di_cpu_path
+	var eb errbuf
+	err := check("di_cpu_path_resolve", C.di_cpu_path_resolve(C.di_cpu_path(requested), &path, eb.ptr(), eb.size()),
+		eb.text())
+	return CPUPath(path), err
+}
 
 // StepFlags are di_session_step's flags.
 type StepFlags uint32
@@ -244,6 +262,20 @@ func (s *Session) BackendInfo() string {
 	return C.GoString(C.di_session_backend_info(p))
 }
 
+// KVBytes is the bytes of KV cache the session holds now: on the CPU backend
+// the sum over its sequences, which grows as they grow and falls when they are
+// reset; on the CUDA backend the device caches reserved at creation.
+func (s *Session) KVBytes() (uint64, error) {
+	p, err := s.handle()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(s)
+	var n C.uint64_t
+	err = check("di_session_kv_bytes", C.di_session_kv_bytes(p, &n), s.message)
+	return uint64(n), err
+}
+
 // Entry appends Tokens to sequence Seq in a step.
 type Entry struct {
 	Seq    uint32
@@ -316,6 +348,61 @@ func (s *Session) LogitsAt(seq, index uint32) ([]float32, Digest, error) {
 		return nil, Digest{}, err
 	}
 	return s.row(l), goDigest(&d), nil
+}
+
+// NoToken asks Logprobs for no single token's log-probability.
+const NoToken int32 = -1
+
+// TokenLogprob is one token and its log-probability.
+type TokenLogprob struct {
+	Token   int32
+	Logprob float32
+}
+
+// Logprobs gives log-probabilities of the model's own distribution at the
+// last position of seq's last step: the log-softmax of its logits at
+// temperature 1, no penalty and no filter (whatever the sampling parameters),
+// computed with the library's own exp and log, so equal logits give equal
+// bits everywhere. The first result is token's log-probability (NaN for
+// NoToken); the second the top most likely tokens, by log-probability
+// descending, then id ascending (top may not exceed the vocabulary).
+// ErrState when seq has no logits, ErrTokenRange for a token outside the
+// vocabulary (a negative one other than NoToken included), ErrInvalidArgument
+// for a top below 0 or above the vocabulary.
+func (s *Session) Logprobs(seq uint32, token int32, top int) (float32, []TokenLogprob, error) {
+	const op = "di_session_logprobs"
+	p, err := s.handle()
+	if err != nil {
+		return 0, nil, err
+	}
+	defer runtime.KeepAlive(s)
+	if top < 0 || top > math.MaxUint32 {
+		return 0, nil, &Error{Op: op, Status: ErrInvalidArgument, Message: "top is out of range"}
+	}
+	if token < NoToken {
+		return 0, nil, &Error{Op: op, Status: ErrTokenRange, Message: "the token is outside the vocabulary"}
+	}
+	lp := C.float(math.NaN())
+	var lpp *C.float
+	if token != NoToken {
+		lpp = &lp
+	}
+	ids := make([]int32, top)
+	values := make([]float32, top)
+	var idp *C.int32_t
+	var vp *C.float
+	if top > 0 {
+		idp, vp = (*C.int32_t)(unsafe.Pointer(&ids[0])), (*C.float)(unsafe.Pointer(&values[0]))
+	}
+	st := C.di_session_logprobs(p, C.uint32_t(seq), C.int32_t(token), lpp, C.uint32_t(top), idp, vp)
+	if err := check(op, st, s.message); err != nil {
+		return 0, nil, err
+	}
+	out := make([]TokenLogprob, top)
+	for i := range out {
+		out[i] = TokenLogprob{ids[i], values[i]}
+	}
+	return float32(lp), out, nil
 }
 
 func (s *Session) token(op string, call func(p *C.di_session, t *C.int32_t) C.di_status) (int32, error) {

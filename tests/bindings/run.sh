@@ -3,8 +3,10 @@
 # copy of the library, then one cross-language table: C, Python, Go and Rust
 # generate from the same models and prompts and must print identical token
 # ids and digests (logits digest per token, sequence digest of the
-# generation). A language is reported as skipped only where its toolchain is
-# absent; anything else that fails, fails the run.
+# generation, and the digest of every step's log-probabilities, the chosen
+# token's and the top 5's, through each binding's logprobs call). A language
+# is reported as skipped only where its toolchain is absent; anything else
+# that fails, fails the run.
 #   tests/bindings/run.sh ROOT MODELS_DIR [REAL_MODEL]
 set -euo pipefail
 root=$(cd "$1" && pwd) models=$(cd "$2" && pwd) real=${3:-}
@@ -88,7 +90,8 @@ else
 fi
 
 # ---- the cross-language table ------------------------------------------------------
-# model file | prompt token ids | sampling options (none: greedy); 8 new tokens each.
+# model file | prompt token ids | sampling options (none: greedy); 8 new tokens each,
+# with --logprobs 5 (di_session_logprobs after every step).
 # The sampled cases pass di_sampling_params, a size-first struct, through each FFI.
 sample="--temperature 1.5 --top-k 40 --top-p 0.95 --seed 7"
 cases=(
@@ -111,8 +114,8 @@ langs=(C Python Go Rust)
 echo
 echo "== C, Python, Go and Rust: the same tokens and digests (8 new tokens each)"
 echo
-echo "| model | prompt | sampling | generated token ids | sequence digest | languages |"
-echo "| --- | --- | --- | --- | --- | --- |"
+echo "| model | prompt | sampling | generated token ids | sequence digest | logprobs digest (chosen + top 5) | languages |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
 fail=0
 for c in "${cases[@]}"; do
     IFS='|' read -r model tokens options <<< "$c"
@@ -120,8 +123,8 @@ for c in "${cases[@]}"; do
     for lang in "${langs[@]}"; do
         [ -n "${gen[$lang]:-}" ] || continue
         # shellcheck disable=SC2086 # the command and the options are word lists
-        ${gen[$lang]} --model "$model" --tokens "$tokens" --max-new 8 $options |
-            grep -E '^(step|sequence) ' > "$stage/$lang.out"
+        ${gen[$lang]} --model "$model" --tokens "$tokens" --max-new 8 --logprobs 5 $options |
+            grep -E '^(step|sequence|logprobs) ' > "$stage/$lang.out"
         ran+=("$lang")
         if ! cmp -s "$stage/C.out" "$stage/$lang.out"; then
             echo "MISMATCH: $lang differs from C on $(basename "$model") prompt $tokens ${options:-greedy}:"
@@ -131,7 +134,9 @@ for c in "${cases[@]}"; do
     done
     ids=$(sed -n 's/^step [0-9]* token \([0-9]*\) .*/\1/p' "$stage/C.out" | paste -sd, -)
     digest=$(sed -n 's/^sequence .* digest //p' "$stage/C.out")
-    echo "| $(basename "$model") | $tokens | ${options:-greedy} | $ids | \`$digest\` | ${ran[*]} equal |"
+    logprobs=$(sed -n 's/^logprobs top 5 values \([0-9a-f]*\) .*/\1/p' "$stage/C.out")
+    [ -n "$logprobs" ] || { echo "no logprobs line from C"; fail=1; }
+    echo "| $(basename "$model") | $tokens | ${options:-greedy} | $ids | \`$digest\` | \`$logprobs\` | ${ran[*]} equal |"
 done
 echo
 for s in "${summary[@]}"; do echo "$s"; done

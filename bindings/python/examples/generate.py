@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Generation with digests through the detinfer package: the same "step" and
-"sequence" lines as examples/generate.c for the same tokens and options.
+"""Generation with digests through the detinfer package: the same "step",
+"sequence" and "logprobs" lines as examples/generate.c for the same tokens and options.
 
     python3 generate.py --model FILE (--tokens 1,2,3 | --prompt TEXT) [--max-new N] [--threads T]
-                        [--temperature F --top-k N --top-p F --seed N]
+                        [--temperature F --top-k N --top-p F --seed N] [--logprobs N]
 """
 import argparse
 import sys
@@ -22,6 +22,8 @@ def main() -> int:
     ap.add_argument("--top-k", type=int, default=0)
     ap.add_argument("--top-p", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--logprobs", type=int, metavar="N",
+                    help="digest the chosen token's and the N most likely tokens' log-probabilities")
     a = ap.parse_args()
     try:
         with detinfer.Model(a.model) as model:
@@ -32,10 +34,20 @@ def main() -> int:
             with model.session(threads=a.threads, context_length=len(prompt) + a.max_new) as session:
                 sampling = detinfer.SamplingParams(temperature=a.temperature, top_k=a.top_k, top_p=a.top_p,
                                                    seed=a.seed)
-                gen = session.sequence(0).generate(prompt, a.max_new, stop_at_eos=False, sampling=sampling)
+                seq = session.sequence(0)
+                gen = seq.generate(prompt, a.max_new, stop_at_eos=False, sampling=sampling)
+                values: list = []
+                ids: list = []
                 for step, (token, _piece, digest) in enumerate(gen):
                     print(f"step {step} token {token} logits {digest}")
+                    if a.logprobs is not None:
+                        chosen, top = seq.logprobs(token, a.logprobs)
+                        values += [chosen] + [v for _, v in top]
+                        ids += [i for i, _ in top]
                 print(f"sequence {gen.length} tokens digest {gen.digest}")
+                if a.logprobs is not None:
+                    print(f"logprobs top {a.logprobs} values {detinfer.digest_floats(values)} "
+                          f"ids {detinfer.digest_tokens(ids)}")
     except detinfer.DetinferError as e:
         print(f"generate: {e}", file=sys.stderr)
         return 1

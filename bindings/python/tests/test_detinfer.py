@@ -391,3 +391,130 @@ def test_readme_example_runs(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert re.search(r"^sequence digest [0-9a-f]{32}$", r.stdout, re.M), r.stdout
+
+
+# ---- DETINFER_1.3: CPU paths, KV bytes, log-probabilities ----------------------------
+
+# docs/DETERMINISM.md, "Log-probabilities": |logprob - float64 reference| <= 2e-5
+LOGPROB_TOLERANCE = 2e-5
+
+
+def log_softmax64(values):
+    """The float64 log-softmax of float32 logits: x - max - log(sum(exp(x - max)))."""
+    if np is not None:
+        x = np.asarray(values, dtype=np.float64)
+        m = x.max()
+        return list(x - m - np.log(np.sum(np.exp(x - m))))
+    import math
+    x = [float(v) for v in values]
+    m = max(x)
+    lse = math.log(math.fsum(math.exp(v - m) for v in x))
+    return [v - m - lse for v in x]
+
+
+def test_cpu_path_resolve_is_what_a_session_runs(llama_path):
+    assert detinfer.cpu_path_name(detinfer.CpuPath.AVX512) == "avx512"
+    assert detinfer.cpu_path_name(99) == "unknown"
+    auto = detinfer.cpu_path_resolve()
+    assert auto is detinfer.cpu_path_resolve(detinfer.CpuPath.AUTO) and auto != detinfer.CpuPath.AUTO
+    with detinfer.Model(llama_path) as model:
+        with model.session() as s:
+            assert f"path={detinfer.cpu_path_name(auto)} " in s.backend_info + " "
+        for path in (detinfer.CpuPath.SCALAR, detinfer.CpuPath.AVX2, detinfer.CpuPath.AVX512):
+            try:
+                got = detinfer.cpu_path_resolve(path)
+            except DetinferError as e:  # then a session cannot take it either
+                assert e.status == Status.ERR_UNSUPPORTED and path.name.lower() in e.message
+                with pytest.raises(DetinferError) as e2:
+                    model.session(cpu_path=path)
+                assert e2.value.status == Status.ERR_UNSUPPORTED
+                continue
+            assert got == path
+            with model.session(cpu_path=path) as s:
+                assert f"path={path.name.lower()} " in s.backend_info + " "
+    with pytest.raises(DetinferError) as e:
+        detinfer.cpu_path_resolve(7)
+    assert e.value.status == Status.ERR_INVALID_ARGUMENT and "7" in e.value.message
+
+
+def test_kv_bytes_grow_with_a_step_and_fall_on_reset(llama_path):
+    with detinfer.Model(llama_path) as model, model.session(max_sequences=2) as s:
+        key = detinfer.ModelKey
+        assert model.get_int(key.N_CTX_TRAIN) >= 64
+        # include/detinfer.h, "Memory": a position takes 2 x n_layer x n_head_kv
+        # x head_dim x 4 bytes (head_dim = n_embd / n_head in this llama model);
+        # a sequence's cache starts at 64 positions
+        head_dim = model.get_int(key.N_EMBD) // model.get_int(key.N_HEAD)
+        position = 2 * model.get_int(key.N_LAYER) * model.get_int(key.N_HEAD_KV) * head_dim * 4
+        assert s.kv_bytes() == 0
+        s.step({0: [1, 2, 3]})
+        assert s.kv_bytes() == 64 * position
+        s.step({1: [4, 5]})
+        assert s.kv_bytes() == 2 * 64 * position
+        s.reset(0)
+        assert s.kv_bytes() == 64 * position
+    with pytest.raises(ValueError):
+        s.kv_bytes()  # closed
+
+
+@pytest.mark.parametrize("name", ["gqa_untied_q8_0.gguf", "gemma3_q8_0.gguf", "qwen2_q8_0.gguf"])
+def test_logprobs_are_the_log_softmax_of_the_logits(name):
+    from conftest import model_path
+    with detinfer.Model(model_path(name)) as model, model.session() as s:
+        seq = s.sequence(0)
+        feed = [1, 17, 42]
+        for _ in range(3):
+            seq.step(feed)
+            values = list(seq.logits().values)
+            ref = log_softmax64(values)
+            n = model.n_vocab
+            lp = seq.logprobs(top=n)
+            assert lp.token_logprob is None and len(lp.top) == n
+            assert sorted(i for i, _ in lp.top) == list(range(n))
+            for i, v in lp.top:
+                assert abs(v - ref[i]) <= LOGPROB_TOLERANCE, (i, v, ref[i])
+            # ordered: log-probability descending, then id ascending
+            assert lp.top == sorted(lp.top, key=lambda t: (-t[1], t[0]))
+            # a shorter list is the head of the full one, and agrees with `token`
+            greedy = seq.greedy_token()
+            head = seq.logprobs(token=greedy, top=5)
+            assert head.top == lp.top[:5] and head.top[0][0] == greedy
+            assert head.token_logprob == head.top[0][1]
+            # the library's order never ranks a token above one the reference
+            # ranks higher by more than twice the bound
+            for (a, _), (b, _) in zip(lp.top, lp.top[1:]):
+                assert ref[a] >= ref[b] - 2 * LOGPROB_TOLERANCE
+            feed = [greedy]
+
+
+def test_logprobs_errors(llama_path):
+    with detinfer.Model(llama_path) as model, model.session(max_sequences=2) as s:
+        with pytest.raises(DetinferError) as e:
+            s.logprobs(0, token=1)  # no step yet
+        assert e.value.status == Status.ERR_STATE and e.value.message
+        s.step({0: [1, 2, 3]})
+        for kwargs, status in [({"token": model.n_vocab}, Status.ERR_TOKEN_RANGE),
+                               ({"token": -1}, Status.ERR_TOKEN_RANGE),
+                               ({"top": model.n_vocab + 1}, Status.ERR_INVALID_ARGUMENT),
+                               ({"top": -1}, Status.ERR_INVALID_ARGUMENT)]:
+            with pytest.raises(DetinferError) as e:
+                s.logprobs(0, **kwargs)
+            assert e.value.status == status and e.value.message, kwargs
+        with pytest.raises(DetinferError) as e:
+            s.logprobs(5)
+        assert e.value.status == Status.ERR_SEQUENCE
+        assert s.logprobs(0) == (None, [])
+
+
+@pytest.mark.skipif(not REAL.exists(), reason="the real model is not in the cache")
+def test_real_model_logprobs():
+    """A vocabulary of 262,144: the bound holds there too; the greedy token
+    leads and " Paris" is among the top three."""
+    with detinfer.Model(REAL) as model, model.session() as s:
+        s.step({0: [2, 818, 5279, 529, 7001, 563]})  # BOS + "The capital of France is"
+        ref = log_softmax64(s.logits(0).values)
+        paris = model.tokenize(" Paris", add_bos=False)[0]
+        lp = s.logprobs(0, token=paris, top=model.n_vocab)
+        assert max(abs(v - ref[i]) for i, v in lp.top) <= LOGPROB_TOLERANCE
+        assert lp.top[0][0] == s.greedy_token(0)
+        assert (paris, lp.token_logprob) in lp.top[:3]

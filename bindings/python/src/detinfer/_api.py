@@ -168,6 +168,24 @@ def build_info() -> str:
     return _text(library().c.di_build_info())
 
 
+def cpu_path_resolve(requested: Union[CpuPath, int] = CpuPath.AUTO) -> CpuPath:
+    """The CPU path a session created with cpu_path=`requested` would run on
+    this machine: for CpuPath.AUTO, the one a default session takes
+    ($DETINFER_CPU_PATH included). Raises DetinferError: ERR_UNSUPPORTED when
+    this CPU or build cannot run the path, ERR_INVALID_ARGUMENT for an unknown
+    value (of `requested` or of $DETINFER_CPU_PATH)."""
+    out = C.c_int()
+    err = C.create_string_buffer(_ERRBUF)
+    _check(library().fn("di_cpu_path_resolve")(int(requested), C.byref(out), err, _ERRBUF), err.value)
+    return CpuPath(out.value)
+
+
+def cpu_path_name(path: Union[CpuPath, int]) -> str:
+    """The DETINFER_CPU_PATH spelling of a path ("auto", "scalar", "avx2",
+    "avx512"); "unknown" for any other value."""
+    return _text(library().fn("di_cpu_path_name")(int(path)))
+
+
 def _tokens_array(tokens: Seq[int]) -> Any:
     return (C.c_int32 * max(len(tokens), 1))(*tokens)
 
@@ -262,6 +280,17 @@ class Logits(NamedTuple):
 
     values: Any
     digest: str
+
+
+class Logprobs(NamedTuple):
+    """Log-probabilities of the model's own distribution (the log-softmax of
+    a logits row at temperature 1, whatever the sampling parameters):
+    `token_logprob`, the asked-for token's (None when none was asked), and
+    `top`, the most likely tokens as (id, logprob) pairs, by log-probability
+    descending, then id ascending."""
+
+    token_logprob: Optional[float]
+    top: List[Tuple[int, float]]
 
 
 class GeneratedToken(NamedTuple):
@@ -520,6 +549,14 @@ class Session(_Handle):
     def sequence(self, seq: int = 0) -> "Sequence":
         return Sequence(self, seq)
 
+    def kv_bytes(self) -> int:
+        """Bytes of KV cache the session holds now: on the CPU backend the sum
+        over its sequences, growing as they grow and falling when they are
+        reset; on the CUDA backend the device caches reserved at creation."""
+        out = C.c_uint64()
+        self._call("di_session_kv_bytes", C.byref(out))
+        return out.value
+
     def step(self, entries: Union[Mapping[int, Seq[int]], Iterable[Tuple[int, Seq[int]]]],
              all_logits: bool = False) -> None:
         """One batch step: entries maps sequence ids to the tokens each
@@ -553,6 +590,28 @@ class Session(_Handle):
         ptr, digest = C.POINTER(C.c_float)(), Digest()
         self._call("di_session_logits", seq, C.byref(ptr), C.byref(digest))
         return digest.hex()
+
+    def logprobs(self, seq: int, token: Optional[int] = None, top: int = 0) -> Logprobs:
+        """Log-probabilities at the last position of seq's last step: the
+        log-softmax (temperature 1, no penalty, no filter) of its logits, with
+        the library's own exp and log, so equal logits give equal bits
+        everywhere. `token`: the id whose log-probability to give (None: no
+        token); `top`: how many of the most likely tokens to list (at most the
+        vocabulary). Raises DetinferError: ERR_STATE when seq has no logits,
+        ERR_TOKEN_RANGE for a token outside the vocabulary,
+        ERR_INVALID_ARGUMENT for a negative `top` or one above the vocabulary."""
+        if top < 0:
+            raise DetinferError(Status.ERR_INVALID_ARGUMENT, f"top is {top}: it must be >= 0")
+        if token is not None and token < 0:
+            raise DetinferError(Status.ERR_TOKEN_RANGE, f"token {token} is outside the vocabulary")
+        lp = C.c_float()
+        ids = (C.c_int32 * max(top, 1))()
+        values = (C.c_float * max(top, 1))()
+        self._call("di_session_logprobs", seq, -1 if token is None else token,
+                   C.byref(lp) if token is not None else None, top, ids if top else None,
+                   values if top else None)
+        return Logprobs(lp.value if token is not None else None,
+                        [(ids[i], values[i]) for i in range(top)])
 
     def greedy_token(self, seq: int) -> int:
         out = C.c_int32()
@@ -624,6 +683,10 @@ class Sequence:
 
     def greedy_token(self) -> int:
         return self.session.greedy_token(self.id)
+
+    def logprobs(self, token: Optional[int] = None, top: int = 0) -> Logprobs:
+        """Session.logprobs for this sequence."""
+        return self.session.logprobs(self.id, token, top)
 
     def sample_token(self) -> int:
         return self.session.sample_token(self.id)

@@ -97,6 +97,12 @@ SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "di_model_chat_template": (_STR, [_P]),
     "di_chat_format": (_I, [_STR, C.POINTER(_STR), C.POINTER(_STR), _SZ, _I, _STR, _SZ, _PSZ, _STR,
                             _SZ]),
+    # DETINFER_1.3
+    "di_cpu_path_resolve": (_I, [_I, C.POINTER(C.c_int), _STR, _SZ]),
+    "di_cpu_path_name": (_STR, [_I]),
+    "di_session_kv_bytes": (_I, [_P, C.POINTER(C.c_uint64)]),
+    "di_session_logprobs": (_I, [_P, C.c_uint32, C.c_int32, C.POINTER(C.c_float), C.c_uint32, _PI32,
+                                 C.POINTER(C.c_float)]),
 }
 
 
@@ -124,7 +130,7 @@ class Library:
     def fn(self, name: str) -> Any:
         if name in self.missing:
             raise LibraryNotFoundError(
-                f"{self.path} has no {name}: it is older than this binding (ABI 1.2); "
+                f"{self.path} has no {name}: it is older than this binding (ABI 1.3); "
                 "install a newer libdetinfer")
         return getattr(self.c, name)
 

@@ -195,4 +195,12 @@ extern "C" {
                           contents: *const *const c_char, n_messages: usize, add_assistant: c_int,
                           text: *mut c_char, capacity: usize, text_len: *mut usize, errbuf: *mut c_char,
                           errbuf_size: usize) -> di_status;
+
+    // DETINFER_1.3
+    pub fn di_cpu_path_resolve(requested: di_cpu_path, path: *mut di_cpu_path, errbuf: *mut c_char,
+                               errbuf_size: usize) -> di_status;
+    pub fn di_cpu_path_name(path: di_cpu_path) -> *const c_char;
+    pub fn di_session_kv_bytes(session: *mut di_session, bytes: *mut u64) -> di_status;
+    pub fn di_session_logprobs(session: *mut di_session, seq: u32, token: i32, token_logprob: *mut f32, n_top: u32,
+                               top_tokens: *mut i32, top_logprobs: *mut f32) -> di_status;
 }

@@ -1,8 +1,9 @@
-//! Generation with digests through the detinfer crate: the same "step" and
-//! "sequence" lines as examples/generate.c for the same tokens and options.
+//! Generation with digests through the detinfer crate: the same "step",
+//! "sequence" and "logprobs" lines as examples/generate.c for the same tokens
+//! and options.
 //!
 //!     cargo run --example generate -- --model FILE (--tokens 1,2,3 | --prompt TEXT) [--max-new N] [--threads T]
-//!                                     [--temperature F --top-k N --top-p F --seed N]
+//!                                     [--temperature F --top-k N --top-p F --seed N] [--logprobs N]
 use detinfer::{Config, ConfigKey, Model, ModelKey, SamplingParams, TokenizeFlags};
 
 fn main() {
@@ -27,14 +28,18 @@ fn main() {
             std::process::exit(2);
         }
     };
-    if let Err(e) = run(&model, get("--tokens"), get("--prompt"), max_new, threads, &sampling) {
+    let Ok(n_top) = get("--logprobs").map(|v| v.parse::<usize>()).transpose() else {
+        eprintln!("generate: --logprobs wants a count");
+        std::process::exit(2);
+    };
+    if let Err(e) = run(&model, get("--tokens"), get("--prompt"), max_new, threads, &sampling, n_top) {
         eprintln!("generate: {e}");
         std::process::exit(1);
     }
 }
 
 fn run(path: &str, tokens: Option<String>, prompt: Option<String>, max_new: usize, threads: i64,
-       sampling: &SamplingParams) -> Result<(), Box<dyn std::error::Error>> {
+       sampling: &SamplingParams, n_top: Option<usize>) -> Result<(), Box<dyn std::error::Error>> {
     let model = Model::load(path)?;
     let ids: Vec<i32> = match tokens {
         Some(list) => list.split(',').map(|t| t.trim().parse()).collect::<Result<_, _>>()?,
@@ -47,10 +52,23 @@ fn run(path: &str, tokens: Option<String>, prompt: Option<String>, max_new: usiz
     let mut session = model.session(&config)?;
     session.set_sampling(0, Some(sampling))?;
     let mut generation = session.generate(0, &ids, max_new, false);
-    for (step, token) in (&mut generation).enumerate() {
+    // --logprobs: per step the chosen token's log-probability, then the top ones'
+    let (mut values, mut top_ids) = (Vec::new(), Vec::new());
+    for step in 0.. {
+        let Some(token) = generation.next() else { break };
         let token = token?;
         println!("step {step} token {} logits {}", token.token, token.digest);
+        if let Some(n) = n_top {
+            let lp = generation.logprobs(Some(token.token), n)?;
+            values.extend(lp.token);
+            values.extend(lp.top.iter().map(|t| t.1));
+            top_ids.extend(lp.top.iter().map(|t| t.0));
+        }
     }
     println!("sequence {} tokens digest {}", generation.sequence_length()?, generation.sequence_digest()?);
+    if let Some(n) = n_top {
+        println!("logprobs top {n} values {} ids {}", detinfer::digest_floats(&values)?,
+                 detinfer::digest_tokens(&top_ids)?);
+    }
     Ok(())
 }

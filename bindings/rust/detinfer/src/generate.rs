@@ -1,5 +1,5 @@
 //! Generation as an iterator.
-use crate::{Digest, Result, Session, SpecialToken, Status};
+use crate::{Digest, Logprobs, Result, Session, SpecialToken, Status};
 
 /// One generated token: its id, its text piece (empty for a model without a
 /// tokenizer) and the digest of the logits row it was chosen from.
@@ -46,6 +46,12 @@ impl<'s, 'm> Generation<'s, 'm> {
     /// generated token.
     pub fn sequence_digest(&mut self) -> Result<Digest> {
         self.session.seq_digest(self.seq, &self.feed)
+    }
+
+    /// `Session::logprobs` at the position the last generated token was
+    /// chosen from (`token`: that one, for instance).
+    pub fn logprobs(&mut self, token: Option<i32>, top: usize) -> Result<Logprobs> {
+        self.session.logprobs(self.seq, token, top)
     }
 
     /// The number of tokens the sequence digest covers.

@@ -484,6 +484,53 @@ pub mod values {
     pub const CPU_PATH_AVX512: i64 = 3;
 }
 
+/// A SIMD path of the CPU backend (di_cpu_path). Every path gives the same
+/// bits; this only chooses the instructions. Set it with
+/// `config.set_int(ConfigKey::CpuPath, path as i64)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(i32)]
+pub enum CpuPath {
+    Auto = 0,
+    Scalar = 1,
+    Avx2 = 2,
+    Avx512 = 3,
+}
+
+impl CpuPath {
+    pub fn from_code(code: i32) -> Option<CpuPath> {
+        [CpuPath::Auto, CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512].into_iter().find(|p| *p as i32 == code)
+    }
+
+    /// The DETINFER_CPU_PATH spelling ("auto", "scalar", "avx2", "avx512").
+    pub fn name(self) -> &'static str {
+        // a static string owned by the library
+        unsafe { CStr::from_ptr(sys::di_cpu_path_name(self as i32)) }.to_str().unwrap_or("unknown")
+    }
+
+    /// The path a session created with `ConfigKey::CpuPath` = self would run
+    /// on this machine: for `Auto`, the one a default session takes
+    /// (DETINFER_CPU_PATH included). `Status::Unsupported` when this CPU or
+    /// build cannot run the path, `Status::InvalidArgument` when
+    /// DETINFER_CPU_PATH names no path. Thread-safe.
+    pub fn resolve(self) -> Result<CpuPath> {
+        let mut out: sys::di_cpu_path = 0;
+        let mut eb = ErrBuf::new();
+        let st = unsafe { sys::di_cpu_path_resolve(self as i32, &mut out, eb.ptr(), 512) };
+        check("di_cpu_path_resolve", st, || eb.message())?;
+        CpuPath::from_code(out).ok_or_else(|| Error {
+            op: "di_cpu_path_resolve",
+            status: Status::Internal,
+            message: format!("the library resolved to CPU path {out}, unknown to this binding"),
+        })
+    }
+}
+
+impl fmt::Display for CpuPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Session settings.
 pub struct Config {
     ptr: NonNull<sys::di_config>,
@@ -605,6 +652,19 @@ impl SamplingParams {
     }
 }
 
+// ---- Log-probabilities ---------------------------------------------------------------
+
+/// Log-probabilities of the model's own distribution at one position (see
+/// `Session::logprobs`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Logprobs {
+    /// The asked-for token's log-probability; None when none was asked.
+    pub token: Option<f32>,
+    /// The most likely tokens as (id, log-probability), by log-probability
+    /// descending, then id ascending.
+    pub top: Vec<(i32, f32)>,
+}
+
 // ---- Session ------------------------------------------------------------------------
 
 /// Up to max_sequences sequences with their KV caches, on a borrowed model.
@@ -656,6 +716,16 @@ impl<'m> Session<'m> {
         text(unsafe { sys::di_session_backend_info(self.ptr.as_ptr()) })
     }
 
+    /// Bytes of KV cache the session holds now: on the CPU backend the sum
+    /// over its sequences, which grows as they grow and falls when they are
+    /// reset; on the CUDA backend the device caches reserved at creation.
+    pub fn kv_bytes(&mut self) -> Result<u64> {
+        let mut n = 0u64;
+        let st = unsafe { sys::di_session_kv_bytes(self.raw(), &mut n) };
+        self.check("di_session_kv_bytes", st)?;
+        Ok(n)
+    }
+
     /// One step over several sequences: `(sequence, tokens)` entries. All or nothing.
     pub fn step(&mut self, entries: &[(u32, &[i32])], all_logits: bool) -> Result<()> {
         let seqs: Vec<u32> = entries.iter().map(|e| e.0).collect();
@@ -686,6 +756,34 @@ impl<'m> Session<'m> {
         let st = unsafe { sys::di_session_logits_at(self.raw(), seq, index, &mut l, &mut d) };
         self.check("di_session_logits_at", st)?;
         Ok((unsafe { std::slice::from_raw_parts(l, self.model.n_vocab) }, d.into()))
+    }
+
+    /// Log-probabilities at the last position of seq's last step: the
+    /// log-softmax of its logits at temperature 1, no penalty and no filter
+    /// (whatever the sampling parameters), with the library's own exp and log,
+    /// so equal logits give equal bits everywhere. `token`: the id whose
+    /// log-probability to give; `top`: how many of the most likely tokens to
+    /// list (at most the vocabulary). `Status::State` when seq has no logits,
+    /// `Status::TokenRange` for a token outside the vocabulary,
+    /// `Status::InvalidArgument` for a `top` above the vocabulary.
+    pub fn logprobs(&mut self, seq: u32, token: Option<i32>, top: usize) -> Result<Logprobs> {
+        const OP: &str = "di_session_logprobs";
+        if matches!(token, Some(t) if t < 0) {
+            return Err(Error { op: OP, status: Status::TokenRange, message: format!("token {} is negative", token.unwrap()) });
+        }
+        let n_top = u32::try_from(top)
+            .map_err(|_| Error { op: OP, status: Status::InvalidArgument, message: format!("top {top} is too large") })?;
+        let mut lp = 0f32;
+        let mut ids = vec![0i32; top];
+        let mut values = vec![0f32; top];
+        let (ids_ptr, values_ptr) =
+            if top > 0 { (ids.as_mut_ptr(), values.as_mut_ptr()) } else { (ptr::null_mut(), ptr::null_mut()) };
+        let lp_ptr = if token.is_some() { &mut lp as *mut f32 } else { ptr::null_mut() };
+        let st = unsafe {
+            sys::di_session_logprobs(self.raw(), seq, token.unwrap_or(-1), lp_ptr, n_top, ids_ptr, values_ptr)
+        };
+        self.check(OP, st)?;
+        Ok(Logprobs { token: token.map(|_| lp), top: ids.into_iter().zip(values).collect() })
     }
 
     /// The greedy token of seq's last position (ties to the lowest id).

@@ -3,7 +3,7 @@
 //! DI_TEST_ROOT, DI_TEST_MODELS, DI_TEST_EXAMPLE (examples/generate.c built),
 //! DI_TEST_REAL_MODEL. Results are checked against what the binding did not
 //! compute: the header's numbers, xxh128sum, argmax, the C example's output.
-use detinfer::{sys, Config, ConfigKey, Model, ModelKey, SamplingParams, SpecialToken, Status, TokenizeFlags};
+use detinfer::{sys, Config, ConfigKey, CpuPath, Model, ModelKey, SamplingParams, SpecialToken, Status, TokenizeFlags};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -82,7 +82,7 @@ fn constants_match_the_header() {
         assert!(ours, "{name} = {value} in the header, not in the binding");
         found += 1;
     }
-    assert_eq!(found, 18 + 10 + 2 + 13 + 4 + 2 + 3);
+    assert_eq!(found, 18 + 10 + 2 + 14 + 4 + 2 + 3);
     let version = |n: &str| header.lines().find_map(|l| l.strip_prefix(&format!("#define {n} "))).unwrap().trim().to_string();
     assert_eq!(version("DI_VERSION_MINOR"), sys::DI_VERSION_MINOR.to_string());
     assert_eq!(version("DI_VERSION_PATCH"), sys::DI_VERSION_PATCH.to_string());
@@ -339,4 +339,137 @@ fn sampling_seeded_generation_repeats() {
         runs.push((tokens, digest));
     }
     assert_eq!(runs[0], runs[1]);
+}
+
+// ---- DETINFER_1.3: CPU paths, KV bytes, log-probabilities ----------------------------
+
+#[test]
+fn every_header_function_is_declared() {
+    let header = std::fs::read_to_string(root().join("include/detinfer.h")).unwrap();
+    let flat = header.split_whitespace().collect::<Vec<_>>().join(" ");
+    let names = |text: &str, marker: &str| -> std::collections::BTreeSet<String> {
+        text.split(marker).skip(1).filter_map(|rest| {
+            // the last di_ word before the first '(', within one declaration
+            let head = rest.split('(').next()?;
+            if head.contains(';') {
+                return None;
+            }
+            let name = head.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| w.starts_with("di_")).last()?;
+            Some(name.to_string())
+        }).collect()
+    };
+    let declared = names(&flat, "DI_API ");
+    let sys_src = include_str!("../../detinfer-sys/src/lib.rs");
+    let ours = names(sys_src, "pub fn ");
+    assert!(declared.len() > 40);
+    assert_eq!(declared, ours);
+}
+
+#[test]
+fn cpu_path_resolve_is_what_a_session_runs() {
+    assert_eq!(CpuPath::Avx512.to_string(), "avx512");
+    let auto = CpuPath::Auto.resolve().unwrap();
+    assert_ne!(auto, CpuPath::Auto);
+    let model = Model::load(model_path("gqa_untied_q8_0.gguf")).unwrap();
+    let info = model.session_default().unwrap().backend_info() + " ";
+    assert!(info.contains(&format!("path={auto} ")), "resolved {auto}, the session runs {info}");
+    for path in [CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512] {
+        let mut config = Config::new().unwrap();
+        config.set_int(ConfigKey::CpuPath, path as i64).unwrap();
+        let session = model.session(&config);
+        match path.resolve() {
+            Ok(got) => {
+                assert_eq!(got, path);
+                assert!((session.unwrap().backend_info() + " ").contains(&format!("path={path} ")));
+            }
+            Err(e) => {
+                // then a session cannot take it either
+                assert_eq!(e.status, Status::Unsupported);
+                assert!(e.message.contains(path.name()), "{e}");
+                assert_eq!(session.err().unwrap().status, Status::Unsupported);
+            }
+        }
+    }
+}
+
+#[test]
+fn kv_bytes_grow_with_a_step_and_fall_on_reset() {
+    let model = Model::load(model_path("gqa_untied_q8_0.gguf")).unwrap();
+    let mut config = Config::new().unwrap();
+    config.set_int(ConfigKey::MaxSequences, 2).unwrap();
+    let mut s = model.session(&config).unwrap();
+    let get = |k| model.get_int(k).unwrap() as u64;
+    assert!(get(ModelKey::NCtxTrain) >= 64);
+    // include/detinfer.h, "Memory": a position takes 2 x n_layer x n_head_kv x
+    // head_dim x 4 bytes (head_dim = n_embd / n_head in this llama model); a
+    // sequence's cache starts at 64 positions
+    let position = 2 * get(ModelKey::NLayer) * get(ModelKey::NHeadKv) * (get(ModelKey::NEmbd) / get(ModelKey::NHead)) * 4;
+    assert_eq!(s.kv_bytes().unwrap(), 0);
+    s.step(&[(0, &[1, 2, 3])], false).unwrap();
+    assert_eq!(s.kv_bytes().unwrap(), 64 * position);
+    s.step(&[(1, &[4, 5])], false).unwrap();
+    assert_eq!(s.kv_bytes().unwrap(), 2 * 64 * position);
+    s.seq_reset(0).unwrap();
+    assert_eq!(s.kv_bytes().unwrap(), 64 * position);
+}
+
+/// docs/DETERMINISM.md, "Log-probabilities": |logprob - float64 reference| <= 2e-5.
+const LOGPROB_TOLERANCE: f64 = 2e-5;
+
+/// The float64 log-softmax of float32 logits, computed here: x - max - ln(sum(exp(x - max))).
+fn log_softmax64(row: &[f32]) -> Vec<f64> {
+    let m = row.iter().map(|&v| v as f64).fold(f64::NEG_INFINITY, f64::max);
+    let lse = row.iter().map(|&v| (v as f64 - m).exp()).sum::<f64>().ln();
+    row.iter().map(|&v| v as f64 - m - lse).collect()
+}
+
+#[test]
+fn logprobs_are_the_log_softmax_of_the_logits() {
+    for name in ["gqa_untied_q8_0.gguf", "gemma3_q8_0.gguf", "qwen2_q8_0.gguf"] {
+        let model = Model::load(model_path(name)).unwrap();
+        let mut s = model.session_default().unwrap();
+        let n = model.n_vocab();
+        let mut feed = vec![1, 17, 42];
+        for _ in 0..3 {
+            s.step(&[(0, &feed)], false).unwrap();
+            let reference = log_softmax64(s.logits(0).unwrap().0);
+            let all = s.logprobs(0, None, n).unwrap();
+            assert_eq!(all.token, None);
+            let mut ids: Vec<i32> = all.top.iter().map(|t| t.0).collect();
+            ids.sort();
+            assert_eq!(ids, (0..n as i32).collect::<Vec<_>>(), "{name}: not every token once");
+            for &(id, lp) in &all.top {
+                let r = reference[id as usize];
+                assert!((lp as f64 - r).abs() <= LOGPROB_TOLERANCE, "{name} token {id}: {lp}, reference {r}");
+            }
+            for w in all.top.windows(2) {
+                let ((a, la), (b, lb)) = (w[0], w[1]);
+                assert!(la > lb || (la == lb && a < b), "{name}: {:?} before {:?}", w[0], w[1]);
+                assert!(reference[a as usize] >= reference[b as usize] - 2.0 * LOGPROB_TOLERANCE);
+            }
+            let greedy = s.greedy_token(0).unwrap();
+            let head = s.logprobs(0, Some(greedy), 5).unwrap();
+            assert_eq!(head.top, all.top[..5]);
+            assert_eq!(head.top[0].0, greedy);
+            assert_eq!(head.token, Some(head.top[0].1));
+            feed = vec![greedy];
+        }
+    }
+}
+
+#[test]
+fn logprobs_errors() {
+    let model = Model::load(model_path("gqa_untied_q8_0.gguf")).unwrap();
+    let mut s = model.session_default().unwrap();
+    let e = s.logprobs(0, Some(1), 0).err().unwrap();
+    assert!(e.status == Status::State && !e.message.is_empty(), "{e}");
+    s.step(&[(0, &[1, 2, 3])], false).unwrap();
+    let n = model.n_vocab();
+    for (token, top, want) in [(Some(n as i32), 0, Status::TokenRange), (Some(-1), 0, Status::TokenRange),
+                               (None, n + 1, Status::InvalidArgument), (None, usize::MAX, Status::InvalidArgument)] {
+        let e = s.logprobs(0, token, top).err().unwrap();
+        assert!(e.status == want && !e.message.is_empty(), "{token:?} {top}: {e}, want {want:?}");
+    }
+    assert_eq!(s.logprobs(5, None, 0).err().unwrap().status, Status::Sequence);
+    assert_eq!(s.logprobs(0, None, 0).unwrap(), detinfer::Logprobs { token: None, top: vec![] });
 }
