@@ -17,8 +17,8 @@
 VERSION := $(shell sed -n 's/^\#define DI_VERSION_STRING "\(.*\)"/\1/p' include/detinfer.h)
 ABI     := $(shell sed -n 's/^\#define DI_ABI_VERSION \([0-9]*\)/\1/p' include/detinfer.h)
 VERSION_MAJOR := $(word 1,$(subst ., ,$(VERSION)))
-# The library file is named after the SONAME major: release 0.2.0 of ABI 1
-# is libdetinfer.so.1.2.0 (docs/ABI.md).
+# The library file is named after the SONAME major: release 0.3.0 of ABI 1
+# is libdetinfer.so.1.3.0 (docs/ABI.md).
 LIBFILE_VERSION := $(ABI).$(word 2,$(subst ., ,$(VERSION))).$(word 3,$(subst ., ,$(VERSION)))
 
 PREFIX      ?= /usr/local

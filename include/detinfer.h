@@ -68,10 +68,10 @@ extern "C" {
  * Compare DI_VERSION_NUMBER (the header you compiled with) against
  * di_version_number() (the library you loaded). */
 #define DI_VERSION_MAJOR 0
-#define DI_VERSION_MINOR 2
+#define DI_VERSION_MINOR 3
 #define DI_VERSION_PATCH 0
 #define DI_VERSION_NUMBER (DI_VERSION_MAJOR * 10000 + DI_VERSION_MINOR * 100 + DI_VERSION_PATCH)
-#define DI_VERSION_STRING "0.2.0"
+#define DI_VERSION_STRING "0.3.0"
 #define DI_ABI_VERSION 1
 /* The numerics version: it changes when, and only when, a release changes
  * the digest of any result on purpose (a new order of operations, a new

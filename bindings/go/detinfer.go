@@ -89,7 +89,7 @@ func (b *errbuf) size() C.size_t      { return C.size_t(len(b)) }
 func (b *errbuf) message() string     { return C.GoString(&b[0]) }
 func (b *errbuf) text() func() string { return b.message }
 
-// Version is the loaded library's version string ("0.2.0").
+// Version is the loaded library's version string ("0.3.0").
 func Version() string { return C.GoString(C.di_version_string()) }
 
 // VersionNumber is the loaded library's MAJOR*10000 + MINOR*100 + PATCH.

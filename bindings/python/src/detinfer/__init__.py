@@ -20,7 +20,7 @@ from ._api import (STEP_ALL_LOGITS, TOKENIZE_ADD_BOS, TOKENIZE_PARSE_SPECIAL, Ba
                    digest_tokens, status_name, version, version_number)
 from ._lib import LibraryNotFoundError, library
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "Backend", "Config", "ConfigKey", "CpuPath", "DetinferError", "GeneratedToken", "Generation",

@@ -154,7 +154,7 @@ def status_name(status: int) -> str:
 
 
 def version() -> str:
-    """The loaded library's version string ("0.2.0")."""
+    """The loaded library's version string ("0.3.0")."""
     return _text(library().c.di_version_string())
 
 

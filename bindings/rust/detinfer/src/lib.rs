@@ -195,7 +195,7 @@ fn sized(op: &'static str, mut call: impl FnMut(*mut c_char, usize, &mut usize) 
 
 // ---- Functions without a handle (thread-safe) -----------------------------------
 
-/// The loaded library's version string ("0.2.0").
+/// The loaded library's version string ("0.3.0").
 pub fn version() -> String {
     text(unsafe { sys::di_version_string() })
 }
