@@ -35,7 +35,7 @@
 enum { OPT_PROFILE, OPT_JSON, OPT_SAVE, OPT_COMPARE, OPT_STRICT, OPT_MODEL, OPT_BACKEND, OPT_DEVICE };
 
 static const dt_option options[] = {
-    [OPT_PROFILE] = {"--profile", "NAME", "the profile to fingerprint: portable (default) or device"},
+    [OPT_PROFILE] = {"--profile", "NAME", "the profile to fingerprint: portable (default), device or integer"},
     [OPT_JSON] = {"--json", NULL, "checks, facts and fingerprint as one JSON object"},
     [OPT_SAVE] = {"--save", "FILE", "write the fingerprint (every fact) to FILE"},
     [OPT_COMPARE] = {"--compare", "FILE", "compare with a fingerprint saved elsewhere; exit 1 unless equal digests are promised"},
