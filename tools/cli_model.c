@@ -38,6 +38,7 @@ di_status dt_open_session(const di_model *model, const dt_session_opts *o, di_se
     if ((st = di_config_set_int(config, DI_CONFIG_THREADS, o->threads)) ||
         (st = di_config_set_int(config, DI_CONFIG_MAX_SEQUENCES, o->max_sequences)) ||
         (st = di_config_set_int(config, DI_CONFIG_CONTEXT_LENGTH, o->context_length)) ||
+        (st = di_config_set_int(config, DI_CONFIG_ALLOW_LONG_CONTEXT, o->allow_long_context != 0)) ||
         (st = di_config_set_int(config, DI_CONFIG_BACKEND, o->backend)) ||
         (st = di_config_set_int(config, DI_CONFIG_PROFILE, o->profile)) ||
         (st = di_config_set_int(config, DI_CONFIG_DEVICE, o->device)) ||

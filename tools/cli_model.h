@@ -21,6 +21,7 @@ typedef struct dt_session_opts {
     int64_t context_length; /* 0: the library's default */
     long device;            /* CUDA device ordinal (DI_CONFIG_DEVICE) */
     di_cpu_path cpu_path;   /* DI_CONFIG_CPU_PATH; DI_CPU_PATH_AUTO is 0 */
+    int allow_long_context; /* DI_CONFIG_ALLOW_LONG_CONTEXT */
 } dt_session_opts;
 
 /* Loads a model; on failure prints the reason and returns DT_EXIT_FAIL. */

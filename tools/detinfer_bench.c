@@ -243,8 +243,10 @@ static result *new_result(bench *b, long threads, long pp, long tg, double bandw
 static int run_threads(bench *b, long threads, double bandwidth)
 {
     /* room for the longest pp, or the 8-token warm-up, and the longest tg */
-    dt_session_opts so = {b->o.backend, b->o.profile, threads, 1, (b->max_pp > 8 ? b->max_pp : 8) + b->max_tg + 2,
-                          b->o.device, b->o.cpu_path};
+    dt_session_opts so = {.backend = b->o.backend, .profile = b->o.profile, .threads = threads,
+                          .max_sequences = 1,
+                          .context_length = (b->max_pp > 8 ? b->max_pp : 8) + b->max_tg + 2,
+                          .device = b->o.device, .cpu_path = b->o.cpu_path};
     di_session *s = NULL;
     char err[512] = "";
     di_status st = dt_open_session(b->model, &so, &s, err, sizeof err);

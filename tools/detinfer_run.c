@@ -319,39 +319,21 @@ static int print_json(const run_opts *o, const di_model *model, const run_result
     return dt_json_emit(&command, root, stdout);
 }
 
-/* The session of dt_open_session, with DI_CONFIG_ALLOW_LONG_CONTEXT set when
- * the caller insists; a context beyond the training context without it is
- * refused here, naming the option. */
-static di_status open_session(const run_opts *o, const di_model *model, const dt_session_opts *so,
+/* The session of dt_open_session; a context beyond the training context is
+ * refused here, naming the option, unless --allow-long-context insists. */
+static di_status open_session(const run_opts *o, const di_model *model, dt_session_opts *so,
                               di_session **s, char *err, size_t err_size)
 {
     const int64_t trained = dt_model_int(model, DI_MODEL_N_CTX_TRAIN);
-    if (so->context_length <= trained)
-        return dt_open_session(model, so, s, err, err_size);
-    if (!o->allow_long_context) {
+    if (so->context_length > trained && !o->allow_long_context) {
         snprintf(err, err_size,
                  "the prompt and --max-new need a context of %lld tokens, beyond the model's training "
                  "context of %lld; give --allow-long-context to run it anyway",
                  (long long)so->context_length, (long long)trained);
         return DI_ERR_INVALID_ARGUMENT;
     }
-    di_config *c = NULL;
-    di_status st = di_config_create(&c);
-    if (st)
-        return st;
-    if ((st = di_config_set_int(c, DI_CONFIG_THREADS, so->threads)) ||
-        (st = di_config_set_int(c, DI_CONFIG_MAX_SEQUENCES, so->max_sequences)) ||
-        (st = di_config_set_int(c, DI_CONFIG_CONTEXT_LENGTH, so->context_length)) ||
-        (st = di_config_set_int(c, DI_CONFIG_ALLOW_LONG_CONTEXT, 1)) ||
-        (st = di_config_set_int(c, DI_CONFIG_BACKEND, so->backend)) ||
-        (st = di_config_set_int(c, DI_CONFIG_PROFILE, so->profile)) ||
-        (st = di_config_set_int(c, DI_CONFIG_DEVICE, so->device)) ||
-        (st = di_config_set_int(c, DI_CONFIG_CPU_PATH, so->cpu_path)))
-        snprintf(err, err_size, "%s", di_config_errmsg(c));
-    else
-        st = di_session_create(model, c, s, err, err_size);
-    di_config_free(c);
-    return st;
+    so->allow_long_context = o->allow_long_context;
+    return dt_open_session(model, so, s, err, err_size);
 }
 
 int dt_cmd_run(int argc, char **argv)
@@ -374,8 +356,9 @@ int dt_cmd_run(int argc, char **argv)
         goto out;
     }
     /* the last generated token is never fed back: P + N - 1 positions */
-    dt_session_opts so = {o.backend, o.profile, o.threads, 1, (int64_t)r.n_prompt + o.max_new - 1, o.device,
-                          o.cpu_path};
+    dt_session_opts so = {.backend = o.backend, .profile = o.profile, .threads = o.threads,
+                          .max_sequences = 1, .context_length = (int64_t)r.n_prompt + o.max_new - 1,
+                          .device = o.device, .cpu_path = o.cpu_path};
     char err[512] = "";
     di_status st = open_session(&o, model, &so, &s, err, sizeof err);
     if (st) {

@@ -223,7 +223,9 @@ static int search_near_ties(verify *v)
     if (st == DI_OK)
         st = dt_prompts_search(v->model, max_len, SEARCH_TOKEN_PROMPTS, (uint64_t)v->o.seed, &v->search, err,
                                sizeof err);
-    dt_session_opts so = {v->o.backend, v->o.profile, v->o.threads[0], 1, 0, v->o.device, v->o.cpu_path};
+    dt_session_opts so = {.backend = v->o.backend, .profile = v->o.profile,
+                          .threads = v->o.threads[0], .max_sequences = 1, .context_length = 0,
+                          .device = v->o.device, .cpu_path = v->o.cpu_path};
     if (st == DI_OK) {
         if (v->o.progress && isatty(STDERR_FILENO))
             fprintf(stderr, "searching near ties...\r");
@@ -247,7 +249,9 @@ static int search_near_ties(verify *v)
 /* Fails early, with a plain message, when the reference settings cannot run. */
 static int check_reference_settings(const verify *v)
 {
-    dt_session_opts so = {v->o.backend, v->o.profile, v->o.threads[0], 1, 0, v->o.device, v->o.cpu_path};
+    dt_session_opts so = {.backend = v->o.backend, .profile = v->o.profile,
+                          .threads = v->o.threads[0], .max_sequences = 1, .context_length = 0,
+                          .device = v->o.device, .cpu_path = v->o.cpu_path};
     di_session *s = NULL;
     char err[256] = "", what[128];
     di_status st = dt_open_session(v->model, &so, &s, err, sizeof err);

@@ -31,8 +31,10 @@ static di_status run_ties_in_process(verify *v, vrow *r, di_session *s, char *er
 
 static void run_in_process(verify *v, vrow *r)
 {
-    dt_session_opts so = {r->backend, v->o.profile, r->threads, r->batch,
-                          (int64_t)v->longest + v->o.max_new, v->o.device, r->cpu_path};
+    dt_session_opts so = {.backend = r->backend, .profile = v->o.profile, .threads = r->threads,
+                          .max_sequences = r->batch,
+                          .context_length = (int64_t)v->longest + v->o.max_new,
+                          .device = v->o.device, .cpu_path = r->cpu_path};
     di_session *s = NULL;
     char err[256] = "";
     di_status st = dt_open_session(v->model, &so, &s, err, sizeof err);
@@ -65,7 +67,9 @@ static void run_in_process(verify *v, vrow *r)
 static void run_fresh(verify *v, vrow *r)
 {
     char err[256] = "";
-    const dt_session_opts so = {r->backend, v->o.profile, r->threads, 1, 0, v->o.device, r->cpu_path};
+    const dt_session_opts so = {.backend = r->backend, .profile = v->o.profile,
+                                .threads = r->threads, .max_sequences = 1, .context_length = 0,
+                                .device = v->o.device, .cpu_path = r->cpu_path};
     di_status st = dt_child_traces(v->o.model, (uint32_t)v->o.max_new, 0, &so, v->prompts.p, v->prompts.n,
                                    verify_compare_trace, v, err, sizeof err);
     double t0 = dt_now();
@@ -95,8 +99,10 @@ void verify_run_row(verify *v, uint32_t index)
 int verify_run_reference(verify *v)
 {
     uint32_t np = v->prompts.n;
-    dt_session_opts so = {v->o.backend, v->o.profile, v->o.threads[0], 1, (int64_t)v->longest + v->o.max_new,
-                          v->o.device, v->o.cpu_path};
+    dt_session_opts so = {.backend = v->o.backend, .profile = v->o.profile,
+                          .threads = v->o.threads[0], .max_sequences = 1,
+                          .context_length = (int64_t)v->longest + v->o.max_new,
+                          .device = v->o.device, .cpu_path = v->o.cpu_path};
     di_session *s = NULL;
     char err[256] = "";
     double t0 = dt_now();

@@ -417,7 +417,9 @@ static int plan(vu *v)
     dt_near_ties ties = {0};
     if (v->model && v->o.ties > 0) {
         char err[256] = "";
-        dt_session_opts so = {DI_BACKEND_CPU, DI_PROFILE_PORTABLE, 1, 1, 0, 0, DI_CPU_PATH_AUTO};
+        dt_session_opts so = {.backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE,
+                              .threads = 1, .max_sequences = 1, .context_length = 0, .device = 0,
+                              .cpu_path = DI_CPU_PATH_AUTO};
         di_status st = dt_prompts_builtin(v->model, max_prompt, (uint64_t)v->o.seed, &sources, err, sizeof err);
         if (st == DI_OK)
             st = dt_prompts_search(v->model, max_prompt, 16, (uint64_t)v->o.seed, &sources, err, sizeof err);
@@ -489,7 +491,9 @@ static int references(vu *v)
         return DT_EXIT_OK;
     di_session *s = NULL;
     char err[512] = "";
-    dt_session_opts so = {DI_BACKEND_CPU, DI_PROFILE_PORTABLE, 1, 1, v->context, 0, DI_CPU_PATH_AUTO};
+    dt_session_opts so = {.backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE, .threads = 1,
+                          .max_sequences = 1, .context_length = v->context, .device = 0,
+                          .cpu_path = DI_CPU_PATH_AUTO};
     di_status st = dt_open_session(v->model, &so, &s, err, sizeof err);
     if (st)
         return dt_fail(&command, "creating the local session", st, err);

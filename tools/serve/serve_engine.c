@@ -329,8 +329,10 @@ int sv_engine_start(sv_server *s, char *err, size_t err_size)
         snprintf(err, err_size, "out of memory");
         return -1;
     }
-    dt_session_opts so = {s->cfg.backend, s->cfg.profile, s->cfg.threads, s->cfg.max_sequences, s->context,
-                          s->cfg.device, s->cfg.cpu_path};
+    dt_session_opts so = {.backend = s->cfg.backend, .profile = s->cfg.profile,
+                          .threads = s->cfg.threads, .max_sequences = s->cfg.max_sequences,
+                          .context_length = s->context, .device = s->cfg.device,
+                          .cpu_path = s->cfg.cpu_path};
     char detail[512] = "";
     di_status st = dt_open_session(s->model, &so, &g->session, detail, sizeof detail);
     if (st) {
