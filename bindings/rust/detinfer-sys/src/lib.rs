@@ -30,7 +30,7 @@ pub type di_backend = c_int;
 pub type di_profile = c_int;
 
 pub const DI_VERSION_MAJOR: u32 = 0;
-pub const DI_VERSION_MINOR: u32 = 2;
+pub const DI_VERSION_MINOR: u32 = 3;
 pub const DI_VERSION_PATCH: u32 = 0;
 pub const DI_VERSION_NUMBER: u32 = DI_VERSION_MAJOR * 10000 + DI_VERSION_MINOR * 100 + DI_VERSION_PATCH;
 pub const DI_ABI_VERSION: u32 = 1;
