@@ -221,7 +221,7 @@ static di_status create_session(const di_model *model, const di_config *config, 
     return DI_OK;
 }
 
-/* Creating a session computes the RoPE tables: under the pinned
+/* Creating a session may compute (a backend's RoPE tables): under the pinned
  * floating-point environment (fpenv.h), like every step. */
 DI_API di_status di_session_create(const di_model *model, const di_config *config, di_session **out,
                                    char *errbuf, size_t errbuf_size)
