@@ -150,7 +150,7 @@ static di_status start_backend(di_session *s, const di_backend_ops *ops, const s
     const di_backend_params p = {
         .max_sequences = s->max_sequences, .ctx_len = s->ctx_len, .max_rows = SLICE_ROWS,
         .max_logits = s->logits_group, .profile = c->profile, .device = c->device,
-        .cpu_path = c->cpu_path, .threads = (uint32_t)c->threads,
+        .cpu_path = (int)c->cpu_path, .threads = (uint32_t)c->threads,
     };
     di_status st = ops->create(s->model, &p, &s->backend_state, errbuf, errbuf_size);
     if (st)
