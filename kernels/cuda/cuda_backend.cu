@@ -1,7 +1,7 @@
 /*
  * cuda_backend.cu — the plugin's entry (lib/forward/backend.h): device selection,
- * uploads, the KV caches, and the forward, logits and copy calls the
- * session makes. Linked with the static CUDA runtime, so the plugin needs
+ * uploads, the RoPE tables, the KV caches, and the forward, logits and copy
+ * calls the session makes. Linked with the static CUDA runtime, so the plugin needs
  * only the driver (libcuda.so.1) at run time; without a driver or a device,
  * create() reports DI_ERR_BACKEND_UNAVAILABLE and nothing else happens.
  * The device profile differs only in its matrix products (cuda_blas.cu).
@@ -16,6 +16,7 @@
 #include "cuda_state.cuh"
 #include "dequant_blocks.h"
 #include "growable.h"
+#include "rope_tables.h"
 
 /* The session's rows are copied to the device as they are. */
 static_assert(sizeof(dc_row) == sizeof(di_backend_row) && offsetof(dc_row, token) == offsetof(di_backend_row, token) &&
@@ -156,14 +157,31 @@ static di_status upload_model(dc_state *s, char *err, size_t err_size)
                     "norm weights and biases");
         }
     }
-    const size_t table = (size_t)s->params.ctx_len * (m->n_rot / 2);
-    for (uint32_t set = 0; set < m->n_rope_sets; set++) {
+    return DI_OK;
+}
+
+/* The RoPE tables of every position of the context, computed on the host as
+ * the CPU backend computes them (rope_tables.h), then uploaded. */
+static di_status upload_rope_tables(dc_state *s, char *err, size_t err_size)
+{
+    const di_model *m = s->model;
+    const uint32_t ctx_len = s->params.ctx_len;
+    const size_t table = (size_t)ctx_len * (m->n_rot / 2);
+    float *host_cos = (float *)malloc((table ? table : 1) * sizeof(float));
+    float *host_sin = (float *)malloc((table ? table : 1) * sizeof(float));
+    cudaError_t e = host_cos && host_sin ? cudaSuccess : cudaErrorMemoryAllocation;
+    for (uint32_t set = 0; e == cudaSuccess && set < m->n_rope_sets; set++) {
+        di_rope_fill_tables(m->n_rot, m->rope_base[set], m->rope_scale[set], 0, ctx_len, host_cos, host_sin);
         const float *c = NULL, *sn = NULL;
-        TRY(upload_floats(s, s->params.rope_cos[set], table, &c), "RoPE tables");
-        TRY(upload_floats(s, s->params.rope_sin[set], table, &sn), "RoPE tables");
+        e = upload_floats(s, host_cos, table, &c);
+        if (e == cudaSuccess)
+            e = upload_floats(s, host_sin, table, &sn);
         s->rope_cos[set] = (float *)c;
         s->rope_sin[set] = (float *)sn;
     }
+    free(host_cos);
+    free(host_sin);
+    TRY(e, "RoPE tables");
     return DI_OK;
 }
 
@@ -224,6 +242,8 @@ static di_status create(const di_model *m, const di_backend_params *p, void **ou
     }
     if (!st)
         st = upload_model(s, err, err_size);
+    if (!st)
+        st = upload_rope_tables(s, err, err_size);
     if (!st)
         st = alloc_buffers(s, err, err_size);
     if (!st && p->profile == DI_PROFILE_DEVICE)
@@ -308,10 +328,31 @@ static di_status seq_copy(void *state, uint32_t src, uint32_t dst, uint32_t leng
     return finish(s, "seq_copy", err, err_size);
 }
 
+/* The caches hold every position of every sequence from creation on: nothing
+ * to grow, nothing to give back. */
+static di_status reserve(void *state, uint32_t seq, uint32_t n, uint32_t keep, char *err, size_t err_size)
+{
+    (void)state, (void)seq, (void)n, (void)keep, (void)err, (void)err_size;
+    return DI_OK;
+}
+
+static void truncate_seq(void *state, uint32_t seq, uint32_t length)
+{
+    (void)state, (void)seq, (void)length;
+}
+
+static uint64_t kv_bytes(void *state)
+{
+    const dc_cache *c = &((dc_state *)state)->cache;
+    return 2 * (uint64_t)((dc_state *)state)->params.max_sequences * c->n_layer * c->ctx_len * c->kv_dim *
+           sizeof(float);
+}
+
 /* ---- entry --------------------------------------------------------------------------- */
 
 static const di_backend_ops cuda_ops = {
-    DI_BACKEND_OPS_SIZES, "cuda", create, destroy, info, forward, logits, seq_copy,
+    DI_BACKEND_OPS_SIZES, "cuda", create, destroy, info, reserve, forward, logits, seq_copy,
+    truncate_seq, kv_bytes,
 };
 
 extern "C" __attribute__((visibility("default"))) const di_backend_ops *di_backend_entry(void)

@@ -1,7 +1,9 @@
 /*
- * session.c — the session layer: sequences with their KV caches and token
- * histories, the batch step (validate everything, then compute), greedy
- * selection, sampling (sampling.c) and digests.
+ * session.c — the session layer: sequences with their token histories, the
+ * batch step (validate everything, then compute), greedy selection, sampling
+ * (sampling.c) and digests. The forward pass, its buffers and the KV caches
+ * belong to the session's backend (backend.h): the CPU's (cpu_backend.c) or
+ * the CUDA plugin, each called the same way.
  *
  * A step gathers the tokens of all its entries into rows and runs them
  * through the forward pass in slices of at most SLICE_ROWS rows. Every row is
@@ -16,15 +18,11 @@
 
 #include "backend.h"
 #include "config.h"
-#include "cpu_int.h"
-#include "cpu_kernels.h"
-#include "cpu_ops.h"
 #include "digest.h"
 #include "errors.h"
-#include "forward.h"
 #include "fpenv.h"
+#include "growable.h"
 #include "logprobs.h"
-#include "kv_cache.h"
 #include "model.h"
 #include "numerics.h"
 #include "sampling.h"
@@ -34,8 +32,9 @@
 #define LOGITS_FLOATS (1u << 22)
 
 typedef struct sequence {
-    uint32_t length;          /* tokens in the cache */
-    di_kv_cache kv;           /* its tokens and (CPU backend) keys and values, grown with it */
+    uint32_t length;          /* tokens in the backend's cache */
+    int32_t *tokens;          /* [tokens_capacity]: its history, grown with it */
+    size_t tokens_capacity;
     /* results of this sequence's last step */
     int has_result;
     float *last_logits;       /* [n_vocab], allocated on first step */
@@ -51,17 +50,11 @@ typedef struct sequence {
 
 struct di_session {
     const di_model *model;
-    uint32_t n_threads;
     uint32_t max_sequences;
     uint32_t ctx_len;
-    di_kv_shape kv_shape;       /* of every sequence's di_kv_cache */
-    di_pool *pool;
-    const di_cpu_ops *ops;      /* the CPU kernel path */
-    di_forward fwd;
     sequence *seqs;
     uint64_t serial;            /* number of steps so far */
     uint64_t checks;            /* number of step validations so far */
-    di_forward_row *rows;       /* [SLICE_ROWS] */
     uint32_t *logit_rows;       /* [SLICE_ROWS] slice row index of each logits row */
     uint32_t *logit_seq;        /* [SLICE_ROWS] entry index of each logits row */
     float *logits_tmp;          /* [logits_group][n_vocab] */
@@ -71,8 +64,8 @@ struct di_session {
     size_t all_capacity;        /* rows */
     char errmsg[DI_ERRMSG_SIZE];
     char backend_info[256];     /* di_session_backend_info */
-    /* The CUDA backend (NULL on the CPU): it owns the KV caches and runs the
-     * forward pass; digests and results stay here. */
+    /* The backend: it owns the KV caches and runs the forward pass; digests
+     * and results stay here. NULL only while the session is being created. */
     const di_backend_ops *backend;
     void *backend_state;
     di_backend_row *backend_rows; /* [SLICE_ROWS] */
@@ -127,12 +120,10 @@ static di_status check_context(const di_model *m, const struct di_config *c, cha
                     (long long)c->context_length, m->n_ctx_train);
 }
 
-/* The sequences start empty: their storage grows with them (kv_cache.h). On
- * the CUDA backend the caches live on the device: only token histories here. */
-static di_status alloc_sequences(di_session *s, int with_caches)
+/* The sequences start empty: their histories (and the backend's caches)
+ * grow with them. */
+static di_status alloc_sequences(di_session *s)
 {
-    const di_model *m = s->model;
-    s->kv_shape = (di_kv_shape){m->n_layer, m->n_head_kv * m->head_dim, s->ctx_len, with_caches};
     s->seqs = calloc(s->max_sequences, sizeof *s->seqs);
     if (!s->seqs)
         return DI_ERR_OUT_OF_MEMORY;
@@ -141,28 +132,27 @@ static di_status alloc_sequences(di_session *s, int with_caches)
     return DI_OK;
 }
 
-/* Loads the CUDA plugin and creates its state: device, weights, caches. The
- * RoPE tables are the ones di_forward_init computed, so every backend uses
- * the same bits. */
-static di_status start_cuda(di_session *s, const struct di_config *c, char *errbuf, size_t errbuf_size)
+/* The configured backend's table: the CPU's, or the CUDA plugin, loaded. */
+static di_status backend_ops(const struct di_config *c, const di_backend_ops **ops, char *errbuf,
+                             size_t errbuf_size)
 {
-    const di_backend_ops *ops = NULL;
-    di_status st = di_backend_load_cuda(&ops, errbuf, errbuf_size);
-    if (st)
-        return st;
-    s->backend_rows = calloc(SLICE_ROWS, sizeof *s->backend_rows);
-    s->greedy_tmp = calloc(s->logits_group, sizeof *s->greedy_tmp);
-    if (!s->backend_rows || !s->greedy_tmp)
-        return di_error(errbuf, errbuf_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
-    di_backend_params p = {
+    if (c->backend == DI_BACKEND_CUDA)
+        return di_backend_load_cuda(ops, errbuf, errbuf_size);
+    *ops = di_cpu_backend();
+    return DI_OK;
+}
+
+/* Creates the backend's state: its forward buffers and caches (and, for the
+ * CUDA plugin, the device and the weights). */
+static di_status start_backend(di_session *s, const di_backend_ops *ops, const struct di_config *c,
+                               char *errbuf, size_t errbuf_size)
+{
+    const di_backend_params p = {
         .max_sequences = s->max_sequences, .ctx_len = s->ctx_len, .max_rows = SLICE_ROWS,
         .max_logits = s->logits_group, .profile = c->profile, .device = c->device,
+        .cpu_path = (int)c->cpu_path, .threads = (uint32_t)c->threads,
     };
-    for (uint32_t set = 0; set < s->model->n_rope_sets; set++) {
-        p.rope_cos[set] = s->fwd.rope_cos[set];
-        p.rope_sin[set] = s->fwd.rope_sin[set];
-    }
-    st = ops->create(s->model, &p, &s->backend_state, errbuf, errbuf_size);
+    di_status st = ops->create(s->model, &p, &s->backend_state, errbuf, errbuf_size);
     if (st)
         return st;
     s->backend = ops;
@@ -192,20 +182,15 @@ static di_status create_session(const di_model *model, const di_config *config, 
     if ((st = di_config_sampling(c, &sampling_start, errbuf, errbuf_size)))
         return st;
 
-    const di_cpu_ops *ops = NULL;
-    st = di_cpu_ops_select((di_cpu_path)c->cpu_path, &ops, errbuf, errbuf_size);
-    if (st)
+    const di_backend_ops *ops = NULL;
+    if ((st = backend_ops(c, &ops, errbuf, errbuf_size)))
         return st;
-    if (c->profile == DI_PROFILE_INTEGER)
-        ops = di_cpu_ops_integer(ops);
 
     di_session *s = calloc(1, sizeof *s);
     if (!s)
         return di_error(errbuf, errbuf_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
     s->model = model;
-    s->ops = ops;
     s->sampling_start = sampling_start;
-    s->n_threads = (uint32_t)c->threads;
     s->max_sequences = (uint32_t)c->max_sequences;
     s->ctx_len = context_length(model, c);
     s->logits_group = LOGITS_FLOATS / model->n_vocab;
@@ -214,42 +199,29 @@ static di_status create_session(const di_model *model, const di_config *config, 
     if (s->logits_group > SLICE_ROWS)
         s->logits_group = SLICE_ROWS;
 
-    st = di_pool_create(s->n_threads, &s->pool);
+    st = start_backend(s, ops, c, errbuf, errbuf_size);
     if (st) {
         di_session_free(s);
-        return di_error(errbuf, errbuf_size, st, "cannot start %u threads", (unsigned)c->threads);
+        return st;
     }
-    snprintf(s->backend_info, sizeof s->backend_info, "backend=cpu path=%s%s threads=%u", ops->name,
-             c->profile == DI_PROFILE_INTEGER ? " profile=integer" : "", s->n_threads);
-    st = di_forward_init(&s->fwd, model, ops, s->pool, s->ctx_len, SLICE_ROWS);
-    if (!st)
-        st = alloc_sequences(s, c->backend != DI_BACKEND_CUDA);
-    s->rows = calloc(SLICE_ROWS, sizeof *s->rows);
+    st = alloc_sequences(s);
+    s->backend_rows = calloc(SLICE_ROWS, sizeof *s->backend_rows);
+    s->greedy_tmp = calloc(s->logits_group, sizeof *s->greedy_tmp);
     s->logit_rows = calloc(SLICE_ROWS, sizeof *s->logit_rows);
     s->logit_seq = calloc(SLICE_ROWS, sizeof *s->logit_seq);
     s->logits_tmp = malloc((size_t)s->logits_group * model->n_vocab * sizeof(float));
-    if (!st && (!s->rows || !s->logit_rows || !s->logit_seq || !s->logits_tmp))
+    if (!st && (!s->backend_rows || !s->greedy_tmp || !s->logit_rows || !s->logit_seq || !s->logits_tmp))
         st = DI_ERR_OUT_OF_MEMORY;
     if (st) {
         di_session_free(s);
         return di_error(errbuf, errbuf_size, st, "out of memory for %u sequences of context %u",
                         (unsigned)c->max_sequences, context_length(model, c));
     }
-    /* the plugin copies the RoPE tables of every position once */
-    if (c->backend == DI_BACKEND_CUDA && di_forward_reserve(&s->fwd, s->ctx_len)) {
-        di_session_free(s);
-        return di_error(errbuf, errbuf_size, DI_ERR_OUT_OF_MEMORY,
-                        "out of memory for the RoPE tables of context %u", s->ctx_len);
-    }
-    if (c->backend == DI_BACKEND_CUDA && (st = start_cuda(s, c, errbuf, errbuf_size))) {
-        di_session_free(s);
-        return st;
-    }
     *out = s;
     return DI_OK;
 }
 
-/* Creating a session computes the RoPE tables: under the pinned
+/* Creating a session may compute (a backend's RoPE tables): under the pinned
  * floating-point environment (fpenv.h), like every step. */
 DI_API di_status di_session_create(const di_model *model, const di_config *config, di_session **out,
                                    char *errbuf, size_t errbuf_size)
@@ -271,14 +243,11 @@ DI_API void di_session_free(di_session *s)
     free(s->greedy_tmp);
     if (s->seqs) {
         for (uint32_t i = 0; i < s->max_sequences; i++) {
-            di_kv_release(&s->seqs[i].kv, &s->kv_shape);
+            free(s->seqs[i].tokens);
             free(s->seqs[i].last_logits);
         }
         free(s->seqs);
     }
-    di_forward_release(&s->fwd);
-    di_pool_free(s->pool);
-    free(s->rows);
     free(s->logit_rows);
     free(s->logit_seq);
     free(s->logits_tmp);
@@ -299,6 +268,13 @@ DI_API const char *di_session_backend_info(const di_session *s)
 }
 
 /* ---- the step ---------------------------------------------------------------- */
+
+/* Room for n tokens in q's history, keeping what it holds: 1, or 0 when out
+ * of memory (the history then unchanged). */
+static int reserve_tokens(sequence *q, uint32_t n)
+{
+    return DI_GROW(q->tokens, 0, q->tokens_capacity, n, 64);
+}
 
 /* Checks every entry before anything changes; on success *total is the
  * number of tokens in the step and every stepped sequence has last_logits. */
@@ -338,21 +314,19 @@ static di_status validate_step(di_session *s, uint32_t n_entries, const uint32_t
      * growing a store keeps what it holds, so a failure part way leaves
      * every sequence as it was (some with more room) */
     const size_t n_vocab = s->model->n_vocab;
-    uint32_t longest = 0;
-    for (uint32_t e = 0; e < n_entries; e++) {
-        const uint32_t end = s->seqs[seq_ids[e]].length + n_tokens[e];
-        longest = end > longest ? end : longest;
-    }
     for (uint32_t e = 0; e < n_entries; e++) {
         sequence *q = &s->seqs[seq_ids[e]];
+        const uint32_t end = q->length + n_tokens[e];
         if (!q->last_logits && !(q->last_logits = malloc(n_vocab * sizeof(float))))
             return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the logits of sequence %u", seq_ids[e]);
-        if (di_kv_reserve(&q->kv, &s->kv_shape, q->length + n_tokens[e], q->length))
-            return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the KV cache of sequence %u at %u tokens",
-                        seq_ids[e], q->length + n_tokens[e]);
+        if (!reserve_tokens(q, end))
+            return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the tokens of sequence %u at %u tokens",
+                        seq_ids[e], end);
+        di_status st = s->backend->reserve(s->backend_state, seq_ids[e], end, q->length, s->errmsg,
+                                           sizeof s->errmsg);
+        if (st)
+            return st;
     }
-    if (!s->backend && di_forward_reserve(&s->fwd, longest))
-        return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the RoPE tables of %u positions", longest);
     if ((flags & DI_STEP_ALL_LOGITS) && *total > s->all_capacity) {
         if (*total > SIZE_MAX / sizeof(float) / n_vocab)
             return fail(s, DI_ERR_OUT_OF_MEMORY, "%llu rows of logits do not fit in memory",
@@ -382,8 +356,8 @@ static void canonicalize_nans(float *row, uint32_t n)
             row[i] = canonical;
 }
 
-/* Digest and greedy token of a finished logits row, stored where it belongs.
- * greedy is the backend's argmax of the row, or -1 for the CPU's. */
+/* Digest and greedy token (the backend's argmax of the row) of a finished
+ * logits row, stored where it belongs. */
 static void store_logits(di_session *s, float *row, sequence *q, int is_last, size_t all_index,
                          int keep_all, int32_t greedy)
 {
@@ -398,7 +372,7 @@ static void store_logits(di_session *s, float *row, sequence *q, int is_last, si
     if (is_last) {
         memcpy(q->last_logits, row, (size_t)n_vocab * sizeof(float));
         q->last_digest = d;
-        q->greedy = greedy >= 0 ? greedy : (int32_t)s->ops->argmax(row, n_vocab);
+        q->greedy = greedy;
         q->has_result = 1;
     }
 }
@@ -410,18 +384,14 @@ static di_status slice_logits(di_session *s, const uint32_t *seq_ids, uint32_t n
     const uint32_t n_vocab = s->model->n_vocab;
     for (uint32_t g0 = 0; g0 < n_logit; g0 += s->logits_group) {
         uint32_t n = n_logit - g0 < s->logits_group ? n_logit - g0 : s->logits_group;
-        if (s->backend) {
-            di_status st = s->backend->logits(s->backend_state, s->logit_rows + g0, n, s->logits_tmp,
-                                              s->greedy_tmp, s->errmsg, sizeof s->errmsg);
-            if (st)
-                return st;
-        } else {
-            di_forward_logits(&s->fwd, s->logit_rows + g0, n, s->logits_tmp);
-        }
+        di_status st = s->backend->logits(s->backend_state, s->logit_rows + g0, n, s->logits_tmp,
+                                          s->greedy_tmp, s->errmsg, sizeof s->errmsg);
+        if (st)
+            return st;
         for (uint32_t i = 0; i < n; i++) {
             const uint32_t k = g0 + i;
             store_logits(s, s->logits_tmp + (size_t)i * n_vocab, &s->seqs[seq_ids[s->logit_seq[k]]],
-                         is_last[k], all_index[k], keep_all, s->backend ? s->greedy_tmp[i] : -1);
+                         is_last[k], all_index[k], keep_all, s->greedy_tmp[i]);
         }
     }
     return DI_OK;
@@ -455,13 +425,8 @@ static di_status step(di_session *s, uint32_t n_entries, const uint32_t *seq_ids
                 q->all_first = flat;
                 q->all_count = keep_all ? n_tokens[e] : 0;
             }
-            di_forward_row *row = &s->rows[n_rows];
-            row->token = tokens[flat];
-            row->pos = q->length;
-            row->kv = q->kv.layers;
-            if (s->backend)
-                s->backend_rows[n_rows] = (di_backend_row){tokens[flat], q->length, seq_ids[e]};
-            q->kv.tokens[q->length++] = tokens[flat];
+            s->backend_rows[n_rows] = (di_backend_row){tokens[flat], q->length, seq_ids[e]};
+            q->tokens[q->length++] = tokens[flat];
             const int last = i + 1 == n_tokens[e];
             if (last || keep_all) {
                 s->logit_rows[n_logit] = n_rows;
@@ -479,11 +444,7 @@ static di_status step(di_session *s, uint32_t n_entries, const uint32_t *seq_ids
                 i++;
             }
         }
-        if (s->backend)
-            st = s->backend->forward(s->backend_state, s->backend_rows, n_rows, s->errmsg,
-                                     sizeof s->errmsg);
-        else
-            di_forward_rows(&s->fwd, s->rows, n_rows);
+        st = s->backend->forward(s->backend_state, s->backend_rows, n_rows, s->errmsg, sizeof s->errmsg);
         if (!st)
             st = slice_logits(s, seq_ids, n_logit, all_index, is_last, keep_all);
         if (st)
@@ -587,7 +548,7 @@ DI_API di_status di_session_seq_digest(di_session *s, uint32_t seq, di_digest *d
     di_status st = begin_seq_call(s, seq, digest, &q);
     if (st)
         return st;
-    return di_digest_tokens(q->kv.tokens, q->length, digest);
+    return di_digest_tokens(q->tokens, q->length, digest);
 }
 
 DI_API di_status di_session_seq_digest_extra(di_session *s, uint32_t seq, const int32_t *extra,
@@ -599,16 +560,25 @@ DI_API di_status di_session_seq_digest_extra(di_session *s, uint32_t seq, const 
         return st;
     if ((!extra && n_extra > 0) || n_extra > SIZE_MAX / sizeof(int32_t))
         return fail(s, DI_ERR_INVALID_ARGUMENT, "extra is NULL or too long for %zu tokens", n_extra);
-    di_digest_bytes2(q->kv.tokens, (size_t)q->length * sizeof(int32_t), extra, n_extra * sizeof(int32_t),
+    di_digest_bytes2(q->tokens, (size_t)q->length * sizeof(int32_t), extra, n_extra * sizeof(int32_t),
                      digest);
     return DI_OK;
 }
 
-/* Forgets results that a change of the cache makes stale. */
-static void drop_results(sequence *q)
+/* Sequence seq now holds `length` tokens: results that a change of the cache
+ * makes stale are forgotten, and an empty sequence gives its memory back. */
+static void set_length(di_session *s, uint32_t seq, uint32_t length)
 {
+    sequence *q = &s->seqs[seq];
+    q->length = length;
     q->has_result = 0;
     q->all_serial = 0;
+    if (length == 0) {
+        free(q->tokens);
+        q->tokens = NULL;
+        q->tokens_capacity = 0;
+    }
+    s->backend->truncate(s->backend_state, seq, length);
 }
 
 DI_API di_status di_session_seq_truncate(di_session *s, uint32_t seq, uint32_t length)
@@ -620,10 +590,7 @@ DI_API di_status di_session_seq_truncate(di_session *s, uint32_t seq, uint32_t l
     if (length > q->length)
         return fail(s, DI_ERR_INVALID_ARGUMENT, "cannot truncate sequence %u of %u tokens to %u", seq,
                     q->length, length);
-    q->length = length;
-    drop_results(q);
-    if (length == 0) /* an empty sequence gives its memory back */
-        di_kv_release(&q->kv, &s->kv_shape);
+    set_length(s, seq, length);
     return DI_OK;
 }
 
@@ -647,17 +614,15 @@ DI_API di_status di_session_seq_copy(di_session *s, uint32_t src, uint32_t dst, 
         return fail(s, DI_ERR_INVALID_ARGUMENT, "sequence %u holds %u tokens, fewer than %u", src,
                     from->length, length);
     /* room first, keeping what dst holds, so that a failure changes nothing */
-    if (di_kv_reserve(&to->kv, &s->kv_shape, length, to->length))
-        return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the KV cache of sequence %u at %u tokens",
+    if (!reserve_tokens(to, length))
+        return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the tokens of sequence %u at %u tokens",
                     dst, length);
-    if (s->backend && (st = s->backend->seq_copy(s->backend_state, src, dst, length, s->errmsg,
-                                                 sizeof s->errmsg)))
+    if ((st = s->backend->reserve(s->backend_state, dst, length, to->length, s->errmsg, sizeof s->errmsg)) ||
+        (st = s->backend->seq_copy(s->backend_state, src, dst, length, s->errmsg, sizeof s->errmsg)))
         return st;
-    di_kv_copy(&to->kv, &from->kv, &s->kv_shape, length);
-    to->length = length;
-    if (length == 0)
-        di_kv_release(&to->kv, &s->kv_shape);
-    drop_results(to);
+    if (length > 0)
+        memcpy(to->tokens, from->tokens, (size_t)length * sizeof *to->tokens);
+    set_length(s, dst, length);
     return DI_OK;
 }
 
@@ -704,7 +669,7 @@ DI_API di_status di_session_sample_token(di_session *s, uint32_t seq, int32_t *t
      * floating-point environment, like a step */
     di_fpenv saved;
     di_fpenv_enter(&saved);
-    *token = di_sample(&s->sampler, p, q->last_logits, q->kv.tokens + (q->length - window), window,
+    *token = di_sample(&s->sampler, p, q->last_logits, q->tokens + (q->length - window), window,
                        q->length);
     di_fpenv_leave(&saved);
     return DI_OK;
@@ -717,15 +682,7 @@ DI_API di_status di_session_kv_bytes(di_session *s, uint64_t *bytes)
     s->errmsg[0] = '\0';
     if (!bytes)
         return fail(s, DI_ERR_INVALID_ARGUMENT, "an output pointer is NULL");
-    if (s->backend) { /* the plugin's caches, reserved at creation (kernels/cuda_backend.cu) */
-        *bytes = 2 * (uint64_t)s->max_sequences * s->kv_shape.n_layer * s->ctx_len * s->kv_shape.kv_dim *
-                 sizeof(float);
-        return DI_OK;
-    }
-    uint64_t sum = 0;
-    for (uint32_t i = 0; i < s->max_sequences; i++)
-        sum += di_kv_bytes(&s->seqs[i].kv, &s->kv_shape);
-    *bytes = sum;
+    *bytes = s->backend->kv_bytes(s->backend_state);
     return DI_OK;
 }
 

@@ -1,6 +1,10 @@
 /*
- * backend.h — the interface between libdetinfer.so and a backend plugin
- * (today one: libdetinfer-cuda.so.1, built from kernels/).
+ * backend.h — the interface every backend sits behind: the CPU backend
+ * (cpu_backend.c, di_cpu_backend) inside libdetinfer.so, and the CUDA plugin
+ * libdetinfer-cuda.so.1 (kernels/cuda/cuda_backend.cu). A backend owns its
+ * buffers: the forward pass's state, the RoPE tables (rope_tables.h) and the
+ * KV caches. The session (lib/api/session.c) keeps the token histories,
+ * validates, slices, digests and dispatches every backend the same way.
  *
  * The plugin exports one C function, DI_BACKEND_ENTRY_NAME, returning a
  * di_backend_ops table. Because the plugin reads the library's internal
@@ -23,7 +27,9 @@
 #include "detinfer.h"
 #include "model.h"
 
-#define DI_BACKEND_ABI 2 /* 2: di_model.arch_info, the layer recipe's roles */
+/* 2: di_model.arch_info, the layer recipe's roles; 3: reserve, truncate and
+ * kv_bytes; the plugin computes its own RoPE tables */
+#define DI_BACKEND_ABI 3
 #define DI_BACKEND_ENTRY_NAME "di_backend_entry"
 #define DI_CUDA_PLUGIN_SONAME "libdetinfer-cuda.so.1"
 
@@ -34,10 +40,8 @@ typedef struct di_backend_params {
     uint32_t max_logits;      /* logits rows per logits call */
     int profile;              /* DI_PROFILE_* */
     int device;               /* CUDA device ordinal */
-    /* RoPE tables [ctx_len][n_rot / 2] per setting (the model's n_rope_sets),
-     * computed by the host's forward.c; the plugin copies them. */
-    const float *rope_cos[DI_MAX_ROPE_SETS];
-    const float *rope_sin[DI_MAX_ROPE_SETS];
+    int cpu_path;             /* the CPU backend's kernel path (di_cpu_path) */
+    uint32_t threads;         /* the CPU backend's threads */
 } di_backend_params;
 
 /* One token of one sequence in a forward call. */
@@ -51,13 +55,20 @@ typedef struct di_backend_ops {
     uint32_t abi;             /* DI_BACKEND_ABI */
     uint32_t sizeof_ops, sizeof_params, sizeof_row;
     uint32_t sizeof_model, sizeof_layer, sizeof_weight;
-    const char *name;         /* "cuda" */
+    const char *name;         /* "cpu", "cuda" */
 
     di_status (*create)(const di_model *model, const di_backend_params *params, void **state,
                         char *err, size_t err_size);
     void (*destroy)(void *state);
     /* The environment fingerprint (di_session_backend_info). */
     const char *(*info)(void *state);
+    /* Makes room in sequence seq's cache for positions 0..n-1 (n <= ctx_len),
+     * keeping the first `keep`. The session calls it for every sequence of a
+     * step before the step's first forward call (and for the destination of
+     * a copy), so a step runs whole or changes nothing: on failure (with a
+     * message) the positions held are unchanged. */
+    di_status (*reserve)(void *state, uint32_t seq, uint32_t n, uint32_t keep, char *err,
+                         size_t err_size);
     /* Runs rows[0..n_rows) (n_rows <= max_rows) through every layer, writing
      * their keys and values into their sequences' caches at their positions.
      * The final hidden states stay in the state for logits(). */
@@ -69,12 +80,21 @@ typedef struct di_backend_ops {
      * 0 for an all-NaN row) into greedy[n]. */
     di_status (*logits)(void *state, const uint32_t *row_idx, uint32_t n, float *logits,
                         int32_t *greedy, char *err, size_t err_size);
-    /* Copies positions 0..length-1 of every layer's cache of src to dst. */
+    /* Copies positions 0..length-1 of every layer's cache of src to dst,
+     * which reserve() made room for. */
     di_status (*seq_copy)(void *state, uint32_t src, uint32_t dst, uint32_t length, char *err,
                           size_t err_size);
+    /* Sequence seq now holds positions 0..length-1; at 0 it may give its
+     * memory back. Cannot fail. */
+    void (*truncate)(void *state, uint32_t seq, uint32_t length);
+    /* Bytes of keys and values the caches hold now (di_session_kv_bytes). */
+    uint64_t (*kv_bytes)(void *state);
 } di_backend_ops;
 
 typedef const di_backend_ops *(*di_backend_entry_fn)(void);
+
+/* The CPU backend (cpu_backend.c), linked into the library. */
+const di_backend_ops *di_cpu_backend(void);
 
 /* The values a plugin built from these headers reports. */
 #define DI_BACKEND_OPS_SIZES                                                              \

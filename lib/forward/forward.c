@@ -10,7 +10,7 @@
 #include "forward.h"
 #include "forward_steps.h"
 #include "kv_cache.h"
-#include "numerics.h"
+#include "rope_tables.h"
 
 /* 64-byte aligned, so that vector loads of a row never straddle two cache
  * lines (that halves the speed of the SIMD kernels). */
@@ -18,26 +18,6 @@ static float *alloc_floats(size_t n)
 {
     const size_t bytes = ((n ? n : 1) * sizeof(float) + 63) / 64 * 64;
     return aligned_alloc(64, bytes);
-}
-
-/* cos/sin of (pos * scale) * base^(-2i/n_rot) for positions from..to-1,
- * computed in double and rounded once, with the library's own functions
- * (numerics.h), never libm's: the tables are the same bits with every C
- * library, and each entry depends on its position only. */
-static void fill_rope_tables(const di_model *m, uint32_t set, uint32_t from, uint32_t to,
-                             float *cos_table, float *sin_table)
-{
-    const uint32_t half = m->n_rot / 2;
-    const double base = m->rope_base[set], scale = m->rope_scale[set];
-    for (uint32_t i = 0; i < half; i++) {
-        const double inv_freq = di_rope_inv_freq(base, i, m->n_rot);
-        for (uint32_t p = from; p < to; p++) {
-            double s, c;
-            di_sincos((double)p * scale * inv_freq, &s, &c);
-            cos_table[(size_t)p * half + i] = (float)c;
-            sin_table[(size_t)p * half + i] = (float)s;
-        }
-    }
 }
 
 /* Floats of one thread's attention scratch for n positions: the scores, then
@@ -106,7 +86,8 @@ di_status di_forward_reserve(di_forward *f, uint32_t n)
             memcpy(cos_t[set], f->rope_cos[set], (size_t)f->n_pos * half * sizeof(float));
             memcpy(sin_t[set], f->rope_sin[set], (size_t)f->n_pos * half * sizeof(float));
         }
-        fill_rope_tables(m, set, f->n_pos, n_pos, cos_t[set], sin_t[set]);
+        di_rope_fill_tables(m->n_rot, m->rope_base[set], m->rope_scale[set], f->n_pos, n_pos,
+                            cos_t[set], sin_t[set]);
         free(f->rope_cos[set]);
         free(f->rope_sin[set]);
         f->rope_cos[set] = cos_t[set];

@@ -1,5 +1,5 @@
 /*
- * kv_cache.c — a sequence's token history and KV cache, grown as the
+ * kv_cache.c — a sequence's KV cache on the CPU backend, grown as the
  * sequence grows (kv_cache.h).
  */
 #include <stdlib.h>
@@ -25,21 +25,6 @@ static float *alloc_floats(uint64_t n)
         return NULL;
     const size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
     return aligned_alloc(64, bytes ? bytes : 64);
-}
-
-static di_status grow_tokens(di_kv_cache *c, uint32_t cap, uint32_t keep)
-{
-    if (c->tokens_capacity >= cap)
-        return DI_OK;
-    int32_t *tokens = malloc((size_t)cap * sizeof *tokens);
-    if (!tokens)
-        return DI_ERR_OUT_OF_MEMORY;
-    if (keep > 0)
-        memcpy(tokens, c->tokens, (size_t)keep * sizeof *tokens);
-    free(c->tokens);
-    c->tokens = tokens;
-    c->tokens_capacity = cap;
-    return DI_OK;
 }
 
 /* One layer to cap positions, keeping the first `keep`: the new block, the
@@ -70,10 +55,10 @@ di_status di_kv_reserve(di_kv_cache *c, const di_kv_shape *shape, uint32_t n, ui
     if (n <= c->capacity)
         return DI_OK;
     const uint32_t cap = di_kv_grown_capacity(c->capacity, n, shape->ctx_len);
-    if (shape->with_caches && !c->layers && !(c->layers = calloc(shape->n_layer, sizeof *c->layers)))
+    if (!c->layers && !(c->layers = calloc(shape->n_layer, sizeof *c->layers)))
         return DI_ERR_OUT_OF_MEMORY;
-    di_status st = grow_tokens(c, cap, keep);
-    for (uint32_t il = 0; !st && shape->with_caches && il < shape->n_layer; il++)
+    di_status st = DI_OK;
+    for (uint32_t il = 0; !st && il < shape->n_layer; il++)
         st = grow_layer(&c->layers[il], shape, cap, keep);
     if (!st)
         c->capacity = cap;
@@ -87,7 +72,6 @@ void di_kv_release(di_kv_cache *c, const di_kv_shape *shape)
         free(c->layers[il].v);
     }
     free(c->layers);
-    free(c->tokens);
     memset(c, 0, sizeof *c);
 }
 
@@ -95,9 +79,8 @@ void di_kv_copy(di_kv_cache *dst, const di_kv_cache *src, const di_kv_shape *sha
 {
     if (length == 0)
         return;
-    memcpy(dst->tokens, src->tokens, (size_t)length * sizeof *dst->tokens);
     const size_t bytes = (size_t)length * shape->kv_dim * sizeof(float);
-    for (uint32_t il = 0; shape->with_caches && il < shape->n_layer; il++) {
+    for (uint32_t il = 0; il < shape->n_layer; il++) {
         memcpy(dst->layers[il].k, src->layers[il].k, bytes);
         memcpy(dst->layers[il].v, src->layers[il].v, bytes);
     }

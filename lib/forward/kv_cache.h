@@ -1,7 +1,7 @@
 /*
- * kv_cache.h — one sequence's storage on the host: its token history and,
- * on the CPU backend, the keys and values of every layer. Nothing is
- * allocated until the sequence holds a token; then the storage grows with
+ * kv_cache.h — one sequence's keys and values of every layer on the CPU
+ * backend (cpu_backend.c). Nothing is allocated until the sequence holds a
+ * token; then the storage grows with
  * the sequence, doubling (from DI_KV_MIN_POSITIONS) up to the context length,
  * so a session's memory follows its sequences' lengths, not
  * max_sequences x context_length.
@@ -24,7 +24,6 @@ typedef struct di_kv_shape {
     uint32_t n_layer;
     uint32_t kv_dim;          /* n_head_kv * head_dim */
     uint32_t ctx_len;         /* the most positions a sequence may hold */
-    int with_caches;          /* 0: token history only (the CUDA backend holds the caches) */
 } di_kv_shape;
 
 /* One layer's keys and values: [capacity][kv_dim] each, 64-byte aligned. */
@@ -34,14 +33,12 @@ typedef struct di_kv_layer {
 } di_kv_layer;
 
 typedef struct di_kv_cache {
-    uint32_t capacity;        /* positions the tokens and every layer hold, 0..ctx_len */
-    uint32_t tokens_capacity;
-    int32_t *tokens;          /* [tokens_capacity] */
-    di_kv_layer *layers;      /* [n_layer]; NULL without caches or before the first token */
+    uint32_t capacity;        /* positions every layer holds, 0..ctx_len */
+    di_kv_layer *layers;      /* [n_layer]; NULL before the first token */
 } di_kv_cache;
 
-/* Makes room for n <= ctx_len positions, keeping the first `keep` (tokens,
- * keys and values of every layer). On DI_ERR_OUT_OF_MEMORY the positions held
+/* Makes room for n <= ctx_len positions, keeping the first `keep` (keys and
+ * values of every layer). On DI_ERR_OUT_OF_MEMORY the positions held
  * are unchanged (some layers may have grown; a later call grows the rest). */
 di_status di_kv_reserve(di_kv_cache *c, const di_kv_shape *shape, uint32_t n, uint32_t keep);
 
@@ -51,7 +48,7 @@ void di_kv_release(di_kv_cache *c, const di_kv_shape *shape);
 /* Copies positions 0..length-1 of src into dst, which has room for them. */
 void di_kv_copy(di_kv_cache *dst, const di_kv_cache *src, const di_kv_shape *shape, uint32_t length);
 
-/* Bytes of keys and values c holds (0 without caches). */
+/* Bytes of keys and values c holds. */
 uint64_t di_kv_bytes(const di_kv_cache *c, const di_kv_shape *shape);
 
 /* The capacity a store of `capacity` positions grows to when it needs n
