@@ -835,10 +835,13 @@ static void tiny_arch_model(gb_model *m, const char *arch)
         gb_tensor_add(m, "blk.0.post_attention_norm.weight", GB_F32, 1, &embd);
         gb_tensor_add(m, "blk.0.post_ffw_norm.weight", GB_F32, 1, &embd);
         gb_kv_set_u32(m, "gemma3.attention.sliding_window", 8);
+    } else if (strcmp(arch, "qwen3") == 0) {
+        gb_tensor_add(m, "blk.0.attn_q_norm.weight", GB_F32, 1, &head);
+        gb_tensor_add(m, "blk.0.attn_k_norm.weight", GB_F32, 1, &head);
     }
 }
 
-static const char *const EXTRA_ARCHS[] = {"qwen2", "gemma3"};
+static const char *const EXTRA_ARCHS[] = {"qwen2", "gemma3", "qwen3"};
 
 START_TEST(test_arch_model_loads)
 {
@@ -865,6 +868,8 @@ static const struct {
     {"gemma3", "blk.0.attn_k_norm.weight"},
     {"gemma3", "blk.0.post_attention_norm.weight"},
     {"gemma3", "blk.0.post_ffw_norm.weight"},
+    {"qwen3", "blk.0.attn_q_norm.weight"},
+    {"qwen3", "blk.0.attn_k_norm.weight"},
 };
 
 START_TEST(test_arch_tensor_missing)
