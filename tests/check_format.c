@@ -18,6 +18,7 @@
 #include "detinfer.h"
 #include "gguf.h"
 #include "gguf_builder.h"
+#include "test_util.h"
 
 #define ERRBUF_SIZE 512
 #define TWO_POW(n) ((uint64_t)1 << (n))
@@ -835,10 +836,13 @@ static void tiny_arch_model(gb_model *m, const char *arch)
         gb_tensor_add(m, "blk.0.post_attention_norm.weight", GB_F32, 1, &embd);
         gb_tensor_add(m, "blk.0.post_ffw_norm.weight", GB_F32, 1, &embd);
         gb_kv_set_u32(m, "gemma3.attention.sliding_window", 8);
+    } else if (strcmp(arch, "qwen3") == 0) {
+        gb_tensor_add(m, "blk.0.attn_q_norm.weight", GB_F32, 1, &head);
+        gb_tensor_add(m, "blk.0.attn_k_norm.weight", GB_F32, 1, &head);
     }
 }
 
-static const char *const EXTRA_ARCHS[] = {"qwen2", "gemma3"};
+static const char *const EXTRA_ARCHS[] = {"qwen2", "gemma3", "qwen3"};
 
 START_TEST(test_arch_model_loads)
 {
@@ -865,6 +869,8 @@ static const struct {
     {"gemma3", "blk.0.attn_k_norm.weight"},
     {"gemma3", "blk.0.post_attention_norm.weight"},
     {"gemma3", "blk.0.post_ffw_norm.weight"},
+    {"qwen3", "blk.0.attn_q_norm.weight"},
+    {"qwen3", "blk.0.attn_k_norm.weight"},
 };
 
 START_TEST(test_arch_tensor_missing)
@@ -896,6 +902,48 @@ START_TEST(test_sliding_window_required)
     tiny_arch_model(&m, "gemma3");
     ck_assert(gb_kv_remove(&m, "gemma3.attention.sliding_window"));
     expect_refused(&m, DI_ERR_MODEL, "gemma3.attention.sliding_window");
+    gb_model_free(&m);
+}
+END_TEST
+
+/* llama.cpp reads no sliding window for the llama architecture (Mistral's
+ * files run with full attention there): llama.attention.sliding_window
+ * loads and changes no logit, even for a window shorter than the prompt. */
+START_TEST(test_llama_sliding_window_is_ignored)
+{
+    static const int32_t prompt[] = {1, 5, 9, 2, 14, 7, 3, 11};
+    enum { N = sizeof prompt / sizeof prompt[0] };
+    di_digest full[N], windowed[N];
+    for (int with_key = 0; with_key < 2; with_key++) {
+        gb_model m;
+        tiny_model(&m);
+        if (with_key)
+            gb_kv_set_u32(&m, "llama.attention.sliding_window", 2);
+        char err[ERRBUF_SIZE] = "";
+        di_model *model = NULL;
+        const di_status st = load_model(&m, &model, err, sizeof err);
+        ck_assert_msg(st == DI_OK, "status %s: %s", di_status_name(st), err);
+        di_session *s = tu_session(model, 1, 1, 0);
+        tu_prompt_digests(s, 0, prompt, N, NULL, 0, with_key ? windowed : full);
+        di_session_free(s);
+        di_model_free(model);
+        gb_model_free(&m);
+    }
+    for (int i = 0; i < N; i++)
+        tu_assert_digest_eq(&full[i], &windowed[i], "llama.attention.sliding_window", i);
+}
+END_TEST
+
+/* An attention factor (YaRN's, or a plain multiplier of RoPE's cos and sin) is
+ * refused unless it is 1. */
+START_TEST(test_rope_attn_factor)
+{
+    gb_model m;
+    tiny_model(&m);
+    gb_kv_set_f32(&m, "llama.rope.scaling.attn_factor", 1.0f);
+    expect_loads(&m);
+    gb_kv_set_f32(&m, "llama.rope.scaling.attn_factor", 0.5f);
+    expect_refused(&m, DI_ERR_UNSUPPORTED, "llama.rope.scaling.attn_factor");
     gb_model_free(&m);
 }
 END_TEST
@@ -1370,6 +1418,8 @@ static TCase *architectures_case(void)
     LOOP(tc, test_arch_tensor_missing, ARCH_TENSORS);
     tcase_add_test(tc, test_arch_tensor_wrong_shape);
     tcase_add_test(tc, test_sliding_window_required);
+    tcase_add_test(tc, test_llama_sliding_window_is_ignored);
+    tcase_add_test(tc, test_rope_attn_factor);
     return tc;
 }
 

@@ -11,6 +11,10 @@ static const di_arch architectures[] = {
     /* llama with Q/K/V biases and NEOX RoPE */
     {.name = "qwen2", .features = DI_FEAT_QKV_BIAS, .glu = DI_GLU_SILU, .rope_pairing = DI_ROPE_NEOX,
      .rope_base = 10000.0f},
+    /* qwen2 without the biases, with QK-norm; its head size (attention.key_length)
+     * is often not n_embd / n_head */
+    {.name = "qwen3", .features = DI_FEAT_QK_NORM, .glu = DI_GLU_SILU, .rope_pairing = DI_ROPE_NEOX,
+     .rope_base = 10000.0f},
     /* Every sixth layer (5, 11, 17, ...) attends globally with the file's RoPE
      * base; the others attend to a sliding window with base 10000. The file's
      * norm weights already include Gemma's "+1". */

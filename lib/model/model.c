@@ -95,16 +95,24 @@ static di_status read_architecture(loader *L)
                     L->m->arch, names);
 }
 
-/* Linear RoPE scaling divides positions by the factor; other kinds are refused. */
+/* Linear RoPE scaling divides positions by the factor; other kinds are refused,
+ * and so is an attention factor other than 1 (llama.cpp reads
+ * rope.scaling.attn_factor for every architecture; nothing here applies it). */
 static di_status read_rope_scaling(loader *L, float *scale)
 {
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", L->m->arch);
     const di_gguf_kv *type = di_gguf_find_kv(&L->m->gguf, key);
-    float factor = 0.0f;
+    float factor = 0.0f, attn_factor = 1.0f;
     di_status st = read_f32(L, "rope.scaling.factor", 0, &factor);
+    if (!st)
+        st = read_f32(L, "rope.scaling.attn_factor", 0, &attn_factor);
     if (st)
         return st;
+    if (attn_factor != 1.0f)
+        return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
+                        "%s.rope.scaling.attn_factor = %g is not supported (only 1)", L->m->arch,
+                        (double)attn_factor);
     if (type && type->type == DI_GGUF_STRING && type->v.str.len == 4 && !memcmp(type->v.str.ptr, "none", 4))
         return DI_OK;
     if (type && !(type->type == DI_GGUF_STRING && type->v.str.len == 6 && !memcmp(type->v.str.ptr, "linear", 6)))

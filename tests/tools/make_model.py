@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Write small random llama, qwen2 or gemma3 GGUF v3 models for libdetinfer tests.
+"""Write small random llama, qwen2, qwen3 or gemma3 GGUF v3 models for libdetinfer tests.
 
 Usage:
   make_model.py --out PATH --type {f32,f16,bf16,q8_0} --n-vocab N --n-embd N
                 --n-layer N --n-head N --n-head-kv N --n-ff N
                 [--ctx N] [--untied] [--seed S] [--scale X] [--name S]
-                [--omit NAME ...] [--arch {llama,qwen2,gemma3}]
+                [--omit NAME ...] [--arch {llama,qwen2,qwen3,gemma3}]
                 [--head-dim N] [--window N]
 
 Layout convention (checked with gguf.GGUFReader): a numpy array of shape
@@ -31,15 +31,15 @@ WTYPES = {
     "q5_0": QT.Q5_0,
     "q5_1": QT.Q5_1,
 }
-ARCHS = ("llama", "qwen2", "gemma3")
+ARCHS = ("llama", "qwen2", "qwen3", "gemma3")
 
 
 def tensor_shapes(*, n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, tied,
                   arch="llama", head_dim=None):
     """Name -> numpy shape, in file order. 2-D shapes are (rows, cols).
 
-    qwen2 adds Q/K/V biases; gemma3 adds per-head QK-norm weights and the
-    post-attention and post-FFN norms."""
+    qwen2 adds Q/K/V biases; qwen3 per-head QK-norm weights; gemma3 the
+    QK-norm weights and the post-attention and post-FFN norms."""
     hd = head_dim or n_embd // n_head
     shapes = {"token_embd.weight": (n_vocab, n_embd)}
     for i in range(n_layer):
@@ -52,7 +52,7 @@ def tensor_shapes(*, n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, tied,
             shapes[p + "attn_q.bias"] = (n_head * hd,)
             shapes[p + "attn_k.bias"] = (n_head_kv * hd,)
             shapes[p + "attn_v.bias"] = (n_head_kv * hd,)
-        if arch == "gemma3":
+        if arch in ("qwen3", "gemma3"):
             shapes[p + "attn_q_norm.weight"] = (hd,)
             shapes[p + "attn_k_norm.weight"] = (hd,)
         shapes[p + "attn_output.weight"] = (n_embd, n_head * hd)

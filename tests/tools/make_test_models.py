@@ -50,6 +50,10 @@ QWEN2 = dict(arch="qwen2", n_vocab=112, n_embd=64, n_layer=2, n_head=4, n_head_k
 GEMMA3 = dict(arch="gemma3", n_vocab=100, n_embd=64, n_layer=7, n_head=2, n_head_kv=1,
               head_dim=48, window=5, n_ff=128, tied=True, seed=5, eps=1e-6,
               rope_base=1e6)
+# qwen3: QK-norm without biases, NEOX RoPE; a head size (32) that is not
+# n_embd / n_head (Q is 128 wide on a 64-wide residual), an untied output.
+QWEN3 = dict(arch="qwen3", n_vocab=104, n_embd=64, n_layer=2, n_head=4, n_head_kv=2,
+             head_dim=32, n_ff=96, tied=False, seed=6, eps=1e-6, rope_base=1e6)
 
 
 # Outside models.txt (check_fpenv.c): every weight scaled by 1e-19, so the
@@ -71,6 +75,8 @@ def model_specs():
     specs.append(("qwen2_q8_0", "q8_0", QWEN2))
     specs.append(("gemma3_f32", "f32", GEMMA3))
     specs.append(("gemma3_q8_0", "q8_0", GEMMA3))
+    specs.append(("qwen3_f32", "f32", QWEN3))
+    specs.append(("qwen3_q8_0", "q8_0", QWEN3))
     return specs
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent float64 forward pass of a llama, qwen2 or gemma3 GGUF model.
+"""Independent float64 forward pass of a llama, qwen2, qwen3 or gemma3 GGUF model.
 
 Usage:
   reference.py MODEL.gguf --tokens 1,5,9,... --out REF.bin
@@ -26,7 +26,7 @@ import gguf
 MAGIC = b"DIREF001"
 
 
-ARCHS = ("llama", "qwen2", "gemma3")
+ARCHS = ("llama", "qwen2", "qwen3", "gemma3")
 
 
 class Model:
@@ -47,9 +47,13 @@ class Model:
         self.eps = float(self.field(a + "attention.layer_norm_rms_epsilon"))
         default_base = 1e6 if arch == "gemma3" else 1e4
         self.rope_base = float(self.field(a + "rope.freq_base", default_base))
-        # llama pairs (2i, 2i+1); qwen2 and gemma3 pair (i, i + hd/2) ("NEOX")
+        # llama pairs (2i, 2i+1); qwen2, qwen3 and gemma3 pair (i, i + hd/2) ("NEOX")
         self.neox = arch != "llama"
-        self.window = int(self.field(a + "attention.sliding_window", 0))
+        # QK-norm: RMSNorm of every head of q and k before RoPE
+        self.qk_norm = arch in ("qwen3", "gemma3")
+        # Only gemma3 reads its sliding window; llama.cpp ignores
+        # llama.attention.sliding_window (full attention on every layer).
+        self.window = int(self.field(a + "attention.sliding_window", 0)) if arch == "gemma3" else 0
         self.tensors = {t.name: t for t in self.reader.tensors}
         self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
 
@@ -141,7 +145,7 @@ def layer(m, i, x, positions):
     q = proj(h, "attn_q").reshape(n, m.n_head, hd)
     k = proj(h, "attn_k").reshape(n, m.n_head_kv, hd)
     v = proj(h, "attn_v").reshape(n, m.n_head_kv, hd)
-    if gemma:  # QK-norm: RMSNorm of every head
+    if m.qk_norm:
         q = rmsnorm(q, m.weight(p + "attn_q_norm.weight"), m.eps)
         k = rmsnorm(k, m.weight(p + "attn_k_norm.weight"), m.eps)
     base = 10000.0 if m.local(i) else m.rope_base
@@ -215,7 +219,7 @@ def parse_tokens(text):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="float64 reference logits of a llama, qwen2 or gemma3 GGUF model")
+    ap = argparse.ArgumentParser(description="float64 reference logits of a llama, qwen2, qwen3 or gemma3 GGUF model")
     ap.add_argument("model")
     ap.add_argument("--tokens", required=True, help="comma-separated token ids")
     ap.add_argument("--out", required=True)
