@@ -94,6 +94,7 @@ enum {
     MISTRAL_V1 = 1u << 3,      /* a space before [INST] and [/INST] */
     MISTRAL_TEKKEN = 1u << 4,  /* no space after [INST] (v3) / anywhere (v7) */
     MISTRAL_TRIM = 1u << 5,    /* v3: assistant contents trimmed */
+    ROLE_TAGS_ENDOFTEXT = 1u << 6, /* zephyr: turns end with <|endoftext|>, not <|end|> */
 };
 
 /* Which texts a row looks at (besides its substrings). */
@@ -188,32 +189,19 @@ static di_status format_gemma(const chat_template *tpl, const chat_message *m, s
     return DI_OK;
 }
 
-static di_status format_phi3(const chat_template *tpl, const chat_message *m, size_t n,
-                             int add_ass, out_text *o, char *err, size_t es)
+/* Phi-3 and Zephyr: "<|role|>\n" content and an end-of-turn tag, which
+ * alone tells them apart. */
+static di_status format_role_tags(const chat_template *tpl, const chat_message *m, size_t n,
+                                  int add_ass, out_text *o, char *err, size_t es)
 {
-    (void)tpl, (void)err, (void)es;
+    (void)err, (void)es;
+    const char *turn_end = (tpl->variant & ROLE_TAGS_ENDOFTEXT) ? "<|endoftext|>\n" : "<|end|>\n";
     for (size_t i = 0; i < n; i++) {
         put_z(o, "<|");
         put_z(o, role_names[m[i].role]);
         put_z(o, "|>\n");
         put_content(o, &m[i]);
-        put_z(o, "<|end|>\n");
-    }
-    if (add_ass)
-        put_z(o, "<|assistant|>\n");
-    return DI_OK;
-}
-
-static di_status format_zephyr(const chat_template *tpl, const chat_message *m, size_t n,
-                               int add_ass, out_text *o, char *err, size_t es)
-{
-    (void)tpl, (void)err, (void)es;
-    for (size_t i = 0; i < n; i++) {
-        put_z(o, "<|");
-        put_z(o, role_names[m[i].role]);
-        put_z(o, "|>\n");
-        put_content(o, &m[i]);
-        put_z(o, "<|endoftext|>\n");
+        put_z(o, turn_end);
     }
     if (add_ass)
         put_z(o, "<|assistant|>\n");
@@ -337,13 +325,14 @@ static const chat_template templates[] = {
      LLAMA2_SYS | LLAMA2_BOS},
     {"llama2-sys", INST_TEXT, {"<<SYS>>"}, {NULL}, format_llama2, LLAMA2_SYS},
     {"llama2", INST_TEXT, {NULL}, {NULL}, format_llama2, 0},
-    {"phi3", ANY_TEXT, {"<|assistant|>", "<|end|>"}, {NULL}, format_phi3, 0},
+    {"phi3", ANY_TEXT, {"<|assistant|>", "<|end|>"}, {NULL}, format_role_tags, 0},
     {"chatglm4", ANY_TEXT, {"[gMASK]<sop>"}, {NULL}, NULL, 0},
     {"exaone-moe", ANY_TEXT, {"<|assistant|>", "<|user|>", "<|tool_declare|>"}, {NULL}, NULL, 0},
     {"falcon3", ANY_TEXT, {"<|assistant|>", "<|user|>", "</s>"}, {NULL}, NULL, 0},
     {"glmedge", ANY_TEXT, {"<|assistant|>", "<|user|>"}, {NULL}, NULL, 0},
     {"glmedge", ANY_TEXT, {"<|{{ item['role'] }}|>", "<|begin_of_image|>"}, {NULL}, NULL, 0},
-    {"zephyr", ANY_TEXT, {"<|user|>", "<|endoftext|>"}, {NULL}, format_zephyr, 0},
+    {"zephyr", ANY_TEXT, {"<|user|>", "<|endoftext|>"}, {NULL}, format_role_tags,
+     ROLE_TAGS_ENDOFTEXT},
     {"monarch", ANY_TEXT, {"bos_token + message['role']"}, {NULL}, NULL, 0},
     {"gemma", ANY_TEXT, {"<start_of_turn>"}, {NULL}, format_gemma, 0},
     {"orion", ANY_TEXT, {"'\\n\\nAssistant: ' + eos_token"}, {NULL}, NULL, 0},
