@@ -148,6 +148,12 @@ di_status di_bpe_encode(const di_tokenizer *t, const char *text, size_t len, di_
 /* BPE set-up and tear-down: merges, the pre-tokenizer named by
  * tokenizer.ggml.pre (an unknown name turns the tokenizer into kind NONE with
  * the reason), and llama.cpp's per-pre-tokenizer defaults. */
+/* The vocabulary's load in two phases around the BPE part, and its release
+ * (tokenizer_vocab.c; tokenizer_load.c calls them in order). */
+di_status di_vocab_load(di_tokenizer *t, const di_gguf *g, uint32_t n_vocab, char *err, size_t err_size);
+di_status di_vocab_finish(di_tokenizer *t, const di_gguf *g, uint32_t n_vocab, char *err,
+                          size_t err_size);
+void di_vocab_free(di_tokenizer *t);
 di_status di_bpe_load(di_tokenizer *t, const di_gguf *g, char *err, size_t err_size);
 void di_bpe_free(di_tokenizer *t);
 /* GPT-2 byte<->unicode: the codepoint that stands for byte b, and the byte a

@@ -6,7 +6,7 @@
  * The reference is llama.cpp (src/llama-vocab.cpp); docs/TOKENIZER.md lists
  * each rule and where it comes from. The dispatcher is tokenizer_encode.c,
  * the encoders of the two kinds tokenizer_spm.c and tokenizer_bpe.c, the
- * decoder tokenizer_decode.c.
+ * decoder tokenizer_decode.c, the loader that assembles them tokenizer_load.c.
  *
  * Everything here is built once at load and read-only afterwards, so a
  * shared model tokenizes from any number of threads; each call allocates
@@ -116,12 +116,6 @@ static di_status find_array(const di_gguf *g, const char *key, uint32_t type1, u
                         (unsigned long long)kv->v.arr.count, (unsigned long long)n);
     *out = kv;
     return DI_OK;
-}
-
-static void set_none(di_tokenizer *t, const char *why, const char *name)
-{
-    t->kind = DI_TOK_KIND_NONE;
-    snprintf(t->reason, sizeof t->reason, why, name);
 }
 
 /* ---- the vocabulary ------------------------------------------------------ */
@@ -401,12 +395,13 @@ static void find_byte_tokens(di_tokenizer *t)
     }
 }
 
-static di_status load_kind(di_tokenizer *t, const di_gguf *g, uint32_t n_vocab, char *err, size_t es)
+/* Phase 1 of a load (tokenizer_load.c): the pieces, and llama.cpp's defaults
+ * for the kind, before the BPE pre-tokenizer's and the file's keys. */
+di_status di_vocab_load(di_tokenizer *t, const di_gguf *g, uint32_t n_vocab, char *err, size_t es)
 {
     di_status st = load_pieces(t, g, n_vocab, err, es);
     if (st)
         return st;
-    /* llama.cpp's defaults per kind, before the file's keys */
     int32_t default_bos, default_eos;
     if (t->kind == DI_TOK_KIND_SPM) {
         t->add_bos = 1;
@@ -417,13 +412,17 @@ static di_status load_kind(di_tokenizer *t, const di_gguf *g, uint32_t n_vocab, 
         t->clean_spaces = 1;
         default_bos = 11;
         default_eos = 11;
-        if ((st = di_bpe_load(t, g, err, es)))
-            return st;
-        if (t->kind == DI_TOK_KIND_NONE)
-            return DI_OK; /* an unknown pre-tokenizer: reason set */
     }
     t->bos = default_bos < (int32_t)n_vocab ? default_bos : -1;
     t->eos = default_eos < (int32_t)n_vocab ? default_eos : -1;
+    return DI_OK;
+}
+
+/* Phase 3: the file's keys over the defaults, the by-name fixes and the
+ * special tokens. */
+di_status di_vocab_finish(di_tokenizer *t, const di_gguf *g, uint32_t n_vocab, char *err, size_t es)
+{
+    di_status st;
     int32_t unk = -1;
     if ((st = read_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err, es)) ||
         (st = read_id(g, "tokenizer.ggml.bos_token_id", n_vocab, &t->bos, NULL, err, es)) ||
@@ -443,9 +442,8 @@ static di_status load_kind(di_tokenizer *t, const di_gguf *g, uint32_t n_vocab, 
     return DI_OK;
 }
 
-static void free_vocabulary(di_tokenizer *t)
+void di_vocab_free(di_tokenizer *t)
 {
-    di_bpe_free(t);
     free(t->pieces);
     free(t->by_text.slots);
     free(t->names);
@@ -456,60 +454,6 @@ static void free_vocabulary(di_tokenizer *t)
     t->special = NULL;
     t->n_vocab = t->n_special = 0;
     t->bos = t->eos = -1;
-}
-
-di_status di_tokenizer_load(const di_gguf *g, uint32_t n_vocab, di_tokenizer **out, char *err,
-                            size_t err_size)
-{
-    if (!g || !out)
-        return di_error(err, err_size, DI_ERR_INVALID_ARGUMENT, "di_tokenizer_load: NULL argument");
-    *out = NULL;
-    di_tokenizer *t = calloc(1, sizeof *t);
-    if (!t)
-        return di_error(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory for the tokenizer");
-    t->bos = t->eos = -1;
-    for (int b = 0; b < 256; b++)
-        t->byte_token[b] = -1;
-
-    const di_gguf_kv *kv = di_gguf_find_kv(g, "tokenizer.ggml.model");
-    di_status st = DI_OK;
-    if (!kv) {
-        set_none(t, "the model file has no tokenizer (no %s)", "tokenizer.ggml.model");
-    } else if (kv->type != DI_GGUF_STRING) {
-        st = di_error(err, err_size, DI_ERR_MODEL, "tokenizer.ggml.model must be a string (has type %u)",
-                      kv->type);
-    } else {
-        char name[64];
-        snprintf(name, sizeof name, "%.*s", (int)(kv->v.str.len < 63 ? kv->v.str.len : 63),
-                 kv->v.str.ptr);
-        if (strcmp(name, "llama") == 0 && kv->v.str.len == 5) {
-            t->kind = DI_TOK_KIND_SPM;
-        } else if (strcmp(name, "gpt2") == 0 && kv->v.str.len == 4) {
-            t->kind = DI_TOK_KIND_BPE;
-        } else if (strcmp(name, "no_vocab") == 0 || strcmp(name, "none") == 0) {
-            set_none(t, "the model file says it has no vocabulary (tokenizer.ggml.model '%s')", name);
-        } else {
-            set_none(t, "tokenizer kind '%s' is not supported (supported: llama, gpt2)", name);
-        }
-        if (t->kind != DI_TOK_KIND_NONE)
-            st = load_kind(t, g, n_vocab, err, err_size);
-    }
-    if (st) {
-        di_tokenizer_free(t);
-        return st;
-    }
-    if (t->kind == DI_TOK_KIND_NONE)
-        free_vocabulary(t); /* an unknown pre-tokenizer: only the reason stays */
-    *out = t;
-    return DI_OK;
-}
-
-void di_tokenizer_free(di_tokenizer *t)
-{
-    if (!t)
-        return;
-    free_vocabulary(t);
-    free(t);
 }
 
 /* ---- what the layers above read ------------------------------------------ */

@@ -195,8 +195,9 @@ void sv_metrics_tokens(sv_server *s, uint64_t prompt, uint64_t completion);
 void sv_metrics_step(sv_server *s, uint32_t batch_sequences, uint32_t batch_tokens, double seconds);
 /* Prompt tokens a request took from a cached prefix instead of computing. */
 void sv_metrics_prefix(sv_server *s, uint32_t tokens);
-/* Prometheus text exposition; caller frees. */
-char *sv_metrics_text(sv_server *s);
+/* Prometheus text exposition, with the engine's queue counts (sv_engine_counts,
+ * taken by the caller before: the metrics never call into the engine); caller frees. */
+char *sv_metrics_text(sv_server *s, int queued, int running);
 
 /* ---- HTTP (serve_http.c) ------------------------------------------------- */
 struct MHD_Daemon;

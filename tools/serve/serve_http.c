@@ -376,7 +376,9 @@ static MHD_Result_t handle_health(sv_server *s, struct MHD_Connection *c, conn *
 
 static MHD_Result_t handle_metrics(sv_server *s, struct MHD_Connection *c, conn *k)
 {
-    char *text = sv_metrics_text(s);
+    int queued = 0, running = 0;
+    sv_engine_counts(s, &queued, &running); /* before the metrics' lock: the engine takes its own */
+    char *text = sv_metrics_text(s, queued, running);
     if (!text)
         return fail(c, k, 500, "server_error", "%s", "out of memory");
     return queue_text(c, k, 200, "text/plain; version=0.0.4", text, NULL);

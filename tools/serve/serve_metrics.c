@@ -164,10 +164,8 @@ static void put_histogram(buf *b, const char *name, const char *help, const hist
         h->sum, name, (unsigned long long)h->total);
 }
 
-char *sv_metrics_text(sv_server *s)
+char *sv_metrics_text(sv_server *s, int queued, int running)
 {
-    int queued = 0, running = 0;
-    sv_engine_counts(s, &queued, &running); /* before our lock: the engine takes it inside its own */
     sv_metrics *m = s->metrics;
     buf b = {0};
     pthread_mutex_lock(&m->lock);
