@@ -212,7 +212,7 @@ check-bindings: $(SHARED) $(STATIC) $(MODELS)/models.txt $(MODELS)/tokenizers.tx
 # the same prompts 50 times and in batches of 1, 4 and 8 with other requests.
 DEMO_MODEL := $(CACHE)/demo-llama-q8_0.gguf
 DEMO_VERIFY := --reps 50 --batch-sizes 1,4,8 --threads 1,2 --chunks 5 --processes 1 \
-               --backends cpu --max-new 6 --tie-candidates 0 --no-progress
+               --backends cpu --max-new 6 --near-ties 4 --no-progress
 demo: all
 	@mkdir -p $(CACHE)
 	@if model=$$(tools/fetch-model.sh); then \
