@@ -604,7 +604,7 @@ static void compare_sampled_with_cpu(const char *what, di_model *m, di_session *
     di_session_free(cpu);
 }
 
-/* With a GPU: all 19 models, 1100 tokens (past one 1024-key chunk). */
+/* With a GPU: all 21 models, 1100 tokens (past one 1024-key chunk). */
 START_TEST(test_cpu_gpu_digests_equal)
 {
     const char *name = tu_models[_i];
@@ -627,14 +627,14 @@ END_TEST
  * Without a GPU: the plugin's own kernels, forward pass and session code run
  * on the CPU through tests/cuda_emu (DI_TEST_CUDA_EMU names that build of the
  * plugin). The emulation executes the kernels' index math, launch geometry,
- * shuffles and barriers, not nvcc's machine code. In make check: six models
+ * shuffles and barriers, not nvcc's machine code. In make check: seven models
  * covering every architecture and several types, 24 tokens each (under the
  * sanitizers one model, 12 tokens);
- * DI_TEST_EMU_FULL=1 (make check-cuda-emu): all 19 models with 40 tokens, one
+ * DI_TEST_EMU_FULL=1 (make check-cuda-emu): all 21 models with 40 tokens, one
  * with 1100 (attention past one 1024-key chunk), and the real model.
  */
 static const char *const emu_quick_models[] = {"odd_f32", "mha_tied_q4_1", "gqa_untied_bf16", "qwen2_q8_0",
-                                               "gemma3_q8_0", "qwen3_q8_0"};
+                                               "gemma3_q8_0", "qwen3_q8_0", "phi3_q8_0"};
 
 START_TEST(test_emulated_gpu_digests_equal)
 {

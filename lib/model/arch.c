@@ -21,6 +21,12 @@ static const di_arch architectures[] = {
     {.name = "gemma3", .features = DI_FEAT_QK_NORM | DI_FEAT_POST_NORMS | DI_FEAT_EMBD_SCALE,
      .glu = DI_GLU_GELU, .rope_pairing = DI_ROPE_NEOX, .rope_base = 1000000.0f, .swa_period = 6,
      .swa_local = 5, .swa_rope_base = 10000.0f, .attn_scale_embd_layers = 62},
+    /* Phi-3 and Phi-3.5 mini: llama's layer with NEOX RoPE, often on part of each
+     * head (rope.dimension_count), Q, K and V in one tensor and the gate and up
+     * rows in one. llama.cpp ignores phi3.attention.sliding_window (full
+     * attention on every layer) and so does this row. */
+    {.name = "phi3", .features = DI_FEAT_FUSED_QKV | DI_FEAT_FUSED_GATE_UP, .glu = DI_GLU_SILU,
+     .rope_pairing = DI_ROPE_NEOX, .rope_base = 10000.0f},
 };
 
 #define N_ARCHITECTURES (sizeof architectures / sizeof architectures[0])

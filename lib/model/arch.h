@@ -32,7 +32,10 @@ enum {
     DI_FEAT_QK_NORM = 1u << 1,    /* attn_{q,k}_norm: RMSNorm of each head of q and k before RoPE */
     DI_FEAT_POST_NORMS = 1u << 2, /* post_attention_norm, post_ffw_norm: RMSNorm of each block's
                                      output before the residual add */
-    DI_FEAT_EMBD_SCALE = 1u << 3  /* embeddings multiplied by sqrtf(n_embd) */
+    DI_FEAT_EMBD_SCALE = 1u << 3, /* embeddings multiplied by sqrtf(n_embd) */
+    DI_FEAT_FUSED_QKV = 1u << 4,  /* attn_qkv: the rows of Q, K and V in one tensor (else the
+                                     three tensors): DI_FUSED_TENSORS */
+    DI_FEAT_FUSED_GATE_UP = 1u << 5 /* ffn_up: the rows of the gate, then of up: DI_FUSED_TENSORS */
 };
 
 typedef struct di_arch {
@@ -117,6 +120,43 @@ static inline const di_tensor_spec *di_tensor_specs(void)
 #define DI_ROLE_SPEC(role, field, name, kind, n_in, n_out, feature) {name, kind, n_in, n_out, feature},
         DI_LAYER_TENSORS(DI_ROLE_SPEC)
 #undef DI_ROLE_SPEC
+    };
+    return specs;
+}
+
+/*
+ * Tensors that hold the rows of consecutive roles of DI_LAYER_TENSORS one
+ * after another (Phi-3's): X(name after "blk.N.", the feature that reads it,
+ * 1 when the file must have it (0: when it is absent, the roles are read by
+ * their own names), first role, number of roles). The roles take the same
+ * input; the loader binds each one as a view of its rows, so neither the
+ * recipe nor a backend knows that a tensor was fused.
+ */
+#define DI_FUSED_TENSORS(X)                                                   \
+    X("attn_qkv.weight", DI_FEAT_FUSED_QKV, 0, DI_T_WQ, 3)                     \
+    X("ffn_up.weight", DI_FEAT_FUSED_GATE_UP, 1, DI_T_FFN_GATE, 2)
+
+typedef struct di_fused_spec {
+    const char *name;
+    uint32_t feature;
+    int required;
+    di_tensor_role first;
+    uint32_t n_roles;
+} di_fused_spec;
+
+enum {
+#define DI_FUSED_COUNT_ONE(name, feature, required, first, n_roles) +1
+    DI_N_FUSED = 0 DI_FUSED_TENSORS(DI_FUSED_COUNT_ONE)
+#undef DI_FUSED_COUNT_ONE
+};
+
+/* The fused tensors as data, DI_N_FUSED of them. */
+static inline const di_fused_spec *di_fused_specs(void)
+{
+    static const di_fused_spec specs[DI_N_FUSED] = {
+#define DI_FUSED_SPEC(name, feature, required, first, n_roles) {name, feature, required, first, n_roles},
+        DI_FUSED_TENSORS(DI_FUSED_SPEC)
+#undef DI_FUSED_SPEC
     };
     return specs;
 }

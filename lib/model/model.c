@@ -208,6 +208,19 @@ static di_status apply_arch(loader *L)
     return DI_OK;
 }
 
+/* Phi-3's 128k-context files carry LongRoPE factors (and an attention factor
+ * that read_rope_scaling refuses): named here, before the hyperparameters,
+ * so that the message says what is missing. */
+static di_status refuse_longrope(loader *L)
+{
+    static const char *const names[] = {"rope_factors_long.weight", "rope_factors_short.weight"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (di_gguf_find_tensor(&L->m->gguf, names[i]))
+            return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
+                            "tensor %s: LongRoPE factors not supported yet", names[i]);
+    return DI_OK;
+}
+
 /* ---- tensors ------------------------------------------------------------ */
 
 static const di_gguf_tensor *find_tensor(loader *L, const char *name, di_status *st)
@@ -277,6 +290,43 @@ static di_status bind_vector(loader *L, const char *name, uint32_t n, const floa
     return DI_OK;
 }
 
+_Static_assert(DI_T_COUNT <= 32, "bind_layer keeps a bit per role in a uint32_t");
+
+/* Binds the roles that the layer's fused tensors hold (arch.h's
+ * DI_FUSED_TENSORS) as views of their rows, and sets their bits in *bound. */
+static di_status bind_fused(loader *L, uint32_t il, uint32_t *bound)
+{
+    di_model *m = L->m;
+    const di_tensor_spec *specs = di_tensor_specs();
+    char name[96];
+    for (int f = 0; f < DI_N_FUSED; f++) {
+        const di_fused_spec *fs = &di_fused_specs()[f];
+        if (!(m->arch_info->features & fs->feature))
+            continue;
+        snprintf(name, sizeof name, "blk.%u.%s", il, fs->name);
+        if (!fs->required && !di_gguf_find_tensor(&m->gguf, name))
+            continue;
+        uint32_t n_out = 0;
+        for (uint32_t p = 0; p < fs->n_roles; p++)
+            n_out += di_model_dim(m, specs[fs->first + p].n_out);
+        di_weight whole;
+        const di_status st = bind_matrix(L, name, di_model_dim(m, specs[fs->first].n_in), n_out, &whole);
+        if (st)
+            return st;
+        uint32_t row = 0;
+        for (uint32_t p = 0; p < fs->n_roles; p++) {
+            const di_tensor_role role = (di_tensor_role)(fs->first + p);
+            di_weight *w = (di_weight *)(void *)((char *)&m->layers[il] + di_layer_offset(role));
+            *w = whole;
+            w->data = whole.data + (size_t)row * whole.row_bytes;
+            w->n_out = di_model_dim(m, specs[role].n_out);
+            row += w->n_out;
+            *bound |= 1u << role;
+        }
+    }
+    return DI_OK;
+}
+
 /* Binds the layer's tensors of every role its architecture has (arch.h). */
 static di_status bind_layer(loader *L, uint32_t il)
 {
@@ -284,9 +334,13 @@ static di_status bind_layer(loader *L, uint32_t il)
     const di_tensor_spec *specs = di_tensor_specs();
     char *ly = (char *)&m->layers[il];
     char name[96];
+    uint32_t fused = 0; /* a bit per role bound from a fused tensor */
+    di_status fst = bind_fused(L, il, &fused);
+    if (fst)
+        return fst;
     for (int role = 0; role < DI_T_COUNT; role++) {
         const di_tensor_spec *t = &specs[role];
-        if (t->feature && !(m->arch_info->features & t->feature))
+        if ((t->feature && !(m->arch_info->features & t->feature)) || (fused & (1u << role)))
             continue;
         snprintf(name, sizeof name, "blk.%u.%s", il, t->name);
         void *field = ly + di_layer_offset((di_tensor_role)role);
@@ -370,6 +424,8 @@ static di_status load_model(const char *path, di_model **out, char *errbuf, size
         st = di_gguf_parse(m->map, m->map_size, &m->gguf, errbuf, errbuf_size);
     if (!st)
         st = read_architecture(&L);
+    if (!st)
+        st = refuse_longrope(&L);
     if (!st)
         st = read_hparams(&L);
     if (!st)

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Write small random llama, qwen2, qwen3 or gemma3 GGUF v3 models for libdetinfer tests.
+"""Write small random llama, qwen2, qwen3, gemma3 or phi3 GGUF v3 models for libdetinfer tests.
 
 Usage:
   make_model.py --out PATH --type {f32,f16,bf16,q8_0} --n-vocab N --n-embd N
                 --n-layer N --n-head N --n-head-kv N --n-ff N
                 [--ctx N] [--untied] [--seed S] [--scale X] [--name S]
-                [--omit NAME ...] [--arch {llama,qwen2,qwen3,gemma3}]
-                [--head-dim N] [--window N]
+                [--omit NAME ...] [--arch {llama,qwen2,qwen3,gemma3,phi3}]
+                [--head-dim N] [--window N] [--n-rot N] [--separate-qkv]
 
 Layout convention (checked with gguf.GGUFReader): a numpy array of shape
 (rows, cols) given to GGUFWriter.add_tensor is stored with GGUF dims
@@ -31,23 +31,28 @@ WTYPES = {
     "q5_0": QT.Q5_0,
     "q5_1": QT.Q5_1,
 }
-ARCHS = ("llama", "qwen2", "qwen3", "gemma3")
+ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "phi3")
 
 
 def tensor_shapes(*, n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, tied,
-                  arch="llama", head_dim=None):
+                  arch="llama", head_dim=None, separate_qkv=False):
     """Name -> numpy shape, in file order. 2-D shapes are (rows, cols).
 
     qwen2 adds Q/K/V biases; qwen3 per-head QK-norm weights; gemma3 the
-    QK-norm weights and the post-attention and post-FFN norms."""
+    QK-norm weights and the post-attention and post-FFN norms. phi3 (as
+    llama.cpp's converter writes it) has one attn_qkv of the Q, K then V rows
+    (unless separate_qkv) and one ffn_up of the gate rows then the up rows."""
     hd = head_dim or n_embd // n_head
     shapes = {"token_embd.weight": (n_vocab, n_embd)}
     for i in range(n_layer):
         p = f"blk.{i}."
         shapes[p + "attn_norm.weight"] = (n_embd,)
-        shapes[p + "attn_q.weight"] = (n_head * hd, n_embd)
-        shapes[p + "attn_k.weight"] = (n_head_kv * hd, n_embd)
-        shapes[p + "attn_v.weight"] = (n_head_kv * hd, n_embd)
+        if arch == "phi3" and not separate_qkv:
+            shapes[p + "attn_qkv.weight"] = ((n_head + 2 * n_head_kv) * hd, n_embd)
+        else:
+            shapes[p + "attn_q.weight"] = (n_head * hd, n_embd)
+            shapes[p + "attn_k.weight"] = (n_head_kv * hd, n_embd)
+            shapes[p + "attn_v.weight"] = (n_head_kv * hd, n_embd)
         if arch == "qwen2":
             shapes[p + "attn_q.bias"] = (n_head * hd,)
             shapes[p + "attn_k.bias"] = (n_head_kv * hd,)
@@ -59,8 +64,11 @@ def tensor_shapes(*, n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, tied,
         if arch == "gemma3":
             shapes[p + "post_attention_norm.weight"] = (n_embd,)
         shapes[p + "ffn_norm.weight"] = (n_embd,)
-        shapes[p + "ffn_gate.weight"] = (n_ff, n_embd)
-        shapes[p + "ffn_up.weight"] = (n_ff, n_embd)
+        if arch == "phi3":
+            shapes[p + "ffn_up.weight"] = (2 * n_ff, n_embd)
+        else:
+            shapes[p + "ffn_gate.weight"] = (n_ff, n_embd)
+            shapes[p + "ffn_up.weight"] = (n_ff, n_embd)
         shapes[p + "ffn_down.weight"] = (n_embd, n_ff)
         if arch == "gemma3":
             shapes[p + "post_ffw_norm.weight"] = (n_embd,)
@@ -107,9 +115,11 @@ def encode(values, qtype):
 def write_model(path, *, wtype, n_vocab, n_embd, n_layer, n_head, n_head_kv,
                 n_ff, ctx=256, tied=True, seed=0, rope_base=10000.0,
                 eps=1e-5, omit=(), scale=1.0, name=None, arch="llama",
-                head_dim=None, window=0, tokenizer=None):
+                head_dim=None, window=0, n_rot=None, separate_qkv=False,
+                tokenizer=None):
     """Write one random llama model to path. Returns the tensor names written.
 
+    n_rot: rope.dimension_count (default the head size).
     tokenizer: optional callable(writer) that adds tokenizer.ggml.* keys."""
     if wtype not in WTYPES:
         raise ValueError(f"wtype must be one of {sorted(WTYPES)}, not {wtype!r}")
@@ -127,7 +137,7 @@ def write_model(path, *, wtype, n_vocab, n_embd, n_layer, n_head, n_head_kv,
     writer.add_embedding_length(n_embd)
     writer.add_block_count(n_layer)
     writer.add_feed_forward_length(n_ff)
-    writer.add_rope_dimension_count(hd)
+    writer.add_rope_dimension_count(n_rot or hd)
     writer.add_head_count(n_head)
     writer.add_head_count_kv(n_head_kv)
     writer.add_layer_norm_rms_eps(eps)      # float32
@@ -137,12 +147,15 @@ def write_model(path, *, wtype, n_vocab, n_embd, n_layer, n_head, n_head_kv,
         writer.add_uint32(f"{arch}.attention.value_length", hd)
     if window:
         writer.add_uint32(f"{arch}.attention.sliding_window", window)
+    if arch == "phi3":
+        writer.add_rope_scaling_orig_ctx_len(ctx)   # as llama.cpp's converter writes
     if tokenizer is not None:
         tokenizer(writer)
 
     shapes = tensor_shapes(n_vocab=n_vocab, n_embd=n_embd, n_layer=n_layer,
                            n_head=n_head, n_head_kv=n_head_kv, n_ff=n_ff,
-                           tied=tied, arch=arch, head_dim=head_dim)
+                           tied=tied, arch=arch, head_dim=head_dim,
+                           separate_qkv=separate_qkv)
     unknown = set(omit) - set(shapes)
     if unknown:
         raise ValueError(f"--omit names no tensor of this model: {sorted(unknown)}")
@@ -194,14 +207,18 @@ def main(argv=None):
     ap.add_argument("--head-dim", type=int, default=None,
                     help="attention.key_length (default n_embd / n_head)")
     ap.add_argument("--window", type=int, default=0,
-                    help="attention.sliding_window (gemma3)")
+                    help="attention.sliding_window (gemma3 reads it; phi3 has it, ignored)")
+    ap.add_argument("--n-rot", type=int, default=None,
+                    help="rope.dimension_count (default the head size)")
+    ap.add_argument("--separate-qkv", action="store_true",
+                    help="phi3: attn_q/k/v instead of the fused attn_qkv")
     a = ap.parse_args(argv)
     write_model(a.out, wtype=a.wtype, n_vocab=a.n_vocab, n_embd=a.n_embd,
                 n_layer=a.n_layer, n_head=a.n_head, n_head_kv=a.n_head_kv,
                 n_ff=a.n_ff, ctx=a.ctx, tied=not a.untied, seed=a.seed,
                 rope_base=a.rope_base, eps=a.eps, omit=tuple(a.omit),
                 scale=a.scale, name=a.name, arch=a.arch, head_dim=a.head_dim,
-                window=a.window)
+                window=a.window, n_rot=a.n_rot, separate_qkv=a.separate_qkv)
     return 0
 
 

@@ -54,6 +54,10 @@ GEMMA3 = dict(arch="gemma3", n_vocab=100, n_embd=64, n_layer=7, n_head=2, n_head
 # n_embd / n_head (Q is 128 wide on a 64-wide residual), an untied output.
 QWEN3 = dict(arch="qwen3", n_vocab=104, n_embd=64, n_layer=2, n_head=4, n_head_kv=2,
              head_dim=32, n_ff=96, tied=False, seed=6, eps=1e-6, rope_base=1e6)
+# phi3: fused attn_qkv and gate+up, NEOX RoPE on 12 of each head's 16 values;
+# a sliding window (5 keys, shorter than the prompt) that llama.cpp ignores.
+PHI3 = dict(arch="phi3", n_vocab=108, n_embd=64, n_layer=2, n_head=4, n_head_kv=2,
+            n_rot=12, window=5, n_ff=96, tied=False, seed=7)
 
 
 # Outside models.txt (check_fpenv.c): every weight scaled by 1e-19, so the
@@ -77,6 +81,8 @@ def model_specs():
     specs.append(("gemma3_q8_0", "q8_0", GEMMA3))
     specs.append(("qwen3_f32", "f32", QWEN3))
     specs.append(("qwen3_q8_0", "q8_0", QWEN3))
+    specs.append(("phi3_f32", "f32", PHI3))
+    specs.append(("phi3_q8_0", "q8_0", PHI3))
     return specs
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent float64 forward pass of a llama, qwen2, qwen3 or gemma3 GGUF model.
+"""Independent float64 forward pass of a llama, qwen2, qwen3, gemma3 or phi3 GGUF model.
 
 Usage:
   reference.py MODEL.gguf --tokens 1,5,9,... --out REF.bin
@@ -26,7 +26,7 @@ import gguf
 MAGIC = b"DIREF001"
 
 
-ARCHS = ("llama", "qwen2", "qwen3", "gemma3")
+ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "phi3")
 
 
 class Model:
@@ -47,15 +47,21 @@ class Model:
         self.eps = float(self.field(a + "attention.layer_norm_rms_epsilon"))
         default_base = 1e6 if arch == "gemma3" else 1e4
         self.rope_base = float(self.field(a + "rope.freq_base", default_base))
-        # llama pairs (2i, 2i+1); qwen2, qwen3 and gemma3 pair (i, i + hd/2) ("NEOX")
+        # RoPE rotates the first n_rot values of each head, the rest pass through
+        self.n_rot = int(self.field(a + "rope.dimension_count", self.hd))
+        # llama pairs (2i, 2i+1); the others pair (i, i + n_rot/2) ("NEOX")
         self.neox = arch != "llama"
         # QK-norm: RMSNorm of every head of q and k before RoPE
         self.qk_norm = arch in ("qwen3", "gemma3")
         # Only gemma3 reads its sliding window; llama.cpp ignores
-        # llama.attention.sliding_window (full attention on every layer).
+        # llama.attention.sliding_window and phi3.attention.sliding_window
+        # (full attention on every layer).
         self.window = int(self.field(a + "attention.sliding_window", 0)) if arch == "gemma3" else 0
         self.tensors = {t.name: t for t in self.reader.tensors}
         self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
+        for name in ("rope_factors_long.weight", "rope_factors_short.weight"):
+            if name in self.tensors:
+                raise ValueError(f"{path}: {name}: LongRoPE is not computed here")
 
     def local(self, i):
         """Gemma 3: layers with i % 6 < 5 use a sliding window and RoPE base 1e4."""
@@ -87,18 +93,18 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def rope(x, positions, base, neox):
-    """Rotate pairs of every head of x (n, heads, hd): (2i, 2i+1), or
-    (i, i + hd/2) when neox, by the angle pos * base^(-2i/hd)."""
-    hd = x.shape[-1]
-    i = np.arange(hd // 2, dtype=np.float64)
-    theta = positions[:, None].astype(np.float64) * base ** (-2.0 * i / hd)
+def rope(x, positions, base, neox, n_rot):
+    """Rotate pairs of the first n_rot values of every head of x (n, heads,
+    hd): (2i, 2i+1), or (i, i + n_rot/2) when neox, by the angle
+    pos * base^(-2i/n_rot); values n_rot.. of each head stay as they are."""
+    i = np.arange(n_rot // 2, dtype=np.float64)
+    theta = positions[:, None].astype(np.float64) * base ** (-2.0 * i / n_rot)
     cos = np.cos(theta)[:, None, :]
     sin = np.sin(theta)[:, None, :]
-    first = np.s_[..., : hd // 2] if neox else np.s_[..., 0::2]
-    second = np.s_[..., hd // 2 :] if neox else np.s_[..., 1::2]
+    first = np.s_[..., : n_rot // 2] if neox else np.s_[..., 0:n_rot:2]
+    second = np.s_[..., n_rot // 2 : n_rot] if neox else np.s_[..., 1:n_rot:2]
     a, b = x[first], x[second]
-    out = np.empty_like(x)
+    out = x.copy()
     out[first] = a * cos - b * sin
     out[second] = a * sin + b * cos
     return out
@@ -142,15 +148,24 @@ def layer(m, i, x, positions):
         return y + m.weight(p + name + ".bias") if m.has(p + name + ".bias") else y
 
     h = rmsnorm(x, m.weight(p + "attn_norm.weight"), m.eps)
-    q = proj(h, "attn_q").reshape(n, m.n_head, hd)
-    k = proj(h, "attn_k").reshape(n, m.n_head_kv, hd)
-    v = proj(h, "attn_v").reshape(n, m.n_head_kv, hd)
+    if m.has(p + "attn_qkv.weight"):
+        # phi3: the rows of Q, then K, then V in one matrix
+        qkv = h @ m.weight(p + "attn_qkv.weight").T
+        nq, nkv = m.n_head * hd, m.n_head_kv * hd
+        q, k, v = qkv[:, :nq], qkv[:, nq:nq + nkv], qkv[:, nq + nkv:]
+        if v.shape[1] != nkv:
+            raise ValueError(f"{p}attn_qkv.weight has {qkv.shape[1]} rows, expected {nq + 2 * nkv}")
+    else:
+        q, k, v = proj(h, "attn_q"), proj(h, "attn_k"), proj(h, "attn_v")
+    q = q.reshape(n, m.n_head, hd)
+    k = k.reshape(n, m.n_head_kv, hd)
+    v = v.reshape(n, m.n_head_kv, hd)
     if m.qk_norm:
         q = rmsnorm(q, m.weight(p + "attn_q_norm.weight"), m.eps)
         k = rmsnorm(k, m.weight(p + "attn_k_norm.weight"), m.eps)
     base = 10000.0 if m.local(i) else m.rope_base
-    q = rope(q, positions, base, m.neox)
-    k = rope(k, positions, base, m.neox)
+    q = rope(q, positions, base, m.neox, m.n_rot)
+    k = rope(k, positions, base, m.neox, m.n_rot)
     att = attention(q, k, v, m.n_head, m.n_head_kv, m.window if m.local(i) else 0)
     out = att @ m.weight(p + "attn_output.weight").T
     if gemma:
@@ -158,8 +173,14 @@ def layer(m, i, x, positions):
     x = x + out
 
     h = rmsnorm(x, m.weight(p + "ffn_norm.weight"), m.eps)
-    gate = h @ m.weight(p + "ffn_gate.weight").T
-    up = h @ m.weight(p + "ffn_up.weight").T
+    if m.arch == "phi3":
+        # one ffn_up of 2 n_ff rows: llama.cpp's SwiGLU takes silu of the
+        # first half (the gate) times the second
+        both = h @ m.weight(p + "ffn_up.weight").T
+        gate, up = np.split(both, 2, axis=-1)
+    else:
+        gate = h @ m.weight(p + "ffn_gate.weight").T
+        up = h @ m.weight(p + "ffn_up.weight").T
     act = gelu_tanh(gate) if gemma else silu(gate)
     out = (act * up) @ m.weight(p + "ffn_down.weight").T
     if gemma:
@@ -219,7 +240,7 @@ def parse_tokens(text):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="float64 reference logits of a llama, qwen2, qwen3 or gemma3 GGUF model")
+    ap = argparse.ArgumentParser(description="float64 reference logits of a llama, qwen2, qwen3, gemma3 or phi3 GGUF model")
     ap.add_argument("model")
     ap.add_argument("--tokens", required=True, help="comma-separated token ids")
     ap.add_argument("--out", required=True)
