@@ -811,13 +811,35 @@ START_TEST(test_unknown_architecture)
 }
 END_TEST
 
-/* The tiny model as another architecture: its keys renamed from "llama." to
- * "<arch>.", and the tensors and keys that architecture adds, with the names
- * and shapes llama.cpp's converters write (gguf-py constants). */
-static void tiny_arch_model(gb_model *m, const char *arch)
+/* Replaces the F32 matrices parts[0..n_parts) of the model with one tensor
+ * called name that holds their rows one after another (Phi-3's fused
+ * tensors: the same rows, in one tensor). */
+static void fuse_rows(gb_model *m, const char *name, const char *const *parts, int n_parts)
 {
-    const uint64_t embd = 32, q = 32, kv = 16, head = 16; /* gb_llama_defaults() */
-    tiny_model(m);
+    uint64_t ne[2] = {0, 0};
+    gb_buf rows;
+    gb_buf_init(&rows);
+    for (int i = 0; i < n_parts; i++) {
+        const gb_tensor *t = gb_tensor_find(m, parts[i]);
+        ck_assert_ptr_nonnull(t);
+        ne[0] = t->ne[0];
+        ne[1] += t->ne[1];
+        gb_put(&rows, t->data.data, t->data.len);
+    }
+    for (int i = 0; i < n_parts; i++)
+        ck_assert(gb_tensor_remove(m, parts[i]));
+    gb_tensor *fused = gb_tensor_add(m, name, GB_F32, 2, ne);
+    ck_assert_uint_eq(fused->data.len, rows.len);
+    gb_buf_free(&fused->data);
+    fused->data = rows;
+}
+
+static const char *const QKV_PARTS[] = {"blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight"};
+static const char *const GATE_UP_PARTS[] = {"blk.0.ffn_gate.weight", "blk.0.ffn_up.weight"};
+
+/* The model's general.architecture and its keys "llama.*" renamed to arch. */
+static void rename_arch_keys(gb_model *m, const char *arch)
+{
     gb_kv_set_str(m, "general.architecture", arch);
     for (size_t i = 0; i < m->n_kv; i++) {
         if (strncmp(m->kv[i].key, "llama.", 6) != 0)
@@ -826,6 +848,16 @@ static void tiny_arch_model(gb_model *m, const char *arch)
         snprintf(key, sizeof key, "%s.%s", arch, m->kv[i].key + 6);
         memcpy(m->kv[i].key, key, sizeof key);
     }
+}
+
+/* The tiny model as another architecture: its keys renamed from "llama." to
+ * "<arch>.", and the tensors and keys that architecture adds, with the names
+ * and shapes llama.cpp's converters write (gguf-py constants). */
+static void tiny_arch_model(gb_model *m, const char *arch)
+{
+    const uint64_t embd = 32, q = 32, kv = 16, head = 16; /* gb_llama_defaults() */
+    tiny_model(m);
+    rename_arch_keys(m, arch);
     if (strcmp(arch, "qwen2") == 0) {
         gb_tensor_add(m, "blk.0.attn_q.bias", GB_F32, 1, &q);
         gb_tensor_add(m, "blk.0.attn_k.bias", GB_F32, 1, &kv);
@@ -839,10 +871,13 @@ static void tiny_arch_model(gb_model *m, const char *arch)
     } else if (strcmp(arch, "qwen3") == 0) {
         gb_tensor_add(m, "blk.0.attn_q_norm.weight", GB_F32, 1, &head);
         gb_tensor_add(m, "blk.0.attn_k_norm.weight", GB_F32, 1, &head);
+    } else if (strcmp(arch, "phi3") == 0) {
+        fuse_rows(m, "blk.0.attn_qkv.weight", QKV_PARTS, 3);
+        fuse_rows(m, "blk.0.ffn_up.weight", GATE_UP_PARTS, 2);
     }
 }
 
-static const char *const EXTRA_ARCHS[] = {"qwen2", "gemma3", "qwen3"};
+static const char *const EXTRA_ARCHS[] = {"qwen2", "gemma3", "qwen3", "phi3"};
 
 START_TEST(test_arch_model_loads)
 {
@@ -871,6 +906,7 @@ static const struct {
     {"gemma3", "blk.0.post_ffw_norm.weight"},
     {"qwen3", "blk.0.attn_q_norm.weight"},
     {"qwen3", "blk.0.attn_k_norm.weight"},
+    {"phi3", "blk.0.ffn_up.weight"},
 };
 
 START_TEST(test_arch_tensor_missing)
@@ -944,6 +980,97 @@ START_TEST(test_rope_attn_factor)
     expect_loads(&m);
     gb_kv_set_f32(&m, "llama.rope.scaling.attn_factor", 0.5f);
     expect_refused(&m, DI_ERR_UNSUPPORTED, "llama.rope.scaling.attn_factor");
+    gb_model_free(&m);
+}
+END_TEST
+
+/* ---- phi3 ---------------------------------------------------------------- */
+
+/* The digests of 8 prompt positions on the model m describes. */
+enum { PHI3_PROMPT = 8 };
+static void prompt_digests_of(const gb_model *m, di_digest *out)
+{
+    static const int32_t prompt[PHI3_PROMPT] = {1, 5, 9, 2, 14, 7, 3, 11};
+    char err[ERRBUF_SIZE] = "";
+    di_model *model = NULL;
+    const di_status st = load_model(m, &model, err, sizeof err);
+    ck_assert_msg(st == DI_OK, "status %s: %s", di_status_name(st), err);
+    di_session *s = tu_session(model, 1, 1, 0);
+    tu_prompt_digests(s, 0, prompt, PHI3_PROMPT, NULL, 0, out);
+    di_session_free(s);
+    di_model_free(model);
+}
+
+/* llama.cpp reads Q, K and V from attn_qkv when the file has it and from
+ * attn_q, attn_k, attn_v otherwise: the same rows either way give the same
+ * logits (the fused tensor is bound as views of its rows). */
+START_TEST(test_phi3_qkv_fused_or_separate)
+{
+    di_digest fused[PHI3_PROMPT], separate[PHI3_PROMPT];
+    gb_model m;
+    tiny_arch_model(&m, "phi3");
+    prompt_digests_of(&m, fused);
+    gb_model_free(&m);
+    /* the same weights with the three matrices apart */
+    tiny_model(&m);
+    rename_arch_keys(&m, "phi3");
+    fuse_rows(&m, "blk.0.ffn_up.weight", GATE_UP_PARTS, 2);
+    prompt_digests_of(&m, separate);
+    gb_model_free(&m);
+    for (int i = 0; i < PHI3_PROMPT; i++)
+        tu_assert_digest_eq(&fused[i], &separate[i], "phi3 attn_qkv versus attn_q/k/v", i);
+}
+END_TEST
+
+/* A fused tensor must hold every row of its parts: attn_qkv of one row too
+ * few, and an ffn_up of n_ff rows (a llama file called phi3) are refused. */
+START_TEST(test_phi3_fused_rows_wrong)
+{
+    gb_model m;
+    tiny_arch_model(&m, "phi3");
+    const uint64_t qkv_short[2] = {32, 32 + 2 * 16 - 1}, up_short[2] = {32, 64};
+    gb_tensor_set_dims(gb_tensor_find(&m, "blk.0.attn_qkv.weight"), 2, qkv_short);
+    expect_refused(&m, DI_ERR_MODEL, "blk.0.attn_qkv.weight");
+    gb_model_free(&m);
+    tiny_arch_model(&m, "phi3");
+    gb_tensor_set_dims(gb_tensor_find(&m, "blk.0.ffn_up.weight"), 2, up_short);
+    expect_refused(&m, DI_ERR_MODEL, "blk.0.ffn_up.weight");
+    gb_model_free(&m);
+}
+END_TEST
+
+/* llama.cpp turns Phi-3's sliding window off ("Phi SWA is currently
+ * disabled"): phi3.attention.sliding_window loads and changes no logit, even
+ * for a window shorter than the prompt. */
+START_TEST(test_phi3_sliding_window_is_ignored)
+{
+    di_digest full[PHI3_PROMPT], windowed[PHI3_PROMPT];
+    gb_model m;
+    tiny_arch_model(&m, "phi3");
+    prompt_digests_of(&m, full);
+    gb_kv_set_u32(&m, "phi3.attention.sliding_window", 2);
+    prompt_digests_of(&m, windowed);
+    gb_model_free(&m);
+    for (int i = 0; i < PHI3_PROMPT; i++)
+        tu_assert_digest_eq(&full[i], &windowed[i], "phi3.attention.sliding_window", i);
+}
+END_TEST
+
+/* Phi-3's 128k-context files: LongRoPE factors (n_rot / 2 floats each) and
+ * the attention factor llama.cpp's converter writes with them; the message
+ * names the factors, whichever of the two tensors the file has. */
+static const char *const LONGROPE_TENSORS[] = {"rope_factors_long.weight", "rope_factors_short.weight"};
+
+START_TEST(test_phi3_longrope_refused)
+{
+    const uint64_t half = 8;
+    gb_model m;
+    tiny_arch_model(&m, "phi3");
+    gb_tensor_add(&m, LONGROPE_TENSORS[_i], GB_F32, 1, &half);
+    expect_refused(&m, DI_ERR_UNSUPPORTED, "LongRoPE factors not supported yet");
+    gb_kv_set_f32(&m, "phi3.rope.scaling.attn_factor", 1.1902381f);
+    gb_kv_set_u32(&m, "phi3.rope.scaling.original_context_length", 32);
+    expect_refused(&m, DI_ERR_UNSUPPORTED, LONGROPE_TENSORS[_i]);
     gb_model_free(&m);
 }
 END_TEST
@@ -1420,6 +1547,10 @@ static TCase *architectures_case(void)
     tcase_add_test(tc, test_sliding_window_required);
     tcase_add_test(tc, test_llama_sliding_window_is_ignored);
     tcase_add_test(tc, test_rope_attn_factor);
+    tcase_add_test(tc, test_phi3_qkv_fused_or_separate);
+    tcase_add_test(tc, test_phi3_fused_rows_wrong);
+    tcase_add_test(tc, test_phi3_sliding_window_is_ignored);
+    LOOP(tc, test_phi3_longrope_refused, LONGROPE_TENSORS);
     return tc;
 }
 
