@@ -32,7 +32,8 @@ enum {
     DI_FEAT_QK_NORM = 1u << 1,    /* attn_{q,k}_norm: RMSNorm of each head of q and k before RoPE */
     DI_FEAT_POST_NORMS = 1u << 2, /* post_attention_norm, post_ffw_norm: RMSNorm of each block's
                                      output before the residual add */
-    DI_FEAT_EMBD_SCALE = 1u << 3  /* embeddings multiplied by sqrtf(n_embd) */
+    DI_FEAT_EMBD_SCALE = 1u << 3, /* embeddings multiplied by sqrtf(n_embd) */
+    DI_FEAT_ROPE_FREQS = 1u << 4  /* reads rope_freqs.weight, per-frequency RoPE divisors (Llama 3.1) */
 };
 
 typedef struct di_arch {
