@@ -98,7 +98,7 @@ static di_status read_architecture(loader *L)
                     L->m->arch, names);
 }
 
-/* Whether "<arch>.<suffix>" is a string equal to text. */
+/* Whether a metadata value is the string text. */
 static int key_is(const di_gguf_kv *kv, const char *text)
 {
     const size_t n = strlen(text);
