@@ -604,7 +604,7 @@ static void compare_sampled_with_cpu(const char *what, di_model *m, di_session *
     di_session_free(cpu);
 }
 
-/* With a GPU: all 21 models, 1100 tokens (past one 1024-key chunk). */
+/* With a GPU: every generated model, 1100 tokens (past one 1024-key chunk). */
 START_TEST(test_cpu_gpu_digests_equal)
 {
     const char *name = tu_models[_i];
@@ -630,7 +630,7 @@ END_TEST
  * shuffles and barriers, not nvcc's machine code. In make check: seven models
  * covering every architecture and several types, 24 tokens each (under the
  * sanitizers one model, 12 tokens);
- * DI_TEST_EMU_FULL=1 (make check-cuda-emu): all 21 models with 40 tokens, one
+ * DI_TEST_EMU_FULL=1 (make check-cuda-emu): every generated model with 40 tokens, one
  * with 1100 (attention past one 1024-key chunk), and the real model.
  */
 static const char *const emu_quick_models[] = {"odd_f32", "mha_tied_q4_1", "gqa_untied_bf16", "qwen2_q8_0",

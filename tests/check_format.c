@@ -970,16 +970,226 @@ START_TEST(test_llama_sliding_window_is_ignored)
 }
 END_TEST
 
-/* An attention factor (YaRN's, or a plain multiplier of RoPE's cos and sin) is
- * refused unless it is 1. */
-START_TEST(test_rope_attn_factor)
+/* ---- RoPE scaling (lib/model/rope_scaling.h) ------------------------------ */
+
+enum { ROPE_PROMPT = 8 };
+
+/* The logits digests of a fixed prompt on the model. */
+static void rope_digests(const gb_model *m, di_digest out[ROPE_PROMPT])
+{
+    static const int32_t prompt[ROPE_PROMPT] = {1, 5, 9, 2, 14, 7, 3, 11};
+    char err[ERRBUF_SIZE] = "";
+    di_model *model = NULL;
+    const di_status st = load_model(m, &model, err, sizeof err);
+    ck_assert_msg(st == DI_OK, "status %s: %s", di_status_name(st), err);
+    di_session *s = tu_session(model, 1, 1, 0);
+    tu_prompt_digests(s, 0, prompt, ROPE_PROMPT, NULL, 0, out);
+    di_session_free(s);
+    di_model_free(model);
+}
+
+static int digests_equal(const di_digest a[ROPE_PROMPT], const di_digest b[ROPE_PROMPT])
+{
+    return memcmp(a, b, ROPE_PROMPT * sizeof a[0]) == 0;
+}
+
+/* The tiny model's digests, unscaled. */
+static void plain_digests(di_digest out[ROPE_PROMPT])
 {
     gb_model m;
     tiny_model(&m);
+    rope_digests(&m, out);
+    gb_model_free(&m);
+}
+
+/* Adds rope_freqs.weight with the n given F32 values (the tiny model has
+ * n_rot 16: 8 of them). */
+static void add_rope_freqs(gb_model *m, const float *values, uint64_t n)
+{
+    gb_tensor *t = gb_tensor_add(m, "rope_freqs.weight", GB_F32, 1, &n);
+    ck_assert(t->data.len == n * sizeof(float));
+    memcpy(t->data.data, values, n * sizeof(float));
+}
+
+/* rope_freqs.weight (Llama 3.1) loads and divides the frequencies: all ones
+ * change no bit, Llama 3's factors change the logits. */
+START_TEST(test_rope_freqs_apply)
+{
+    static const float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    static const float llama3[8] = {1, 1, 1, 4.78f, 8, 8, 8, 8};
+    di_digest plain[ROPE_PROMPT], d[ROPE_PROMPT];
+    plain_digests(plain);
+    gb_model m;
+    tiny_model(&m);
+    add_rope_freqs(&m, ones, 8);
+    rope_digests(&m, d);
+    for (int i = 0; i < ROPE_PROMPT; i++)
+        tu_assert_digest_eq(&plain[i], &d[i], "rope_freqs.weight of ones", i);
+    gb_model_free(&m);
+    tiny_model(&m);
+    add_rope_freqs(&m, llama3, 8);
+    rope_digests(&m, d);
+    ck_assert_msg(!digests_equal(plain, d), "rope_freqs.weight changed no logit");
+    gb_model_free(&m);
+}
+END_TEST
+
+/* rope_freqs.weight of the wrong length, type or values, or on an
+ * architecture llama.cpp does not read it for; LongRoPE's tensors. */
+START_TEST(test_rope_freqs_refused)
+{
+    static const float seven[7] = {1, 1, 1, 1, 1, 1, 1};
+    static const float zero[8] = {1, 1, 1, 0, 1, 1, 1, 1};
+    static const float negative[8] = {1, 1, 1, 1, 1, 1, 1, -2};
+    static const float valid[8] = {1, 1, 1, 1, 2, 2, 2, 2};
+    const uint64_t eight = 8;
+    gb_model m;
+    tiny_model(&m);
+    add_rope_freqs(&m, seven, 7);
+    expect_refused(&m, DI_ERR_MODEL, "rope_freqs.weight");
+    gb_model_free(&m);
+    tiny_model(&m);
+    add_rope_freqs(&m, zero, 8);
+    expect_refused(&m, DI_ERR_MODEL, "rope_freqs.weight");
+    gb_model_free(&m);
+    tiny_model(&m);
+    add_rope_freqs(&m, negative, 8);
+    expect_refused(&m, DI_ERR_MODEL, "rope_freqs.weight");
+    gb_model_free(&m);
+    tiny_model(&m);
+    gb_tensor_add(&m, "rope_freqs.weight", GB_F16, 1, &eight);
+    expect_refused(&m, DI_ERR_UNSUPPORTED, "rope_freqs.weight");
+    gb_model_free(&m);
+    tiny_arch_model(&m, "qwen2");
+    add_rope_freqs(&m, valid, 8);
+    expect_refused(&m, DI_ERR_UNSUPPORTED, "rope_freqs.weight");
+    gb_model_free(&m);
+    tiny_model(&m);
+    gb_tensor_add(&m, "rope_factors_long.weight", GB_F32, 1, &eight);
+    expect_refused(&m, DI_ERR_UNSUPPORTED, "rope_factors_long.weight");
+    gb_model_free(&m);
+    tiny_model(&m);
+    gb_tensor_add(&m, "rope_factors_short.weight", GB_F32, 1, &eight);
+    expect_refused(&m, DI_ERR_UNSUPPORTED, "rope_factors_short.weight");
+    gb_model_free(&m);
+}
+END_TEST
+
+/* The attention factor multiplies cos and sin (llama.cpp, every scaling
+ * type): 1 is no factor, another value changes the logits. */
+START_TEST(test_rope_attn_factor)
+{
+    di_digest plain[ROPE_PROMPT], d[ROPE_PROMPT];
+    plain_digests(plain);
+    gb_model m;
+    tiny_model(&m);
     gb_kv_set_f32(&m, "llama.rope.scaling.attn_factor", 1.0f);
-    expect_loads(&m);
+    rope_digests(&m, d);
+    ck_assert_msg(digests_equal(plain, d), "attn_factor 1 changed the logits");
     gb_kv_set_f32(&m, "llama.rope.scaling.attn_factor", 0.5f);
-    expect_refused(&m, DI_ERR_UNSUPPORTED, "llama.rope.scaling.attn_factor");
+    rope_digests(&m, d);
+    ck_assert_msg(!digests_equal(plain, d), "attn_factor 0.5 changed no logit");
+    gb_kv_set_f32(&m, "llama.rope.scaling.attn_factor", 0.0f);
+    expect_refused(&m, DI_ERR_MODEL, "llama.rope.scaling.attn_factor");
+    gb_model_free(&m);
+}
+END_TEST
+
+/* The scaling types llama.cpp reads: none ignores the factor; linear is the
+ * default type and rope.scale_linear its older key; YaRN's original context
+ * is rope.scaling.original_context_length, else context_length (64 here). */
+START_TEST(test_rope_scaling_types)
+{
+    di_digest plain[ROPE_PROMPT], linear[ROPE_PROMPT], d[ROPE_PROMPT];
+    plain_digests(plain);
+    gb_model m;
+    tiny_model(&m);
+    gb_kv_set_f32(&m, "llama.rope.scaling.factor", 4.0f);
+    rope_digests(&m, linear);
+    ck_assert_msg(!digests_equal(plain, linear), "linear factor 4 changed no logit");
+    gb_kv_set_str(&m, "llama.rope.scaling.type", "linear");
+    rope_digests(&m, d);
+    ck_assert_msg(digests_equal(linear, d), "type linear differs from no type");
+    gb_kv_set_str(&m, "llama.rope.scaling.type", "none");
+    rope_digests(&m, d);
+    ck_assert_msg(digests_equal(plain, d), "type none scaled");
+    gb_model_free(&m);
+
+    tiny_model(&m);
+    gb_kv_set_f32(&m, "llama.rope.scale_linear", 4.0f);
+    rope_digests(&m, d);
+    ck_assert_msg(digests_equal(linear, d), "rope.scale_linear differs from rope.scaling.factor");
+    gb_model_free(&m);
+
+    di_digest yarn[ROPE_PROMPT];
+    tiny_model(&m);
+    gb_kv_set_str(&m, "llama.rope.scaling.type", "yarn");
+    gb_kv_set_f32(&m, "llama.rope.scaling.factor", 4.0f);
+    rope_digests(&m, yarn);
+    ck_assert_msg(!digests_equal(plain, yarn) && !digests_equal(linear, yarn), "YaRN is neither plain nor linear");
+    gb_kv_set_u32(&m, "llama.rope.scaling.original_context_length", 64);
+    rope_digests(&m, d);
+    ck_assert_msg(digests_equal(yarn, d), "original context = context_length differs from none given");
+    gb_kv_set_u32(&m, "llama.rope.scaling.original_context_length", 16);
+    rope_digests(&m, d);
+    ck_assert_msg(!digests_equal(yarn, d), "the original context changed no logit");
+    /* YaRN's keys llama.cpp does not read for llama: its values only */
+    di_digest betas[ROPE_PROMPT];
+    gb_kv_set_f32(&m, "llama.rope.scaling.yarn_beta_fast", 32.0f);
+    gb_kv_set_f32(&m, "llama.rope.scaling.yarn_beta_slow", 1.0f);
+    rope_digests(&m, betas);
+    ck_assert_msg(digests_equal(betas, d), "the default betas changed the logits");
+    /* without a factor YaRN changes nothing */
+    gb_kv_remove(&m, "llama.rope.scaling.factor");
+    rope_digests(&m, d);
+    ck_assert_msg(digests_equal(plain, d), "YaRN without a factor scaled");
+    gb_model_free(&m);
+}
+END_TEST
+
+/* What would change the logits and is not understood: refused by name. */
+static const struct {
+    const char *key;
+    int is_string;
+    const char *text;
+    float value;
+    di_status want;
+    const char *needle;
+} ROPE_REFUSED[] = {
+    {"llama.rope.scaling.type", 1, "longrope", 0, DI_ERR_UNSUPPORTED, "longrope"},
+    {"llama.rope.scaling.type", 1, "dynamic", 0, DI_ERR_UNSUPPORTED, "llama.rope.scaling.type"},
+    {"llama.rope.scaling.type", 0, NULL, 1.0f, DI_ERR_UNSUPPORTED, "llama.rope.scaling.type"},
+    {"llama.rope.scaling.yarn_beta_fast", 0, NULL, 16.0f, DI_ERR_UNSUPPORTED, "llama.rope.scaling.yarn_beta_fast"},
+    {"llama.rope.scaling.yarn_beta_slow", 0, NULL, 2.0f, DI_ERR_UNSUPPORTED, "llama.rope.scaling.yarn_beta_slow"},
+    {"llama.rope.scaling.yarn_ext_factor", 0, NULL, 0.5f, DI_ERR_UNSUPPORTED, "llama.rope.scaling.yarn_ext_factor"},
+    {"llama.rope.scaling.yarn_attn_factor", 0, NULL, 0.5f, DI_ERR_UNSUPPORTED,
+     "llama.rope.scaling.yarn_attn_factor"},
+    {"llama.rope.scaling.yarn_log_multiplier", 0, NULL, 0.1f, DI_ERR_UNSUPPORTED,
+     "llama.rope.scaling.yarn_log_multiplier"},
+    {"llama.rope.scaling.factor", 0, NULL, 0.001f, DI_ERR_MODEL, "RoPE frequency"}, /* angles too large */
+};
+
+START_TEST(test_rope_scaling_refused)
+{
+    gb_model m;
+    tiny_model(&m);
+    if (ROPE_REFUSED[_i].is_string)
+        gb_kv_set_str(&m, ROPE_REFUSED[_i].key, ROPE_REFUSED[_i].text);
+    else
+        gb_kv_set_f32(&m, ROPE_REFUSED[_i].key, ROPE_REFUSED[_i].value);
+    expect_refused(&m, ROPE_REFUSED[_i].want, ROPE_REFUSED[_i].needle);
+    gb_model_free(&m);
+}
+END_TEST
+
+/* YaRN shrinking the context (a factor below 1) is refused. */
+START_TEST(test_rope_yarn_factor_below_one)
+{
+    gb_model m;
+    tiny_model(&m);
+    gb_kv_set_str(&m, "llama.rope.scaling.type", "yarn");
+    gb_kv_set_f32(&m, "llama.rope.scaling.factor", 0.5f);
+    expect_refused(&m, DI_ERR_UNSUPPORTED, "llama.rope.scaling.factor");
     gb_model_free(&m);
 }
 END_TEST
@@ -1551,6 +1761,11 @@ static TCase *architectures_case(void)
     tcase_add_test(tc, test_phi3_fused_rows_wrong);
     tcase_add_test(tc, test_phi3_sliding_window_is_ignored);
     LOOP(tc, test_phi3_longrope_refused, LONGROPE_TENSORS);
+    tcase_add_test(tc, test_rope_freqs_apply);
+    tcase_add_test(tc, test_rope_freqs_refused);
+    tcase_add_test(tc, test_rope_scaling_types);
+    tcase_add_loop_test(tc, test_rope_scaling_refused, 0, (int)(sizeof ROPE_REFUSED / sizeof ROPE_REFUSED[0]));
+    tcase_add_test(tc, test_rope_yarn_factor_below_one);
     return tc;
 }
 

@@ -87,13 +87,46 @@ static unsigned long table_differences(double base, double scale, uint32_t n_rot
     return differ;
 }
 
+/* Whether a set is the plain base^(-2i/n_rot) with a position scale and no
+ * amplitude (every set before per-frequency factors and YaRN existed). */
+static int plain_set(const di_model *m, uint32_t set)
+{
+    const di_rope_set *r = &m->rope[set];
+    if (r->amplitude != 1.0)
+        return 0;
+    for (uint32_t i = 0; i < m->n_rot / 2; i++)
+        if (r->freq[i] != di_rope_inv_freq(m->rope_base[set], i, m->n_rot))
+            return 0;
+    return 1;
+}
+
+/* The tables the backends use (di_rope_fill_tables) of a plain set equal the
+ * libm formula's; a scaled set (rope_scaling.h, checked by the reference
+ * suite) is skipped. */
 static void model_tables_unchanged(const di_model *m, const char *name)
 {
     for (uint32_t set = 0; set < m->n_rope_sets; set++) {
+        if (!plain_set(m, set))
+            continue;
         unsigned long n = 0;
-        const unsigned long d = table_differences(m->rope_base[set], m->rope_scale[set], m->n_rot,
+        const unsigned long d = table_differences(m->rope_base[set], m->rope[set].pos_scale, m->n_rot,
                                                   m->n_ctx_train, 1, &n);
         ck_assert_msg(d == 0, "%s, RoPE set %u: %lu of %lu table entries differ from libm's", name, set, d, n);
+        /* and the filled tables are that formula's numerics.h values */
+        const uint32_t half = m->n_rot / 2, n_pos = 64;
+        float *c = malloc((size_t)n_pos * half * sizeof *c), *s = malloc((size_t)n_pos * half * sizeof *s);
+        ck_assert(c && s);
+        di_rope_fill_tables(m->n_rot, &m->rope[set], 0, n_pos, c, s);
+        for (uint32_t p = 0; p < n_pos; p++)
+            for (uint32_t i = 0; i < half; i++) {
+                double sn, cs;
+                di_sincos((double)p * m->rope[set].pos_scale * di_rope_inv_freq(m->rope_base[set], i, m->n_rot),
+                          &sn, &cs);
+                ck_assert_msg(c[p * half + i] == (float)cs && s[p * half + i] == (float)sn,
+                              "%s, set %u, position %u, pair %u", name, set, p, i);
+            }
+        free(c);
+        free(s);
     }
 }
 
@@ -128,6 +161,58 @@ START_TEST(test_rope_tables_equal_glibc)
                           n_rots[r], d, n);
         }
 #endif
+}
+END_TEST
+
+/* Relative difference, for the known answers below. */
+static double rel(double got, double want)
+{
+    return fabs(got - want) / fabs(want);
+}
+
+/* The scaled sets of the generated models (tests/tools/make_test_models.py)
+ * against their values worked out by hand from llama.cpp's definitions
+ * (docs/MODELS.md, "RoPE scaling"), with libm, to a relative 1e-15:
+ *   qwen2_yarn_f32: YaRN factor 4, head size 16, base 1e4, original context 256:
+ *     correction dimensions d(32) = 16 ln(256 / 64 pi) / (2 ln 1e4) = 0.21 -> 0 and
+ *     d(1) = 3.22 -> 4, so r_i = 1 - i/4 (0 from i = 4): f_i = 1e4^(-i/8) (1/4 + 3/4 r_i),
+ *     amplitude 1 + 0.1 ln 4, positions unscaled;
+ *   llama3_rope_f32: f_i = 1e4^(-i/8) / rope_freqs[i] (1, 1, 1, 4.781834, 8, 8, 8, 8 as
+ *     float32), amplitude 0.75 (attn_factor), positions unscaled. */
+START_TEST(test_rope_scaled_sets)
+{
+    di_model *m = tu_load("qwen2_yarn_f32");
+    ck_assert_uint_eq(m->n_rot, 16);
+    ck_assert_uint_eq(m->n_rope_sets, 1);
+    ck_assert(m->rope[0].pos_scale == 1.0);
+    ck_assert_msg(rel(m->rope[0].amplitude, 1.0 + 0.1 * log(4.0)) < 1e-15, "YaRN amplitude %.17g",
+                  m->rope[0].amplitude);
+    for (int i = 0; i < 8; i++) {
+        const double r = i < 4 ? 1.0 - i / 4.0 : 0.0;
+        const double want = pow(1e4, -i / 8.0) * (0.25 + 0.75 * r);
+        ck_assert_msg(rel(m->rope[0].freq[i], want) < 1e-15, "YaRN pair %d: %.17g, want %.17g", i,
+                      m->rope[0].freq[i], want);
+    }
+    di_model_free(m);
+
+    static const float factors[8] = {1, 1, 1, 4.781833995199632f, 8, 8, 8, 8};
+    m = tu_load("llama3_rope_f32");
+    ck_assert(m->rope[0].pos_scale == 1.0 && m->rope[0].amplitude == 0.75);
+    for (int i = 0; i < 8; i++) {
+        const double want = pow(1e4, -i / 8.0) / (double)factors[i];
+        ck_assert_msg(rel(m->rope[0].freq[i], want) < 1e-15, "Llama 3 pair %d: %.17g, want %.17g", i,
+                      m->rope[0].freq[i], want);
+    }
+    /* and the tables: cos and sin times the amplitude */
+    float c[4 * 8], sn[4 * 8];
+    di_rope_fill_tables(m->n_rot, &m->rope[0], 0, 4, c, sn);
+    for (int p = 0; p < 4; p++)
+        for (int i = 0; i < 8; i++) {
+            const double a = p * pow(1e4, -i / 8.0) / (double)factors[i];
+            ck_assert_msg(fabs(c[p * 8 + i] - 0.75 * cos(a)) < 1e-7 && fabs(sn[p * 8 + i] - 0.75 * sin(a)) < 1e-7,
+                          "Llama 3 table position %d pair %d", p, i);
+        }
+    di_model_free(m);
 }
 END_TEST
 
@@ -174,6 +259,7 @@ Suite *rope_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_rope_against_mpmath);
     tcase_add_test(tc, test_rope_tables_equal_glibc);
+    tcase_add_test(tc, test_rope_scaled_sets);
     tcase_add_test(tc, test_no_libm_imports);
     suite_add_tcase(s, tc);
     return s;

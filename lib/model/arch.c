@@ -7,7 +7,8 @@
 
 static const di_arch architectures[] = {
     /* Llama 2/3, TinyLlama, SmolLM, the Mistral layout */
-    {.name = "llama", .glu = DI_GLU_SILU, .rope_pairing = DI_ROPE_NORMAL, .rope_base = 10000.0f},
+    {.name = "llama", .features = DI_FEAT_ROPE_FREQS, .glu = DI_GLU_SILU, .rope_pairing = DI_ROPE_NORMAL,
+     .rope_base = 10000.0f},
     /* llama with Q/K/V biases and NEOX RoPE */
     {.name = "qwen2", .features = DI_FEAT_QKV_BIAS, .glu = DI_GLU_SILU, .rope_pairing = DI_ROPE_NEOX,
      .rope_base = 10000.0f},

@@ -19,6 +19,7 @@
 #include "model.h"
 #include "fpenv.h"
 #include "numerics.h"
+#include "rope_scaling.h"
 #include "tokenizer.h"
 
 #define MAX_EMBD (1u << 20)
@@ -30,6 +31,8 @@ typedef struct loader {
     di_model *m;
     char *err;
     size_t err_size;
+    di_rope_scaling rope;   /* what the file asks of RoPE (read_rope_scaling) */
+    float rope_freq_scale;  /* of the first RoPE set; the window layers' set is unscaled */
 } loader;
 
 /* ---- metadata ----------------------------------------------------------- */
@@ -95,32 +98,95 @@ static di_status read_architecture(loader *L)
                     L->m->arch, names);
 }
 
-/* Linear RoPE scaling divides positions by the factor; other kinds are refused,
- * and so is an attention factor other than 1 (llama.cpp reads
- * rope.scaling.attn_factor for every architecture; nothing here applies it). */
-static di_status read_rope_scaling(loader *L, float *scale)
+/* Whether a metadata value is the string text. */
+static int key_is(const di_gguf_kv *kv, const char *text)
+{
+    const size_t n = strlen(text);
+    return kv && kv->type == DI_GGUF_STRING && kv->v.str.len == n && !memcmp(kv->v.str.ptr, text, n);
+}
+
+/* YaRN's keys llama.cpp reads only for other architectures (grok, deepseek):
+ * for these it uses its defaults, so a file may carry a key only with its
+ * default's value; another value is refused, not silently ignored. */
+static const struct {
+    const char *suffix;
+    double llama_cpp_value;
+} UNREAD_YARN_KEYS[] = {
+    {"rope.scaling.yarn_ext_factor", -1.0}, /* -1: by the scaling type */
+    {"rope.scaling.yarn_attn_factor", 1.0},
+    {"rope.scaling.yarn_beta_fast", 32.0},
+    {"rope.scaling.yarn_beta_slow", 1.0},
+    {"rope.scaling.yarn_log_multiplier", 0.0},
+};
+
+static di_status check_unread_yarn_keys(loader *L)
+{
+    char key[128];
+    for (size_t i = 0; i < sizeof UNREAD_YARN_KEYS / sizeof UNREAD_YARN_KEYS[0]; i++) {
+        snprintf(key, sizeof key, "%s.%s", L->m->arch, UNREAD_YARN_KEYS[i].suffix);
+        const di_gguf_kv *kv = di_gguf_find_kv(&L->m->gguf, key);
+        if (!kv)
+            continue;
+        if (kv->type != DI_GGUF_FLOAT32 && kv->type != DI_GGUF_FLOAT64)
+            return di_error(L->err, L->err_size, DI_ERR_MODEL, "metadata key %s must be a float (type %u)",
+                            key, kv->type);
+        if (kv->v.f64 != UNREAD_YARN_KEYS[i].llama_cpp_value)
+            return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
+                            "%s = %g is not supported (llama.cpp does not read it for architecture %s and "
+                            "uses %g)", key, kv->v.f64, L->m->arch, UNREAD_YARN_KEYS[i].llama_cpp_value);
+    }
+    return DI_OK;
+}
+
+/* RoPE scaling as llama.cpp reads it: the type (absent means linear), the
+ * factor (rope.scaling.factor, or the older rope.scale_linear), the
+ * attention factor (every type: it multiplies cos and sin), and for YaRN its
+ * original context. *freq_scale is 1 / factor, computed in float as
+ * llama.cpp does (its rope_freq_scale_train); "none" never scales. */
+static di_status read_rope_scaling(loader *L, di_rope_scaling *sc, float *freq_scale)
 {
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", L->m->arch);
     const di_gguf_kv *type = di_gguf_find_kv(&L->m->gguf, key);
     float factor = 0.0f, attn_factor = 1.0f;
+    uint32_t n_ctx_orig = 0;
     di_status st = read_f32(L, "rope.scaling.factor", 0, &factor);
+    if (!st && factor == 0.0f)
+        st = read_f32(L, "rope.scale_linear", 0, &factor);
     if (!st)
         st = read_f32(L, "rope.scaling.attn_factor", 0, &attn_factor);
+    if (!st)
+        st = read_u32(L, "rope.scaling.original_context_length", 0, 0, MAX_CTX, &n_ctx_orig);
+    if (!st)
+        st = check_unread_yarn_keys(L);
     if (st)
         return st;
-    if (attn_factor != 1.0f)
-        return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
-                        "%s.rope.scaling.attn_factor = %g is not supported (only 1)", L->m->arch,
-                        (double)attn_factor);
-    if (type && type->type == DI_GGUF_STRING && type->v.str.len == 4 && !memcmp(type->v.str.ptr, "none", 4))
+    *sc = di_rope_scaling_none();
+    sc->attn_factor = attn_factor;
+    *freq_scale = factor > 0.0f ? 1.0f / factor : 1.0f;
+    if (!type || key_is(type, "linear"))
         return DI_OK;
-    if (type && !(type->type == DI_GGUF_STRING && type->v.str.len == 6 && !memcmp(type->v.str.ptr, "linear", 6)))
+    if (key_is(type, "none")) {
+        *freq_scale = 1.0f;
+        return DI_OK;
+    }
+    if (key_is(type, "yarn")) {
+        if (*freq_scale > 1.0f)
+            return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
+                            "%s.rope.scaling.factor = %g with YaRN is not supported (only factors >= 1)",
+                            L->m->arch, (double)factor);
+        sc->yarn = 1;
+        sc->n_ctx_orig = n_ctx_orig ? n_ctx_orig : L->m->n_ctx_train;
+        return DI_OK;
+    }
+    if (key_is(type, "longrope"))
         return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
-                        "%s is not supported (only linear RoPE scaling)", key);
-    if (factor > 0.0f)
-        *scale = 1.0f / factor;
-    return DI_OK;
+                        "%s = longrope (LongRoPE) is not supported for architecture %s", key, L->m->arch);
+    if (type->type != DI_GGUF_STRING)
+        return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED, "%s is not a string (type %u)", key, type->type);
+    return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
+                    "%s = '%.*s' is not supported (none, linear, yarn)", key,
+                    type->v.str.len > 32 ? 32 : (int)type->v.str.len, type->v.str.ptr);
 }
 
 static di_status read_hparams(loader *L)
@@ -166,11 +232,10 @@ static di_status read_hparams(loader *L)
 
     m->n_rope_sets = 1;
     m->rope_base[0] = m->arch_info->rope_base;
-    m->rope_scale[0] = 1.0f;
     m->attn_scale = di_rsqrt((float)m->head_dim);
     if ((st = read_f32(L, "attention.layer_norm_rms_epsilon", 1, &m->rms_eps)) ||
         (st = read_f32(L, "rope.freq_base", 0, &m->rope_base[0])) ||
-        (st = read_rope_scaling(L, &m->rope_scale[0])))
+        (st = read_rope_scaling(L, &L->rope, &L->rope_freq_scale)))
         return st;
     return DI_OK;
 }
@@ -198,7 +263,6 @@ static di_status apply_arch(loader *L)
     if (window_set) {
         m->n_rope_sets = 2;
         m->rope_base[1] = a->swa_rope_base;
-        m->rope_scale[1] = 1.0f;
     }
     for (uint32_t il = 0; il < m->n_layer; il++) {
         const int local = il % a->swa_period < a->swa_local;
@@ -353,6 +417,61 @@ static di_status bind_layer(loader *L, uint32_t il)
     return DI_OK;
 }
 
+/* LongRoPE's factor tensors (Phi-3): refused until an architecture reads them. */
+static const char *const UNREAD_ROPE_TENSORS[] = {"rope_factors_long.weight", "rope_factors_short.weight"};
+
+/* rope_freqs.weight, Llama 3.1/3.2's per-frequency divisors, which llama.cpp
+ * reads (one tensor for every layer) for the architectures with
+ * DI_FEAT_ROPE_FREQS: n_rot / 2 positive F32 values. */
+static di_status bind_rope_factors(loader *L)
+{
+    di_model *m = L->m;
+    for (size_t i = 0; i < sizeof UNREAD_ROPE_TENSORS / sizeof UNREAD_ROPE_TENSORS[0]; i++)
+        if (di_gguf_find_tensor(&m->gguf, UNREAD_ROPE_TENSORS[i]))
+            return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
+                            "tensor %s (LongRoPE factors) is not supported for architecture %s",
+                            UNREAD_ROPE_TENSORS[i], m->arch);
+    const char *name = "rope_freqs.weight";
+    const di_gguf_tensor *t = di_gguf_find_tensor(&m->gguf, name);
+    if (!t)
+        return DI_OK;
+    if (!(m->arch_info->features & DI_FEAT_ROPE_FREQS))
+        return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
+                        "tensor %s (per-frequency RoPE factors) is not supported for architecture %s "
+                        "(llama.cpp reads it for llama)", name, m->arch);
+    if (t->type != DI_TYPE_F32)
+        return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED, "tensor %s has type %s, expected F32", name,
+                        di_weight_type_name(t->type));
+    const float *factors = NULL;
+    di_status st = bind_vector(L, name, m->n_rot / 2, &factors);
+    if (st)
+        return st;
+    for (uint32_t i = 0; i < m->n_rot / 2; i++)
+        if (!(factors[i] > 0.0f) || isinf(factors[i]))
+            return di_error(L->err, L->err_size, DI_ERR_MODEL,
+                            "tensor %s: factor %u is %g, expected positive and finite", name, i,
+                            (double)factors[i]);
+    L->rope.freq_factors = factors;
+    return DI_OK;
+}
+
+/* Every RoPE set's frequencies and amplitude (rope_scaling.h): the first with
+ * the file's scaling, the window layers' with their own base and no scaling
+ * factor (llama.cpp's rope_freq_scale_train_swa = 1), both with the
+ * per-frequency factors, YaRN's ramp and the attention factor. */
+static di_status build_rope_sets(loader *L)
+{
+    di_model *m = L->m;
+    for (uint32_t set = 0; set < m->n_rope_sets; set++) {
+        const double freq_scale = set == 0 ? (double)L->rope_freq_scale : 1.0;
+        const di_status st = di_rope_set_build(&m->rope[set], m->n_rot, m->rope_base[set], freq_scale, &L->rope,
+                                               L->err, L->err_size);
+        if (st)
+            return st;
+    }
+    return DI_OK;
+}
+
 static di_status bind_tensors(loader *L)
 {
     di_model *m = L->m;
@@ -374,10 +493,9 @@ static di_status bind_tensors(loader *L)
     for (uint32_t il = 0; il < m->n_layer; il++)
         if ((st = bind_layer(L, il)))
             return st;
-    if (di_gguf_find_tensor(&m->gguf, "rope_freqs.weight"))
-        return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
-                        "tensor rope_freqs.weight (per-frequency RoPE factors) is not supported yet");
-    return apply_arch(L);
+    if ((st = bind_rope_factors(L)) || (st = apply_arch(L)))
+        return st;
+    return build_rope_sets(L);
 }
 
 /* ---- file --------------------------------------------------------------- */
@@ -418,7 +536,7 @@ static di_status load_model(const char *path, di_model **out, char *errbuf, size
     di_model *m = calloc(1, sizeof *m);
     if (!m)
         return di_error(errbuf, errbuf_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
-    loader L = {m, errbuf, errbuf_size};
+    loader L = {m, errbuf, errbuf_size, di_rope_scaling_none(), 1.0f};
     di_status st = map_file(&L, path);
     if (!st)
         st = di_gguf_parse(m->map, m->map_size, &m->gguf, errbuf, errbuf_size);
@@ -460,6 +578,8 @@ DI_API void di_model_free(di_model *m)
     if (m->map)
         munmap(m->map, m->map_size);
     free(m->layers);
+    for (uint32_t set = 0; set < DI_MAX_ROPE_SETS; set++)
+        di_rope_set_release(&m->rope[set]);
     for (size_t i = 0; i < m->n_vectors; i++)
         free(m->vectors[i]);
     free(m->vectors);

@@ -11,6 +11,7 @@
 #include "arch.h"
 #include "detinfer.h"
 #include "gguf.h"
+#include "rope_tables.h" /* di_rope_set */
 #include "weight_types.h" /* di_weight: a 2-D weight matrix in the file */
 
 #define DI_MAX_ROPE_SETS 2
@@ -76,8 +77,8 @@ struct di_model {
     uint32_t n_ff;
     float rms_eps;
     uint32_t n_rope_sets;          /* 1, or 2 when local layers have their own base */
-    float rope_base[DI_MAX_ROPE_SETS];
-    float rope_scale[DI_MAX_ROPE_SETS]; /* positions are multiplied by this */
+    float rope_base[DI_MAX_ROPE_SETS];  /* each set's frequency base */
+    di_rope_set rope[DI_MAX_ROPE_SETS]; /* each set's frequencies and amplitude (rope_scaling.h) */
     float embd_scale;              /* DI_FEAT_EMBD_SCALE: sqrtf(n_embd); 0 means none */
     float attn_scale;              /* scores are dot(q, k) * attn_scale */
     uint64_t n_params;

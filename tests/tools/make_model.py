@@ -116,11 +116,16 @@ def write_model(path, *, wtype, n_vocab, n_embd, n_layer, n_head, n_head_kv,
                 n_ff, ctx=256, tied=True, seed=0, rope_base=10000.0,
                 eps=1e-5, omit=(), scale=1.0, name=None, arch="llama",
                 head_dim=None, window=0, n_rot=None, separate_qkv=False,
-                tokenizer=None):
+                tokenizer=None, rope_scaling=None, rope_freqs=None):
     """Write one random llama model to path. Returns the tensor names written.
 
     n_rot: rope.dimension_count (default the head size).
-    tokenizer: optional callable(writer) that adds tokenizer.ggml.* keys."""
+    tokenizer: optional callable(writer) that adds tokenizer.ggml.* keys.
+    rope_scaling: optional dict of <arch>.rope.scaling.* keys as llama.cpp's
+      converter writes them: type ("none", "linear", "yarn"), factor,
+      orig_ctx (original_context_length), attn_factor.
+    rope_freqs: optional sequence of n_rot/2 per-frequency divisors, written
+      as the F32 tensor rope_freqs.weight (Llama 3.1's, llama3_rope_freqs)."""
     if wtype not in WTYPES:
         raise ValueError(f"wtype must be one of {sorted(WTYPES)}, not {wtype!r}")
     if arch not in ARCHS:
@@ -151,6 +156,19 @@ def write_model(path, *, wtype, n_vocab, n_embd, n_layer, n_head, n_head_kv,
         writer.add_rope_scaling_orig_ctx_len(ctx)   # as llama.cpp's converter writes
     if tokenizer is not None:
         tokenizer(writer)
+    rs = rope_scaling or {}
+    if "type" in rs:
+        writer.add_rope_scaling_type(gguf.RopeScalingType(rs["type"]))
+    if "factor" in rs:
+        writer.add_rope_scaling_factor(rs["factor"])                # float32
+    if "orig_ctx" in rs:
+        writer.add_rope_scaling_orig_ctx_len(rs["orig_ctx"])        # uint32
+    if "attn_factor" in rs:
+        writer.add_rope_scaling_attn_factors(rs["attn_factor"])     # float32
+    if rope_freqs is not None:
+        if len(rope_freqs) != (n_rot or hd) // 2:
+            raise ValueError(f"rope_freqs needs {(n_rot or hd) // 2} values, not {len(rope_freqs)}")
+        writer.add_tensor("rope_freqs.weight", np.asarray(rope_freqs, dtype=np.float32))
 
     shapes = tensor_shapes(n_vocab=n_vocab, n_embd=n_embd, n_layer=n_layer,
                            n_head=n_head, n_head_kv=n_head_kv, n_ff=n_ff,
@@ -180,6 +198,25 @@ def write_model(path, *, wtype, n_vocab, n_embd, n_layer, n_head, n_head_kv,
     writer.write_tensors_to_file()
     writer.close()
     return written
+
+
+def llama3_rope_freqs(*, n_rot, base, factor, low_freq_factor, high_freq_factor,
+                      old_context_len):
+    """The divisors llama.cpp's converter writes for rope_type "llama3"
+    (Llama 3.1/3.2): 1 for wavelengths below old_context_len /
+    high_freq_factor, factor above old_context_len / low_freq_factor, and a
+    smooth interpolation between."""
+    out = []
+    for i in range(n_rot // 2):
+        wavelen = 2 * np.pi / base ** (-2.0 * i / n_rot)
+        if wavelen < old_context_len / high_freq_factor:
+            out.append(1.0)
+        elif wavelen > old_context_len / low_freq_factor:
+            out.append(factor)
+        else:
+            smooth = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+            out.append(1.0 / ((1.0 - smooth) / factor + smooth))
+    return out
 
 
 def main(argv=None):

@@ -58,6 +58,24 @@ QWEN3 = dict(arch="qwen3", n_vocab=104, n_embd=64, n_layer=2, n_head=4, n_head_k
 # a sliding window (5 keys, shorter than the prompt) that llama.cpp ignores.
 PHI3 = dict(arch="phi3", n_vocab=108, n_embd=64, n_layer=2, n_head=4, n_head_kv=2,
             n_rot=12, window=5, n_ff=96, tied=False, seed=7)
+# Llama 3.1/3.2 RoPE: rope_freqs.weight as llama.cpp's converter computes it
+# (factor 8, low/high frequency factors 1 and 4) over an original context of
+# 256, so that with head size 16 the pairs 0-2 keep their frequency, pair 3 is
+# interpolated and pairs 4-7 are divided by 8; an attention factor (cos and sin
+# times 0.75), which llama.cpp applies for any scaling type.
+LLAMA3_ROPE = dict(n_vocab=96, n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=160,
+                   tied=False, seed=7, rope_base=10000.0, ctx=1024,
+                   rope_freqs=make_model.llama3_rope_freqs(
+                       n_rot=16, base=10000.0, factor=8.0, low_freq_factor=1.0,
+                       high_freq_factor=4.0, old_context_len=256),
+                   rope_scaling=dict(attn_factor=0.75))
+# Qwen2.5 with YaRN as its model card configures it (type yarn, factor 4) over
+# an original context of 256 inside a context of 1024: with head size 16 the
+# correction dimensions are 0 and 4, so pair 0 extrapolates, pairs 1-3 mix and
+# pairs 4-7 interpolate; cos and sin times 1 + 0.1 ln 4.
+QWEN2_YARN = dict(arch="qwen2", n_vocab=112, n_embd=64, n_layer=2, n_head=4, n_head_kv=2,
+                  n_ff=96, tied=True, seed=8, ctx=1024,
+                  rope_scaling=dict(type="yarn", factor=4.0, orig_ctx=256))
 
 
 # Outside models.txt (check_fpenv.c): every weight scaled by 1e-19, so the
@@ -83,6 +101,8 @@ def model_specs():
     specs.append(("qwen3_q8_0", "q8_0", QWEN3))
     specs.append(("phi3_f32", "f32", PHI3))
     specs.append(("phi3_q8_0", "q8_0", PHI3))
+    specs.append(("llama3_rope_f32", "f32", LLAMA3_ROPE))
+    specs.append(("qwen2_yarn_f32", "f32", QWEN2_YARN))
     return specs
 
 

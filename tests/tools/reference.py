@@ -62,6 +62,29 @@ class Model:
         for name in ("rope_factors_long.weight", "rope_factors_short.weight"):
             if name in self.tensors:
                 raise ValueError(f"{path}: {name}: LongRoPE is not computed here")
+        self.read_rope_scaling(a)
+
+    def read_rope_scaling(self, a):
+        """RoPE scaling as llama.cpp reads it (llama-model.cpp, llama-context.cpp):
+        the type defaults to "linear"; freq_scale = 1/factor ("none": 1); YaRN
+        (ext_factor 1) with betas 32 and 1 over the original context
+        (rope.scaling.original_context_length, else context_length); the
+        attention factor multiplies cos and sin; rope_freqs.weight (llama)
+        divides the frequencies."""
+        self.scaling_type = self.field(a + "rope.scaling.type", "linear")
+        factor = float(self.field(a + "rope.scaling.factor", 0.0))
+        if factor == 0.0:
+            factor = float(self.field(a + "rope.scale_linear", 0.0))
+        # llama.cpp forms 1/factor in float32 (rope_freq_scale_train)
+        self.freq_scale = float(np.float32(1.0) / np.float32(factor)) if factor else 1.0
+        if self.scaling_type == "none":
+            self.freq_scale = 1.0
+        if self.scaling_type not in ("none", "linear", "yarn"):
+            raise ValueError(f"rope scaling type {self.scaling_type!r} is not modelled here")
+        self.attn_factor = float(self.field(a + "rope.scaling.attn_factor", 1.0))
+        orig = int(self.field(a + "rope.scaling.original_context_length", 0))
+        self.n_ctx_orig = orig or int(self.field(a + "context_length"))
+        self.rope_freqs = self.weight("rope_freqs.weight") if self.has("rope_freqs.weight") else None
 
     def local(self, i):
         """Gemma 3: layers with i % 6 < 5 use a sliding window and RoPE base 1e4."""
@@ -93,14 +116,44 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def rope(x, positions, base, neox, n_rot):
+def rope_angles(m, base, freq_scale, n_rot):
+    """Per pair i of the n_rot rotated values of a head: the angle per position and the amplitude of
+    cos and sin, by ggml's rope (ggml_rope_cache_init, rope_yarn,
+    ggml_rope_yarn_corr_dims) in float64:
+      theta_extrap = base^(-2i/n_rot) / rope_freqs[i]
+      theta_interp = freq_scale * theta_extrap
+      YaRN: theta = theta_interp (1 - r_i) + theta_extrap r_i, with the ramp
+            r_i = 1 - clamp((i - low) / max(0.001, high - low), 0, 1) between the
+            correction dimensions low = max(0, floor(d(32))), high =
+            min(n_rot - 1, ceil(d(1))), d(beta) = n_rot ln(n_ctx_orig / (2 pi beta)) / (2 ln base);
+            amplitude attn_factor (1 + 0.1 ln(1 / freq_scale))
+      else: theta = theta_interp, amplitude attn_factor."""
+    i = np.arange(n_rot // 2, dtype=np.float64)
+    theta_extrap = base ** (-2.0 * i / n_rot)
+    if m.rope_freqs is not None:
+        theta_extrap = theta_extrap / m.rope_freqs
+    theta_interp = freq_scale * theta_extrap
+    if m.scaling_type != "yarn":
+        return theta_interp, m.attn_factor
+
+    def corr_dim(beta):
+        return n_rot * np.log(m.n_ctx_orig / (beta * 2.0 * np.pi)) / (2.0 * np.log(base))
+
+    low = max(0.0, np.floor(corr_dim(32.0)))
+    high = min(n_rot - 1.0, np.ceil(corr_dim(1.0)))
+    r = 1.0 - np.clip((i - low) / max(0.001, high - low), 0.0, 1.0)
+    theta = theta_interp * (1.0 - r) + theta_extrap * r
+    return theta, m.attn_factor * (1.0 + 0.1 * np.log(1.0 / freq_scale))
+
+
+def rope(x, positions, freq, amplitude, neox, n_rot):
     """Rotate pairs of the first n_rot values of every head of x (n, heads,
     hd): (2i, 2i+1), or (i, i + n_rot/2) when neox, by the angle
-    pos * base^(-2i/n_rot); values n_rot.. of each head stay as they are."""
-    i = np.arange(n_rot // 2, dtype=np.float64)
-    theta = positions[:, None].astype(np.float64) * base ** (-2.0 * i / n_rot)
-    cos = np.cos(theta)[:, None, :]
-    sin = np.sin(theta)[:, None, :]
+    pos * freq[i], with cos and sin multiplied by amplitude; values n_rot.. of
+    each head stay as they are."""
+    theta = positions[:, None].astype(np.float64) * freq
+    cos = amplitude * np.cos(theta)[:, None, :]
+    sin = amplitude * np.sin(theta)[:, None, :]
     first = np.s_[..., : n_rot // 2] if neox else np.s_[..., 0:n_rot:2]
     second = np.s_[..., n_rot // 2 : n_rot] if neox else np.s_[..., 1:n_rot:2]
     a, b = x[first], x[second]
@@ -163,9 +216,14 @@ def layer(m, i, x, positions):
     if m.qk_norm:
         q = rmsnorm(q, m.weight(p + "attn_q_norm.weight"), m.eps)
         k = rmsnorm(k, m.weight(p + "attn_k_norm.weight"), m.eps)
-    base = 10000.0 if m.local(i) else m.rope_base
-    q = rope(q, positions, base, m.neox, m.n_rot)
-    k = rope(k, positions, base, m.neox, m.n_rot)
+    # Gemma 3's local layers: base 1e4 and no scaling factor (llama.cpp's
+    # rope_freq_scale_train_swa = 1); the rest of the scaling applies to both.
+    if m.local(i):
+        freq, amplitude = rope_angles(m, 10000.0, 1.0, m.n_rot)
+    else:
+        freq, amplitude = rope_angles(m, m.rope_base, m.freq_scale, m.n_rot)
+    q = rope(q, positions, freq, amplitude, m.neox, m.n_rot)
+    k = rope(k, positions, freq, amplitude, m.neox, m.n_rot)
     att = attention(q, k, v, m.n_head, m.n_head_kv, m.window if m.local(i) else 0)
     out = att @ m.weight(p + "attn_output.weight").T
     if gemma:
