@@ -252,9 +252,13 @@ START_TEST(test_attention_head)
                 const uint32_t hd = dims[di], n = keys[ki];
                 for (uint32_t d = 0; d < hd; d++)
                     q[d] = plain_float(&rng) * 0.1f;
-                di_cpu_attention_head(q, k + 3, v + 5, stride, n, hd, 0.125f, want, scratch);
-                ops->attention_head(q, k + 3, v + 5, stride, n, hd, 0.125f, got, scratch);
-                assert_same_floats(want, got, hd, "attention", ops->name, n);
+                /* without a soft cap, and with one (Gemma 2's scores) */
+                for (int capped = 0; capped < 2; capped++) {
+                    const float cap = capped ? 0.75f : 0.0f;
+                    di_cpu_attention_head(q, k + 3, v + 5, stride, n, hd, 0.125f, cap, want, scratch);
+                    ops->attention_head(q, k + 3, v + 5, stride, n, hd, 0.125f, cap, got, scratch);
+                    assert_same_floats(want, got, hd, capped ? "attention, capped" : "attention", ops->name, n);
+                }
             }
     }
     free(k);

@@ -545,8 +545,8 @@ static void simd_rope(float *v, uint32_t n_heads, uint32_t head_dim, uint32_t n_
 }
 
 static void simd_attention_head(const float *q, const float *k, const float *v, uint32_t kv_stride,
-                                uint32_t n_keys, uint32_t head_dim, float scale, float *out,
-                                float *scratch)
+                                uint32_t n_keys, uint32_t head_dim, float scale, float softcap,
+                                float *out, float *scratch)
 {
     float *e = scratch;                                   /* [n_keys] */
     float *acc = scratch + n_keys;                        /* [DI_LANES][head_dim] */
@@ -556,6 +556,8 @@ static void simd_attention_head(const float *q, const float *k, const float *v, 
     float m = -INFINITY;
     for (uint32_t j = 0; j < n_keys; j++) {
         e[j] = simd_dot(q, k + (size_t)j * kv_stride, head_dim) * scale;
+        if (softcap != 0.0f)
+            e[j] = di_softcap(e[j], softcap); /* the scalar function: the same bits as every path */
         if (e[j] > m)
             m = e[j];
     }

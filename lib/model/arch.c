@@ -21,6 +21,13 @@ static const di_arch architectures[] = {
     {.name = "gemma3", .features = DI_FEAT_QK_NORM | DI_FEAT_POST_NORMS | DI_FEAT_EMBD_SCALE,
      .glu = DI_GLU_GELU, .rope_pairing = DI_ROPE_NEOX, .rope_base = 1000000.0f, .swa_period = 6,
      .swa_local = 5, .swa_rope_base = 10000.0f, .attn_scale_embd_layers = 62},
+    /* gemma3 without QK-norm, with soft-capped attention scores and logits;
+     * even layers attend to a window (4096 keys when the file gives none),
+     * every layer with the file's RoPE base. The caps default to 50 and 30,
+     * as llama.cpp reads Gemma 2 files. */
+    {.name = "gemma2", .features = DI_FEAT_POST_NORMS | DI_FEAT_EMBD_SCALE, .glu = DI_GLU_GELU,
+     .rope_pairing = DI_ROPE_NEOX, .rope_base = 10000.0f, .swa_period = 2, .swa_local = 1,
+     .attn_scale_embd_layers = 46, .swa_default = 4096, .attn_softcap = 50.0f, .final_softcap = 30.0f},
 };
 
 #define N_ARCHITECTURES (sizeof architectures / sizeof architectures[0])

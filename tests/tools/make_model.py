@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Write small random llama, qwen2, qwen3 or gemma3 GGUF v3 models for libdetinfer tests.
+"""Write small random llama, qwen2, qwen3, gemma3 or gemma2 GGUF v3 models for libdetinfer tests.
 
 Usage:
   make_model.py --out PATH --type {f32,f16,bf16,q8_0} --n-vocab N --n-embd N
                 --n-layer N --n-head N --n-head-kv N --n-ff N
                 [--ctx N] [--untied] [--seed S] [--scale X] [--name S]
-                [--omit NAME ...] [--arch {llama,qwen2,qwen3,gemma3}]
+                [--omit NAME ...] [--arch {llama,qwen2,qwen3,gemma3,gemma2}]
                 [--head-dim N] [--window N]
+                [--attn-softcap X] [--final-softcap X]
 
 Layout convention (checked with gguf.GGUFReader): a numpy array of shape
 (rows, cols) given to GGUFWriter.add_tensor is stored with GGUF dims
@@ -31,7 +32,9 @@ WTYPES = {
     "q5_0": QT.Q5_0,
     "q5_1": QT.Q5_1,
 }
-ARCHS = ("llama", "qwen2", "qwen3", "gemma3")
+ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "gemma2")
+# Gemma's post-attention and post-FFN norms
+POST_NORM_ARCHS = ("gemma3", "gemma2")
 
 
 def tensor_shapes(*, n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, tied,
@@ -39,7 +42,8 @@ def tensor_shapes(*, n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, tied,
     """Name -> numpy shape, in file order. 2-D shapes are (rows, cols).
 
     qwen2 adds Q/K/V biases; qwen3 per-head QK-norm weights; gemma3 the
-    QK-norm weights and the post-attention and post-FFN norms."""
+    QK-norm weights and the post-attention and post-FFN norms; gemma2 the
+    post-norms only."""
     hd = head_dim or n_embd // n_head
     shapes = {"token_embd.weight": (n_vocab, n_embd)}
     for i in range(n_layer):
@@ -56,13 +60,13 @@ def tensor_shapes(*, n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, tied,
             shapes[p + "attn_q_norm.weight"] = (hd,)
             shapes[p + "attn_k_norm.weight"] = (hd,)
         shapes[p + "attn_output.weight"] = (n_embd, n_head * hd)
-        if arch == "gemma3":
+        if arch in POST_NORM_ARCHS:
             shapes[p + "post_attention_norm.weight"] = (n_embd,)
         shapes[p + "ffn_norm.weight"] = (n_embd,)
         shapes[p + "ffn_gate.weight"] = (n_ff, n_embd)
         shapes[p + "ffn_up.weight"] = (n_ff, n_embd)
         shapes[p + "ffn_down.weight"] = (n_embd, n_ff)
-        if arch == "gemma3":
+        if arch in POST_NORM_ARCHS:
             shapes[p + "post_ffw_norm.weight"] = (n_embd,)
     shapes["output_norm.weight"] = (n_embd,)
     if not tied:
@@ -107,9 +111,12 @@ def encode(values, qtype):
 def write_model(path, *, wtype, n_vocab, n_embd, n_layer, n_head, n_head_kv,
                 n_ff, ctx=256, tied=True, seed=0, rope_base=10000.0,
                 eps=1e-5, omit=(), scale=1.0, name=None, arch="llama",
-                head_dim=None, window=0, tokenizer=None):
+                head_dim=None, window=0, attn_softcap=None, final_softcap=None,
+                tokenizer=None):
     """Write one random llama model to path. Returns the tensor names written.
 
+    attn_softcap, final_softcap: <arch>.attn_logit_softcapping and
+    <arch>.final_logit_softcapping (gemma2), written when not None.
     tokenizer: optional callable(writer) that adds tokenizer.ggml.* keys."""
     if wtype not in WTYPES:
         raise ValueError(f"wtype must be one of {sorted(WTYPES)}, not {wtype!r}")
@@ -137,6 +144,10 @@ def write_model(path, *, wtype, n_vocab, n_embd, n_layer, n_head, n_head_kv,
         writer.add_uint32(f"{arch}.attention.value_length", hd)
     if window:
         writer.add_uint32(f"{arch}.attention.sliding_window", window)
+    if attn_softcap is not None:
+        writer.add_attn_logit_softcapping(attn_softcap)    # float32
+    if final_softcap is not None:
+        writer.add_final_logit_softcapping(final_softcap)  # float32
     if tokenizer is not None:
         tokenizer(writer)
 
@@ -194,14 +205,19 @@ def main(argv=None):
     ap.add_argument("--head-dim", type=int, default=None,
                     help="attention.key_length (default n_embd / n_head)")
     ap.add_argument("--window", type=int, default=0,
-                    help="attention.sliding_window (gemma3)")
+                    help="attention.sliding_window (gemma3, gemma2)")
+    ap.add_argument("--attn-softcap", type=float, default=None,
+                    help="attn_logit_softcapping (gemma2)")
+    ap.add_argument("--final-softcap", type=float, default=None,
+                    help="final_logit_softcapping (gemma2)")
     a = ap.parse_args(argv)
     write_model(a.out, wtype=a.wtype, n_vocab=a.n_vocab, n_embd=a.n_embd,
                 n_layer=a.n_layer, n_head=a.n_head, n_head_kv=a.n_head_kv,
                 n_ff=a.n_ff, ctx=a.ctx, tied=not a.untied, seed=a.seed,
                 rope_base=a.rope_base, eps=a.eps, omit=tuple(a.omit),
                 scale=a.scale, name=a.name, arch=a.arch, head_dim=a.head_dim,
-                window=a.window)
+                window=a.window, attn_softcap=a.attn_softcap,
+                final_softcap=a.final_softcap)
     return 0
 
 

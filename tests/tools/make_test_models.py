@@ -55,6 +55,14 @@ GEMMA3 = dict(arch="gemma3", n_vocab=100, n_embd=64, n_layer=7, n_head=2, n_head
 QWEN3 = dict(arch="qwen3", n_vocab=104, n_embd=64, n_layer=2, n_head=4, n_head_kv=2,
              head_dim=32, n_ff=96, tied=False, seed=6, eps=1e-6, rope_base=1e6)
 
+# gemma2: soft caps small enough that tanh bends the scores (std ~1 against a
+# cap of 2) and the logits (std ~1 against 3); 3 layers, so that layers 0
+# and 2 attend to a window of 6 keys (shorter than the prompt) and layer 1 to
+# every key; a head size (32) that is not n_embd / n_head, GQA.
+GEMMA2 = dict(arch="gemma2", n_vocab=120, n_embd=64, n_layer=3, n_head=4, n_head_kv=2,
+              head_dim=32, window=6, n_ff=128, tied=True, seed=7, eps=1e-6,
+              attn_softcap=2.0, final_softcap=3.0)
+
 
 # Outside models.txt (check_fpenv.c): every weight scaled by 1e-19, so the
 # squares of RMSNorm's sums and many products of the matrix products are
@@ -77,6 +85,8 @@ def model_specs():
     specs.append(("gemma3_q8_0", "q8_0", GEMMA3))
     specs.append(("qwen3_f32", "f32", QWEN3))
     specs.append(("qwen3_q8_0", "q8_0", QWEN3))
+    specs.append(("gemma2_f32", "f32", GEMMA2))
+    specs.append(("gemma2_q8_0", "q8_0", GEMMA2))
     return specs
 
 
