@@ -144,7 +144,7 @@ START_TEST(test_argmax_ties_nan_and_signed_zeros)
 }
 END_TEST
 
-/* silu, gelu and through them e^x: inputs spread over every float32 exponent
+/* silu, gelu, the soft cap and through them e^x and tanh: inputs spread over every float32 exponent
  * (one in every 31 bit patterns, NaNs and infinities included;
  * 60013 under the sanitizers). */
 START_TEST(test_activations_over_float32)
@@ -163,11 +163,14 @@ START_TEST(test_activations_over_float32)
             int n = 0;
             for (; n < BATCH && pattern <= 0xffffffffull; n++, pattern += stride)
                 gate[n] = di_float_from_bits((uint32_t)pattern);
-            for (int act = 0; act < 2; act++) {
+            for (int act = 0; act < 3; act++) {
                 memcpy(gate2, gate, sizeof gate);
                 float want[BATCH];
                 memcpy(want, gate, sizeof gate);
-                if (act) {
+                if (act == 2) {
+                    di_cpu_softcap(want, (size_t)n, 3.0f);
+                    ops->softcap(gate2, (size_t)n, 3.0f);
+                } else if (act) {
                     di_cpu_gelu_mul(want, up, (size_t)n);
                     ops->gelu_mul(gate2, up, (size_t)n);
                 } else {
@@ -177,7 +180,8 @@ START_TEST(test_activations_over_float32)
                 for (int i = 0; i < n; i++)
                     if (!same(want[i], gate2[i]))
             ck_abort_msg("%s %s(%08x): %08x, scalar %08x", ops->name,
-                                  act ? "gelu" : "silu", bits(gate[i]), bits(gate2[i]), bits(want[i]));
+                                  act == 2 ? "softcap" : act ? "gelu" : "silu", bits(gate[i]), bits(gate2[i]),
+                                  bits(want[i]));
             }
         }
     }

@@ -246,6 +246,7 @@ const di_cpu_ops di_cpu_ops_scalar = {
     .attention_head = di_cpu_attention_head,
     .silu_mul = di_cpu_silu_mul,
     .gelu_mul = di_cpu_gelu_mul,
+    .softcap = di_cpu_softcap,
     .add = di_cpu_add,
     .argmax = di_cpu_argmax,
 };

@@ -41,6 +41,8 @@ typedef struct di_cpu_ops {
     /* gate[i] = act(gate[i]) * up[i], act = di_silu or di_gelu_tanh */
     void (*silu_mul)(float *gate, const float *up, size_t n);
     void (*gelu_mul)(float *gate, const float *up, size_t n);
+    /* x[i] = di_softcap(x[i], cap), cap > 0 */
+    void (*softcap)(float *x, size_t n, float cap);
     /* dst[i] = a[i] + b[i] */
     void (*add)(float *dst, const float *a, const float *b, size_t n);
     /* lowest index of the largest non-NaN value; 0 when all are NaN */
