@@ -221,10 +221,13 @@ END_TEST
 
 /* One attention head as attention_kernel computes it, from the same pieces. */
 static void warp_attention(const float *q, const float *k, const float *v, uint32_t kv_stride,
-                           uint32_t n_keys, uint32_t hd, float scale, float *s, float *out)
+                           uint32_t n_keys, uint32_t hd, float scale, float softcap, float *s, float *out)
 {
-    for (uint32_t j = 0; j < n_keys; j++)
+    for (uint32_t j = 0; j < n_keys; j++) {
         s[j] = warp_dot(q, k + (size_t)j * kv_stride, hd) * scale;
+        if (softcap != 0.0f)
+            s[j] = di_softcap(s[j], softcap);
+    }
     float m = -INFINITY; /* the kernel's strided scan and tree give the same maximum */
     for (uint32_t j = n_keys; j-- > 0;)
         if (s[j] > m)
@@ -258,11 +261,14 @@ START_TEST(test_warp_attention_equals_cpu)
         for (uint32_t d = 0; d < hd; d++)
             q[d] = 4.0f * random_float(&rng);
         const uint32_t n = key_counts[c];
-        di_cpu_attention_head(q, k + hd, v + hd, kv_stride, n, hd, 0.1118034f, cpu, scratch);
-        warp_attention(q, k + hd, v + hd, kv_stride, n, hd, 0.1118034f, s, gpu);
-        for (uint32_t d = 0; d < hd; d++)
-            ck_assert_msg(bits_of(cpu[d]) == bits_of(gpu[d]), "keys %u dim %u: cpu %a warp %a", n, d,
-                          cpu[d], gpu[d]);
+        for (int capped = 0; capped < 2; capped++) {
+            const float cap = capped ? 2.5f : 0.0f;
+            di_cpu_attention_head(q, k + hd, v + hd, kv_stride, n, hd, 0.1118034f, cap, cpu, scratch);
+            warp_attention(q, k + hd, v + hd, kv_stride, n, hd, 0.1118034f, cap, s, gpu);
+            for (uint32_t d = 0; d < hd; d++)
+                ck_assert_msg(bits_of(cpu[d]) == bits_of(gpu[d]), "keys %u dim %u cap %g: cpu %a warp %a", n,
+                              d, (double)cap, cpu[d], gpu[d]);
+        }
     }
     free(k);
     free(v);
@@ -301,6 +307,7 @@ static float c_silu(float x) { return di_silu(x); }
 static float c_gelu(float x) { return di_gelu_tanh(x); }
 static float c_rsqrt(float x) { return di_rsqrt(x); }
 static float c_logf(float x) { return di_logf(x); }
+static float c_tanhf(float x) { return di_tanhf(x); }
 static float c_f16(uint16_t h) { return di_f16_to_f32(h); }
 static float c_bf16(uint16_t h) { return di_bf16_to_f32(h); }
 
@@ -325,8 +332,8 @@ START_TEST(test_nvcc_host_numerics_equal_gcc)
     const char *full = getenv("DI_TEST_FULL_NUMERICS");
     const char *san = getenv("DI_TEST_SANITIZE");
     const uint64_t stride = full && *full == '1' ? 1 : san && *san == '1' ? 9973 : 97;
-    const char *names[] = {"nv_expf", "nv_silu", "nv_gelu_tanh", "nv_rsqrt", "nv_logf"};
-    const fn1 mine[] = {c_expf, c_silu, c_gelu, c_rsqrt, c_logf};
+    const char *names[] = {"nv_expf", "nv_silu", "nv_gelu_tanh", "nv_rsqrt", "nv_logf", "nv_tanhf"};
+    const fn1 mine[] = {c_expf, c_silu, c_gelu, c_rsqrt, c_logf, c_tanhf};
     for (int f = 0; f < (int)(sizeof mine / sizeof mine[0]); f++) {
         fn1 theirs;
         p = sym(h, names[f]);
@@ -634,7 +641,8 @@ END_TEST
  * with 1100 (attention past one 1024-key chunk), and the real model.
  */
 static const char *const emu_quick_models[] = {"odd_f32", "mha_tied_q4_1", "gqa_untied_bf16", "qwen2_q8_0",
-                                               "gemma3_q8_0", "qwen3_q8_0", "phi3_q8_0"};
+                                               "gemma3_q8_0", "qwen3_q8_0", "phi3_q8_0",
+                                               "gemma2_q8_0"};
 
 START_TEST(test_emulated_gpu_digests_equal)
 {
@@ -668,7 +676,7 @@ START_TEST(test_emulated_gpu_digests_equal)
 END_TEST
 
 /* Sampled tokens through the emulated plugin: two models (a llama and a
- * gemma3) in make check, the six quick ones with DI_TEST_EMU_FULL=1. */
+ * gemma3) in make check, the seven quick ones with DI_TEST_EMU_FULL=1. */
 START_TEST(test_emulated_gpu_samples_equal)
 {
     const char *full = getenv("DI_TEST_EMU_FULL"), *san = getenv("DI_TEST_SANITIZE");

@@ -874,10 +874,14 @@ static void tiny_arch_model(gb_model *m, const char *arch)
     } else if (strcmp(arch, "phi3") == 0) {
         fuse_rows(m, "blk.0.attn_qkv.weight", QKV_PARTS, 3);
         fuse_rows(m, "blk.0.ffn_up.weight", GATE_UP_PARTS, 2);
+    } else if (strcmp(arch, "gemma2") == 0) {
+        /* no sliding window and no soft caps: llama.cpp's defaults apply */
+        gb_tensor_add(m, "blk.0.post_attention_norm.weight", GB_F32, 1, &embd);
+        gb_tensor_add(m, "blk.0.post_ffw_norm.weight", GB_F32, 1, &embd);
     }
 }
 
-static const char *const EXTRA_ARCHS[] = {"qwen2", "gemma3", "qwen3", "phi3"};
+static const char *const EXTRA_ARCHS[] = {"qwen2", "gemma3", "qwen3", "phi3", "gemma2"};
 
 START_TEST(test_arch_model_loads)
 {
@@ -907,6 +911,8 @@ static const struct {
     {"qwen3", "blk.0.attn_q_norm.weight"},
     {"qwen3", "blk.0.attn_k_norm.weight"},
     {"phi3", "blk.0.ffn_up.weight"},
+    {"gemma2", "blk.0.post_attention_norm.weight"},
+    {"gemma2", "blk.0.post_ffw_norm.weight"},
 };
 
 START_TEST(test_arch_tensor_missing)
@@ -939,6 +945,77 @@ START_TEST(test_sliding_window_required)
     ck_assert(gb_kv_remove(&m, "gemma3.attention.sliding_window"));
     expect_refused(&m, DI_ERR_MODEL, "gemma3.attention.sliding_window");
     gb_model_free(&m);
+}
+END_TEST
+
+/* Gemma 2's soft caps must be positive and finite: a negative, zero, NaN or
+ * infinite value is refused, naming the key. */
+static const struct {
+    const char *key;
+    float value;
+} BAD_SOFTCAPS[] = {
+    {"gemma2.attn_logit_softcapping", -50.0f},        {"gemma2.attn_logit_softcapping", 0.0f},
+    {"gemma2.attn_logit_softcapping", __builtin_nanf("")}, {"gemma2.attn_logit_softcapping", __builtin_inff()},
+    {"gemma2.final_logit_softcapping", -30.0f},       {"gemma2.final_logit_softcapping", 0.0f},
+    {"gemma2.final_logit_softcapping", __builtin_nanf("")}, {"gemma2.final_logit_softcapping", -__builtin_inff()},
+};
+
+START_TEST(test_gemma2_bad_softcap)
+{
+    gb_model m;
+    tiny_arch_model(&m, "gemma2");
+    gb_kv_set_f32(&m, BAD_SOFTCAPS[_i].key, BAD_SOFTCAPS[_i].value);
+    char err[ERRBUF_SIZE] = "";
+    di_model *model = UNTOUCHED;
+    const di_status st = load_model(&m, &model, err, sizeof err);
+    check_refused(st, model, err, DI_ERR_MODEL, BAD_SOFTCAPS[_i].key);
+    ck_assert_msg(strstr(err, "must be positive and finite") != NULL, "message: %s", err);
+    gb_model_free(&m);
+}
+END_TEST
+
+/* The digests of 8 prompt positions of the tiny gemma2 model with up to three
+ * keys set (value 0: the key left out). */
+static void gemma2_digests(float attn_cap, float final_cap, uint32_t window, di_digest *out)
+{
+    static const int32_t prompt[] = {1, 5, 9, 2, 14, 7, 3, 11};
+    gb_model m;
+    tiny_arch_model(&m, "gemma2");
+    if (attn_cap != 0.0f)
+        gb_kv_set_f32(&m, "gemma2.attn_logit_softcapping", attn_cap);
+    if (final_cap != 0.0f)
+        gb_kv_set_f32(&m, "gemma2.final_logit_softcapping", final_cap);
+    if (window)
+        gb_kv_set_u32(&m, "gemma2.attention.sliding_window", window);
+    char err[ERRBUF_SIZE] = "";
+    di_model *model = NULL;
+    const di_status st = load_model(&m, &model, err, sizeof err);
+    ck_assert_msg(st == DI_OK, "status %s: %s", di_status_name(st), err);
+    di_session *s = tu_session(model, 1, 1, 0);
+    tu_prompt_digests(s, 0, prompt, 8, NULL, 0, out);
+    di_session_free(s);
+    di_model_free(model);
+    gb_model_free(&m);
+}
+
+/* Without the keys, Gemma 2 runs with llama.cpp's defaults: attention soft
+ * cap 50, final soft cap 30, a window of 4096 keys. Each key is read: another
+ * value changes the logits. */
+START_TEST(test_gemma2_defaults)
+{
+    di_digest none[8], explicit_defaults[8], other[8];
+    gemma2_digests(0.0f, 0.0f, 0, none);
+    gemma2_digests(50.0f, 30.0f, 4096, explicit_defaults);
+    for (int i = 0; i < 8; i++)
+        tu_assert_digest_eq(&explicit_defaults[i], &none[i], "gemma2 defaults", i);
+    const struct {
+        float attn, final;
+        uint32_t window;
+    } changed[] = {{0.05f, 30.0f, 4096}, {50.0f, 0.05f, 4096}, {50.0f, 30.0f, 2}};
+    for (size_t c = 0; c < sizeof changed / sizeof changed[0]; c++) {
+        gemma2_digests(changed[c].attn, changed[c].final, changed[c].window, other);
+        ck_assert_msg(!di_digest_equal(&other[7], &none[7]), "case %zu: the key changed no logit", c);
+    }
 }
 END_TEST
 
@@ -1766,6 +1843,8 @@ static TCase *architectures_case(void)
     tcase_add_test(tc, test_rope_scaling_types);
     tcase_add_loop_test(tc, test_rope_scaling_refused, 0, (int)(sizeof ROPE_REFUSED / sizeof ROPE_REFUSED[0]));
     tcase_add_test(tc, test_rope_yarn_factor_below_one);
+    LOOP(tc, test_gemma2_bad_softcap, BAD_SOFTCAPS);
+    tcase_add_test(tc, test_gemma2_defaults);
     return tc;
 }
 

@@ -423,7 +423,8 @@ static void check_accuracy(const char *label, const di_model *m, const tu_ref *r
 
 /* The generated models with Q8_0 or Q5_0 weights (the others run the float path). */
 static const char *const INT_MODELS[] = {"mha_tied_q8_0", "gqa_untied_q8_0", "qwen2_q8_0", "gemma3_q8_0",
-                                        "mha_tied_q5_0", "qwen3_q8_0", "phi3_q8_0"};
+                                        "mha_tied_q5_0", "qwen3_q8_0", "phi3_q8_0",
+                                        "gemma2_q8_0"};
 
 START_TEST(test_accuracy_generated)
 {

@@ -115,6 +115,36 @@ START_TEST(test_expf_accuracy_and_specials)
 }
 END_TEST
 
+/* tanh against libm's in double: within 4 ulp of the result over every 997th
+ * positive float pattern, odd, and its special values; the soft cap it makes. */
+START_TEST(test_tanhf_accuracy_and_specials)
+{
+    ck_assert(isnan(di_tanhf(NAN)));
+    ck_assert_float_eq(di_tanhf(INFINITY), 1.0f);
+    ck_assert_float_eq(di_tanhf(-INFINITY), -1.0f);
+    ck_assert(di_tanhf(0.0f) == 0.0f && !signbit(di_tanhf(0.0f)));
+    ck_assert(di_tanhf(-0.0f) == 0.0f && signbit(di_tanhf(-0.0f)));
+    ck_assert_float_eq(di_tanhf(20.0f), 1.0f);
+    for (uint32_t u = 0; u < 0x7f800000u; u += 997) {
+        float x;
+        memcpy(&x, &u, sizeof x);
+        const double want = tanh((double)x);
+        const float got = di_tanhf(x);
+        const double ulp = ldexp(1.0, ilogb(want) - 23);
+        ck_assert_msg(fabs(got - want) <= 4 * ulp, "tanh(%a) = %a, want %a", (double)x, (double)got, want);
+        ck_assert(bits(di_tanhf(-x)) == (bits(got) ^ 0x80000000u));
+    }
+    /* 4 tanh(x / 4): near x for small x, never beyond the cap */
+    ck_assert_double_le(fabs(di_softcap(0.01f, 4.0f) - 4.0 * tanh(0.0025)), 1e-8);
+    ck_assert_double_le(fabs(di_softcap(-6.0f, 4.0f) - 4.0 * tanh(-1.5)), 4e-7);
+    ck_assert_float_eq(di_softcap(1e30f, 4.0f), 4.0f);
+    float row[3] = {-100.0f, 0.5f, 3.0f};
+    di_cpu_softcap(row, 3, 2.0f);
+    for (int i = 0; i < 3; i++)
+        ck_assert_double_le(fabs(row[i] - 2.0 * tanh((i == 0 ? -100.0 : i == 1 ? 0.5 : 3.0) / 2.0)), 3e-7);
+}
+END_TEST
+
 START_TEST(test_half_conversions_are_exact)
 {
     for (uint32_t h = 0; h < 65536; h++) {
@@ -173,8 +203,8 @@ START_TEST(test_argmax_ties_and_nan)
 }
 END_TEST
 
-/* Attention against a double-precision softmax, and over > 1024 keys against
- * the same computation split by hand into the contract's pieces. */
+/* Attention against a double-precision softmax, with and without a soft cap
+ * of the scores, over up to 1500 keys. */
 START_TEST(test_attention_head)
 {
     enum { HD = 16, N = 1500 };
@@ -187,9 +217,11 @@ START_TEST(test_attention_head)
         v[i] = (float)((double)(int64_t)tu_rand(&rng) / 4e18);
     }
     const uint32_t counts[] = {1, 5, 32, 33, 1024, 1025, N};
-    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
-        const uint32_t n = counts[c];
-        di_cpu_attention_head(q, k, v, HD, n, HD, 0.25f, out, scratch);
+    /* without a soft cap, then with one small enough to bend the scores */
+    for (size_t c = 0; c < 2 * sizeof counts / sizeof counts[0]; c++) {
+        const uint32_t n = counts[c % (sizeof counts / sizeof counts[0])];
+        const float cap = c < sizeof counts / sizeof counts[0] ? 0.0f : 1.5f;
+        di_cpu_attention_head(q, k, v, HD, n, HD, 0.25f, cap, out, scratch);
         static double s[N];
         double mx = -1e300, sum = 0;
         for (uint32_t j = 0; j < n; j++) {
@@ -197,6 +229,8 @@ START_TEST(test_attention_head)
             for (int d = 0; d < HD; d++)
                 s[j] += (double)q[d] * k[j * HD + d];
             s[j] *= 0.25;
+            if (cap != 0.0f)
+                s[j] = cap * tanh(s[j] / cap);
             mx = fmax(mx, s[j]);
         }
         for (uint32_t j = 0; j < n; j++)
@@ -247,6 +281,7 @@ Suite *kernels_suite(void)
     tcase_add_test(tc, test_dot_and_sum_follow_the_canonical_order);
     tcase_add_test(tc, test_dot_accuracy);
     tcase_add_test(tc, test_expf_accuracy_and_specials);
+    tcase_add_test(tc, test_tanhf_accuracy_and_specials);
     tcase_add_test(tc, test_half_conversions_are_exact);
     tcase_add_test(tc, test_silu_rsqrt_rms);
     tcase_add_test(tc, test_argmax_ties_and_nan);

@@ -144,7 +144,7 @@ START_TEST(test_argmax_ties_nan_and_signed_zeros)
 }
 END_TEST
 
-/* silu, gelu and through them e^x: inputs spread over every float32 exponent
+/* silu, gelu, the soft cap and through them e^x and tanh: inputs spread over every float32 exponent
  * (one in every 31 bit patterns, NaNs and infinities included;
  * 60013 under the sanitizers). */
 START_TEST(test_activations_over_float32)
@@ -163,11 +163,14 @@ START_TEST(test_activations_over_float32)
             int n = 0;
             for (; n < BATCH && pattern <= 0xffffffffull; n++, pattern += stride)
                 gate[n] = di_float_from_bits((uint32_t)pattern);
-            for (int act = 0; act < 2; act++) {
+            for (int act = 0; act < 3; act++) {
                 memcpy(gate2, gate, sizeof gate);
                 float want[BATCH];
                 memcpy(want, gate, sizeof gate);
-                if (act) {
+                if (act == 2) {
+                    di_cpu_softcap(want, (size_t)n, 3.0f);
+                    ops->softcap(gate2, (size_t)n, 3.0f);
+                } else if (act) {
                     di_cpu_gelu_mul(want, up, (size_t)n);
                     ops->gelu_mul(gate2, up, (size_t)n);
                 } else {
@@ -177,7 +180,8 @@ START_TEST(test_activations_over_float32)
                 for (int i = 0; i < n; i++)
                     if (!same(want[i], gate2[i]))
             ck_abort_msg("%s %s(%08x): %08x, scalar %08x", ops->name,
-                                  act ? "gelu" : "silu", bits(gate[i]), bits(gate2[i]), bits(want[i]));
+                                  act == 2 ? "softcap" : act ? "gelu" : "silu", bits(gate[i]), bits(gate2[i]),
+                                  bits(want[i]));
             }
         }
     }
@@ -252,9 +256,13 @@ START_TEST(test_attention_head)
                 const uint32_t hd = dims[di], n = keys[ki];
                 for (uint32_t d = 0; d < hd; d++)
                     q[d] = plain_float(&rng) * 0.1f;
-                di_cpu_attention_head(q, k + 3, v + 5, stride, n, hd, 0.125f, want, scratch);
-                ops->attention_head(q, k + 3, v + 5, stride, n, hd, 0.125f, got, scratch);
-                assert_same_floats(want, got, hd, "attention", ops->name, n);
+                /* without a soft cap, and with one (Gemma 2's scores) */
+                for (int capped = 0; capped < 2; capped++) {
+                    const float cap = capped ? 0.75f : 0.0f;
+                    di_cpu_attention_head(q, k + 3, v + 5, stride, n, hd, 0.125f, cap, want, scratch);
+                    ops->attention_head(q, k + 3, v + 5, stride, n, hd, 0.125f, cap, got, scratch);
+                    assert_same_floats(want, got, hd, capped ? "attention, capped" : "attention", ops->name, n);
+                }
             }
     }
     free(k);

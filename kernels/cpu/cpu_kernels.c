@@ -158,8 +158,8 @@ DI_CLONES static void accumulate_values(const float *e, const float *v, uint32_t
 }
 
 void di_cpu_attention_head(const float *q, const float *k, const float *v, uint32_t kv_stride,
-                           uint32_t n_keys, uint32_t head_dim, float scale, float *out,
-                           float *scratch)
+                           uint32_t n_keys, uint32_t head_dim, float scale, float softcap,
+                           float *out, float *scratch)
 {
     float *e = scratch;                                   /* [n_keys] */
     float *acc = scratch + n_keys;                        /* [DI_LANES][head_dim] */
@@ -168,6 +168,8 @@ void di_cpu_attention_head(const float *q, const float *k, const float *v, uint3
     float m = -INFINITY;
     for (uint32_t j = 0; j < n_keys; j++) {
         e[j] = di_cpu_dot(q, k + (size_t)j * kv_stride, head_dim) * scale;
+        if (softcap != 0.0f)
+            e[j] = di_softcap(e[j], softcap);
         if (e[j] > m)
             m = e[j];
     }
@@ -221,6 +223,12 @@ DI_CLONES void di_cpu_gelu_mul(float *gate, const float *up, size_t n)
         gate[i] = di_gelu_tanh(gate[i]) * up[i];
 }
 
+void di_cpu_softcap(float *x, size_t n, float cap)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = di_softcap(x[i], cap);
+}
+
 void di_cpu_add(float *dst, const float *a, const float *b, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -238,6 +246,7 @@ const di_cpu_ops di_cpu_ops_scalar = {
     .attention_head = di_cpu_attention_head,
     .silu_mul = di_cpu_silu_mul,
     .gelu_mul = di_cpu_gelu_mul,
+    .softcap = di_cpu_softcap,
     .add = di_cpu_add,
     .argmax = di_cpu_argmax,
 };

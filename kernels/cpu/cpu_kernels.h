@@ -41,12 +41,16 @@ void di_cpu_rope(float *v, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot,
 
 /* Attention of one query head over keys 0..n_keys-1 of a KV cache whose rows
  * are kv_stride floats apart (the head's columns start at k and v):
- *   s_j = dot(q, k_j) * scale; m = max s; e_j = exp(s_j - m);
+ *   s_j = dot(q, k_j) * scale, then s_j = di_softcap(s_j, softcap) unless
+ *   softcap is 0; m = max s; e_j = exp(s_j - m);
  *   out[d] = sum_j(e_j * v_j[d]) / sum_j(e_j), both sums canonical over j.
  * scratch holds n_keys + 2 * DI_LANES * head_dim floats. */
 void di_cpu_attention_head(const float *q, const float *k, const float *v, uint32_t kv_stride,
-                           uint32_t n_keys, uint32_t head_dim, float scale, float *out,
-                           float *scratch);
+                           uint32_t n_keys, uint32_t head_dim, float scale, float softcap,
+                           float *out, float *scratch);
+
+/* x[i] = di_softcap(x[i], cap) (cap > 0): the logits' soft cap. */
+void di_cpu_softcap(float *x, size_t n, float cap);
 
 /* Index of the largest value, lowest index on ties; NaN never chosen; 0 for
  * an all-NaN row. */

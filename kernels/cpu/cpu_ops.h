@@ -36,11 +36,13 @@ typedef struct di_cpu_ops {
     void (*rope)(float *v, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot,
                  di_rope_pairing pairing, const float *cos_t, const float *sin_t);
     void (*attention_head)(const float *q, const float *k, const float *v, uint32_t kv_stride,
-                           uint32_t n_keys, uint32_t head_dim, float scale, float *out,
-                           float *scratch);
+                           uint32_t n_keys, uint32_t head_dim, float scale, float softcap,
+                           float *out, float *scratch);
     /* gate[i] = act(gate[i]) * up[i], act = di_silu or di_gelu_tanh */
     void (*silu_mul)(float *gate, const float *up, size_t n);
     void (*gelu_mul)(float *gate, const float *up, size_t n);
+    /* x[i] = di_softcap(x[i], cap), cap > 0 */
+    void (*softcap)(float *x, size_t n, float cap);
     /* dst[i] = a[i] + b[i] */
     void (*add)(float *dst, const float *a, const float *b, size_t n);
     /* lowest index of the largest non-NaN value; 0 when all are NaN */

@@ -97,6 +97,29 @@ static DI_INLINE vf vf_expf(vf x)
     return vf_sel_nan(res, x);
 }
 
+/* tanh lane by lane: di_tanhf of numerics.h, operation for operation (both
+ * branches computed, the scalar one's chosen per lane). */
+static DI_INLINE vf vf_tanhf(vf x)
+{
+    const vf a = vf_sel_lt(x, x, vf_zero(), vf_neg(x)); /* |x| (-0 stays -0: only compared) */
+    const vf z = vf_mul(x, x);
+    vf p = vf_set1(5.9002744094558598e-4f);
+    p = vf_fma(p, z, vf_set1(-1.4558343870513183e-3f));
+    p = vf_fma(p, z, vf_set1(3.5921280365724810e-3f));
+    p = vf_fma(p, z, vf_set1(-8.8632355299021966e-3f));
+    p = vf_fma(p, z, vf_set1(2.1869488536155203e-2f));
+    p = vf_fma(p, z, vf_set1(-5.3968253968253968e-2f));
+    p = vf_fma(p, z, vf_set1(1.3333333333333333e-1f));
+    p = vf_fma(p, z, vf_set1(-3.3333333333333333e-1f));
+    const vf small = vf_fma(vf_mul(x, z), p, x);
+    const vf e = vf_expf(vf_mul(vf_set1(-2.0f), a));
+    vf t = vf_div(vf_sub(vf_set1(1.0f), e), vf_add(vf_set1(1.0f), e));
+    t = vf_sel_lt(t, x, vf_zero(), vf_neg(t));
+    vf res = vf_sel_lt(t, a, vf_set1(0.55f), small);
+    res = vf_sel_lt(res, a, vf_set1(1.40129846e-45f), x); /* +-0 unchanged */
+    return vf_sel_nan(res, x);
+}
+
 /* ---- 32 weights of a row ------------------------------------------------------ */
 
 /* Weight i of a float row (F32, F16, BF16), for the tails those types allow. */
@@ -544,21 +567,34 @@ static void simd_rope(float *v, uint32_t n_heads, uint32_t head_dim, uint32_t n_
     }
 }
 
+/* x[i] = di_softcap(x[i], cap) */
+static void simd_softcap(float *x, size_t n, float cap)
+{
+    const vf c = vf_set1(cap);
+    size_t i = 0;
+    for (; i + VL <= n; i += VL)
+        vf_store(x + i, vf_mul(c, vf_tanhf(vf_div(vf_load(x + i), c))));
+    for (; i < n; i++)
+        x[i] = di_softcap(x[i], cap);
+}
+
 static void simd_attention_head(const float *q, const float *k, const float *v, uint32_t kv_stride,
-                                uint32_t n_keys, uint32_t head_dim, float scale, float *out,
-                                float *scratch)
+                                uint32_t n_keys, uint32_t head_dim, float scale, float softcap,
+                                float *out, float *scratch)
 {
     float *e = scratch;                                   /* [n_keys] */
     float *acc = scratch + n_keys;                        /* [DI_LANES][head_dim] */
     float *total = acc + (size_t)DI_LANES * head_dim;     /* [DI_LANES][head_dim] */
     const size_t lanes_size = (size_t)DI_LANES * head_dim;
 
-    float m = -INFINITY;
-    for (uint32_t j = 0; j < n_keys; j++) {
+    for (uint32_t j = 0; j < n_keys; j++)
         e[j] = simd_dot(q, k + (size_t)j * kv_stride, head_dim) * scale;
+    if (softcap != 0.0f)
+        simd_softcap(e, n_keys, softcap);
+    float m = -INFINITY;
+    for (uint32_t j = 0; j < n_keys; j++)
         if (e[j] > m)
             m = e[j];
-    }
     uint32_t j = 0;
     for (; j + VL <= n_keys; j += VL)
         vf_store(e + j, vf_expf(vf_sub(vf_load(e + j), vf_set1(m))));
@@ -658,6 +694,7 @@ const di_cpu_ops SIMD_OPS = {
     .attention_head = simd_attention_head,
     .silu_mul = simd_silu_mul,
     .gelu_mul = simd_gelu_mul,
+    .softcap = simd_softcap,
     .add = simd_add,
     .argmax = simd_argmax,
 };

@@ -304,6 +304,8 @@ static di_status logits(void *state, const uint32_t *row_idx, uint32_t n, float 
     dc_rmsnorm(s->stream, s->act[DI_ACT_X], s->logit_idx, n, s->output_norm, m->n_embd, m->rms_eps,
                s->act[DI_ACT_XN]);
     dc_forward_matmul(s, &s->output, s->act[DI_ACT_XN], n, NULL, s->logits);
+    if (m->final_softcap != 0.0f)
+        dc_softcap(s->stream, s->logits, (size_t)n * m->n_vocab, m->final_softcap);
     dc_argmax(s->stream, s->logits, n, m->n_vocab, s->greedy);
     TRY(cudaMemcpyAsync(out, s->logits, (size_t)n * m->n_vocab * sizeof(float), cudaMemcpyDeviceToHost,
                         s->stream), "logits: copy");

@@ -77,7 +77,8 @@ static void step_attention(void *ctx, uint32_t il)
     dc_state *s = c->s;
     const di_model *m = s->model;
     dc_attention(s->stream, s->cache, il, s->rows, c->n_rows, s->act[DI_ACT_Q], m->n_head, m->n_head_kv,
-                 m->head_dim, m->layers[il].window, m->attn_scale, s->scores, s->act[DI_ACT_ATT]);
+                 m->head_dim, m->layers[il].window, m->attn_scale, m->attn_softcap, s->scores,
+                 s->act[DI_ACT_ATT]);
 }
 
 static void step_glu(void *ctx, di_glu kind)

@@ -190,7 +190,8 @@ void dc_store_kv(cudaStream_t stream, dc_cache cache, uint32_t layer, const dc_r
 /* ---- attention ------------------------------------------------------------------------------ */
 
 /* One block of WARPS_PER_BLOCK warps per (row, head), as di_cpu_attention_head:
- *   1. s_j = dot(q, k_j) * scale, one warp per key (canonical dot over head_dim);
+ *   1. s_j = dot(q, k_j) * scale, one warp per key (canonical dot over head_dim),
+ *      then di_softcap(s_j, softcap) unless softcap is 0;
  *   2. m = max s_j (exact in any order; NaN never taken, as on the CPU; a
  *      different choice between -0 and +0 cannot change exp(s_j - m));
  *   3. e_j = di_expf(s_j - m);
@@ -200,7 +201,8 @@ void dc_store_kv(cudaStream_t stream, dc_cache cache, uint32_t layer, const dc_r
  * inside each warp (canon_order.h), never by the amount of work in flight. */
 __global__ static void attention_kernel(dc_cache c, uint32_t layer, const dc_row *rows, const float *q,
                                         uint32_t n_head, uint32_t group, uint32_t head_dim,
-                                        uint32_t window, float scale, float *scores, float *out)
+                                        uint32_t window, float scale, float softcap, float *scores,
+                                        float *out)
 {
     __shared__ float reduce[WARP_BLOCK];
     __shared__ float sum_shared;
@@ -218,7 +220,7 @@ __global__ static void attention_kernel(dc_cache c, uint32_t layer, const dc_row
     for (uint32_t j = warp; j < n_keys; j += WARPS_PER_BLOCK) {
         const float dot = warp_tree(di_lane_dot(qh, k + (size_t)j * c.kv_dim, head_dim, lane));
         if (lane == 0)
-            s[j] = dot * scale;
+            s[j] = softcap != 0.0f ? di_softcap(dot * scale, softcap) : dot * scale;
     }
     __syncthreads();
 
@@ -256,13 +258,14 @@ __global__ static void attention_kernel(dc_cache c, uint32_t layer, const dc_row
 
 void dc_attention(cudaStream_t stream, dc_cache cache, uint32_t layer, const dc_row *rows,
                   uint32_t n_rows, const float *q, uint32_t n_head, uint32_t n_head_kv,
-                  uint32_t head_dim, uint32_t window, float scale, float *scores, float *out)
+                  uint32_t head_dim, uint32_t window, float scale, float softcap, float *scores,
+                  float *out)
 {
     if (n_rows == 0)
         return;
     attention_kernel<<<n_rows * n_head, WARP_BLOCK, 0, stream>>>(cache, layer, rows, q, n_head,
                                                                  n_head / n_head_kv, head_dim, window,
-                                                                 scale, scores, out);
+                                                                 scale, softcap, scores, out);
 }
 
 /* ---- elementwise --------------------------------------------------------------------------------- */
@@ -278,6 +281,19 @@ void dc_glu(cudaStream_t stream, float *gate, const float *up, size_t n, int gel
 {
     if (n)
         glu_kernel<<<blocks_for(n, ELEM_BLOCK), ELEM_BLOCK, 0, stream>>>(gate, up, n, gelu);
+}
+
+__global__ static void softcap_kernel(float *x, size_t n, float cap)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        x[i] = di_softcap(x[i], cap);
+}
+
+void dc_softcap(cudaStream_t stream, float *x, size_t n, float cap)
+{
+    if (n)
+        softcap_kernel<<<blocks_for(n, ELEM_BLOCK), ELEM_BLOCK, 0, stream>>>(x, n, cap);
 }
 
 __global__ static void add_kernel(float *dst, const float *a, const float *b, size_t n)

@@ -68,10 +68,15 @@ void dc_store_kv(cudaStream_t stream, dc_cache cache, uint32_t layer, const dc_r
 
 /* Attention of every (row, head): q [n_rows][n_head * head_dim] over the
  * row's own sequence's keys first..pos (a sliding window when window > 0),
- * into out with q's layout. scores holds n_rows * n_head * ctx_len floats. */
+ * scores soft-capped unless softcap is 0, into out with q's layout. scores
+ * holds n_rows * n_head * ctx_len floats. */
 void dc_attention(cudaStream_t stream, dc_cache cache, uint32_t layer, const dc_row *rows,
                   uint32_t n_rows, const float *q, uint32_t n_head, uint32_t n_head_kv,
-                  uint32_t head_dim, uint32_t window, float scale, float *scores, float *out);
+                  uint32_t head_dim, uint32_t window, float scale, float softcap, float *scores,
+                  float *out);
+
+/* x[i] = di_softcap(x[i], cap): the logits' soft cap (cap > 0). */
+void dc_softcap(cudaStream_t stream, float *x, size_t n, float cap);
 
 /* y[t][r] = y[t][r] + bias[r] for t < n_tokens, r < n_out. */
 void dc_add_bias(cudaStream_t stream, float *y, const float *bias, uint32_t n_tokens, uint32_t n_out);

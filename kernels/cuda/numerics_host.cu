@@ -18,6 +18,7 @@ EXPORT float nv_silu(float x) { return di_silu(x); }
 EXPORT float nv_gelu_tanh(float x) { return di_gelu_tanh(x); }
 EXPORT float nv_rsqrt(float x) { return di_rsqrt(x); }
 EXPORT float nv_logf(float x) { return di_logf(x); }
+EXPORT float nv_tanhf(float x) { return di_tanhf(x); }
 EXPORT float nv_f16_to_f32(uint16_t h) { return di_f16_to_f32(h); }
 EXPORT float nv_bf16_to_f32(uint16_t h) { return di_bf16_to_f32(h); }
 EXPORT float nv_rms_scale(float sum_sq, uint32_t n, float eps) { return di_rms_scale(sum_sq, n, eps); }

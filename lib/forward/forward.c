@@ -128,4 +128,6 @@ void di_forward_logits(di_forward *f, const uint32_t *row_idx, uint32_t n, float
         f->ops->rmsnorm(f->act[DI_ACT_X] + (size_t)row_idx[i] * m->n_embd, m->output_norm, m->n_embd,
                         m->rms_eps, f->act[DI_ACT_XN] + (size_t)i * m->n_embd);
     di_cpu_matmul(f->pool, f->ops, &m->output, f->act[DI_ACT_XN], n, logits, f->matmul_scratch);
+    if (m->final_softcap != 0.0f)
+        f->ops->softcap(logits, (size_t)n * m->n_vocab, m->final_softcap);
 }

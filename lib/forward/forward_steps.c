@@ -136,7 +136,7 @@ static void attention_items(void *ctx, uint32_t begin, uint32_t end, uint32_t th
         const size_t base = (size_t)first * kv_dim + (size_t)kvh * hd;
         const di_kv_layer *l = &row->kv[job->layer];
         f->ops->attention_head(f->act[DI_ACT_Q] + r * q_dim + (size_t)h * hd, l->k + base, l->v + base,
-                               (uint32_t)kv_dim, row->pos + 1 - first, hd, m->attn_scale,
+                               (uint32_t)kv_dim, row->pos + 1 - first, hd, m->attn_scale, m->attn_softcap,
                                f->act[DI_ACT_ATT] + r * q_dim + (size_t)h * hd, scratch);
     }
 }

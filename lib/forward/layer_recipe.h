@@ -14,7 +14,9 @@
  *   q, k, v = Wq h (+ bq), Wk h (+ bk), Wv h (+ bv)      DI_FEAT_QKV_BIAS
  *   q, k = rmsnorm per head * q_norm, k_norm             DI_FEAT_QK_NORM
  *   rope(q), rope(k) with the layer's setting; append k, v to the cache
- *   a = attention(q, cache), over the layer's window when it has one
+ *   a = attention(q, cache), over the layer's window when it has one; the
+ *       scores dot(q, k) * attn_scale, soft-capped (c * tanh(s / c)) when
+ *       the model's attn_softcap is not 0, then the softmax
  *   o = Wo a;  o = rmsnorm(o) * post_attention_norm      DI_FEAT_POST_NORMS
  *   x = x + o
  *   h = rmsnorm(x) * ffn_norm
@@ -79,7 +81,8 @@ typedef struct di_steps {
      * then K and V into the rows' caches. */
     void (*qk_rope_store)(void *ctx, uint32_t il, int qk_norm);
     /* ATT = attention of every (row, head) of Q over its sequence's cache,
-     * over the layer's window when it has one. */
+     * over the layer's window when it has one; scores scaled by the model's
+     * attn_scale, then soft-capped unless its attn_softcap is 0. */
     void (*attention)(void *ctx, uint32_t il);
     /* GATE = act(GATE) * UP. */
     void (*glu)(void *ctx, di_glu kind);
@@ -120,7 +123,8 @@ static inline void di_layer_recipe(const di_arch *a, const di_steps *s, void *ct
 }
 
 /* The embedding and every layer; the final norm and the logits are the
- * backend's (they run on chosen rows only). */
+ * backend's (they run on chosen rows only), and so is the logits' soft cap
+ * when the model's final_softcap is not 0. */
 static inline void di_forward_recipe(const struct di_model *m, const di_steps *s, void *ctx)
 {
     s->embed(ctx);

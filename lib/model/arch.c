@@ -28,6 +28,13 @@ static const di_arch architectures[] = {
      * attention on every layer) and so does this row. */
     {.name = "phi3", .features = DI_FEAT_FUSED_QKV | DI_FEAT_FUSED_GATE_UP, .glu = DI_GLU_SILU,
      .rope_pairing = DI_ROPE_NEOX, .rope_base = 10000.0f},
+    /* gemma3 without QK-norm, with soft-capped attention scores and logits;
+     * even layers attend to a window (4096 keys when the file gives none),
+     * every layer with the file's RoPE base. The caps default to 50 and 30,
+     * as llama.cpp reads Gemma 2 files. */
+    {.name = "gemma2", .features = DI_FEAT_POST_NORMS | DI_FEAT_EMBD_SCALE, .glu = DI_GLU_GELU,
+     .rope_pairing = DI_ROPE_NEOX, .rope_base = 10000.0f, .swa_period = 2, .swa_local = 1,
+     .attn_scale_embd_layers = 46, .swa_default = 4096, .attn_softcap = 50.0f, .final_softcap = 30.0f},
 };
 
 #define N_ARCHITECTURES (sizeof architectures / sizeof architectures[0])

@@ -54,6 +54,16 @@ typedef struct di_arch {
     /* When n_layer equals this, scores scale by 1/sqrt(n_embd / n_head)
      * instead of 1/sqrt(head_dim) (Gemma's 27B model); 0: never. */
     uint32_t attn_scale_embd_layers;
+    /* The window when the file has no <name>.attention.sliding_window;
+     * 0: the key is required. */
+    uint32_t swa_default;
+    /* Soft-capping, x = c * tanh(x / c): of the attention scores after the
+     * scale and before the mask and softmax (c read from
+     * <name>.attn_logit_softcapping), and of the logits (from
+     * <name>.final_logit_softcapping). These are the values when the file
+     * has no such key; 0: the architecture has no such step (the key is not
+     * read). */
+    float attn_softcap, final_softcap;
 } di_arch;
 
 /* The row of the architecture called name, or NULL. */

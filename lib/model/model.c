@@ -241,18 +241,22 @@ static di_status read_hparams(loader *L)
 }
 
 /* The table's columns that act after the tensors are bound: the embedding
- * scale, Gemma's 27B attention scale, and the sliding-window layers, which
+ * scale, Gemma's 27B attention scale, the soft caps (the file's value when
+ * it has the key, positive and finite), and the sliding-window layers, which
  * may have a RoPE base of their own (then a second RoPE setting, unscaled). */
 static di_status apply_arch(loader *L)
 {
     di_model *m = L->m;
     const di_arch *a = m->arch_info;
-    uint32_t window = 0;
-    if (a->swa_period) {
-        di_status st = read_u32(L, "attention.sliding_window", 1, 1, MAX_CTX, &window);
-        if (st)
-            return st;
-    }
+    uint32_t window = a->swa_default;
+    di_status st;
+    if (a->swa_period && (st = read_u32(L, "attention.sliding_window", !a->swa_default, 1, MAX_CTX, &window)))
+        return st;
+    m->attn_softcap = a->attn_softcap;
+    m->final_softcap = a->final_softcap;
+    if ((a->attn_softcap != 0.0f && (st = read_f32(L, "attn_logit_softcapping", 0, &m->attn_softcap))) ||
+        (a->final_softcap != 0.0f && (st = read_f32(L, "final_logit_softcapping", 0, &m->final_softcap))))
+        return st;
     if (a->features & DI_FEAT_EMBD_SCALE)
         m->embd_scale = sqrtf((float)m->n_embd);
     if (a->attn_scale_embd_layers && m->n_layer == a->attn_scale_embd_layers)

@@ -81,6 +81,8 @@ struct di_model {
     di_rope_set rope[DI_MAX_ROPE_SETS]; /* each set's frequencies and amplitude (rope_scaling.h) */
     float embd_scale;              /* DI_FEAT_EMBD_SCALE: sqrtf(n_embd); 0 means none */
     float attn_scale;              /* scores are dot(q, k) * attn_scale */
+    float attn_softcap;            /* then c * tanh(score / c) with this c; 0 means none */
+    float final_softcap;           /* logits: c * tanh(logit / c) with this c; 0 means none */
     uint64_t n_params;
 
     di_weight tok_embd;            /* n_embd x n_vocab: row t is token t */

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Write small random llama, qwen2, qwen3, gemma3 or phi3 GGUF v3 models for libdetinfer tests.
+"""Write small random llama, qwen2, qwen3, gemma3, gemma2 or phi3 GGUF v3 models for libdetinfer tests.
 
 Usage:
   make_model.py --out PATH --type {f32,f16,bf16,q8_0} --n-vocab N --n-embd N
                 --n-layer N --n-head N --n-head-kv N --n-ff N
                 [--ctx N] [--untied] [--seed S] [--scale X] [--name S]
-                [--omit NAME ...] [--arch {llama,qwen2,qwen3,gemma3,phi3}]
+                [--omit NAME ...] [--arch {llama,qwen2,qwen3,gemma3,gemma2,phi3}]
                 [--head-dim N] [--window N] [--n-rot N] [--separate-qkv]
+                [--attn-softcap X] [--final-softcap X]
 
 Layout convention (checked with gguf.GGUFReader): a numpy array of shape
 (rows, cols) given to GGUFWriter.add_tensor is stored with GGUF dims
@@ -31,7 +32,9 @@ WTYPES = {
     "q5_0": QT.Q5_0,
     "q5_1": QT.Q5_1,
 }
-ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "phi3")
+ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "gemma2", "phi3")
+# Gemma's post-attention and post-FFN norms
+POST_NORM_ARCHS = ("gemma3", "gemma2")
 
 
 def tensor_shapes(*, n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, tied,
@@ -39,7 +42,8 @@ def tensor_shapes(*, n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, tied,
     """Name -> numpy shape, in file order. 2-D shapes are (rows, cols).
 
     qwen2 adds Q/K/V biases; qwen3 per-head QK-norm weights; gemma3 the
-    QK-norm weights and the post-attention and post-FFN norms. phi3 (as
+    QK-norm weights and the post-attention and post-FFN norms; gemma2 the
+    post-norms only. phi3 (as
     llama.cpp's converter writes it) has one attn_qkv of the Q, K then V rows
     (unless separate_qkv) and one ffn_up of the gate rows then the up rows."""
     hd = head_dim or n_embd // n_head
@@ -61,7 +65,7 @@ def tensor_shapes(*, n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, tied,
             shapes[p + "attn_q_norm.weight"] = (hd,)
             shapes[p + "attn_k_norm.weight"] = (hd,)
         shapes[p + "attn_output.weight"] = (n_embd, n_head * hd)
-        if arch == "gemma3":
+        if arch in POST_NORM_ARCHS:
             shapes[p + "post_attention_norm.weight"] = (n_embd,)
         shapes[p + "ffn_norm.weight"] = (n_embd,)
         if arch == "phi3":
@@ -70,7 +74,7 @@ def tensor_shapes(*, n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, tied,
             shapes[p + "ffn_gate.weight"] = (n_ff, n_embd)
             shapes[p + "ffn_up.weight"] = (n_ff, n_embd)
         shapes[p + "ffn_down.weight"] = (n_embd, n_ff)
-        if arch == "gemma3":
+        if arch in POST_NORM_ARCHS:
             shapes[p + "post_ffw_norm.weight"] = (n_embd,)
     shapes["output_norm.weight"] = (n_embd,)
     if not tied:
@@ -116,10 +120,13 @@ def write_model(path, *, wtype, n_vocab, n_embd, n_layer, n_head, n_head_kv,
                 n_ff, ctx=256, tied=True, seed=0, rope_base=10000.0,
                 eps=1e-5, omit=(), scale=1.0, name=None, arch="llama",
                 head_dim=None, window=0, n_rot=None, separate_qkv=False,
+                attn_softcap=None, final_softcap=None,
                 tokenizer=None, rope_scaling=None, rope_freqs=None):
     """Write one random llama model to path. Returns the tensor names written.
 
     n_rot: rope.dimension_count (default the head size).
+    attn_softcap, final_softcap: <arch>.attn_logit_softcapping and
+    <arch>.final_logit_softcapping (gemma2), written when not None.
     tokenizer: optional callable(writer) that adds tokenizer.ggml.* keys.
     rope_scaling: optional dict of <arch>.rope.scaling.* keys as llama.cpp's
       converter writes them: type ("none", "linear", "yarn"), factor,
@@ -154,6 +161,10 @@ def write_model(path, *, wtype, n_vocab, n_embd, n_layer, n_head, n_head_kv,
         writer.add_uint32(f"{arch}.attention.sliding_window", window)
     if arch == "phi3":
         writer.add_rope_scaling_orig_ctx_len(ctx)   # as llama.cpp's converter writes
+    if attn_softcap is not None:
+        writer.add_attn_logit_softcapping(attn_softcap)    # float32
+    if final_softcap is not None:
+        writer.add_final_logit_softcapping(final_softcap)  # float32
     if tokenizer is not None:
         tokenizer(writer)
     rs = rope_scaling or {}
@@ -244,18 +255,23 @@ def main(argv=None):
     ap.add_argument("--head-dim", type=int, default=None,
                     help="attention.key_length (default n_embd / n_head)")
     ap.add_argument("--window", type=int, default=0,
-                    help="attention.sliding_window (gemma3 reads it; phi3 has it, ignored)")
+                    help="attention.sliding_window (gemma3, gemma2 read it; phi3 has it, ignored)")
     ap.add_argument("--n-rot", type=int, default=None,
                     help="rope.dimension_count (default the head size)")
     ap.add_argument("--separate-qkv", action="store_true",
                     help="phi3: attn_q/k/v instead of the fused attn_qkv")
+    ap.add_argument("--attn-softcap", type=float, default=None,
+                    help="attn_logit_softcapping (gemma2)")
+    ap.add_argument("--final-softcap", type=float, default=None,
+                    help="final_logit_softcapping (gemma2)")
     a = ap.parse_args(argv)
     write_model(a.out, wtype=a.wtype, n_vocab=a.n_vocab, n_embd=a.n_embd,
                 n_layer=a.n_layer, n_head=a.n_head, n_head_kv=a.n_head_kv,
                 n_ff=a.n_ff, ctx=a.ctx, tied=not a.untied, seed=a.seed,
                 rope_base=a.rope_base, eps=a.eps, omit=tuple(a.omit),
                 scale=a.scale, name=a.name, arch=a.arch, head_dim=a.head_dim,
-                window=a.window, n_rot=a.n_rot, separate_qkv=a.separate_qkv)
+                window=a.window, n_rot=a.n_rot, separate_qkv=a.separate_qkv,
+                attn_softcap=a.attn_softcap, final_softcap=a.final_softcap)
     return 0
 
 

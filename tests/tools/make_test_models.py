@@ -77,6 +77,14 @@ QWEN2_YARN = dict(arch="qwen2", n_vocab=112, n_embd=64, n_layer=2, n_head=4, n_h
                   n_ff=96, tied=True, seed=8, ctx=1024,
                   rope_scaling=dict(type="yarn", factor=4.0, orig_ctx=256))
 
+# gemma2: soft caps small enough that tanh bends the scores (std ~1 against a
+# cap of 2) and the logits (std ~1 against 3); 3 layers, so that layers 0
+# and 2 attend to a window of 6 keys (shorter than the prompt) and layer 1 to
+# every key; a head size (32) that is not n_embd / n_head, GQA.
+GEMMA2 = dict(arch="gemma2", n_vocab=120, n_embd=64, n_layer=3, n_head=4, n_head_kv=2,
+              head_dim=32, window=6, n_ff=128, tied=True, seed=7, eps=1e-6,
+              attn_softcap=2.0, final_softcap=3.0)
+
 
 # Outside models.txt (check_fpenv.c): every weight scaled by 1e-19, so the
 # squares of RMSNorm's sums and many products of the matrix products are
@@ -103,6 +111,8 @@ def model_specs():
     specs.append(("phi3_q8_0", "q8_0", PHI3))
     specs.append(("llama3_rope_f32", "f32", LLAMA3_ROPE))
     specs.append(("qwen2_yarn_f32", "f32", QWEN2_YARN))
+    specs.append(("gemma2_f32", "f32", GEMMA2))
+    specs.append(("gemma2_q8_0", "q8_0", GEMMA2))
     return specs
 
 

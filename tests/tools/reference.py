@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent float64 forward pass of a llama, qwen2, qwen3, gemma3 or phi3 GGUF model.
+"""Independent float64 forward pass of a llama, qwen2, qwen3, gemma3, gemma2 or phi3 GGUF model.
 
 Usage:
   reference.py MODEL.gguf --tokens 1,5,9,... --out REF.bin
@@ -26,7 +26,8 @@ import gguf
 MAGIC = b"DIREF001"
 
 
-ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "phi3")
+ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "gemma2", "phi3")
+GEMMAS = ("gemma3", "gemma2")
 
 
 class Model:
@@ -53,10 +54,20 @@ class Model:
         self.neox = arch != "llama"
         # QK-norm: RMSNorm of every head of q and k before RoPE
         self.qk_norm = arch in ("qwen3", "gemma3")
-        # Only gemma3 reads its sliding window; llama.cpp ignores
+        # Only the Gemmas read their sliding window (gemma2: 4096 when the
+        # file has none, as llama.cpp); llama.cpp ignores
         # llama.attention.sliding_window and phi3.attention.sliding_window
         # (full attention on every layer).
-        self.window = int(self.field(a + "attention.sliding_window", 0)) if arch == "gemma3" else 0
+        self.window = {"gemma3": int(self.field(a + "attention.sliding_window", 0)),
+                       "gemma2": int(self.field(a + "attention.sliding_window", 4096))}.get(arch, 0)
+        # Scores are q.k / sqrt(hd), except Gemma's 27B models (62 layers of
+        # gemma3, 46 of gemma2): q.k / sqrt(n_embd / n_head).
+        big = {"gemma3": 62, "gemma2": 46}.get(arch)
+        self.attn_scale = 1.0 / np.sqrt(self.n_embd // self.n_head if self.n_layer == big else self.hd)
+        # Gemma 2 soft-caps the scores and the logits, c * tanh(x / c), with
+        # llama.cpp's defaults 50 and 30 when the file has no value.
+        self.attn_softcap = float(self.field(a + "attn_logit_softcapping", 50.0)) if arch == "gemma2" else None
+        self.final_softcap = float(self.field(a + "final_logit_softcapping", 30.0)) if arch == "gemma2" else None
         self.tensors = {t.name: t for t in self.reader.tensors}
         self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
         for name in ("rope_factors_long.weight", "rope_factors_short.weight"):
@@ -87,8 +98,9 @@ class Model:
         self.rope_freqs = self.weight("rope_freqs.weight") if self.has("rope_freqs.weight") else None
 
     def local(self, i):
-        """Gemma 3: layers with i % 6 < 5 use a sliding window and RoPE base 1e4."""
-        return self.arch == "gemma3" and i % 6 < 5
+        """Gemma 3: layers with i % 6 < 5 use a sliding window and RoPE base 1e4.
+        Gemma 2: even layers use the window, with the model's RoPE base."""
+        return (self.arch == "gemma3" and i % 6 < 5) or (self.arch == "gemma2" and i % 2 == 0)
 
     def field(self, key, default=None):
         f = self.reader.fields.get(key)
@@ -163,15 +175,23 @@ def rope(x, positions, freq, amplitude, neox, n_rot):
     return out
 
 
-def attention(q, k, v, n_head, n_head_kv, window):
-    """Causal grouped-query attention, scale 1/sqrt(hd). q: (n, n_head, hd);
-    k, v: (n, n_head_kv, hd). A window > 0 keeps keys j with i - j < window."""
+def softcap(x, cap):
+    """Soft-capping: cap * tanh(x / cap)."""
+    return cap * np.tanh(x / cap)
+
+
+def attention(q, k, v, n_head, n_head_kv, window, scale, cap=None):
+    """Causal grouped-query attention. q: (n, n_head, hd); k, v: (n, n_head_kv,
+    hd). Scores q.k * scale, soft-capped when cap is given, then masked: a
+    window > 0 keeps keys j with i - j < window."""
     n, _, hd = q.shape
     group = n_head // n_head_kv
     # Query head h reads kv head h // group.
     k = np.repeat(k, group, axis=1)
     v = np.repeat(v, group, axis=1)
-    scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(hd)
+    scores = np.einsum("qhd,khd->hqk", q, k) * scale
+    if cap is not None:
+        scores = softcap(scores, cap)
     i, j = np.indices((n, n))
     masked = (j > i) | ((i - j >= window) if window > 0 else False)
     scores[:, masked] = -np.inf
@@ -194,7 +214,7 @@ def layer(m, i, x, positions):
     p = f"blk.{i}."
     n = x.shape[0]
     hd = m.hd
-    gemma = m.arch == "gemma3"
+    gemma = m.arch in GEMMAS
 
     def proj(h, name):
         y = h @ m.weight(p + name + ".weight").T
@@ -218,13 +238,15 @@ def layer(m, i, x, positions):
         k = rmsnorm(k, m.weight(p + "attn_k_norm.weight"), m.eps)
     # Gemma 3's local layers: base 1e4 and no scaling factor (llama.cpp's
     # rope_freq_scale_train_swa = 1); the rest of the scaling applies to both.
-    if m.local(i):
+    # Gemma 2's local layers use the model's RoPE.
+    if m.arch == "gemma3" and m.local(i):
         freq, amplitude = rope_angles(m, 10000.0, 1.0, m.n_rot)
     else:
         freq, amplitude = rope_angles(m, m.rope_base, m.freq_scale, m.n_rot)
     q = rope(q, positions, freq, amplitude, m.neox, m.n_rot)
     k = rope(k, positions, freq, amplitude, m.neox, m.n_rot)
-    att = attention(q, k, v, m.n_head, m.n_head_kv, m.window if m.local(i) else 0)
+    att = attention(q, k, v, m.n_head, m.n_head_kv, m.window if m.local(i) else 0,
+                    m.attn_scale, m.attn_softcap)
     out = att @ m.weight(p + "attn_output.weight").T
     if gemma:
         out = rmsnorm(out, m.weight(p + "post_attention_norm.weight"), m.eps)
@@ -254,13 +276,14 @@ def forward(m, tokens):
     positions = np.arange(tokens.size)
     embd = m.weight("token_embd.weight")
     x = embd[tokens]
-    if m.arch == "gemma3":
+    if m.arch in GEMMAS:
         x = x * np.sqrt(m.n_embd)
     for i in range(m.n_layer):
         x = layer(m, i, x, positions)
     x = rmsnorm(x, m.weight("output_norm.weight"), m.eps)
     w_out = m.weight("output.weight") if m.has("output.weight") else embd
-    return x @ w_out.T
+    logits = x @ w_out.T
+    return logits if m.final_softcap is None else softcap(logits, m.final_softcap)
 
 
 def write_ref(path, tokens, logits):
@@ -298,7 +321,7 @@ def parse_tokens(text):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="float64 reference logits of a llama, qwen2, qwen3, gemma3 or phi3 GGUF model")
+    ap = argparse.ArgumentParser(description="float64 reference logits of a llama, qwen2, qwen3, gemma3, gemma2 or phi3 GGUF model")
     ap.add_argument("model")
     ap.add_argument("--tokens", required=True, help="comma-separated token ids")
     ap.add_argument("--out", required=True)
