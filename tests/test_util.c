@@ -16,6 +16,7 @@ const char *const tu_models[TU_N_MODELS] = {
     "gqa_untied_bf16", "mha_tied_q8_0", "gqa_untied_q8_0", "odd_f32",        "mha_tied_q4_0",
     "mha_tied_q4_1",  "mha_tied_q5_0",  "mha_tied_q5_1",   "qwen2_f32",      "qwen2_q8_0",
     "gemma3_f32",     "gemma3_q8_0",    "qwen3_f32",       "qwen3_q8_0",
+    "kq_q3_k",        "kq_q2_k",        "kq_iq4_nl",       "kq_iq4_xs",
 };
 
 const char *tu_model_path(const char *name, const char *ext)
