@@ -67,12 +67,17 @@ static void random_row(uint64_t *rng, uint32_t type, uint8_t *row, uint32_t n)
         return;
     for (uint32_t b = 0; b < n / be; b++) {
         uint8_t *blk = row + (size_t)b * bb;
-        /* scale fields: d (and m/dmin) at 0 and 2, Q6_K's d at 208 */
-        uint8_t *f16s[2] = {type == DI_TYPE_Q6_K ? blk + 208 : blk,
-                            type == DI_TYPE_Q6_K || type == DI_TYPE_Q4_0 || type == DI_TYPE_Q5_0 ||
-                                    type == DI_TYPE_Q8_0
-                                ? NULL
-                                : blk + 2};
+        /* scale fields: d (and m/dmin) at 0 and 2 but in Q6_K (d at 208),
+         * Q2_K (d, dmin at 80, 82) and Q3_K (d at 108) */
+        uint8_t *f16s[2] = {blk, NULL};
+        if (type == DI_TYPE_Q6_K)
+            f16s[0] = blk + 208;
+        else if (type == DI_TYPE_Q3_K)
+            f16s[0] = blk + 108;
+        else if (type == DI_TYPE_Q2_K)
+            f16s[0] = blk + 80, f16s[1] = blk + 82;
+        else if (type == DI_TYPE_Q4_1 || type == DI_TYPE_Q5_1 || type == DI_TYPE_Q4_K || type == DI_TYPE_Q5_K)
+            f16s[1] = blk + 2;
         for (int k = 0; k < 2; k++)
             if (f16s[k] && ((f16s[k][1] >> 2) & 0x1f) == 0x1f)
                 f16s[k][1] &= 0x83; /* exponent 31 (inf/NaN) -> 0 (subnormal) */

@@ -746,11 +746,19 @@ START_TEST(test_partial_block_row)
 }
 END_TEST
 
-/* Q4_K is a real GGUF type with a valid layout that this build cannot run.
- * The model is widened to n_embd 256 so rows are whole Q4_K blocks and the
- * only thing wrong is the type. */
-/* Q2_K: a real GGUF type without a compute path in this build */
-static const char *const Q2K_TENSORS[] = {"token_embd.weight", "blk.0.attn_q.weight"};
+/* The IQ types other than IQ4_NL/IQ4_XS are real GGUF types with a valid
+ * layout that this build cannot run: the parser reads them, the loader names
+ * the tensor and the type. The model is widened to n_embd 256 so rows are
+ * whole blocks and the only thing wrong is the type. */
+static const struct {
+    uint32_t type;
+    const char *type_name, *tensor;
+} REFUSED_TYPES[] = {
+    {GB_IQ2_XXS, "IQ2_XXS", "token_embd.weight"}, {GB_IQ2_XS, "IQ2_XS", "blk.0.attn_q.weight"},
+    {GB_IQ3_XXS, "IQ3_XXS", "blk.0.ffn_up.weight"}, {GB_IQ1_S, "IQ1_S", "blk.0.attn_k.weight"},
+    {GB_IQ3_S, "IQ3_S", "blk.0.attn_v.weight"},     {GB_IQ2_S, "IQ2_S", "blk.0.ffn_gate.weight"},
+    {GB_IQ1_M, "IQ1_M", "blk.0.attn_output.weight"},
+};
 
 START_TEST(test_known_unsupported_type)
 {
@@ -758,13 +766,16 @@ START_TEST(test_known_unsupported_type)
     gb_llama_params p = gb_llama_defaults();
     p.n_embd = 256;
     gb_model_llama(&m, &p);
-    gb_tensor_set_type(gb_tensor_find(&m, Q2K_TENSORS[_i]), GB_Q2_K);
+    gb_tensor_set_type(gb_tensor_find(&m, REFUSED_TYPES[_i].tensor), REFUSED_TYPES[_i].type);
     char err[ERRBUF_SIZE] = "";
     di_model *model = UNTOUCHED;
     di_status st = load_model(&m, &model, err, sizeof err);
     check_refused(st, model, err, DI_ERR_UNSUPPORTED, NULL);
-    ck_assert_msg(mentions(err, Q2K_TENSORS[_i]) || mentions(err, "Q2_K"),
-                  "message '%s' names neither the tensor nor the type", err);
+    char want[64];
+    snprintf(want, sizeof want, "type %s (%u), not supported", REFUSED_TYPES[_i].type_name,
+             REFUSED_TYPES[_i].type);
+    ck_assert_msg(mentions(err, REFUSED_TYPES[_i].tensor) && mentions(err, want),
+                  "message '%s' does not name the tensor %s and '%s'", err, REFUSED_TYPES[_i].tensor, want);
     gb_model_free(&m);
 }
 END_TEST
@@ -1804,7 +1815,7 @@ static TCase *tensor_info_case(void)
     tcase_add_loop_test(tc, test_bad_alignment_type, 0, 3);
     LOOP(tc, test_unknown_tensor_type, UNKNOWN_TENSOR_TYPES);
     tcase_add_test(tc, test_partial_block_row);
-    LOOP(tc, test_known_unsupported_type, Q2K_TENSORS);
+    LOOP(tc, test_known_unsupported_type, REFUSED_TYPES);
     tcase_add_test(tc, test_duplicate_tensor_name);
     return tc;
 }

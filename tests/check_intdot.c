@@ -356,8 +356,9 @@ static di_digest prompt_digest(const char *name, int profile)
  * profiles; a Q8_0 model runs the integer product (other bits). */
 START_TEST(test_profile_covers_its_types)
 {
-    const char *const float_only[] = {"mha_tied_f32", "mha_tied_q4_0", "mha_tied_q5_1"};
-    for (int i = 0; i < 3; i++) {
+    const char *const float_only[] = {"mha_tied_f32", "mha_tied_q4_0", "mha_tied_q5_1", "kq_q3_k",
+                                      "kq_q2_k",      "kq_iq4_nl",     "kq_iq4_xs"};
+    for (int i = 0; i < (int)(sizeof float_only / sizeof float_only[0]); i++) {
         const di_digest port = prompt_digest(float_only[i], DI_PROFILE_PORTABLE);
         const di_digest in = prompt_digest(float_only[i], DI_PROFILE_INTEGER);
         tu_assert_digest_eq(&port, &in, float_only[i], i);

@@ -286,7 +286,8 @@ static const wtype WTYPES[] = {
     {TYPE(F32), {-1}},          {TYPE(F16), {-1}},          {TYPE(BF16), {-1}},
     {TYPE(Q4_0), {0, -1}},      {TYPE(Q4_1), {0, 2, -1}},   {TYPE(Q5_0), {0, -1}},
     {TYPE(Q5_1), {0, 2, -1}},   {TYPE(Q8_0), {0, -1}},      {TYPE(Q4_K), {0, 2, -1}},
-    {TYPE(Q5_K), {0, 2, -1}},   {TYPE(Q6_K), {208, -1}},
+    {TYPE(Q5_K), {0, 2, -1}},   {TYPE(Q6_K), {208, -1}},    {TYPE(IQ4_NL), {0, -1}},
+    {TYPE(Q2_K), {80, 82, -1}}, {TYPE(Q3_K), {108, -1}},    {TYPE(IQ4_XS), {0, -1}},
 };
 #define N_WTYPES ((int)(sizeof WTYPES / sizeof WTYPES[0]))
 

@@ -25,10 +25,10 @@
 /* How the documented formula combines the numbers of one weight. */
 typedef enum {
     F_RAW,       /* the stored value itself (F32, F16, BF16) */
-    F_SCALE,     /* d * q                        (Q4_0, Q5_0, Q8_0) */
+    F_SCALE,     /* d * q                        (Q4_0, Q5_0, Q8_0, IQ4_NL) */
     F_SCALE_MIN, /* (d * q) + m                  (Q4_1, Q5_1) */
-    F_K_MIN,     /* (d * s) * q - (dmin * m)     (Q4_K, Q5_K) */
-    F_K_SCALE    /* (d * s) * q                  (Q6_K) */
+    F_K_MIN,     /* (d * s) * q - (dmin * m)     (Q2_K, Q4_K, Q5_K) */
+    F_K_SCALE    /* (d * s) * q                  (Q3_K, Q6_K, IQ4_XS) */
 } formula;
 
 typedef struct qtype {
@@ -51,9 +51,13 @@ static const qtype TYPES[] = {
     {"q5_0", TYPE(Q5_0), F_SCALE, {0, -1}},
     {"q5_1", TYPE(Q5_1), F_SCALE_MIN, {0, 2}},
     {"q8_0", TYPE(Q8_0), F_SCALE, {0, -1}},
+    {"iq4_nl", TYPE(IQ4_NL), F_SCALE, {0, -1}},
+    {"q2_k", TYPE(Q2_K), F_K_MIN, {80, 82}},
+    {"q3_k", TYPE(Q3_K), F_K_SCALE, {108, -1}},
     {"q4_k", TYPE(Q4_K), F_K_MIN, {0, 2}},
     {"q5_k", TYPE(Q5_K), F_K_MIN, {0, 2}},
     {"q6_k", TYPE(Q6_K), F_K_SCALE, {208, -1}},
+    {"iq4_xs", TYPE(IQ4_XS), F_K_SCALE, {0, -1}},
 };
 #define N_TYPES ((int)(sizeof TYPES / sizeof TYPES[0]))
 #define FIRST_BLOCK_TYPE 3 /* TYPES[3..] are the block-quantized types */
@@ -110,6 +114,9 @@ static float half(const uint8_t *p)
 
 /* ---- the documented formula, from numbers read by this file --------------- */
 
+/* The IQ4 code values, as ggml's kvalues_iq4nl lists them. */
+static const int IQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
 /* The numbers one weight is made of; those a formula does not use stay 0. */
 typedef struct parts {
     float raw, d, s, q, dmin, m;
@@ -156,6 +163,37 @@ static parts read_parts(const qtype *t, const uint8_t *b, unsigned j)
         p.d = half(b);
         p.q = (float)(int8_t)b[2 + j];
         break;
+    case DI_TYPE_IQ4_NL:
+        p.d = half(b);
+        p.q = (float)IQ4NL[bits_at(b + 2, nib, 4)];
+        break;
+    case DI_TYPE_Q2_K: {
+        const unsigned g = j / 16; /* 16 weights per scale and min */
+        p.d = half(b + 80), p.dmin = half(b + 82);
+        p.s = (float)bits_at(b + g, 0, 4), p.m = (float)bits_at(b + g, 4, 4);
+        p.q = (float)bits_at(b + 16 + 32 * (j / 128) + l, 2 * ((j % 128) / 32), 2);
+        break;
+    }
+    case DI_TYPE_Q3_K: {
+        /* 16 six-bit scales: low nibbles in bytes 96..103 (groups 0-7 low
+         * halves, 8-15 high halves), top pairs in bytes 104..107 */
+        const unsigned g = j / 16;
+        const unsigned sc = bits_at(b + 96, 8 * (g % 8) + 4 * (g / 8), 4) |
+                            bits_at(b + 104, 8 * (g % 4) + 2 * (g / 4), 2) << 4;
+        const unsigned lo = bits_at(b + 32 + 32 * (j / 128) + l, 2 * ((j % 128) / 32), 2);
+        const unsigned hi = bits_at(b, 8 * l + j / 32, 1);
+        p.d = half(b + 108);
+        p.s = (float)((int)sc - 32);
+        p.q = (float)((int)(lo | hi << 2) - 4);
+        break;
+    }
+    case DI_TYPE_IQ4_XS: {
+        const unsigned sc = bits_at(b + 4, 4 * sb, 4) | bits_at(b + 2, 2 * sb, 2) << 4;
+        p.d = half(b);
+        p.s = (float)((int)sc - 32);
+        p.q = (float)IQ4NL[bits_at(b + 8 + 16 * sb, 8 * (l % 16) + 4 * (l / 16), 4)];
+        break;
+    }
     case DI_TYPE_Q4_K:
     case DI_TYPE_Q5_K: {
         const int q5 = t->id == DI_TYPE_Q5_K;

@@ -313,6 +313,14 @@ static int type_layout(uint32_t type, uint64_t *elems, uint64_t *bytes)
     case GB_Q8_0: *elems = 32; *bytes = 34; return 1;
     case GB_Q2_K: *elems = 256; *bytes = 84; return 1;
     case GB_Q4_K: *elems = 256; *bytes = 144; return 1;
+    /* ggml-common.h's block_iq* sizes, 256 weights each */
+    case GB_IQ2_XXS: *elems = 256; *bytes = 66; return 1;
+    case GB_IQ2_XS: *elems = 256; *bytes = 74; return 1;
+    case GB_IQ3_XXS: *elems = 256; *bytes = 98; return 1;
+    case GB_IQ1_S: *elems = 256; *bytes = 50; return 1;
+    case GB_IQ3_S: *elems = 256; *bytes = 110; return 1;
+    case GB_IQ2_S: *elems = 256; *bytes = 82; return 1;
+    case GB_IQ1_M: *elems = 256; *bytes = 56; return 1;
     default: return 0;
     }
 }

@@ -30,6 +30,9 @@ enum {
 
 /* Tensor types (ggml numbering) the tests use. */
 enum { GB_F32 = 0, GB_F16 = 1, GB_Q8_0 = 8, GB_Q2_K = 10, GB_Q4_K = 12, GB_BF16 = 30 };
+/* The IQ types of ggml without a compute path here (ids of ggml.h). */
+enum { GB_IQ2_XXS = 16, GB_IQ2_XS = 17, GB_IQ3_XXS = 18, GB_IQ1_S = 19, GB_IQ3_S = 21,
+       GB_IQ2_S = 22, GB_IQ1_M = 29 };
 
 #define GB_MAX_NAME 128 /* longest key or tensor name a gb_model holds */
 #define GB_MAX_DIMS 8   /* more than GGUF allows, so n_dims 5 can be written */

@@ -19,6 +19,7 @@ const char *const tu_models[TU_N_MODELS] = {
     "phi3_f32",       "phi3_q8_0",
     "llama3_rope_f32", "qwen2_yarn_f32",
     "gemma2_f32",     "gemma2_q8_0",
+    "kq_q3_k",        "kq_q2_k",        "kq_iq4_nl",       "kq_iq4_xs",
 };
 
 const char *tu_model_path(const char *name, const char *ext)

@@ -77,7 +77,69 @@ DI_HD float di_qb_q8_0(const uint8_t *b, int j)
     return di_qb_f16(b) * (float)(int8_t)b[2 + j];
 }
 
+/* The value of a 4-bit IQ4_NL/IQ4_XS code. */
+DI_HD int di_qb_iq4nl_value(int code)
+{
+    const int8_t values[16] = {DI_IQ4NL_VALUES};
+    return values[code];
+}
+
+/* IQ4_NL, 18 bytes: d, qs[16] (nibbles as Q4_0). w = d * value(q): exact. */
+DI_HD float di_qb_iq4_nl(const uint8_t *b, int j)
+{
+    return di_qb_f16(b) * (float)di_qb_iq4nl_value(di_qb_nibble(b + 2, j));
+}
+
 /* ---- 256-weight super-blocks: weight j (0..255) of block b ----------------- */
+
+/* Q2_K, 84 bytes: scales[16] (scale low nibble, min high nibble, one byte per
+ * 16 weights), qs[64], d, dmin. Half h = j / 128, quarter k = (j % 128) / 32,
+ * l = j % 32: bits 2k..2k+1 of qs[32h + l].
+ * w = (d * sc) * q - (dmin * m): exact products, one rounding. */
+DI_HD float di_qb_q2_k(const uint8_t *b, int j)
+{
+    const int h = j / 128, k = (j % 128) / 32, l = j % 32;
+    const int sm = b[j / 16], q = (b[16 + 32 * h + l] >> (2 * k)) & 3;
+    const float dl = di_qb_f16(b + 80) * (float)(sm & 0xf), ml = di_qb_f16(b + 82) * (float)(sm >> 4);
+    return dl * (float)q - ml;
+}
+
+/* The 6-bit scale (0..63, before the -32) of group g (0..15, 16 weights
+ * each) of a Q3_K block, packed in 12 bytes: low nibble in byte g % 8 at bit
+ * 4 (g / 8), top two bits in byte 8 + g % 4 at bit 2 (g / 4). */
+DI_HD int di_qb_q3_k_scale(const uint8_t *s, int g)
+{
+    return ((s[g % 8] >> (4 * (g / 8))) & 0xf) | ((s[8 + g % 4] >> (2 * (g / 4))) & 3) << 4;
+}
+
+/* Q3_K, 110 bytes: hmask[32], qs[64], scales[12], d. Half h = j / 128,
+ * quarter k = (j % 128) / 32, l = j % 32: low bits 2k..2k+1 of qs[32h + l],
+ * third bit (j / 32) of hmask[l]; q = (lo | hi << 2) - 4.
+ * w = (d * (sc - 32)) * q: exact. */
+DI_HD float di_qb_q3_k(const uint8_t *b, int j)
+{
+    const int h = j / 128, k = (j % 128) / 32, l = j % 32;
+    const int lo = (b[32 + 32 * h + l] >> (2 * k)) & 3, hi = (b[l] >> (j / 32)) & 1;
+    const float dl = di_qb_f16(b + 108) * (float)(di_qb_q3_k_scale(b + 96, j / 16) - 32);
+    return dl * (float)((lo | hi << 2) - 4);
+}
+
+/* The 6-bit scale (0..63, before the -32) of sub-block s (0..7) of an IQ4_XS
+ * block: low nibble s % 2 of scales_l[s / 2], top bits 2s..2s+1 of scales_h. */
+DI_HD int di_qb_iq4_xs_scale(const uint8_t *b, int s)
+{
+    return ((b[4 + s / 2] >> (4 * (s % 2))) & 0xf) | ((di_qb_u16(b + 2) >> (2 * s)) & 3) << 4;
+}
+
+/* IQ4_XS, 136 bytes: d, scales_h (u16), scales_l[4], qs[128]. Sub-block
+ * s = j / 32 holds its nibbles in qs[16s ..] as a Q4_0 block does.
+ * w = (d * (sc - 32)) * value(q): exact. */
+DI_HD float di_qb_iq4_xs(const uint8_t *b, int j)
+{
+    const int s = j / 32;
+    const float dl = di_qb_f16(b) * (float)(di_qb_iq4_xs_scale(b, s) - 32);
+    return dl * (float)di_qb_iq4nl_value(di_qb_nibble(b + 8 + 16 * s, j % 32));
+}
 
 /* The 6-bit scale and min of sub-block s (0..7) of a Q4_K/Q5_K block. */
 DI_HD void di_qb_k_scale_min(const uint8_t *sc_bytes, int s, int *sc, int *m)
@@ -149,9 +211,13 @@ DI_HD float di_qb_weight(uint32_t type, const uint8_t *row, uint32_t i)
     case DI_TYPE_Q5_0: return DI_QB_IN_BLOCK(Q5_0, di_qb_q5_0);
     case DI_TYPE_Q5_1: return DI_QB_IN_BLOCK(Q5_1, di_qb_q5_1);
     case DI_TYPE_Q8_0: return DI_QB_IN_BLOCK(Q8_0, di_qb_q8_0);
+    case DI_TYPE_IQ4_NL: return DI_QB_IN_BLOCK(IQ4_NL, di_qb_iq4_nl);
+    case DI_TYPE_Q2_K: return DI_QB_IN_BLOCK(Q2_K, di_qb_q2_k);
+    case DI_TYPE_Q3_K: return DI_QB_IN_BLOCK(Q3_K, di_qb_q3_k);
     case DI_TYPE_Q4_K: return DI_QB_IN_BLOCK(Q4_K, di_qb_q4_k);
     case DI_TYPE_Q5_K: return DI_QB_IN_BLOCK(Q5_K, di_qb_q5_k);
     case DI_TYPE_Q6_K: return DI_QB_IN_BLOCK(Q6_K, di_qb_q6_k);
+    case DI_TYPE_IQ4_XS: return DI_QB_IN_BLOCK(IQ4_XS, di_qb_iq4_xs);
 #undef DI_QB_IN_BLOCK
     default: return 0.0f;
     }

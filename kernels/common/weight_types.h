@@ -24,27 +24,40 @@
  * table follow), then the types the parser knows but nothing computes.
  *
  *  X(name, id, elements per block, bytes per block, supported) */
-#define DI_WEIGHT_TYPES(X)      \
-    X(F32,   0,   1,   4, 1)    \
-    X(F16,   1,   1,   2, 1)    \
-    X(BF16, 30,   1,   2, 1)    \
-    X(Q4_0,  2,  32,  18, 1)    \
-    X(Q4_1,  3,  32,  20, 1)    \
-    X(Q5_0,  6,  32,  22, 1)    \
-    X(Q5_1,  7,  32,  24, 1)    \
-    X(Q8_0,  8,  32,  34, 1)    \
-    X(Q4_K, 12, 256, 144, 1)    \
-    X(Q5_K, 13, 256, 176, 1)    \
-    X(Q6_K, 14, 256, 210, 1)    \
-    X(Q8_1,  9,  32,  36, 0)    \
-    X(Q2_K, 10, 256,  84, 0)    \
-    X(Q3_K, 11, 256, 110, 0)    \
-    X(Q8_K, 15, 256, 292, 0)    \
-    X(I8,   24,   1,   1, 0)    \
-    X(I16,  25,   1,   2, 0)    \
-    X(I32,  26,   1,   4, 0)    \
-    X(I64,  27,   1,   8, 0)    \
-    X(F64,  28,   1,   8, 0)
+#define DI_WEIGHT_TYPES(X)         \
+    X(F32,      0,   1,   4, 1)    \
+    X(F16,      1,   1,   2, 1)    \
+    X(BF16,    30,   1,   2, 1)    \
+    X(Q4_0,     2,  32,  18, 1)    \
+    X(Q4_1,     3,  32,  20, 1)    \
+    X(Q5_0,     6,  32,  22, 1)    \
+    X(Q5_1,     7,  32,  24, 1)    \
+    X(Q8_0,     8,  32,  34, 1)    \
+    X(IQ4_NL,  20,  32,  18, 1)    \
+    X(Q2_K,    10, 256,  84, 1)    \
+    X(Q3_K,    11, 256, 110, 1)    \
+    X(Q4_K,    12, 256, 144, 1)    \
+    X(Q5_K,    13, 256, 176, 1)    \
+    X(Q6_K,    14, 256, 210, 1)    \
+    X(IQ4_XS,  23, 256, 136, 1)    \
+    X(Q8_1,     9,  32,  36, 0)    \
+    X(Q8_K,    15, 256, 292, 0)    \
+    X(IQ2_XXS, 16, 256,  66, 0)    \
+    X(IQ2_XS,  17, 256,  74, 0)    \
+    X(IQ3_XXS, 18, 256,  98, 0)    \
+    X(IQ1_S,   19, 256,  50, 0)    \
+    X(IQ3_S,   21, 256, 110, 0)    \
+    X(IQ2_S,   22, 256,  82, 0)    \
+    X(IQ1_M,   29, 256,  56, 0)    \
+    X(I8,      24,   1,   1, 0)    \
+    X(I16,     25,   1,   2, 0)    \
+    X(I32,     26,   1,   4, 0)    \
+    X(I64,     27,   1,   8, 0)    \
+    X(F64,     28,   1,   8, 0)
+
+/* The 16 values a 4-bit code of IQ4_NL and IQ4_XS stands for (ggml's
+ * kvalues_iq4nl: a fact of the format), in code order. */
+#define DI_IQ4NL_VALUES -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113
 
 /* DI_TYPE_<name> = id; DI_BLOCK_ELEMS_<name> and DI_BLOCK_BYTES_<name>: the
  * layout as constants, for code written for one type. */

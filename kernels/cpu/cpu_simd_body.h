@@ -153,28 +153,35 @@ static DI_INLINE __m256i bits_at(const uint8_t *p, int shift, int mask)
     return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8((char)mask));
 }
 
-/* Bytes of a K-type super-block (256 weights). */
-static inline size_t superblock_bytes(uint32_t type)
+/* The signed bytes IQ4NL_VALUES[q] of 32 4-bit codes (one a byte). */
+static DI_INLINE __m256i iq4nl_values32(__m256i codes)
 {
-    return type == DI_TYPE_Q4_K ? DI_BLOCK_BYTES_Q4_K
-                                : (type == DI_TYPE_Q5_K ? DI_BLOCK_BYTES_Q5_K : DI_BLOCK_BYTES_Q6_K);
+    const __m128i values = _mm_setr_epi8(DI_IQ4NL_VALUES);
+    return _mm256_shuffle_epi8(_mm256_set_m128i(values, values), codes);
 }
 
-/* The binary16 fields of a K-type super-block that all eight sub-blocks
- * share: d, and dmin (Q6_K has none: 0). */
+/* The binary16 fields of a super-block (256 weights) that all its sub-blocks
+ * share: d, and dmin (0 for the types without one). */
 static DI_INLINE void superblock_scales(uint32_t type, const uint8_t *b, float *d, float *dmin)
 {
-    *d = load_f16_at(type == DI_TYPE_Q6_K ? b + 208 : b);
-    *dmin = type == DI_TYPE_Q6_K ? 0.0f : load_f16_at(b + 2);
+    switch (type) {
+    case DI_TYPE_Q2_K: *d = load_f16_at(b + 80), *dmin = load_f16_at(b + 82); break;
+    case DI_TYPE_Q3_K: *d = load_f16_at(b + 108), *dmin = 0.0f; break;
+    case DI_TYPE_Q6_K: *d = load_f16_at(b + 208), *dmin = 0.0f; break;
+    case DI_TYPE_IQ4_XS: *d = load_f16_at(b), *dmin = 0.0f; break;
+    default: *d = load_f16_at(b), *dmin = load_f16_at(b + 2); break; /* Q4_K, Q5_K */
+    }
 }
 
-/* Sub-block `sub` (a constant in every call, so shifts and scale positions
- * are immediates) of the K-type super-block at b, whose binary16 fields d and
- * dmin (Q6_K: d only) the caller converted once for all eight. */
+/* Sub-block `sub` (32 weights; a constant in every call, so shifts and scale
+ * positions are immediates) of the super-block at b, whose binary16 fields d
+ * and dmin the caller converted once for all eight. Register j holds weights
+ * j * VL.. of the sub-block; in the types with a scale per 16 weights it
+ * takes scale 2 * sub + j * VL / 16. */
 static DI_INLINE void dq_k_sub(uint32_t type, const uint8_t *b, int sub, float d, float dmin, vf *w)
 {
+    const int h = sub / 4, k = sub % 4; /* the 2-bit and 6-bit types: half, quarter */
     if (type == DI_TYPE_Q6_K) {
-        const int h = sub / 4, k = sub % 4;
         const __m256i lo = bits_at(b + 64 * h + 32 * (k % 2), 4 * (k / 2), 0xf);
         const __m256i hi = _mm256_slli_epi16(bits_at(b + 128 + 32 * h, 2 * k, 3), 4);
         const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
@@ -182,6 +189,34 @@ static DI_INLINE void dq_k_sub(uint32_t type, const uint8_t *b, int sub, float d
             const vf dl = vf_set1(d * (float)(int8_t)b[192 + 8 * h + 2 * k + j * VL / 16]);
             w[j] = vf_mul(dl, vi_to_float(vi_from_bytes(q, j)));
         }
+        return;
+    }
+    if (type == DI_TYPE_Q2_K) {
+        const __m256i q = bits_at(b + 16 + 32 * h, 2 * k, 3);
+        UNROLL for (int j = 0; j < NV; j++) {
+            const int sm = b[2 * sub + j * VL / 16];
+            const vf dl = vf_set1(d * (float)(sm & 0xf)), ml = vf_set1(dmin * (float)(sm >> 4));
+            w[j] = vf_sub(vf_mul(dl, vi_to_float(vi_from_bytes(q, j))), ml);
+        }
+        return;
+    }
+    if (type == DI_TYPE_Q3_K) {
+        const __m256i lo = bits_at(b + 32 + 32 * h, 2 * k, 3);
+        const __m256i hi = _mm256_slli_epi16(bits_at(b, sub, 1), 2);
+        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(4));
+        UNROLL for (int j = 0; j < NV; j++) {
+            const int g = 2 * sub + j * VL / 16;
+            const int sc = ((b[96 + g % 8] >> (4 * (g / 8))) & 0xf) | ((b[104 + g % 4] >> (2 * (g / 4))) & 3) << 4;
+            w[j] = vf_mul(vf_set1(d * (float)(sc - 32)), vi_to_float(vi_from_bytes(q, j)));
+        }
+        return;
+    }
+    if (type == DI_TYPE_IQ4_XS) {
+        const int sc = ((b[4 + sub / 2] >> (4 * (sub % 2))) & 0xf) | ((b[2 + sub / 4] >> (2 * (sub % 4))) & 3) << 4;
+        const vf dl = vf_set1(d * (float)(sc - 32));
+        const __m256i q = iq4nl_values32(nibbles32(b + 8 + 16 * sub));
+        UNROLL for (int j = 0; j < NV; j++)
+            w[j] = vf_mul(dl, vi_to_float(vi_from_bytes(q, j)));
         return;
     }
     const int is_q5 = type == DI_TYPE_Q5_K;
@@ -202,8 +237,8 @@ static DI_INLINE void dq_k_sub(uint32_t type, const uint8_t *b, int sub, float d
         w[j] = vf_sub(vf_mul(dl, vi_to_float(vi_from_bytes(q, j))), ml);
 }
 
-/* 1 for the types stored in 256-weight super-blocks. */
-#define IS_K_TYPE(type) ((type) == DI_TYPE_Q4_K || (type) == DI_TYPE_Q5_K || (type) == DI_TYPE_Q6_K)
+/* 1 for the types stored in 256-weight super-blocks (weight_types.h). */
+#define IS_K_TYPE(type) (di_weight_block_elems(type) == 256)
 
 /* 32-block `blk` of a quantized or float row as float32 in w[0..NV), the
  * same values dequant.c produces (docs/QUANTS.md). */
@@ -262,10 +297,21 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
             w[j] = vf_add(vf_mul(d, vi_to_float(vi_from_bytes(q, j))), m);
         break;
     }
+    case DI_TYPE_IQ4_NL: {
+        const uint8_t *b = row + DI_BLOCK_BYTES_IQ4_NL * (size_t)blk;
+        const vf d = broadcast_f16_at(b);
+        const __m256i q = iq4nl_values32(nibbles32(b + 2));
+        UNROLL for (int j = 0; j < NV; j++)
+            w[j] = vf_mul(d, vi_to_float(vi_from_bytes(q, j)));
+        break;
+    }
+    case DI_TYPE_Q2_K:
+    case DI_TYPE_Q3_K:
     case DI_TYPE_Q4_K:
     case DI_TYPE_Q5_K:
-    case DI_TYPE_Q6_K: {
-        const uint8_t *b = row + superblock_bytes(type) * (blk / 8);
+    case DI_TYPE_Q6_K:
+    case DI_TYPE_IQ4_XS: {
+        const uint8_t *b = row + di_weight_block_bytes(type) * (size_t)(blk / 8);
         float d, dmin;
         superblock_scales(type, b, &d, &dmin);
         dq_k_sub(type, b, (int)(blk % 8), d, dmin, w);
@@ -305,6 +351,7 @@ static inline size_t block32_bytes(uint32_t type)
     case DI_TYPE_Q4_1: return DI_BLOCK_BYTES_Q4_1;
     case DI_TYPE_Q5_0: return DI_BLOCK_BYTES_Q5_0;
     case DI_TYPE_Q5_1: return DI_BLOCK_BYTES_Q5_1;
+    case DI_TYPE_IQ4_NL: return DI_BLOCK_BYTES_IQ4_NL;
     default: return 0;
     }
 }
@@ -346,7 +393,7 @@ static DI_INLINE void dot_tile(uint32_t type, const uint8_t *const *rows, int R,
                 UNROLL for (int j = 0; j < NV; j++)
                     acc[r][t][j] = vf_zero();
         if (IS_K_TYPE(type)) { /* super-blocks never straddle a chunk (1024 = 4 x 256) */
-            const size_t sb_bytes = superblock_bytes(type);
+            const size_t sb_bytes = di_weight_block_bytes(type);
             for (uint32_t sb = c0 / 256; sb < end / 256; sb++) {
                 const uint8_t *b[ROWS_MAX];
                 float d[ROWS_MAX], dmin[ROWS_MAX];

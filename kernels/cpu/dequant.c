@@ -98,7 +98,59 @@ static DI_INLINE void block_q8_0(const uint8_t *b, float *y)
         y[j] = d * (float)(int8_t)b[2 + j];
 }
 
+/* The values of the 4-bit codes of IQ4_NL and IQ4_XS. */
+static const int8_t IQ4NL_VALUES[16] = {DI_IQ4NL_VALUES};
+
+/* IQ4_NL, 18 bytes: d, qs[16] (nibbles as Q4_0). w = d * value(q): exact. */
+static DI_INLINE void block_iq4_nl(const uint8_t *b, float *y)
+{
+    const float d = load_f16(b);
+    const uint8_t *qs = b + 2;
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)IQ4NL_VALUES[qs[j] & 0xf];
+        y[j + 16] = d * (float)IQ4NL_VALUES[qs[j] >> 4];
+    }
+}
+
 /* ---- 256-weight super-blocks ---------------------------------------------- */
+
+/* Q2_K, 84 bytes: scales[16], qs[64], d, dmin. Byte g of scales holds the
+ * 4-bit scale (low nibble) and min (high nibble) of weights 16g..16g+15.
+ * Each half of 128 weights uses 32 bytes of qs; its quarter k takes bits
+ * 2k..2k+1 of qs[l]. w = (d * sc) * q - (dmin * m): exact products, one
+ * rounding. */
+static DI_INLINE void block_q2_k(const uint8_t *b, float *y)
+{
+    const float d = load_f16(b + 80), dmin = load_f16(b + 82);
+    for (int g = 0; g < 16; g++) {
+        const float dl = d * (float)(b[g] & 0xf), ml = dmin * (float)(b[g] >> 4);
+        const uint8_t *qs = b + 16 + 32 * (g / 8);
+        const int shift = 2 * ((g % 8) / 2);
+        for (int l = 16 * (g % 2); l < 16 * (g % 2) + 16; l++)
+            y[16 * g + l - 16 * (g % 2)] = dl * (float)((qs[l] >> shift) & 3) - ml;
+    }
+}
+
+/* Q3_K, 110 bytes: hmask[32], qs[64], scales[12], d. Weights 16g..16g+15
+ * share the 6-bit scale g, whose low nibble is nibble g / 8 of scales[g % 8]
+ * and top two bits bits 2 (g / 4).. of scales[8 + g % 4]. Weight i's two low
+ * bits come from qs as in Q2_K, its third from bit i / 32 of hmask[i % 32];
+ * q = (lo | hi << 2) - 4. w = (d * (sc - 32)) * q: exact. */
+static DI_INLINE void block_q3_k(const uint8_t *b, float *y)
+{
+    const float d = load_f16(b + 108);
+    const uint8_t *s = b + 96;
+    for (int g = 0; g < 16; g++) {
+        const int sc = ((s[g % 8] >> (4 * (g / 8))) & 0xf) | ((s[8 + g % 4] >> (2 * (g / 4))) & 3) << 4;
+        const float dl = d * (float)(sc - 32);
+        const uint8_t *qs = b + 32 + 32 * (g / 8);
+        const int shift = 2 * ((g % 8) / 2), hbit = g / 2;
+        for (int l = 16 * (g % 2); l < 16 * (g % 2) + 16; l++) {
+            const int q = (((qs[l] >> shift) & 3) | ((b[l] >> hbit) & 1) << 2) - 4;
+            y[16 * g + l - 16 * (g % 2)] = dl * (float)q;
+        }
+    }
+}
 
 /* The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block, packed
  * in 12 bytes: bytes 0-3 and 4-7 hold the low six bits of sc[0..3] and
@@ -173,6 +225,25 @@ static DI_INLINE void block_q6_k(const uint8_t *b, float *y)
     }
 }
 
+/* IQ4_XS, 136 bytes: d, scales_h (u16), scales_l[4], qs[128]. Sub-block s
+ * (32 weights) has the 6-bit scale nibble s % 2 of scales_l[s / 2] | bits
+ * 2s..2s+1 of scales_h << 4, and its nibbles in qs[16s..] as a Q4_0 block.
+ * w = (d * (sc - 32)) * value(q): exact. */
+static DI_INLINE void block_iq4_xs(const uint8_t *b, float *y)
+{
+    const float d = load_f16(b);
+    const unsigned sh = load_u16(b + 2);
+    for (int s = 0; s < 8; s++) {
+        const int sc = ((b[4 + s / 2] >> (4 * (s % 2))) & 0xf) | (int)((sh >> (2 * s)) & 3u) << 4;
+        const float dl = d * (float)(sc - 32);
+        const uint8_t *qs = b + 8 + 16 * s;
+        for (int j = 0; j < 16; j++) {
+            y[32 * s + j] = dl * (float)IQ4NL_VALUES[qs[j] & 0xf];
+            y[32 * s + j + 16] = dl * (float)IQ4NL_VALUES[qs[j] >> 4];
+        }
+    }
+}
+
 /* ---- rows -------------------------------------------------------------------- */
 
 /* Converts the row block by block, with the layout of type T in the table
@@ -203,9 +274,13 @@ DI_CLONES void di_dequant_row(uint32_t type, const uint8_t *row, uint32_t n, flo
     case DI_TYPE_Q5_0: CONVERT_BLOCKS(block_q5_0, Q5_0); break;
     case DI_TYPE_Q5_1: CONVERT_BLOCKS(block_q5_1, Q5_1); break;
     case DI_TYPE_Q8_0: CONVERT_BLOCKS(block_q8_0, Q8_0); break;
+    case DI_TYPE_IQ4_NL: CONVERT_BLOCKS(block_iq4_nl, IQ4_NL); break;
+    case DI_TYPE_Q2_K: CONVERT_BLOCKS(block_q2_k, Q2_K); break;
+    case DI_TYPE_Q3_K: CONVERT_BLOCKS(block_q3_k, Q3_K); break;
     case DI_TYPE_Q4_K: CONVERT_BLOCKS(block_q4_k, Q4_K); break;
     case DI_TYPE_Q5_K: CONVERT_BLOCKS(block_q5_k, Q5_K); break;
     case DI_TYPE_Q6_K: CONVERT_BLOCKS(block_q6_k, Q6_K); break;
+    case DI_TYPE_IQ4_XS: CONVERT_BLOCKS(block_iq4_xs, IQ4_XS); break;
     default: /* a type without a compute path: the loader admits none */
         memset(out, 0, (size_t)n * sizeof(float));
         break;

@@ -2,7 +2,7 @@
 """Write small random llama, qwen2, qwen3, gemma3, gemma2 or phi3 GGUF v3 models for libdetinfer tests.
 
 Usage:
-  make_model.py --out PATH --type {f32,f16,bf16,q8_0} --n-vocab N --n-embd N
+  make_model.py --out PATH --type {f32,f16,bf16,q8_0,...} --n-vocab N --n-embd N
                 --n-layer N --n-head N --n-head-kv N --n-ff N
                 [--ctx N] [--untied] [--seed S] [--scale X] [--name S]
                 [--omit NAME ...] [--arch {llama,qwen2,qwen3,gemma3,gemma2,phi3}]
@@ -18,9 +18,15 @@ per output, so W @ x works row by row.
 import argparse
 import sys
 
+import os
+
 import numpy as np
 import gguf
 from gguf import GGMLQuantizationType as QT
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import encode_blocks  # noqa: E402
 
 WTYPES = {
     "f32": QT.F32,
@@ -31,6 +37,10 @@ WTYPES = {
     "q4_1": QT.Q4_1,
     "q5_0": QT.Q5_0,
     "q5_1": QT.Q5_1,
+    "q2_k": QT.Q2_K,
+    "q3_k": QT.Q3_K,
+    "iq4_nl": QT.IQ4_NL,
+    "iq4_xs": QT.IQ4_XS,
 }
 ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "gemma2", "phi3")
 # Gemma's post-attention and post-FFN norms
@@ -113,6 +123,8 @@ def encode(values, qtype):
         return values, None
     if qtype == QT.F16:
         return values.astype(np.float16), None
+    if qtype in encode_blocks.ENCODERS:  # types the gguf package cannot quantize
+        return encode_blocks.quantize(values, qtype), qtype
     return gguf.quants.quantize(values, qtype), qtype
 
 

@@ -19,7 +19,7 @@ quant_q4_k.bin), all fields little-endian:
 
 The rows are, per type:
   - random float rows quantized by gguf.quants.quantize, where the package
-    can quantize the type (not the K types);
+    can quantize the type (not the K and IQ4 types);
   - blocks of random bytes with every binary16 scale field forced finite
     (random sign and exponent, so scales and mins of very different
     magnitudes meet and the one rounding of Q4_1/Q5_1/Q4_K/Q5_K happens);
@@ -51,7 +51,8 @@ N_COLS = 1024  # 4 super-blocks of the K types, 32 blocks of the others
 # Byte offsets of the binary16 scale fields in one block of each type.
 SCALE_FIELDS = {
     T.Q4_0: (0,), T.Q4_1: (0, 2), T.Q5_0: (0,), T.Q5_1: (0, 2), T.Q8_0: (0,),
-    T.Q4_K: (0, 2), T.Q5_K: (0, 2), T.Q6_K: (208,),
+    T.IQ4_NL: (0,), T.Q2_K: (80, 82), T.Q3_K: (108,),
+    T.Q4_K: (0, 2), T.Q5_K: (0, 2), T.Q6_K: (208,), T.IQ4_XS: (0,),
 }
 QUANT_TYPES = tuple(SCALE_FIELDS)
 QUANTIZABLE = (T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0)

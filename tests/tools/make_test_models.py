@@ -85,6 +85,12 @@ GEMMA2 = dict(arch="gemma2", n_vocab=120, n_embd=64, n_layer=3, n_head=4, n_head
               head_dim=32, window=6, n_ff=128, tied=True, seed=7, eps=1e-6,
               attn_softcap=2.0, final_softcap=3.0)
 
+# The K and IQ4 types added after the others: widths that are whole 256-weight
+# super-blocks (n_embd, n_head * head_dim and n_ff all multiples of 256).
+KQUANT = dict(n_vocab=72, n_embd=256, n_layer=2, n_head=4, n_head_kv=2,
+              n_ff=512, tied=True, seed=7)
+KQUANT_TYPES = ("q3_k", "q2_k", "iq4_nl", "iq4_xs")
+
 
 # Outside models.txt (check_fpenv.c): every weight scaled by 1e-19, so the
 # squares of RMSNorm's sums and many products of the matrix products are
@@ -113,6 +119,8 @@ def model_specs():
     specs.append(("qwen2_yarn_f32", "f32", QWEN2_YARN))
     specs.append(("gemma2_f32", "f32", GEMMA2))
     specs.append(("gemma2_q8_0", "q8_0", GEMMA2))
+    for t in KQUANT_TYPES:
+        specs.append((f"kq_{t}", t, KQUANT))
     return specs
 
 
@@ -129,7 +137,7 @@ def up_to_date(outdir):
     here = os.path.dirname(os.path.abspath(__file__))
     scripts = [os.path.join(here, f) for f in
                ("make_model.py", "reference.py", "make_test_models.py",
-                "make_quant_fixtures.py")]
+                "make_quant_fixtures.py", "encode_blocks.py")]
     newest = max(os.path.getmtime(s) for s in scripts)
     return os.path.getmtime(stamp) > newest
 
