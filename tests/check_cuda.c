@@ -657,7 +657,7 @@ START_TEST(test_emulated_gpu_digests_equal)
      * and warns about them (google/sanitizers#189); the session's CUDA path is
      * what matters there. */
     const int sanitized = san && *san == '1';
-    const int n_models = all ? TU_N_MODELS
+    const int n_models = all ? tu_n_models()
                          : sanitized ? 1
                                      : (int)(sizeof emu_quick_models / sizeof emu_quick_models[0]);
     if (_i >= n_models)
@@ -774,12 +774,12 @@ Suite *cuda_suite(void)
 
     tc = tcase_create("gpu");
     tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, test_cpu_gpu_digests_equal, 0, TU_N_MODELS);
+    tcase_add_loop_test(tc, test_cpu_gpu_digests_equal, 0, tu_n_models());
     suite_add_tcase(s, tc);
 
     tc = tcase_create("emulated gpu");
     tcase_set_timeout(tc, 1800);
-    tcase_add_loop_test(tc, test_emulated_gpu_digests_equal, 0, TU_N_MODELS);
+    tcase_add_loop_test(tc, test_emulated_gpu_digests_equal, 0, tu_n_models());
     tcase_add_loop_test(tc, test_emulated_gpu_samples_equal, 0,
                         (int)(sizeof emu_quick_models / sizeof emu_quick_models[0]));
     tcase_add_test(tc, test_emulated_gpu_long_context);

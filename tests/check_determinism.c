@@ -412,7 +412,7 @@ Suite *determinism_suite(di_cpu_path path)
     suite_add_tcase(s, tc);
     suite_add_tcase(s, sampled);
     if (path == DI_CPU_PATH_AUTO) {
-        tcase_add_loop_test(tc, test_cpu_paths_agree, 0, TU_N_MODELS);
+        tcase_add_loop_test(tc, test_cpu_paths_agree, 0, tu_n_models());
         tcase_add_test(tc, test_nan_logits_are_canonical);
         sampled_determinism_cases(sampled, 1);
         return s;
@@ -425,12 +425,12 @@ Suite *determinism_suite(di_cpu_path path)
                           : path == DI_CPU_PATH_AVX2 ? force_avx2 : force_avx512;
     tcase_add_unchecked_fixture(tc, force, unforce);
     tcase_add_unchecked_fixture(sampled, force, unforce);
-    tcase_add_loop_test(tc, test_same_step_50_times, 0, TU_N_MODELS);
-    tcase_add_loop_test(tc, test_chunked_prefill_and_decode, 0, TU_N_MODELS);
-    tcase_add_loop_test(tc, test_thread_counts, 0, TU_N_MODELS);
-    tcase_add_loop_test(tc, test_batch_size_composition_and_slot, 0, TU_N_MODELS);
-    tcase_add_loop_test(tc, test_prefix_reuse_and_truncate, 0, TU_N_MODELS);
-    tcase_add_loop_test(tc, test_digest_across_processes, 0, TU_N_MODELS);
+    tcase_add_loop_test(tc, test_same_step_50_times, 0, tu_n_models());
+    tcase_add_loop_test(tc, test_chunked_prefill_and_decode, 0, tu_n_models());
+    tcase_add_loop_test(tc, test_thread_counts, 0, tu_n_models());
+    tcase_add_loop_test(tc, test_batch_size_composition_and_slot, 0, tu_n_models());
+    tcase_add_loop_test(tc, test_prefix_reuse_and_truncate, 0, tu_n_models());
+    tcase_add_loop_test(tc, test_digest_across_processes, 0, tu_n_models());
     tcase_add_test(tc, test_long_context_chunking);
     sampled_determinism_cases(sampled, 0);
     return s;

@@ -458,7 +458,7 @@ Suite *logprobs_suite(void)
     tc = tcase_create("api");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_bad_arguments);
-    tcase_add_loop_test(tc, test_against_numpy_generated_models, 0, TU_N_MODELS);
+    tcase_add_loop_test(tc, test_against_numpy_generated_models, 0, tu_n_models());
     tcase_add_test(tc, test_bitwise_across_paths_threads_batch);
     suite_add_tcase(s, tc);
     tc = tcase_create("real");

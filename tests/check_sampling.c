@@ -686,8 +686,8 @@ Suite *sampling_suite(void)
 
     TCase *greedy = tcase_create("greedy");
     tcase_set_timeout(greedy, 120);
-    tcase_add_loop_test(greedy, test_defaults_are_greedy, 0, TU_N_MODELS);
-    tcase_add_loop_test(greedy, test_temperature_zero_and_top_k_one_are_greedy, 0, TU_N_MODELS);
+    tcase_add_loop_test(greedy, test_defaults_are_greedy, 0, tu_n_models());
+    tcase_add_loop_test(greedy, test_temperature_zero_and_top_k_one_are_greedy, 0, tu_n_models());
     tcase_add_test(greedy, test_sample_is_repeatable);
     suite_add_tcase(s, greedy);
 

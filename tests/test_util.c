@@ -11,16 +11,40 @@
 
 #include "cpu_ops.h"
 
-const char *const tu_models[TU_N_MODELS] = {
-    "mha_tied_f32",   "gqa_untied_f32", "mha_tied_f16",    "gqa_untied_f16", "mha_tied_bf16",
-    "gqa_untied_bf16", "mha_tied_q8_0", "gqa_untied_q8_0", "odd_f32",        "mha_tied_q4_0",
-    "mha_tied_q4_1",  "mha_tied_q5_0",  "mha_tied_q5_1",   "qwen2_f32",      "qwen2_q8_0",
-    "gemma3_f32",     "gemma3_q8_0",    "qwen3_f32",       "qwen3_q8_0",
-    "phi3_f32",       "phi3_q8_0",
-    "llama3_rope_f32", "qwen2_yarn_f32",
-    "gemma2_f32",     "gemma2_q8_0",
-    "kq_q3_k",        "kq_q2_k",        "kq_iq4_nl",       "kq_iq4_xs",
-};
+const char *tu_models[TU_MAX_MODELS];
+
+int tu_n_models(void)
+{
+    static int n = -1;
+    static char names[TU_MAX_MODELS][64];
+    if (n >= 0)
+        return n;
+    const char *dir = getenv("DI_TEST_MODELS");
+    char path[4096], line[256];
+    snprintf(path, sizeof path, "%s/models.txt", dir ? dir : "(DI_TEST_MODELS unset)");
+    FILE *f = dir ? fopen(path, "r") : NULL;
+    n = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (line[0] == '\0')
+            continue;
+        if (n == TU_MAX_MODELS || strlen(line) >= sizeof names[0]) {
+            n = 0; /* reported below, as a list that cannot be read */
+            break;
+        }
+        snprintf(names[n], sizeof names[n], "%s", line);
+        tu_models[n] = names[n];
+        n++;
+    }
+    if (f)
+        fclose(f);
+    if (n == 0) {
+        fprintf(stderr, "test_util: no generated models read from %s\n", path);
+        tu_models[0] = "(no models.txt in DI_TEST_MODELS: run the suites with make check)";
+        n = 1;
+    }
+    return n;
+}
 
 const char *tu_model_path(const char *name, const char *ext)
 {

@@ -11,9 +11,14 @@
 
 #include "detinfer.h"
 
-/* The generated models (tests/tools/make_test_models.py), in models.txt order. */
-#define TU_N_MODELS 29
-extern const char *const tu_models[TU_N_MODELS];
+/* The generated models: the names in $DI_TEST_MODELS/models.txt, the one
+ * list (tests/tools/make_test_models.py writes it), in its order.
+ * tu_n_models() reads it on its first call and returns the count; when it
+ * cannot, it returns 1 with a name that says why, so every test over the
+ * models fails loading it instead of running over none. */
+#define TU_MAX_MODELS 128
+extern const char *tu_models[TU_MAX_MODELS];
+int tu_n_models(void);
 
 /* $DI_TEST_MODELS/<name><ext>; the result lives until the next call. */
 const char *tu_model_path(const char *name, const char *ext);
