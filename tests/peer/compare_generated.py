@@ -1,0 +1,298 @@
+#!/usr/bin/env python3
+"""libdetinfer against llama.cpp on the generated F32 test models, teacher-forced.
+
+    compare_generated.py MODELS_DIR [--lib lib/libdetinfer.so.1] [--threads 2] [--json OUT] [--measure]
+
+Runs with the Python that has llama-cpp-python installed (make check-peer; no
+llama.cpp code enters this repository). For every model named in MODELS_DIR/models.txt whose weights
+are all F32, it feeds the model's prompt (NAME.tokens, the ids of NAME.ref)
+to both engines in one batch, takes the logits of every position, and
+compares them with each other and with the float64 reference (NAME.ref,
+tests/tools/reference.py). Which models take part follows from the file
+alone (general.architecture and the tensor types), so a new generated
+architecture joins by its name in models.txt once ARCHS below lists it.
+
+Errors are normwise relative per position, max_j |a_j - b_j| / max_j |ref_j|,
+the measure of the float64 checks in make check. The checks, each a failure
+(exit 1) when broken:
+  - libdetinfer against float64: at most OURS_BOUND;
+  - llama.cpp against float64 on the architectures that set the tolerance:
+    at most LLAMACPP_OWN_ERROR (else the llama.cpp in the venv is not the one
+    the tolerance was derived from, and the derivation must be redone);
+  - libdetinfer against llama.cpp: at most TOLERANCE = K * LLAMACPP_OWN_ERROR
+    (docs/MODELS.md derives it);
+  - argmax: the same token wherever the float64 top-2 gap is wider than
+    2 * TOLERANCE * max|ref| (where llama.cpp's error could not swap them);
+  - a negative control: llama.cpp with the RoPE base of the first model moved
+    by NEGATIVE_ROPE_FACTOR must differ from libdetinfer by more than
+    TOLERANCE, showing that the tolerance can catch a wrong position encoding.
+A model of an architecture llama.cpp lacks (ARCHS) is listed, not compared.
+--measure prints the figures and skips the pass/fail checks (for
+re-deriving the tolerance).
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import sys
+
+import numpy as np
+import gguf
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bindings", "python", "src"))
+sys.path.insert(0, os.path.join(HERE, "..", "tools"))
+sys.dont_write_bytecode = True
+import detinfer  # noqa: E402  (the ctypes binding of the public API)
+import reference  # noqa: E402  (the float64 reference's file format)
+
+# general.architecture -> (llama.cpp 0.3.36 runs it, its llama.cpp error
+# sets the tolerance). The tolerance comes from the architectures libdetinfer
+# had before issue 17; the ones added since are checked against it.
+ARCHS = {
+    "llama":  (True, True),
+    "qwen2":  (True, True),
+    "qwen3":  (True, True),
+    "gemma3": (True, True),
+    "gemma2": (True, False),
+    "phi3":   (True, False),
+}
+
+OURS_BOUND = 1e-6
+# llama.cpp's worst normwise relative error against float64 over the
+# tolerance-setting architectures, rounded up (docs/MODELS.md has the figures).
+LLAMACPP_OWN_ERROR = 1e-3
+K = 4
+TOLERANCE = K * LLAMACPP_OWN_ERROR
+NEGATIVE_ROPE_FACTOR = 1.1
+
+
+def f32_model(path):
+    """general.architecture of the file when every tensor in it is F32, else None."""
+    r = gguf.GGUFReader(path)
+    if any(t.tensor_type != gguf.GGMLQuantizationType.F32 for t in r.tensors):
+        return None
+    field = r.fields["general.architecture"]
+    return bytes(field.parts[field.data[0]]).decode()
+
+
+def n_vocab_of(path):
+    r = gguf.GGUFReader(path)
+    return int(next(t for t in r.tensors if t.name == "token_embd.weight").shape[1])
+
+
+class LlamaCpp:
+    """One llama.cpp model and context (the low-level API), teacher-forced.
+
+    The generated files carry no tokenizer, which llama.cpp requires: its
+    metadata overrides (applied in memory, the file unchanged) give it
+    tokenizer.ggml.model = "none" and ARCH.vocab_size, with which it loads
+    the model as it is and takes token ids only."""
+
+    def __init__(self, path, arch, n_vocab, threads, n_ctx, overrides=()):
+        import llama_cpp as L
+        self.L = L
+        L.llama_backend_init()
+        self._quiet = L.llama_log_callback(lambda level, text, data: None)
+        L.llama_log_set(self._quiet, ctypes.c_void_p())
+        kv = [("tokenizer.ggml.model", "none"), (f"{arch}.vocab_size", n_vocab)] + list(overrides)
+        self._kv = (L.llama_model_kv_override * (len(kv) + 1))()
+        for o, (key, value) in zip(self._kv, kv):
+            o.key = key.encode()
+            if isinstance(value, str):
+                o.tag = L.LLAMA_KV_OVERRIDE_TYPE_STR
+                o.value.val_str = value.encode()
+            elif isinstance(value, float):
+                o.tag = L.LLAMA_KV_OVERRIDE_TYPE_FLOAT
+                o.value.val_f64 = value
+            else:
+                o.tag = L.LLAMA_KV_OVERRIDE_TYPE_INT
+                o.value.val_i64 = value
+        mp = L.llama_model_default_params()
+        mp.kv_overrides = self._kv
+        self.model = L.llama_model_load_from_file(path.encode(), mp)
+        if not self.model:
+            raise RuntimeError(f"llama.cpp could not load {path}")
+        cp = L.llama_context_default_params()
+        cp.n_ctx = cp.n_batch = cp.n_ubatch = n_ctx
+        cp.n_threads = cp.n_threads_batch = threads
+        self.ctx = L.llama_init_from_model(self.model, cp)
+        if not self.ctx:
+            raise RuntimeError(f"llama.cpp could not make a context for {path}")
+        self.n_vocab = L.llama_vocab_n_tokens(L.llama_model_get_vocab(self.model))
+        self.flash_attn = cp.flash_attn_type
+        self.type_k, self.type_v = cp.type_k, cp.type_v
+
+    def logits(self, tokens):
+        """float64 copy of the logits of every position of tokens, one batch."""
+        L = self.L
+        L.llama_memory_clear(L.llama_get_memory(self.ctx), True)
+        n = len(tokens)
+        batch = L.llama_batch_init(n, 0, 1)
+        try:
+            batch.n_tokens = n
+            for i, t in enumerate(tokens):
+                batch.token[i] = int(t)
+                batch.pos[i] = i
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = 0
+                batch.logits[i] = 1
+            rc = L.llama_decode(self.ctx, batch)
+            if rc != 0:
+                raise RuntimeError(f"llama_decode returned {rc}")
+            rows = [np.ctypeslib.as_array(L.llama_get_logits_ith(self.ctx, i), shape=(self.n_vocab,))
+                    for i in range(n)]
+            return np.array(rows, dtype=np.float64)
+        finally:
+            L.llama_batch_free(batch)
+
+    def close(self):
+        self.L.llama_free(self.ctx)
+        self.L.llama_model_free(self.model)
+
+
+def ours_logits(path, tokens, threads):
+    with detinfer.Model(path) as model, model.session(threads=threads, context_length=256) as s:
+        s.step({0: list(tokens)}, all_logits=True)
+        return np.array([s.logits(0, i).values for i in range(len(tokens))], dtype=np.float64)
+
+
+def normwise(a, ref):
+    """Per position: max_j |a_j - ref_j| / max_j |ref_j|."""
+    return np.abs(a - ref).max(1) / np.abs(ref).max(1)
+
+
+def argmax_check(ours, theirs, exact, tol):
+    """(positions compared, disagreements) among the positions whose float64
+    top-2 gap exceeds 2 * tol * max|ref| (no near tie)."""
+    top2 = np.sort(exact, 1)[:, -2:]
+    clear = (top2[:, 1] - top2[:, 0]) > 2 * tol * np.abs(exact).max(1)
+    differ = np.argmax(ours, 1) != np.argmax(theirs, 1)
+    return int(clear.sum()), int((clear & differ).sum())
+
+
+def rope_base_of(path, arch):
+    r = gguf.GGUFReader(path)
+    f = r.fields.get(f"{arch}.rope.freq_base")
+    return float(f.parts[f.data[0]][0]) if f else 10000.0
+
+
+def compare_one(models_dir, name, arch, threads):
+    path = os.path.join(models_dir, name + ".gguf")
+    tokens, exact = reference.read_ref(os.path.join(models_dir, name + ".ref"))
+    tokens = [int(t) for t in tokens]
+    ours = ours_logits(path, tokens, threads)
+    cpp = LlamaCpp(path, arch, n_vocab_of(path), threads, 256)
+    try:
+        theirs = cpp.logits(tokens)
+        setup = dict(flash_attn=cpp.flash_attn, type_k=cpp.type_k, type_v=cpp.type_v)
+    finally:
+        cpp.close()
+    e_ours, e_cpp, d = normwise(ours, exact), normwise(theirs, exact), normwise(ours, theirs)
+    clear, disagree = argmax_check(ours, theirs, exact, TOLERANCE)
+    return {
+        "model": name, "arch": arch, "positions": len(tokens), "llamacpp": setup,
+        "ours_max": float(e_ours.max()), "ours_mean": float(e_ours.mean()),
+        "llamacpp_max": float(e_cpp.max()), "llamacpp_mean": float(e_cpp.mean()),
+        "diff_max": float(d.max()), "diff_mean": float(d.mean()),
+        "argmax_clear": clear, "argmax_disagree": disagree,
+        "sets_tolerance": ARCHS[arch][1],
+    }, ours
+
+
+def negative_control(models_dir, name, arch, ours, threads):
+    """Normwise difference between libdetinfer and a llama.cpp whose RoPE base
+    is off by NEGATIVE_ROPE_FACTOR (an override in memory)."""
+    path = os.path.join(models_dir, name + ".gguf")
+    tokens = [int(t) for t in reference.read_ref(os.path.join(models_dir, name + ".ref"))[0]]
+    base = rope_base_of(path, arch) * NEGATIVE_ROPE_FACTOR
+    cpp = LlamaCpp(path, arch, n_vocab_of(path), threads, 256,
+                   overrides=[(f"{arch}.rope.freq_base", base)])
+    try:
+        return float(normwise(ours, cpp.logits(tokens)).max())
+    finally:
+        cpp.close()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models_dir")
+    ap.add_argument("--lib", default=os.path.join(HERE, "..", "..", "lib", "libdetinfer.so.1"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--measure", action="store_true", help="figures only, no pass/fail")
+    a = ap.parse_args(argv)
+    os.environ["DETINFER_LIB"] = os.path.abspath(a.lib)  # the binding loads it on first use
+    import llama_cpp
+
+    with open(os.path.join(a.models_dir, "models.txt")) as f:
+        names = f.read().split()
+    selected, skipped = [], []
+    for name in names:
+        arch = f32_model(os.path.join(a.models_dir, name + ".gguf"))
+        if arch is None:
+            continue
+        if arch not in ARCHS:
+            print(f"compare_generated: {name}: architecture {arch!r} is not in ARCHS; "
+                  "add it with whether llama.cpp runs it", file=sys.stderr)
+            return 1
+        (selected if ARCHS[arch][0] else skipped).append((name, arch))
+
+    print(f"libdetinfer {detinfer.version()} vs llama.cpp (llama-cpp-python "
+          f"{llama_cpp.__version__}), generated F32 models, teacher-forced, {a.threads} threads")
+    print(f"normwise relative error per position; tolerance {TOLERANCE:g} = {K} x "
+          f"{LLAMACPP_OWN_ERROR:g} (llama.cpp's own error bound)\n")
+    print("| model | arch | positions | libdetinfer vs float64 max | llama.cpp vs float64 max (mean) "
+          "| libdetinfer vs llama.cpp max (mean) | argmax agree (clear positions) |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    results, failures, first = [], [], None
+    for name, arch in selected:
+        r, ours = compare_one(a.models_dir, name, arch, a.threads)
+        results.append(r)
+        if first is None:
+            first = (name, arch, ours)
+        print(f"| {name} | {arch} | {r['positions']} | {r['ours_max']:.2e} | "
+              f"{r['llamacpp_max']:.2e} ({r['llamacpp_mean']:.2e}) | "
+              f"{r['diff_max']:.2e} ({r['diff_mean']:.2e}) | "
+              f"{r['argmax_clear'] - r['argmax_disagree']}/{r['argmax_clear']} |")
+        if r["ours_max"] > OURS_BOUND:
+            failures.append(f"{name}: libdetinfer is {r['ours_max']:.3g} from float64 (bound {OURS_BOUND:g})")
+        if r["sets_tolerance"] and r["llamacpp_max"] > LLAMACPP_OWN_ERROR:
+            failures.append(f"{name}: llama.cpp is {r['llamacpp_max']:.3g} from float64, above the "
+                            f"{LLAMACPP_OWN_ERROR:g} the tolerance was derived from: re-derive it")
+        if r["diff_max"] > TOLERANCE:
+            failures.append(f"{name}: libdetinfer and llama.cpp differ by {r['diff_max']:.3g} "
+                            f"(tolerance {TOLERANCE:g})")
+        if r["argmax_disagree"]:
+            failures.append(f"{name}: argmax differs at {r['argmax_disagree']} positions without a near tie")
+    for name, arch in skipped:
+        print(f"| {name} | {arch} | not run: llama.cpp 0.3.36 lacks {arch} | | | | |")
+    own = [r["llamacpp_max"] for r in results if r["sets_tolerance"]]
+    if own:
+        print(f"\nllama.cpp's worst own error on the tolerance-setting architectures: {max(own):.3e}")
+    control = None
+    if first is not None:
+        control = negative_control(a.models_dir, *first, a.threads)
+        print(f"negative control ({first[0]}, llama.cpp RoPE base x{NEGATIVE_ROPE_FACTOR}): "
+              f"difference {control:.3e}, must exceed {TOLERANCE:g}")
+        if control <= TOLERANCE:
+            failures.append("negative control: a wrong RoPE base stays within the tolerance")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"models": results, "negative_control": control,
+                       "tolerance": TOLERANCE}, f, indent=1)
+    if not results:
+        print("compare_generated: no generated F32 model to compare", file=sys.stderr)
+        return 1
+    if a.measure:
+        return 0
+    for msg in failures:
+        print(f"FAIL {msg}")
+    print(f"\ncompare_generated: {len(results) - len({m.split(':')[0] for m in failures})} passed, "
+          f"{len({m.split(':')[0] for m in failures})} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
