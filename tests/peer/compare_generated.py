@@ -32,7 +32,6 @@ re-deriving the tolerance).
 """
 
 import argparse
-import ctypes
 import json
 import os
 import sys
@@ -43,9 +42,11 @@ import gguf
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bindings", "python", "src"))
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
+sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True
 import detinfer  # noqa: E402  (the ctypes binding of the public API)
 import reference  # noqa: E402  (the float64 reference's file format)
+from llamacpp import LlamaCpp  # noqa: E402
 
 # general.architecture -> (llama.cpp in llama-cpp-python 0.3.36 runs it, the
 # activation of its feed-forward, which decides llama.cpp's own error: GELU
@@ -107,80 +108,14 @@ def n_vocab_of(path):
     return int(next(t for t in r.tensors if t.name == "token_embd.weight").shape[1])
 
 
-class LlamaCpp:
-    """One llama.cpp model and context (the low-level API), teacher-forced.
-
-    The generated files carry no tokenizer, which llama.cpp requires: its
-    metadata overrides (applied in memory, the file unchanged) give it
-    tokenizer.ggml.model = "none" and ARCH.vocab_size, with which it loads
-    the model as it is and takes token ids only."""
-
-    def __init__(self, path, arch, n_vocab, threads, config, overrides=()):
-        import llama_cpp as L
-        self.L = L
-        L.llama_backend_init()
-        self._quiet = L.llama_log_callback(lambda level, text, data: None)
-        L.llama_log_set(self._quiet, ctypes.c_void_p())
-        kv = [("tokenizer.ggml.model", "none"), (f"{arch}.vocab_size", n_vocab)] + list(overrides)
-        self._kv = (L.llama_model_kv_override * (len(kv) + 1))()
-        for o, (key, value) in zip(self._kv, kv):
-            o.key = key.encode()
-            if isinstance(value, str):
-                o.tag = L.LLAMA_KV_OVERRIDE_TYPE_STR
-                o.value.val_str = value.encode()
-            elif isinstance(value, float):
-                o.tag = L.LLAMA_KV_OVERRIDE_TYPE_FLOAT
-                o.value.val_f64 = value
-            else:
-                o.tag = L.LLAMA_KV_OVERRIDE_TYPE_INT
-                o.value.val_i64 = value
-        mp = L.llama_model_default_params()
-        mp.kv_overrides = self._kv
-        self.model = L.llama_model_load_from_file(path.encode(), mp)
-        if not self.model:
-            raise RuntimeError(f"llama.cpp could not load {path}")
-        cp = L.llama_context_default_params()
-        cp.n_ctx = cp.n_batch = cp.n_ubatch = 256
-        cp.n_threads = cp.n_threads_batch = threads
-        if config == "exact":
-            cp.flash_attn_type = L.LLAMA_FLASH_ATTN_TYPE_DISABLED
-            cp.type_k = cp.type_v = L.GGML_TYPE_F32
-        self.ctx = L.llama_init_from_model(self.model, cp)
-        if not self.ctx:
-            L.llama_model_free(self.model)
-            raise RuntimeError(f"llama.cpp could not make a context for {path}")
-        self.n_vocab = L.llama_vocab_n_tokens(L.llama_model_get_vocab(self.model))
-
-    def logits(self, tokens):
-        """float64 copy of the logits of every position of tokens, one batch."""
-        L = self.L
-        L.llama_memory_clear(L.llama_get_memory(self.ctx), True)
-        n = len(tokens)
-        batch = L.llama_batch_init(n, 0, 1)
-        try:
-            batch.n_tokens = n
-            for i, t in enumerate(tokens):
-                batch.token[i] = int(t)
-                batch.pos[i] = i
-                batch.n_seq_id[i] = 1
-                batch.seq_id[i][0] = 0
-                batch.logits[i] = 1
-            rc = L.llama_decode(self.ctx, batch)
-            if rc != 0:
-                raise RuntimeError(f"llama_decode returned {rc}")
-            rows = [np.ctypeslib.as_array(L.llama_get_logits_ith(self.ctx, i), shape=(self.n_vocab,))
-                    for i in range(n)]
-            return np.array(rows, dtype=np.float64)
-        finally:
-            L.llama_batch_free(batch)
-
-    def close(self):
-        self.L.llama_free(self.ctx)
-        self.L.llama_model_free(self.model)
-
-
 def llamacpp_logits(path, arch, tokens, threads, config, overrides=()):
-    cpp = LlamaCpp(path, arch, n_vocab_of(path), threads, config, overrides)
+    """llama.cpp's logits of every position. The generated files carry no
+    tokenizer, which llama.cpp requires: metadata overrides (in memory, the
+    file unchanged) give it tokenizer.ggml.model = "none" and ARCH.vocab_size,
+    with which it loads the model as it is and takes token ids only."""
+    overrides = [("tokenizer.ggml.model", "none"), (f"{arch}.vocab_size", n_vocab_of(path))] + \
+        list(overrides)
+    cpp = LlamaCpp(path, threads, config, overrides)
     try:
         return cpp.logits(tokens)
     finally:

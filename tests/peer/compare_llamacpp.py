@@ -29,8 +29,10 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bindings", "python", "src"))
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
+sys.path.insert(0, HERE)
 import detinfer  # noqa: E402  (the ctypes binding of the public API)
 import reference  # noqa: E402  (the float64 forward pass)
+from llamacpp import LlamaCpp  # noqa: E402  (llama.cpp's low-level API, default config)
 
 # Normwise relative, as in make check's float64 checks; looser than the 1e-6 of the
 # generated models because a real model has 18-30 layers of float32 rounding
@@ -44,30 +46,6 @@ PROMPTS = [
     "The three primary colors are",
     "Water boils at a temperature of",
 ]
-
-
-def llamacpp_model(path, threads, n_ctx):
-    from llama_cpp import Llama
-    return Llama(model_path=path, n_ctx=n_ctx, n_batch=n_ctx, n_threads=threads,
-                 logits_all=True, verbose=False)
-
-
-def llamacpp_logits(llm, tokens):
-    """llama.cpp's float32 logits of every position of tokens (one eval)."""
-    llm.reset()
-    llm.eval(tokens)
-    return np.array(llm.scores[: len(tokens)], dtype=np.float64)
-
-
-def llamacpp_greedy(llm, prompt, n_new):
-    llm.reset()
-    llm.eval(prompt)
-    out = []
-    for _ in range(n_new):
-        t = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-        out.append(t)
-        llm.eval([t])
-    return out
 
 
 def ours_greedy(session, prompt, n_new):
@@ -92,16 +70,16 @@ def top2_gap(row):
 def compare(path, n_new, threads):
     model = detinfer.Model(path)
     session = model.session(threads=threads, context_length=512)
-    llm = llamacpp_model(path, threads, 512)
+    llm = LlamaCpp(path, threads)
     results = []
     for text in PROMPTS:
         ours_ids = model.tokenize(text)
-        theirs_ids = llm.tokenize(text.encode(), add_bos=True, special=False)
+        theirs_ids = llm.tokenize(text)
         ours_new, ours_rows = ours_greedy(session, ours_ids, n_new)
-        theirs_new = llamacpp_greedy(llm, ours_ids, n_new)
+        theirs_new = llm.greedy(ours_ids, n_new)
         # teacher forcing: llama.cpp sees exactly our sequence
         forced = ours_ids + ours_new[:-1]
-        theirs_rows = llamacpp_logits(llm, forced)
+        theirs_rows = llm.logits(forced)
         diff = np.abs(ours_rows - theirs_rows)
         same = np.argmax(ours_rows, 1) == np.argmax(theirs_rows, 1)
         argmax_agree = np.mean(same)
@@ -123,6 +101,7 @@ def compare(path, n_new, threads):
             "ours_text": model.detokenize(ours_new),
             "llamacpp_text": model.detokenize(theirs_new),
         })
+    llm.close()
     return results
 
 
@@ -134,7 +113,9 @@ def against_float64(path, threads):
     session = model.session(threads=threads, context_length=512)
     session.step({0: ids}, all_logits=True)
     ours = np.array([session.logits(0, i).values for i in range(len(ids))], dtype=np.float64)
-    theirs = llamacpp_logits(llamacpp_model(path, threads, 512), ids)
+    llm = LlamaCpp(path, threads)
+    theirs = llm.logits(ids)
+    llm.close()
     out = {}
     for name, rows in (("libdetinfer", ours), ("llama.cpp", theirs)):
         d = np.abs(rows - exact)
