@@ -245,7 +245,7 @@ def main(argv=None):
             c = r[config]
             print(f"| {name} | {arch} | {r['positions']} | {r['ours_max']:.2e} | {config} | "
                   f"{c['llamacpp_max']:.2e} ({c['llamacpp_mean']:.2e}) | "
-                  f"{c['diff_max']:.2e} ({c['diff_mean']:.2e}) | {c['tolerance']:.0e} | "
+                  f"{c['diff_max']:.2e} ({c['diff_mean']:.2e}) | {c['tolerance']:.2g} | "
                   f"{c['argmax_clear'] - c['argmax_disagree']}/{c['argmax_clear']} |")
     for name, arch in skipped:
         print(f"| {name} | {arch} | not run: llama.cpp lacks {arch} | | | | | | |")
