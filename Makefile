@@ -11,6 +11,7 @@
 #   make demo            the real model: greedy continuations with digests, then a short verify
 #   make bench           prefill/decode tokens per second: a generated 268M model and the real one
 #   make bench-peer      the real model against llama.cpp (bench/compare-llamacpp.sh)
+#   make check-peer      logits against llama.cpp: generated F32 models and two real ones (make peer-venv first)
 #   make deps            install build and test dependencies (apt-get, pip)
 #   make check-ray       detinfer.ray on a local two-node Ray cluster (RAY_REAL=1 adds the real model)
 
@@ -291,9 +292,19 @@ peer-venv: $(PEER_VENV)/ok
 bench-peer: all $(PEER_VENV)/ok
 	bench/compare-llamacpp.sh --threads 1,2 --reps 5
 
-check-peer: $(SHARED) $(PEER_VENV)/ok
-	$(PEER_VENV)/bin/python tests/peer/compare_llamacpp.py "$$(tools/fetch-model.sh)" \
-	    --lib $(SHARED) --new 32 --threads 2
+# libdetinfer against llama.cpp (docs/MODELS.md): the generated F32 models
+# teacher-forced within the documented tolerance, then the real models (Gemma 3
+# 270M, SmolLM2 135M). Needs the venv of make peer-venv; says it skips without.
+check-peer: $(SHARED) $(MODELS)/models.txt
+	@if [ ! -f $(PEER_VENV)/ok ]; then \
+	    echo "check-peer: SKIPPED: no llama-cpp-python venv in $(PEER_VENV) (make peer-venv builds it, ~20 min)"; \
+	    exit 0; fi; \
+	set -e; \
+	$(PEER_VENV)/bin/python tests/peer/compare_generated.py $(MODELS) --lib $(SHARED) --threads 2; \
+	gemma=$$(tools/fetch-model.sh); smollm2=$$(tools/fetch-smollm2.sh); \
+	for model in "$$gemma" "$$smollm2"; do \
+	    $(PEER_VENV)/bin/python tests/peer/compare_llamacpp.py "$$model" --lib $(SHARED) --new 32 --threads 2; \
+	done
 
 # detinfer.ray (docs/SCALE.md) on a local Ray cluster: installs Ray from
 # tests/requirements-ray.txt when it is missing, and says it skips only when
