@@ -108,8 +108,7 @@ def add_vocab(w, n_vocab):
     w.add_add_eos_token(False)
 
 
-def write(path, seed):
-    s = SHAPE
+def write(path, seed, s):
     rng = np.random.default_rng(seed)
     tmp = path + ".part"
     w = gguf.GGUFWriter(tmp, "llama")
@@ -153,8 +152,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--n-layer", type=int, default=SHAPE["n_layer"],
+                    help="fewer layers: a small model of the same kind, for instruction counts")
     a = ap.parse_args(argv)
-    total = write(a.out, a.seed)
+    total = write(a.out, a.seed, dict(SHAPE, n_layer=a.n_layer))
     print(f"{a.out}: {total / 2**30:.2f} GiB of weights, {os.path.getsize(a.out) / 2**30:.2f} GiB file")
     return 0
 
