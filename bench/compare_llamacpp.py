@@ -91,10 +91,10 @@ def llamacpp_once(args, threads):
                          "-n", str(args.tg), "-r", "1", "-o", "json"])
         pp = next(r["avg_ts"] for r in rows if r["n_prompt"] == args.pp and r["n_gen"] == 0)
         tg = next(r["avg_ts"] for r in rows if r["n_gen"] == args.tg and r["n_prompt"] == 0)
-        return pp, tg
+        return pp, tg, None
     r = run_json([sys.executable, os.path.join(HERE, "llamacpp_bench.py"), args.model,
                   "--threads", str(threads), "--pp", str(args.pp), "--tg", str(args.tg)])
-    return r["pp_tps"], r["tg_tps"]
+    return r["pp_tps"], r["tg_tps"], r.get("extra_bufts")
 
 
 def llamacpp_bd_once(args, threads):
@@ -139,7 +139,7 @@ def main():
     for threads in [int(t) for t in args.threads.split(",")]:
         lc_pp, lc_tg, lc_bd, di_pp, di_tg, di_bd, limit = [], [], [], [], [], [], []
         for rep in range(args.reps):
-            p, t = llamacpp_once(args, threads)
+            p, t, extra = llamacpp_once(args, threads)
             lc_pp.append(p)
             lc_tg.append(t)
             if args.batch and not args.llama_bench:
@@ -157,7 +157,7 @@ def main():
                   file=sys.stderr, flush=True)
         row = {"threads": threads, "llamacpp_pp": mean_sd(lc_pp), "llamacpp_tg": mean_sd(lc_tg),
                "detinfer_pp": mean_sd(di_pp), "detinfer_tg": mean_sd(di_tg),
-               "bandwidth_limit_tg": statistics.mean(limit)}
+               "bandwidth_limit_tg": statistics.mean(limit), "llamacpp_extra_bufts": extra}
         if di_bd:
             row["detinfer_bd"] = mean_sd(di_bd)
             row["detinfer_bd_over_pp"] = row["detinfer_bd"][0] / row["detinfer_pp"][0]
@@ -175,7 +175,8 @@ def main():
     print(f"\n{describe(mach)}; load average {mach['loadavg_start'][0]:.1f} at the start, "
           f"{mach['loadavg_end'][0]:.1f} at the end")
     print(f"\nmodel {os.path.basename(args.model)}; pp{args.pp}, tg{args.tg}; {args.reps} alternating "
-          f"repetitions per engine; tokens/s mean ± sd")
+          f"repetitions per engine; tokens/s mean ± sd; llama.cpp's extra buffer types (AMX, repacking) "
+          f"{dict([(True, 'on'), (False, 'off (AMX CPU)'), (None, 'as llama-bench sets them')])[results[0]['llamacpp_extra_bufts']] if results else '?'}")
     print("| threads | llama.cpp pp | libdetinfer pp | pp ratio | llama.cpp tg | libdetinfer tg | tg ratio "
           "| tg / bandwidth limit (libdetinfer, llama.cpp) |")
     print("|---|---|---|---|---|---|---|---|")
