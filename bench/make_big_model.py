@@ -152,10 +152,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--n-layer", type=int, default=SHAPE["n_layer"],
-                    help="fewer layers: a small model of the same kind, for instruction counts")
+    for key in ("n_layer", "n_embd", "n_ff", "n_head", "n_head_kv"):  # smaller models of the same
+        ap.add_argument("--" + key.replace("_", "-"), type=int, default=SHAPE[key])  # kind (instruction counts)
     a = ap.parse_args(argv)
-    total = write(a.out, a.seed, dict(SHAPE, n_layer=a.n_layer))
+    shape = dict(SHAPE, **{k: getattr(a, k) for k in ("n_layer", "n_embd", "n_ff", "n_head", "n_head_kv")})
+    total = write(a.out, a.seed, shape)
     print(f"{a.out}: {total / 2**30:.2f} GiB of weights, {os.path.getsize(a.out) / 2**30:.2f} GiB file")
     return 0
 
