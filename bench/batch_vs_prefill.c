@@ -9,6 +9,7 @@
  *
  * The first batched step also pages the weights in; compare the later ones.
  */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
