@@ -10,7 +10,7 @@
 #   make install / uninstall   PREFIX, DESTDIR, libdir, includedir, pkgconfigdir
 #   make demo            the real model: greedy continuations with digests, then a short verify
 #   make bench           prefill/decode tokens per second: a generated 268M model and the real one
-#   make bench-peer      the real model against llama.cpp (bench/compare-llamacpp.sh)
+#   make bench-peer      the real model and a generated 1.75 GiB one against llama.cpp (bench/compare-llamacpp.sh)
 #   make check-peer      logits against llama.cpp: generated F32 models and two real ones (make peer-venv first)
 #   make deps            install build and test dependencies (apt-get, pip)
 #   make check-ray       detinfer.ray on a local two-node Ray cluster (RAY_REAL=1 adds the real model)
@@ -288,9 +288,16 @@ $(PEER_VENV)/ok:
 	touch $@
 peer-venv: $(PEER_VENV)/ok
 
-# libdetinfer against llama.cpp: pp512 and tg128, threads 1 and 2, 5 alternating runs each.
-bench-peer: all $(PEER_VENV)/ok
-	bench/compare-llamacpp.sh --threads 1,2 --reps 5
+# libdetinfer against llama.cpp: pp512, tg128 and batched decode (16 sequences x 64
+# tokens), threads 1 and 2, alternating runs: on the real model (5 runs each), then on a
+# generated 1.75 GiB llama that no CPU cache holds (3 runs each; bench/make_big_model.py).
+BIG_MODEL := $(CACHE)/bench-llama-3b-q4_k_m.gguf
+$(BIG_MODEL): bench/make_big_model.py
+	@mkdir -p $(CACHE)
+	$(PYTHON) bench/make_big_model.py --out $@
+bench-peer: all $(PEER_VENV)/ok $(BIG_MODEL)
+	bench/compare-llamacpp.sh --threads 1,2 --reps 5 --batch 16 --batch-tokens 64
+	MODEL=$(BIG_MODEL) bench/compare-llamacpp.sh --threads 1,2 --reps 3 --batch 16 --batch-tokens 64
 
 # libdetinfer against llama.cpp (docs/MODELS.md): the generated F32 models
 # teacher-forced within the documented tolerance, then the real models (Gemma 3

@@ -2,7 +2,8 @@
 """libdetinfer against llama.cpp on one GGUF file, side by side in one run.
 
     python compare_llamacpp.py MODEL.gguf --detinfer build/tools/detinfer
-        [--threads 1,2] [--reps 5] [--pp 512] [--tg 128] [--llama-bench PATH]
+        [--threads 1,2] [--reps 5] [--pp 512] [--tg 128] [--batch 16] [--batch-tokens 64]
+        [--llama-bench PATH]
 
 For each thread count the two engines run alternately, one process per
 repetition (llama.cpp, then libdetinfer, REPS times), so that both see the
@@ -12,8 +13,19 @@ libdetinfer by `detinfer bench --json`, llama.cpp by its performance counters
 (bench/llamacpp_bench.py, run with this Python, which must have
 llama-cpp-python) or by `llama-bench -o json` when --llama-bench is given.
 The memory-bandwidth limit comes from detinfer bench's own measurement in the
-same run (weight bytes per token / measured bandwidth). Prints a markdown
-table and one JSON line; exit status 0 unless an engine fails.
+same run (weight bytes per token / measured bandwidth).
+
+Batched decode (--batch B, 0 for none): B sequences, each after its own
+16-token prompt, advanced one token each per step for --batch-tokens steps;
+aggregate tokens per second over the steps' wall time, by `detinfer bench
+--batch` and by bench/llamacpp_bench.py --batch (llama_decode of a
+llama_batch with one token of each of B sequence ids); with --llama-bench,
+llama.cpp's side of it is left out.
+
+The machine comes first in the output (CPU model, cores, cache sizes from
+lscpu, load average before and after): figures from machines whose caches
+differ must not be confused. Prints markdown tables and one JSON line;
+exit status 0 unless an engine fails.
 """
 
 import argparse
@@ -24,6 +36,44 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def machine():
+    """CPU model, cores and caches (lscpu; per-core cache sizes of cpu0 from /sys)."""
+    info = {}
+    try:
+        out = subprocess.run(["lscpu"], check=True, capture_output=True, text=True,
+                             env=dict(os.environ, LC_ALL="C")).stdout
+        fields = dict(ln.split(":", 1) for ln in out.splitlines() if ":" in ln)
+        fields = {k.strip(): v.strip() for k, v in fields.items()}
+        for key, name in [("Model name", "cpu_model"), ("CPU(s)", "logical_cpus"),
+                          ("Core(s) per socket", "cores_per_socket"), ("Socket(s)", "sockets"),
+                          ("Thread(s) per core", "threads_per_core"), ("L1d cache", "l1d"),
+                          ("L2 cache", "l2"), ("L3 cache", "l3")]:
+            if key in fields:
+                info[name] = fields[key]
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    per_core = {}
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    for idx in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        try:
+            rd = lambda f: open(os.path.join(base, idx, f)).read().strip()  # noqa: E731
+            kind = {"Data": "d", "Instruction": "i", "Unified": ""}.get(rd("type"), "?")
+            per_core[f"L{rd('level')}{kind}"] = rd("size")
+        except OSError:
+            continue
+    info["cpu0_caches"] = per_core
+    info["usable_cpus"] = len(os.sched_getaffinity(0))
+    return info
+
+
+def describe(m):
+    caches = ", ".join(f"{k} {v}" for k, v in m.get("cpu0_caches", {}).items())
+    return (f"machine: {m.get('cpu_model', '?')}; {m.get('sockets', '?')} socket(s) x "
+            f"{m.get('cores_per_socket', '?')} cores x {m.get('threads_per_core', '?')} threads "
+            f"({m.get('usable_cpus', '?')} usable); caches (lscpu, all instances): L1d {m.get('l1d', '?')}, "
+            f"L2 {m.get('l2', '?')}, L3 {m.get('l3', '?')}; cpu0 sees {caches}")
 
 
 def run_json(cmd):
@@ -41,18 +91,28 @@ def llamacpp_once(args, threads):
                          "-n", str(args.tg), "-r", "1", "-o", "json"])
         pp = next(r["avg_ts"] for r in rows if r["n_prompt"] == args.pp and r["n_gen"] == 0)
         tg = next(r["avg_ts"] for r in rows if r["n_gen"] == args.tg and r["n_prompt"] == 0)
-        return pp, tg
+        return pp, tg, None
     r = run_json([sys.executable, os.path.join(HERE, "llamacpp_bench.py"), args.model,
                   "--threads", str(threads), "--pp", str(args.pp), "--tg", str(args.tg)])
-    return r["pp_tps"], r["tg_tps"]
+    return r["pp_tps"], r["tg_tps"], r.get("extra_bufts")
+
+
+def llamacpp_bd_once(args, threads):
+    r = run_json([sys.executable, os.path.join(HERE, "llamacpp_bench.py"), args.model,
+                  "--threads", str(threads), "--pp", "0", "--tg", "0", "--batch", str(args.batch),
+                  "--batch-tokens", str(args.batch_tokens)])
+    return r["bd_tps"]
 
 
 def detinfer_once(args, threads):
     r = run_json([args.detinfer, "bench", "--model", args.model, "--threads", str(threads),
-                  "--pp", str(args.pp), "--tg", str(args.tg), "--reps", "1", "--json"])
-    pp = next(x for x in r["results"] if x["n_prompt"] == args.pp)
-    tg = next(x for x in r["results"] if x["n_gen"] == args.tg)
-    return pp["avg_ts"], tg["avg_ts"], tg["bandwidth_limit_ts"], r.get("backend_info", "")
+                  "--pp", str(args.pp), "--tg", str(args.tg), "--batch", str(args.batch),
+                  "--batch-tokens", str(args.batch_tokens), "--reps", "1", "--json"])
+    single = [x for x in r["results"] if not x.get("n_seq")]
+    pp = next(x for x in single if x["n_prompt"] == args.pp)
+    tg = next(x for x in single if x["n_gen"] == args.tg)
+    bd = next((x["avg_ts"] for x in r["results"] if x.get("n_seq") == args.batch), None)
+    return pp["avg_ts"], tg["avg_ts"], tg["bandwidth_limit_ts"], bd
 
 
 def mean_sd(xs):
@@ -67,34 +127,56 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--pp", type=int, default=512)
     ap.add_argument("--tg", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--batch-tokens", type=int, default=64)
     ap.add_argument("--llama-bench", default=None)
     args = ap.parse_args()
 
+    mach = machine()
+    mach["loadavg_start"] = os.getloadavg()
+    print(describe(mach), file=sys.stderr, flush=True)
     results = []
     for threads in [int(t) for t in args.threads.split(",")]:
-        lc_pp, lc_tg, di_pp, di_tg, limit = [], [], [], [], []
-        info = ""
+        lc_pp, lc_tg, lc_bd, di_pp, di_tg, di_bd, limit = [], [], [], [], [], [], []
         for rep in range(args.reps):
-            p, t = llamacpp_once(args, threads)
+            p, t, extra = llamacpp_once(args, threads)
             lc_pp.append(p)
             lc_tg.append(t)
-            p, t, lim, info = detinfer_once(args, threads)
+            if args.batch and not args.llama_bench:
+                lc_bd.append(llamacpp_bd_once(args, threads))
+            p, t, lim, bd = detinfer_once(args, threads)
             di_pp.append(p)
             di_tg.append(t)
             limit.append(lim)
+            if bd is not None:
+                di_bd.append(bd)
+            bd_text = (f" bd{args.batch} {lc_bd[-1]:.1f}" if lc_bd else "",
+                       f" bd{args.batch} {di_bd[-1]:.1f}" if di_bd else "")
             print(f"threads {threads} rep {rep + 1}/{args.reps}: llama.cpp pp {lc_pp[-1]:.1f} tg {lc_tg[-1]:.2f}"
-                  f" | libdetinfer pp {di_pp[-1]:.1f} tg {di_tg[-1]:.2f}", file=sys.stderr, flush=True)
+                  f"{bd_text[0]} | libdetinfer pp {di_pp[-1]:.1f} tg {di_tg[-1]:.2f}{bd_text[1]}",
+                  file=sys.stderr, flush=True)
         row = {"threads": threads, "llamacpp_pp": mean_sd(lc_pp), "llamacpp_tg": mean_sd(lc_tg),
                "detinfer_pp": mean_sd(di_pp), "detinfer_tg": mean_sd(di_tg),
-               "bandwidth_limit_tg": statistics.mean(limit), "backend_info": info}
+               "bandwidth_limit_tg": statistics.mean(limit), "llamacpp_extra_bufts": extra}
+        if di_bd:
+            row["detinfer_bd"] = mean_sd(di_bd)
+            row["detinfer_bd_over_pp"] = row["detinfer_bd"][0] / row["detinfer_pp"][0]
+        if lc_bd:
+            row["llamacpp_bd"] = mean_sd(lc_bd)
+        if di_bd and lc_bd:
+            row["bd_ratio"] = row["detinfer_bd"][0] / row["llamacpp_bd"][0]
         row["pp_ratio"] = row["detinfer_pp"][0] / row["llamacpp_pp"][0]
         row["tg_ratio"] = row["detinfer_tg"][0] / row["llamacpp_tg"][0]
         row["tg_bandwidth_fraction"] = row["detinfer_tg"][0] / row["bandwidth_limit_tg"]
         row["llamacpp_bandwidth_fraction"] = row["llamacpp_tg"][0] / row["bandwidth_limit_tg"]
         results.append(row)
 
+    mach["loadavg_end"] = os.getloadavg()
+    print(f"\n{describe(mach)}; load average {mach['loadavg_start'][0]:.1f} at the start, "
+          f"{mach['loadavg_end'][0]:.1f} at the end")
     print(f"\nmodel {os.path.basename(args.model)}; pp{args.pp}, tg{args.tg}; {args.reps} alternating "
-          f"repetitions per engine; tokens/s mean ± sd")
+          f"repetitions per engine; tokens/s mean ± sd; llama.cpp's extra buffer types (AMX, repacking) "
+          f"{dict([(True, 'on'), (False, 'off (AMX CPU)'), (None, 'as llama-bench sets them')])[results[0]['llamacpp_extra_bufts']] if results else '?'}")
     print("| threads | llama.cpp pp | libdetinfer pp | pp ratio | llama.cpp tg | libdetinfer tg | tg ratio "
           "| tg / bandwidth limit (libdetinfer, llama.cpp) |")
     print("|---|---|---|---|---|---|---|---|")
@@ -104,7 +186,18 @@ def main():
               f"| {f(r['llamacpp_tg'])} | {f(r['detinfer_tg'])} | {r['tg_ratio']:.2f}x "
               f"| {100 * r['tg_bandwidth_fraction']:.0f}%, {100 * r['llamacpp_bandwidth_fraction']:.0f}% "
               f"of {r['bandwidth_limit_tg']:.1f} t/s |")
-    print(json.dumps({"model": args.model, "pp": args.pp, "tg": args.tg, "reps": args.reps,
+    if any("detinfer_bd" in r for r in results):
+        f = lambda ms: f"{ms[0]:.1f} ± {ms[1]:.1f}" if ms else "-"  # noqa: E731
+        print(f"\nbatched decode: {args.batch} sequences x {args.batch_tokens} tokens (each after its own "
+              f"16-token prompt), aggregate tokens/s")
+        print("| threads | llama.cpp bd | libdetinfer bd | bd ratio | libdetinfer bd / own pp |")
+        print("|---|---|---|---|---|")
+        for r in results:
+            ratio = f"{r['bd_ratio']:.2f}x" if "bd_ratio" in r else "-"
+            print(f"| {r['threads']} | {f(r.get('llamacpp_bd'))} | {f(r.get('detinfer_bd'))} | {ratio} "
+                  f"| {r['detinfer_bd_over_pp']:.2f}x |")
+    print(json.dumps({"model": args.model, "pp": args.pp, "tg": args.tg, "batch": args.batch,
+                      "batch_tokens": args.batch_tokens, "reps": args.reps, "machine": mach,
                       "results": results}))
 
 

@@ -86,6 +86,8 @@ bench --model $model --threads 0|--threads wants
 bench --model $model --reps 0|--reps wants an integer
 bench --model $model --cpu-path x|--cpu-path wants auto, scalar, avx2 or avx512
 bench --model $model --device 999|--device wants an integer in 0..255
+bench --model $model --batch 257|--batch wants
+bench --model $model --batch-tokens 0|--batch-tokens wants
 EOF
     DETINFER_TEST_PERTURB=nonsense expect_rc 2 verify --model "$model" && has err 'DETINFER_TEST_PERTURB'
     ;;
@@ -277,6 +279,13 @@ bench)
     has out 'sequence digests of the tg runs: equal across 4 runs'
     expect_rc 0 bench --model "$model" --pp 8,16 --tg 4 --reps 3 --bandwidth 10 --json &&
         json "len(d['results']) == 3 and all(r['avg_ts'] > 0 and len(r['samples_ts']) == 3 for r in d['results']) and d['results'][2]['n_gen'] == 4 and d['results'][2]['bandwidth_gbs'] == 10 and 0 < d['results'][2]['bandwidth_fraction'] and d['tg_digests_equal']"
+    # batched decode: 3 sequences x 4 tokens after a 16-token prompt each, at 1 and 2 threads
+    expect_rc 0 bench --model "$model" --threads 1,2 --pp 0 --tg 0 --batch 3 --batch-tokens 4 --reps 2 || exit 1
+    has out '\| +1 \| +bd3x4 \| +[0-9.]+ ± +[0-9.]+ \|'
+    has out '\| +2 \| +bd3x4 \| +[0-9.]+ ± +[0-9.]+ \|'
+    has out 'sequence digests of the batched runs: equal across 4 runs'
+    expect_rc 0 bench --model "$model" --pp 16 --tg 4 --batch 2 --batch-tokens 3 --reps 2 --bandwidth 10 --json &&
+        json "[(r['n_prompt'], r['n_gen'], r['n_seq']) for r in d['results']] == [(16, 0, 0), (0, 4, 0), (16, 3, 2)] and d['results'][2]['avg_ts'] > 0 and 'bandwidth_gbs' not in d['results'][2] and d['bd_digests_equal']"
     ;;
 
 install)
