@@ -92,22 +92,6 @@ def tensor_plan(s):
     return plan
 
 
-def add_vocab(w, n_vocab):
-    """The synthetic SentencePiece vocabulary, padded with unused tokens (type 5)."""
-    toks = make_tokenizer_models.spm_vocab()
-    toks += [(f"<pad{i}>", -1e4, 5) for i in range(n_vocab - len(toks))]
-    w.add_tokenizer_model("llama")
-    w.add_tokenizer_pre("default")
-    w.add_token_list([t for t, _, _ in toks])
-    w.add_token_scores([sc for _, sc, _ in toks])
-    w.add_token_types([ty for _, _, ty in toks])
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    w.add_add_bos_token(True)
-    w.add_add_eos_token(False)
-
-
 def write(path, seed, s):
     rng = np.random.default_rng(seed)
     tmp = path + ".part"
@@ -123,7 +107,7 @@ def write(path, seed, s):
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_freq_base(500000.0)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M)
-    add_vocab(w, s["n_vocab"])
+    make_tokenizer_models.add_spm(prefix=True, add_eos=False, pad_to=s["n_vocab"])[1](w)
     plan = tensor_plan(s)
     for name, qt, rows, cols in plan:
         if qt is None:

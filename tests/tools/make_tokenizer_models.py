@@ -118,8 +118,12 @@ def spm_vocab():
     return toks
 
 
-def add_spm(prefix, add_eos):
+def add_spm(prefix, add_eos, pad_to=0):
+    """The synthetic SentencePiece vocabulary: (count, writer hook, metadata).
+    pad_to: pad the vocabulary with unused tokens (type 5) to that many
+    (bench/make_big_model.py's 32000)."""
     toks = spm_vocab()
+    toks += [(f"<pad{i}>", -1e4, 5) for i in range(pad_to - len(toks))]
 
     def hook(w):
         w.add_tokenizer_model("llama")
