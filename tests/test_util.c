@@ -18,6 +18,7 @@ const char *const tu_models[TU_N_MODELS] = {
     "gemma3_f32",     "gemma3_q8_0",    "qwen3_f32",       "qwen3_q8_0",
     "phi3_f32",       "phi3_q8_0",
     "llama3_rope_f32", "qwen2_yarn_f32",
+    "phi3_longrope_f32",
 };
 
 const char *tu_model_path(const char *name, const char *ext)

@@ -12,7 +12,7 @@
 #include "detinfer.h"
 
 /* The generated models (tests/tools/make_test_models.py), in models.txt order. */
-#define TU_N_MODELS 23
+#define TU_N_MODELS 24
 extern const char *const tu_models[TU_N_MODELS];
 
 /* $DI_TEST_MODELS/<name><ext>; the result lives until the next call. */

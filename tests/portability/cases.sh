@@ -11,7 +11,7 @@ models=$1 real=${2:-}
 for m in mha_tied_f32 mha_tied_f16 mha_tied_bf16 mha_tied_q8_0 mha_tied_q4_0 mha_tied_q4_1 \
          mha_tied_q5_0 mha_tied_q5_1 gqa_untied_f32 gqa_untied_q8_0 odd_f32 qwen2_f32 qwen2_q8_0 \
          gemma3_f32 gemma3_q8_0 qwen3_f32 qwen3_q8_0 \
-         phi3_f32 phi3_q8_0 llama3_rope_f32 qwen2_yarn_f32; do
+         phi3_f32 phi3_q8_0 llama3_rope_f32 qwen2_yarn_f32 phi3_longrope_f32; do
     ids=$(tr -s ' \n' ',,' < "$models/$m.tokens" | sed 's/,$//')
     printf '%s\t%s\tids:%s\t4\n' "$m" "$models/$m.gguf" "$ids"
 done
