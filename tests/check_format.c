@@ -1156,7 +1156,6 @@ static const struct {
     di_status want;
     const char *needle;
 } ROPE_REFUSED[] = {
-    {"llama.rope.scaling.type", 1, "longrope", 0, DI_ERR_UNSUPPORTED, "longrope"},
     {"llama.rope.scaling.type", 1, "dynamic", 0, DI_ERR_UNSUPPORTED, "llama.rope.scaling.type"},
     {"llama.rope.scaling.type", 0, NULL, 1.0f, DI_ERR_UNSUPPORTED, "llama.rope.scaling.type"},
     {"llama.rope.scaling.yarn_beta_fast", 0, NULL, 16.0f, DI_ERR_UNSUPPORTED, "llama.rope.scaling.yarn_beta_fast"},
