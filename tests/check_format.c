@@ -1302,6 +1302,38 @@ START_TEST(test_phi3_longrope_malformed)
 }
 END_TEST
 
+/* LongRoPE factors of all ones change no bit, whichever the session takes
+ * (the tiny model's sessions hold 64 positions: over an original context of
+ * 64 the short factors, of 32 the long ones); rope.scaling.type "longrope"
+ * scales like "linear" (llama.cpp applies no YaRN ramp to it). */
+START_TEST(test_longrope_neutral_cases)
+{
+    di_digest plain[ROPE_PROMPT], d[ROPE_PROMPT];
+    for (uint32_t orig = 32; orig <= 64; orig += 32) {
+        gb_model m;
+        tiny_arch_model(&m, "phi3");
+        gb_kv_set_u32(&m, "phi3.rope.scaling.original_context_length", orig);
+        rope_digests(&m, plain);
+        add_longrope_factors(&m, LONGROPE_TENSORS[0], 8, 1.0f);
+        add_longrope_factors(&m, LONGROPE_TENSORS[1], 8, 1.0f);
+        rope_digests(&m, d);
+        for (int i = 0; i < ROPE_PROMPT; i++)
+            tu_assert_digest_eq(&plain[i], &d[i], "LongRoPE factors of ones", i);
+        gb_model_free(&m);
+    }
+    gb_model m;
+    tiny_model(&m);
+    gb_kv_set_f32(&m, "llama.rope.scaling.factor", 2.0f);
+    gb_kv_set_str(&m, "llama.rope.scaling.type", "linear");
+    rope_digests(&m, plain);
+    gb_kv_set_str(&m, "llama.rope.scaling.type", "longrope");
+    rope_digests(&m, d);
+    for (int i = 0; i < ROPE_PROMPT; i++)
+        tu_assert_digest_eq(&plain[i], &d[i], "rope.scaling.type longrope versus linear", i);
+    gb_model_free(&m);
+}
+END_TEST
+
 static const char *const REQUIRED_KEYS[] = {
     "llama.context_length",       "llama.embedding_length",     "llama.block_count",
     "llama.feed_forward_length",  "llama.attention.head_count",
@@ -1778,6 +1810,7 @@ static TCase *architectures_case(void)
     tcase_add_test(tc, test_phi3_fused_rows_wrong);
     tcase_add_test(tc, test_phi3_sliding_window_is_ignored);
     LOOP(tc, test_phi3_longrope_malformed, LONGROPE_TENSORS);
+    tcase_add_test(tc, test_longrope_neutral_cases);
     tcase_add_test(tc, test_rope_freqs_apply);
     tcase_add_test(tc, test_rope_freqs_refused);
     tcase_add_test(tc, test_rope_scaling_types);

@@ -78,17 +78,17 @@ QWEN2_YARN = dict(arch="qwen2", n_vocab=112, n_embd=64, n_layer=2, n_head=4, n_h
                   rope_scaling=dict(type="yarn", factor=4.0, orig_ctx=256))
 
 # Phi-3 128k's LongRoPE as llama.cpp's converter writes it: the PHI3 model in a
-# context of 1024 over an original context of 32 (the ratio of Phi-3 mini 128k,
-# 131072 / 4096), long and short divisors of its 6 rotated pairs (shaped like
-# Phi-3's: long ones growing with the wavelength, short ones near 1), the
-# attention factor sqrt(1 + ln 32 / ln 32). llama.cpp uses the long factors when
-# the context per sequence exceeds 32 (every suite's sessions but one), the
-# short ones otherwise (CONTEXT_REFS).
-PHI3_LONGROPE = dict(PHI3, ctx=1024, seed=9,
+# context of 256 over an original context of 16, long and short divisors of its
+# 6 rotated pairs (shaped like Phi-3's: long ones growing with the wavelength,
+# short ones near 1), the attention factor sqrt(1 + ln 16 / ln 16). llama.cpp
+# uses the long factors when the context per sequence exceeds 16: in every
+# suite's sessions (and examples/generate's, prompt + new tokens) but
+# CONTEXT_REFS's.
+PHI3_LONGROPE = dict(PHI3, seed=9,
                      longrope=dict(long=[1.0, 1.25, 2.5, 5.75, 11.5, 23.0],
                                    short=[1.0, 1.0, 1.0625, 1.125, 1.25, 1.5]),
-                     rope_scaling=dict(orig_ctx=32, attn_factor=make_model.longrope_attn_factor(
-                         ctx=1024, orig_ctx=32)))
+                     rope_scaling=dict(orig_ctx=16, attn_factor=make_model.longrope_attn_factor(
+                         ctx=256, orig_ctx=16)))
 
 
 # Outside models.txt (check_fpenv.c): every weight scaled by 1e-19, so the
@@ -98,8 +98,9 @@ SUBNORMAL = ("subnormal_f32", "f32", dict(MHA_TIED, scale=1e-19))
 
 
 # Extra references of a model for another session context (check_rope.c):
-# (model, context per sequence); written as <model>_ctx<context>.ref.
-CONTEXT_REFS = (("phi3_longrope_f32", 32),)
+# (model, context per sequence): the first <context> tokens of its prompt, as
+# <model>_ctx<context>.ref.
+CONTEXT_REFS = (("phi3_longrope_f32", 16),)
 
 
 def model_specs():
@@ -170,7 +171,7 @@ def main(argv=None):
     for name, ctx in CONTEXT_REFS:
         base = os.path.join(a.outdir, name)
         with open(base + ".tokens") as f:
-            tokens = [int(t) for t in f.read().split()]
+            tokens = [int(t) for t in f.read().split()][:ctx]
         reference.make_reference(base + ".gguf", tokens, f"{base}_ctx{ctx}.ref", ctx)
     make_quant_fixtures.write_all(a.outdir)
     with open(os.path.join(a.outdir, "models.txt"), "w") as f:
