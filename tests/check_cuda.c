@@ -639,7 +639,7 @@ END_TEST
  * Without a GPU: the plugin's own kernels, forward pass and session code run
  * on the CPU through tests/cuda_emu (DI_TEST_CUDA_EMU names that build of the
  * plugin). The emulation executes the kernels' index math, launch geometry,
- * shuffles and barriers, not nvcc's machine code. In make check: seven models
+ * shuffles and barriers, not nvcc's machine code. In make check: eight models
  * covering every architecture and several types, 24 tokens each (under the
  * sanitizers one model, 12 tokens);
  * DI_TEST_EMU_FULL=1 (make check-cuda-emu): every generated model with 40 tokens, one
@@ -647,7 +647,7 @@ END_TEST
  */
 static const char *const emu_quick_models[] = {"odd_f32", "mha_tied_q4_1", "gqa_untied_bf16", "qwen2_q8_0",
                                                "gemma3_q8_0", "qwen3_q8_0", "phi3_q8_0",
-                                               "gemma2_q8_0"};
+                                               "gemma2_q8_0", "phi3_longrope_f32"};
 
 START_TEST(test_emulated_gpu_digests_equal)
 {

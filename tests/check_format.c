@@ -1244,7 +1244,6 @@ static const struct {
     di_status want;
     const char *needle;
 } ROPE_REFUSED[] = {
-    {"llama.rope.scaling.type", 1, "longrope", 0, DI_ERR_UNSUPPORTED, "longrope"},
     {"llama.rope.scaling.type", 1, "dynamic", 0, DI_ERR_UNSUPPORTED, "llama.rope.scaling.type"},
     {"llama.rope.scaling.type", 0, NULL, 1.0f, DI_ERR_UNSUPPORTED, "llama.rope.scaling.type"},
     {"llama.rope.scaling.yarn_beta_fast", 0, NULL, 16.0f, DI_ERR_UNSUPPORTED, "llama.rope.scaling.yarn_beta_fast"},
@@ -1354,21 +1353,71 @@ START_TEST(test_phi3_sliding_window_is_ignored)
 }
 END_TEST
 
-/* Phi-3's 128k-context files: LongRoPE factors (n_rot / 2 floats each) and
- * the attention factor llama.cpp's converter writes with them; the message
- * names the factors, whichever of the two tensors the file has. */
+/* LongRoPE (llama.cpp reads it for phi3): its two factor tensors load
+ * together (phi3_longrope_f32 runs them, check_rope.c); one without the
+ * other, a factor tensor of the wrong length or type, a factor that is not
+ * positive, and the tensors in another architecture are refused. */
 static const char *const LONGROPE_TENSORS[] = {"rope_factors_long.weight", "rope_factors_short.weight"};
 
-START_TEST(test_phi3_longrope_refused)
+static void add_longrope_factors(gb_model *m, const char *name, uint64_t n, float value)
 {
-    const uint64_t half = 8;
+    gb_tensor *t = gb_tensor_add(m, name, GB_F32, 1, &n);
+    ck_assert(t->data.len == n * sizeof(float));
+    for (uint64_t i = 0; i < n; i++)
+        memcpy(t->data.data + i * sizeof(float), &value, sizeof value);
+}
+
+START_TEST(test_phi3_longrope_malformed)
+{
+    const uint64_t half = 8; /* tiny_arch_model: head size 16, every value rotated */
     gb_model m;
     tiny_arch_model(&m, "phi3");
-    gb_tensor_add(&m, LONGROPE_TENSORS[_i], GB_F32, 1, &half);
-    expect_refused(&m, DI_ERR_UNSUPPORTED, "LongRoPE factors not supported yet");
-    gb_kv_set_f32(&m, "phi3.rope.scaling.attn_factor", 1.1902381f);
-    gb_kv_set_u32(&m, "phi3.rope.scaling.original_context_length", 32);
-    expect_refused(&m, DI_ERR_UNSUPPORTED, LONGROPE_TENSORS[_i]);
+    add_longrope_factors(&m, LONGROPE_TENSORS[_i], half, 1.5f);
+    expect_refused(&m, DI_ERR_MODEL, "LongRoPE needs both");
+    add_longrope_factors(&m, LONGROPE_TENSORS[1 - _i], half - 1, 1.5f);
+    expect_refused(&m, DI_ERR_MODEL, LONGROPE_TENSORS[1 - _i]);
+    gb_model_free(&m);
+    tiny_arch_model(&m, "phi3");
+    add_longrope_factors(&m, LONGROPE_TENSORS[_i], half, 1.5f);
+    add_longrope_factors(&m, LONGROPE_TENSORS[1 - _i], half, 0.0f);
+    expect_refused(&m, DI_ERR_MODEL, "expected positive and finite");
+    gb_model_free(&m);
+    tiny_model(&m);
+    add_longrope_factors(&m, LONGROPE_TENSORS[0], half, 1.5f);
+    add_longrope_factors(&m, LONGROPE_TENSORS[1], half, 1.5f);
+    expect_refused(&m, DI_ERR_UNSUPPORTED, "not supported for architecture llama");
+    gb_model_free(&m);
+}
+END_TEST
+
+/* LongRoPE factors of all ones change no bit, whichever the session takes
+ * (the tiny model's sessions hold 64 positions: over an original context of
+ * 64 the short factors, of 32 the long ones); rope.scaling.type "longrope"
+ * scales like "linear" (llama.cpp applies no YaRN ramp to it). */
+START_TEST(test_longrope_neutral_cases)
+{
+    di_digest plain[ROPE_PROMPT], d[ROPE_PROMPT];
+    for (uint32_t orig = 32; orig <= 64; orig += 32) {
+        gb_model m;
+        tiny_arch_model(&m, "phi3");
+        gb_kv_set_u32(&m, "phi3.rope.scaling.original_context_length", orig);
+        rope_digests(&m, plain);
+        add_longrope_factors(&m, LONGROPE_TENSORS[0], 8, 1.0f);
+        add_longrope_factors(&m, LONGROPE_TENSORS[1], 8, 1.0f);
+        rope_digests(&m, d);
+        for (int i = 0; i < ROPE_PROMPT; i++)
+            tu_assert_digest_eq(&plain[i], &d[i], "LongRoPE factors of ones", i);
+        gb_model_free(&m);
+    }
+    gb_model m;
+    tiny_model(&m);
+    gb_kv_set_f32(&m, "llama.rope.scaling.factor", 2.0f);
+    gb_kv_set_str(&m, "llama.rope.scaling.type", "linear");
+    rope_digests(&m, plain);
+    gb_kv_set_str(&m, "llama.rope.scaling.type", "longrope");
+    rope_digests(&m, d);
+    for (int i = 0; i < ROPE_PROMPT; i++)
+        tu_assert_digest_eq(&plain[i], &d[i], "rope.scaling.type longrope versus linear", i);
     gb_model_free(&m);
 }
 END_TEST
@@ -1848,7 +1897,8 @@ static TCase *architectures_case(void)
     tcase_add_test(tc, test_phi3_qkv_fused_or_separate);
     tcase_add_test(tc, test_phi3_fused_rows_wrong);
     tcase_add_test(tc, test_phi3_sliding_window_is_ignored);
-    LOOP(tc, test_phi3_longrope_refused, LONGROPE_TENSORS);
+    LOOP(tc, test_phi3_longrope_malformed, LONGROPE_TENSORS);
+    tcase_add_test(tc, test_longrope_neutral_cases);
     tcase_add_test(tc, test_rope_freqs_apply);
     tcase_add_test(tc, test_rope_freqs_refused);
     tcase_add_test(tc, test_rope_scaling_types);

@@ -216,6 +216,81 @@ START_TEST(test_rope_scaled_sets)
 }
 END_TEST
 
+/* LongRoPE (phi3_longrope_f32: original context 16, context 256): a session
+ * whose sequences hold at most 16 positions turns with rope_factors_short.weight,
+ * one with more with rope_factors_long.weight, as llama.cpp's get_rope_factors
+ * chooses by its context per sequence (the number of sequences does not
+ * matter: each holds ctx positions). Every session's logits match the float64
+ * reference of its choice (reference.py --ctx: phi3_longrope_f32_ctx16.ref,
+ * the prompt's first 16 tokens, short; phi3_longrope_f32.ref long) within 2e-6
+ * (normwise, relative: float rounding, about 1e-6 here because the attention
+ * factor sqrt(2) doubles the scores; a wrong choice of factors is off by more
+ * than 1e-3). At the 16th position the short and long logits differ, and
+ * sessions on the same side give the same bits. */
+#define LONGROPE_TOL 2e-6
+
+static double relative_error(di_session *s, const tu_ref *ref, uint32_t t)
+{
+    const float *row;
+    ck_assert_int_eq(di_session_logits_at(s, 0, t, &row, NULL), DI_OK);
+    const double *want = ref->logits + (size_t)t * ref->n_vocab;
+    double max_ref = 0.0, max_err = 0.0;
+    for (uint32_t i = 0; i < ref->n_vocab; i++) {
+        max_ref = fmax(max_ref, fabs(want[i]));
+        max_err = fmax(max_err, fabs((double)row[i] - want[i]));
+    }
+    return max_err / max_ref;
+}
+
+START_TEST(test_longrope_factors_follow_context)
+{
+    static const struct {
+        int ctx, n_seq;
+        const char *ref;
+    } sessions[] = {
+        {16, 1, "phi3_longrope_f32_ctx16"}, {16, 4, "phi3_longrope_f32_ctx16"},
+        {17, 1, "phi3_longrope_f32"},       {0, 1, "phi3_longrope_f32"}, /* 0: the training context, 256 */
+    };
+    enum { N = sizeof sessions / sizeof sessions[0], AT = 15 /* the last position of a short session */ };
+    di_model *m = tu_load("phi3_longrope_f32");
+    int64_t n_vocab;
+    ck_assert_int_eq(di_model_get_int(m, DI_MODEL_N_VOCAB, &n_vocab), DI_OK);
+    float *at[N];
+    for (int k = 0; k < N; k++) {
+        tu_ref *ref = tu_read_ref(sessions[k].ref);
+        /* as much of the reference's prompt as the session holds */
+        const uint32_t n = sessions[k].ctx && (uint32_t)sessions[k].ctx < ref->n_tokens ? (uint32_t)sessions[k].ctx
+                                                                                          : ref->n_tokens;
+        ck_assert_uint_gt(n, AT);
+        di_session *s = tu_session(m, 1, sessions[k].n_seq, sessions[k].ctx);
+        tu_step(s, 0, ref->tokens, n, DI_STEP_ALL_LOGITS);
+        double worst = 0.0;
+        for (uint32_t t = 0; t < n; t++)
+            worst = fmax(worst, relative_error(s, ref, t));
+        ck_assert_msg(worst <= LONGROPE_TOL, "context %d: relative error %.3g against %s", sessions[k].ctx, worst,
+                      sessions[k].ref);
+        printf("LongRoPE context %3d x %d sequences: %.3e from %s (%u positions)\n", sessions[k].ctx,
+               sessions[k].n_seq, worst, sessions[k].ref, n);
+        const float *row;
+        ck_assert_int_eq(di_session_logits_at(s, 0, AT, &row, NULL), DI_OK);
+        at[k] = malloc((size_t)n_vocab * sizeof *at[k]);
+        ck_assert_ptr_nonnull(at[k]);
+        memcpy(at[k], row, (size_t)n_vocab * sizeof *row);
+        di_session_free(s);
+        tu_free_ref(ref);
+    }
+    ck_assert(memcmp(at[0], at[1], (size_t)n_vocab * sizeof(float)) == 0);
+    ck_assert(memcmp(at[2], at[3], (size_t)n_vocab * sizeof(float)) == 0);
+    double diff = 0.0;
+    for (int64_t i = 0; i < n_vocab; i++)
+        diff = fmax(diff, fabs((double)at[0][i] - (double)at[2][i]));
+    ck_assert_msg(diff > 1e-3, "short and long factors give logits %.3g apart", diff);
+    for (int k = 0; k < N; k++)
+        free(at[k]);
+    di_model_free(m);
+}
+END_TEST
+
 /* The library imports from libm only the correctly rounded functions the
  * contract allows (fmaf, sqrtf; rintf at -O0, which follows the pinned
  * rounding mode), and has no x87 code, whose control word is not pinned. */
@@ -260,6 +335,7 @@ Suite *rope_suite(void)
     tcase_add_test(tc, test_rope_against_mpmath);
     tcase_add_test(tc, test_rope_tables_equal_glibc);
     tcase_add_test(tc, test_rope_scaled_sets);
+    tcase_add_test(tc, test_longrope_factors_follow_context);
     tcase_add_test(tc, test_no_libm_imports);
     suite_add_tcase(s, tc);
     return s;

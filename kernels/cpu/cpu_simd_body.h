@@ -534,7 +534,7 @@ static DI_INLINE void matmul_direct(uint32_t type, const rows_view *v, uint32_t 
 static DI_INLINE void dequant_row_typed(uint32_t type, const uint8_t *row, uint32_t n, float *out)
 {
     if (IS_K_TYPE(type)) { /* n is a multiple of 256, as dot_tile assumes */
-        const size_t sb_bytes = superblock_bytes(type);
+        const size_t sb_bytes = di_weight_block_bytes(type);
         for (uint32_t sb = 0; sb < n / 256; sb++) {
             const uint8_t *b = row + sb * sb_bytes;
             float d, dmin;

@@ -171,7 +171,7 @@ static di_status upload_rope_tables(dc_state *s, char *err, size_t err_size)
     float *host_sin = (float *)malloc((table ? table : 1) * sizeof(float));
     cudaError_t e = host_cos && host_sin ? cudaSuccess : cudaErrorMemoryAllocation;
     for (uint32_t set = 0; e == cudaSuccess && set < m->n_rope_sets; set++) {
-        di_rope_fill_tables(m->n_rot, &m->rope[set], 0, ctx_len, host_cos, host_sin);
+        di_rope_fill_tables(m->n_rot, di_model_rope_set(m, set, ctx_len), 0, ctx_len, host_cos, host_sin);
         const float *c = NULL, *sn = NULL;
         e = upload_floats(s, host_cos, table, &c);
         if (e == cudaSuccess)

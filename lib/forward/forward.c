@@ -86,7 +86,7 @@ di_status di_forward_reserve(di_forward *f, uint32_t n)
             memcpy(cos_t[set], f->rope_cos[set], (size_t)f->n_pos * half * sizeof(float));
             memcpy(sin_t[set], f->rope_sin[set], (size_t)f->n_pos * half * sizeof(float));
         }
-        di_rope_fill_tables(m->n_rot, &m->rope[set], f->n_pos, n_pos, cos_t[set], sin_t[set]);
+        di_rope_fill_tables(m->n_rot, di_model_rope_set(m, set, f->ctx_len), f->n_pos, n_pos, cos_t[set], sin_t[set]);
         free(f->rope_cos[set]);
         free(f->rope_sin[set]);
         f->rope_cos[set] = cos_t[set];

@@ -26,7 +26,7 @@ static const di_arch architectures[] = {
      * head (rope.dimension_count), Q, K and V in one tensor and the gate and up
      * rows in one. llama.cpp ignores phi3.attention.sliding_window (full
      * attention on every layer) and so does this row. */
-    {.name = "phi3", .features = DI_FEAT_FUSED_QKV | DI_FEAT_FUSED_GATE_UP, .glu = DI_GLU_SILU,
+    {.name = "phi3", .features = DI_FEAT_FUSED_QKV | DI_FEAT_FUSED_GATE_UP | DI_FEAT_LONGROPE, .glu = DI_GLU_SILU,
      .rope_pairing = DI_ROPE_NEOX, .rope_base = 10000.0f},
     /* gemma3 without QK-norm, with soft-capped attention scores and logits;
      * even layers attend to a window (4096 keys when the file gives none),

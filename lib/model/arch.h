@@ -36,7 +36,8 @@ enum {
     DI_FEAT_FUSED_QKV = 1u << 4,  /* attn_qkv: the rows of Q, K and V in one tensor (else the
                                      three tensors): DI_FUSED_TENSORS */
     DI_FEAT_FUSED_GATE_UP = 1u << 5, /* ffn_up: the rows of the gate, then of up: DI_FUSED_TENSORS */
-    DI_FEAT_ROPE_FREQS = 1u << 6  /* reads rope_freqs.weight, per-frequency RoPE divisors (Llama 3.1) */
+    DI_FEAT_ROPE_FREQS = 1u << 6, /* reads rope_freqs.weight, per-frequency RoPE divisors (Llama 3.1) */
+    DI_FEAT_LONGROPE = 1u << 7    /* reads rope_factors_{long,short}.weight, LongRoPE's divisors (Phi-3) */
 };
 
 typedef struct di_arch {

@@ -33,6 +33,7 @@ typedef struct loader {
     size_t err_size;
     di_rope_scaling rope;   /* what the file asks of RoPE (read_rope_scaling) */
     float rope_freq_scale;  /* of the first RoPE set; the window layers' set is unscaled */
+    const float *rope_long_factors; /* LongRoPE's rope_factors_long.weight, or NULL */
 } loader;
 
 /* ---- metadata ----------------------------------------------------------- */
@@ -163,8 +164,11 @@ static di_status read_rope_scaling(loader *L, di_rope_scaling *sc, float *freq_s
         return st;
     *sc = di_rope_scaling_none();
     sc->attn_factor = attn_factor;
+    sc->n_ctx_orig = n_ctx_orig ? n_ctx_orig : L->m->n_ctx_train; /* llama.cpp's n_ctx_orig_yarn */
     *freq_scale = factor > 0.0f ? 1.0f / factor : 1.0f;
-    if (!type || key_is(type, "linear"))
+    /* "longrope" scales like linear in llama.cpp (no YaRN ramp); its factor
+     * tensors are read with the tensors (bind_rope_factors) */
+    if (!type || key_is(type, "linear") || key_is(type, "longrope"))
         return DI_OK;
     if (key_is(type, "none")) {
         *freq_scale = 1.0f;
@@ -176,16 +180,12 @@ static di_status read_rope_scaling(loader *L, di_rope_scaling *sc, float *freq_s
                             "%s.rope.scaling.factor = %g with YaRN is not supported (only factors >= 1)",
                             L->m->arch, (double)factor);
         sc->yarn = 1;
-        sc->n_ctx_orig = n_ctx_orig ? n_ctx_orig : L->m->n_ctx_train;
         return DI_OK;
     }
-    if (key_is(type, "longrope"))
-        return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
-                        "%s = longrope (LongRoPE) is not supported for architecture %s", key, L->m->arch);
     if (type->type != DI_GGUF_STRING)
         return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED, "%s is not a string (type %u)", key, type->type);
     return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
-                    "%s = '%.*s' is not supported (none, linear, yarn)", key,
+                    "%s = '%.*s' is not supported (none, linear, yarn, longrope)", key,
                     type->v.str.len > 32 ? 32 : (int)type->v.str.len, type->v.str.ptr);
 }
 
@@ -273,19 +273,6 @@ static di_status apply_arch(loader *L)
         m->layers[il].rope_set = local ? window_set : 0;
         m->layers[il].window = local ? window : 0;
     }
-    return DI_OK;
-}
-
-/* Phi-3's 128k-context files carry LongRoPE factors (and an attention factor
- * that read_rope_scaling refuses): named here, before the hyperparameters,
- * so that the message says what is missing. */
-static di_status refuse_longrope(loader *L)
-{
-    static const char *const names[] = {"rope_factors_long.weight", "rope_factors_short.weight"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (di_gguf_find_tensor(&L->m->gguf, names[i]))
-            return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
-                            "tensor %s: LongRoPE factors not supported yet", names[i]);
     return DI_OK;
 }
 
@@ -421,28 +408,15 @@ static di_status bind_layer(loader *L, uint32_t il)
     return DI_OK;
 }
 
-/* LongRoPE's factor tensors (Phi-3): refused until an architecture reads them. */
-static const char *const UNREAD_ROPE_TENSORS[] = {"rope_factors_long.weight", "rope_factors_short.weight"};
-
-/* rope_freqs.weight, Llama 3.1/3.2's per-frequency divisors, which llama.cpp
- * reads (one tensor for every layer) for the architectures with
- * DI_FEAT_ROPE_FREQS: n_rot / 2 positive F32 values. */
-static di_status bind_rope_factors(loader *L)
+/* A tensor of per-frequency RoPE divisors: n_rot / 2 positive, finite F32
+ * values, or NULL in *out when the file has none. */
+static di_status bind_factor_tensor(loader *L, const char *name, const float **out)
 {
     di_model *m = L->m;
-    for (size_t i = 0; i < sizeof UNREAD_ROPE_TENSORS / sizeof UNREAD_ROPE_TENSORS[0]; i++)
-        if (di_gguf_find_tensor(&m->gguf, UNREAD_ROPE_TENSORS[i]))
-            return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
-                            "tensor %s (LongRoPE factors) is not supported for architecture %s",
-                            UNREAD_ROPE_TENSORS[i], m->arch);
-    const char *name = "rope_freqs.weight";
+    *out = NULL;
     const di_gguf_tensor *t = di_gguf_find_tensor(&m->gguf, name);
     if (!t)
         return DI_OK;
-    if (!(m->arch_info->features & DI_FEAT_ROPE_FREQS))
-        return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
-                        "tensor %s (per-frequency RoPE factors) is not supported for architecture %s "
-                        "(llama.cpp reads it for llama)", name, m->arch);
     if (t->type != DI_TYPE_F32)
         return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED, "tensor %s has type %s, expected F32", name,
                         di_weight_type_name(t->type));
@@ -455,24 +429,73 @@ static di_status bind_rope_factors(loader *L)
             return di_error(L->err, L->err_size, DI_ERR_MODEL,
                             "tensor %s: factor %u is %g, expected positive and finite", name, i,
                             (double)factors[i]);
-    L->rope.freq_factors = factors;
+    *out = factors;
+    return DI_OK;
+}
+
+/* The per-frequency divisors llama.cpp reads (one tensor for every layer):
+ * rope_freqs.weight (Llama 3.1/3.2) for the architectures with
+ * DI_FEAT_ROPE_FREQS; LongRoPE's rope_factors_short.weight and
+ * rope_factors_long.weight (Phi-3 128k), both or neither, for those with
+ * DI_FEAT_LONGROPE. The short factors go to the sets every session uses up to
+ * the original context, the long ones to L->rope_long (build_rope_sets). */
+static di_status bind_rope_factors(loader *L)
+{
+    static const struct {
+        const char *name;
+        uint32_t feature;
+        const char *what;
+    } tensors[] = {
+        {"rope_freqs.weight", DI_FEAT_ROPE_FREQS, "per-frequency RoPE factors"},
+        {"rope_factors_short.weight", DI_FEAT_LONGROPE, "LongRoPE factors"},
+        {"rope_factors_long.weight", DI_FEAT_LONGROPE, "LongRoPE factors"},
+    };
+    di_model *m = L->m;
+    const float *factors[3] = {NULL, NULL, NULL};
+    for (size_t i = 0; i < 3; i++) {
+        if (!di_gguf_find_tensor(&m->gguf, tensors[i].name))
+            continue;
+        if (!(m->arch_info->features & tensors[i].feature))
+            return di_error(L->err, L->err_size, DI_ERR_UNSUPPORTED,
+                            "tensor %s (%s) is not supported for architecture %s (llama.cpp reads it for %s)",
+                            tensors[i].name, tensors[i].what, m->arch,
+                            tensors[i].feature == DI_FEAT_LONGROPE ? "phi3" : "llama");
+        const di_status st = bind_factor_tensor(L, tensors[i].name, &factors[i]);
+        if (st)
+            return st;
+    }
+    if ((factors[1] == NULL) != (factors[2] == NULL))
+        return di_error(L->err, L->err_size, DI_ERR_MODEL, "tensor %s without %s (LongRoPE needs both)",
+                        factors[1] ? tensors[1].name : tensors[2].name,
+                        factors[1] ? tensors[2].name : tensors[1].name);
+    L->rope.freq_factors = factors[0] ? factors[0] : factors[1];
+    L->rope_long_factors = factors[2];
     return DI_OK;
 }
 
 /* Every RoPE set's frequencies and amplitude (rope_scaling.h): the first with
  * the file's scaling, the window layers' with their own base and no scaling
  * factor (llama.cpp's rope_freq_scale_train_swa = 1), both with the
- * per-frequency factors, YaRN's ramp and the attention factor. */
+ * per-frequency factors, YaRN's ramp and the attention factor. With LongRoPE,
+ * each set twice: with the short factors (rope) and the long ones (rope_long,
+ * for sessions whose context per sequence exceeds the original context). */
 static di_status build_rope_sets(loader *L)
 {
     di_model *m = L->m;
+    di_rope_scaling long_scaling = L->rope;
+    long_scaling.freq_factors = L->rope_long_factors;
     for (uint32_t set = 0; set < m->n_rope_sets; set++) {
         const double freq_scale = set == 0 ? (double)L->rope_freq_scale : 1.0;
-        const di_status st = di_rope_set_build(&m->rope[set], m->n_rot, m->rope_base[set], freq_scale, &L->rope,
-                                               L->err, L->err_size);
+        di_status st = di_rope_set_build(&m->rope[set], m->n_rot, m->rope_base[set], freq_scale, &L->rope,
+                                         L->err, L->err_size);
+        if (!st && L->rope_long_factors)
+            st = di_rope_set_build(&m->rope_long[set], m->n_rot, m->rope_base[set], freq_scale, &long_scaling,
+                                   L->err, L->err_size);
         if (st)
             return st;
     }
+    if (L->rope_long_factors)
+        m->rope_long_above = L->rope.n_ctx_orig;
     return DI_OK;
 }
 
@@ -540,14 +563,12 @@ static di_status load_model(const char *path, di_model **out, char *errbuf, size
     di_model *m = calloc(1, sizeof *m);
     if (!m)
         return di_error(errbuf, errbuf_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
-    loader L = {m, errbuf, errbuf_size, di_rope_scaling_none(), 1.0f};
+    loader L = {m, errbuf, errbuf_size, di_rope_scaling_none(), 1.0f, NULL};
     di_status st = map_file(&L, path);
     if (!st)
         st = di_gguf_parse(m->map, m->map_size, &m->gguf, errbuf, errbuf_size);
     if (!st)
         st = read_architecture(&L);
-    if (!st)
-        st = refuse_longrope(&L);
     if (!st)
         st = read_hparams(&L);
     if (!st)
@@ -582,8 +603,10 @@ DI_API void di_model_free(di_model *m)
     if (m->map)
         munmap(m->map, m->map_size);
     free(m->layers);
-    for (uint32_t set = 0; set < DI_MAX_ROPE_SETS; set++)
+    for (uint32_t set = 0; set < DI_MAX_ROPE_SETS; set++) {
         di_rope_set_release(&m->rope[set]);
+        di_rope_set_release(&m->rope_long[set]);
+    }
     for (size_t i = 0; i < m->n_vectors; i++)
         free(m->vectors[i]);
     free(m->vectors);

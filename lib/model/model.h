@@ -79,6 +79,12 @@ struct di_model {
     uint32_t n_rope_sets;          /* 1, or 2 when local layers have their own base */
     float rope_base[DI_MAX_ROPE_SETS];  /* each set's frequency base */
     di_rope_set rope[DI_MAX_ROPE_SETS]; /* each set's frequencies and amplitude (rope_scaling.h) */
+    /* LongRoPE (Phi-3 128k): rope[] is built with rope_factors_short.weight,
+     * rope_long[] with rope_factors_long.weight; a session whose context per
+     * sequence exceeds rope_long_above (the original context) uses rope_long
+     * (di_model_rope_set). rope_long_above is 0 without LongRoPE factors. */
+    di_rope_set rope_long[DI_MAX_ROPE_SETS];
+    uint32_t rope_long_above;
     float embd_scale;              /* DI_FEAT_EMBD_SCALE: sqrtf(n_embd); 0 means none */
     float attn_scale;              /* scores are dot(q, k) * attn_scale */
     float attn_softcap;            /* then c * tanh(score / c) with this c; 0 means none */
@@ -105,6 +111,14 @@ static inline uint32_t di_model_dim(const struct di_model *m, di_dim dim)
     case DI_DIM_HEAD: return m->head_dim;
     }
     return 0;
+}
+
+/* The RoPE set a session uses whose sequences hold at most ctx_len positions:
+ * llama.cpp's rule (get_rope_factors) with its per-sequence context, which
+ * depends on the configuration only, never on what a batch holds. */
+static inline const di_rope_set *di_model_rope_set(const struct di_model *m, uint32_t set, uint32_t ctx_len)
+{
+    return m->rope_long_above && ctx_len > m->rope_long_above ? &m->rope_long[set] : &m->rope[set];
 }
 
 #endif /* DI_MODEL_H */

@@ -19,6 +19,7 @@ import argparse
 import sys
 
 import os
+import math
 
 import numpy as np
 import gguf
@@ -133,7 +134,7 @@ def write_model(path, *, wtype, n_vocab, n_embd, n_layer, n_head, n_head_kv,
                 eps=1e-5, omit=(), scale=1.0, name=None, arch="llama",
                 head_dim=None, window=0, n_rot=None, separate_qkv=False,
                 attn_softcap=None, final_softcap=None,
-                tokenizer=None, rope_scaling=None, rope_freqs=None):
+                tokenizer=None, rope_scaling=None, rope_freqs=None, longrope=None):
     """Write one random llama model to path. Returns the tensor names written.
 
     n_rot: rope.dimension_count (default the head size).
@@ -144,7 +145,10 @@ def write_model(path, *, wtype, n_vocab, n_embd, n_layer, n_head, n_head_kv,
       converter writes them: type ("none", "linear", "yarn"), factor,
       orig_ctx (original_context_length), attn_factor.
     rope_freqs: optional sequence of n_rot/2 per-frequency divisors, written
-      as the F32 tensor rope_freqs.weight (Llama 3.1's, llama3_rope_freqs)."""
+      as the F32 tensor rope_freqs.weight (Llama 3.1's, llama3_rope_freqs).
+    longrope: optional dict(long=..., short=...) of n_rot/2 divisors each,
+      written as rope_factors_long.weight and rope_factors_short.weight (F32),
+      as llama.cpp's converter writes Phi-3 128k's long_factor and short_factor."""
     if wtype not in WTYPES:
         raise ValueError(f"wtype must be one of {sorted(WTYPES)}, not {wtype!r}")
     if arch not in ARCHS:
@@ -171,7 +175,8 @@ def write_model(path, *, wtype, n_vocab, n_embd, n_layer, n_head, n_head_kv,
         writer.add_uint32(f"{arch}.attention.value_length", hd)
     if window:
         writer.add_uint32(f"{arch}.attention.sliding_window", window)
-    if arch == "phi3":
+    rs = rope_scaling or {}
+    if arch == "phi3" and "orig_ctx" not in rs:
         writer.add_rope_scaling_orig_ctx_len(ctx)   # as llama.cpp's converter writes
     if attn_softcap is not None:
         writer.add_attn_logit_softcapping(attn_softcap)    # float32
@@ -179,7 +184,6 @@ def write_model(path, *, wtype, n_vocab, n_embd, n_layer, n_head, n_head_kv,
         writer.add_final_logit_softcapping(final_softcap)  # float32
     if tokenizer is not None:
         tokenizer(writer)
-    rs = rope_scaling or {}
     if "type" in rs:
         writer.add_rope_scaling_type(gguf.RopeScalingType(rs["type"]))
     if "factor" in rs:
@@ -192,6 +196,11 @@ def write_model(path, *, wtype, n_vocab, n_embd, n_layer, n_head, n_head_kv,
         if len(rope_freqs) != (n_rot or hd) // 2:
             raise ValueError(f"rope_freqs needs {(n_rot or hd) // 2} values, not {len(rope_freqs)}")
         writer.add_tensor("rope_freqs.weight", np.asarray(rope_freqs, dtype=np.float32))
+    if longrope is not None:
+        for kind in ("long", "short"):              # the converter's order
+            if len(longrope[kind]) != (n_rot or hd) // 2:
+                raise ValueError(f"longrope {kind} needs {(n_rot or hd) // 2} values")
+            writer.add_tensor(f"rope_factors_{kind}.weight", np.asarray(longrope[kind], dtype=np.float32))
 
     shapes = tensor_shapes(n_vocab=n_vocab, n_embd=n_embd, n_layer=n_layer,
                            n_head=n_head, n_head_kv=n_head_kv, n_ff=n_ff,
@@ -221,6 +230,13 @@ def write_model(path, *, wtype, n_vocab, n_embd, n_layer, n_head, n_head_kv,
     writer.write_tensors_to_file()
     writer.close()
     return written
+
+
+def longrope_attn_factor(*, ctx, orig_ctx):
+    """The attention factor llama.cpp's converter writes for Phi-3's LongRoPE
+    (Phi3MiniModel): sqrt(1 + ln(s) / ln(orig_ctx)), s = ctx / orig_ctx, or 1."""
+    scale = ctx / orig_ctx
+    return math.sqrt(1.0 + math.log(scale) / math.log(orig_ctx)) if scale > 1.0 else 1.0
 
 
 def llama3_rope_freqs(*, n_rot, base, factor, low_freq_factor, high_freq_factor,

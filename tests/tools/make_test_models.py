@@ -91,11 +91,30 @@ KQUANT = dict(n_vocab=72, n_embd=256, n_layer=2, n_head=4, n_head_kv=2,
               n_ff=512, tied=True, seed=7)
 KQUANT_TYPES = ("q3_k", "q2_k", "iq4_nl", "iq4_xs")
 
+# Phi-3 128k's LongRoPE as llama.cpp's converter writes it: the PHI3 model in a
+# context of 256 over an original context of 16, long and short divisors of its
+# 6 rotated pairs (shaped like Phi-3's: long ones growing with the wavelength,
+# short ones near 1), the attention factor sqrt(1 + ln 16 / ln 16). llama.cpp
+# uses the long factors when the context per sequence exceeds 16: in every
+# suite's sessions (and examples/generate's, prompt + new tokens) but
+# CONTEXT_REFS's.
+PHI3_LONGROPE = dict(PHI3, seed=9,
+                     longrope=dict(long=[1.0, 1.25, 2.5, 5.75, 11.5, 23.0],
+                                   short=[1.0, 1.0, 1.0625, 1.125, 1.25, 1.5]),
+                     rope_scaling=dict(orig_ctx=16, attn_factor=make_model.longrope_attn_factor(
+                         ctx=256, orig_ctx=16)))
+
 
 # Outside models.txt (check_fpenv.c): every weight scaled by 1e-19, so the
 # squares of RMSNorm's sums and many products of the matrix products are
 # subnormal, and flushing them to zero (FTZ|DAZ) changes the logits.
 SUBNORMAL = ("subnormal_f32", "f32", dict(MHA_TIED, scale=1e-19))
+
+
+# Extra references of a model for another session context (check_rope.c):
+# (model, context per sequence): the first <context> tokens of its prompt, as
+# <model>_ctx<context>.ref.
+CONTEXT_REFS = (("phi3_longrope_f32", 16),)
 
 
 def model_specs():
@@ -121,6 +140,7 @@ def model_specs():
     specs.append(("gemma2_q8_0", "q8_0", GEMMA2))
     for t in KQUANT_TYPES:
         specs.append((f"kq_{t}", t, KQUANT))
+    specs.append(("phi3_longrope_f32", "f32", PHI3_LONGROPE))
     return specs
 
 
@@ -166,6 +186,11 @@ def main(argv=None):
     make_model.write_model(os.path.join(a.outdir, name + ".gguf"), wtype=wtype, name=name, **hp)
     with open(os.path.join(a.outdir, name + ".tokens"), "w") as f:
         f.write(" ".join(str(t) for t in prompt_for(name, hp["n_vocab"])) + "\n")
+    for name, ctx in CONTEXT_REFS:
+        base = os.path.join(a.outdir, name)
+        with open(base + ".tokens") as f:
+            tokens = [int(t) for t in f.read().split()][:ctx]
+        reference.make_reference(base + ".gguf", tokens, f"{base}_ctx{ctx}.ref", ctx)
     make_quant_fixtures.write_all(a.outdir)
     with open(os.path.join(a.outdir, "models.txt"), "w") as f:
         f.write("".join(name + "\n" for name, _, _ in specs))

@@ -70,9 +70,7 @@ class Model:
         self.final_softcap = float(self.field(a + "final_logit_softcapping", 30.0)) if arch == "gemma2" else None
         self.tensors = {t.name: t for t in self.reader.tensors}
         self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
-        for name in ("rope_factors_long.weight", "rope_factors_short.weight"):
-            if name in self.tensors:
-                raise ValueError(f"{path}: {name}: LongRoPE is not computed here")
+        self.n_ctx_train = int(self.field(a + "context_length"))
         self.read_rope_scaling(a)
 
     def read_rope_scaling(self, a):
@@ -90,12 +88,30 @@ class Model:
         self.freq_scale = float(np.float32(1.0) / np.float32(factor)) if factor else 1.0
         if self.scaling_type == "none":
             self.freq_scale = 1.0
-        if self.scaling_type not in ("none", "linear", "yarn"):
+        if self.scaling_type not in ("none", "linear", "yarn", "longrope"):
             raise ValueError(f"rope scaling type {self.scaling_type!r} is not modelled here")
         self.attn_factor = float(self.field(a + "rope.scaling.attn_factor", 1.0))
         orig = int(self.field(a + "rope.scaling.original_context_length", 0))
         self.n_ctx_orig = orig or int(self.field(a + "context_length"))
         self.rope_freqs = self.weight("rope_freqs.weight") if self.has("rope_freqs.weight") else None
+        # Phi-3 128k's LongRoPE: both tensors or neither
+        self.longrope = None
+        if self.has("rope_factors_long.weight") or self.has("rope_factors_short.weight"):
+            self.longrope = {k: self.weight(f"rope_factors_{k}.weight") for k in ("long", "short")}
+
+    def freq_factors(self, n_ctx_seq):
+        """The per-frequency divisors, as llama.cpp's get_rope_factors picks
+        them: rope_freqs.weight; else LongRoPE's long factors when the context
+        per sequence exceeds the original context, its short ones otherwise."""
+        if self.rope_freqs is not None:
+            return self.rope_freqs
+        if self.longrope is not None:
+            return self.longrope["long" if n_ctx_seq > self.n_ctx_orig else "short"]
+        return None
+
+    def default_context(self):
+        """libdetinfer's default session context: the training context capped at 4096."""
+        return min(self.n_ctx_train, 4096)
 
     def local(self, i):
         """Gemma 3: layers with i % 6 < 5 use a sliding window and RoPE base 1e4.
@@ -128,11 +144,11 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def rope_angles(m, base, freq_scale, n_rot):
+def rope_angles(m, base, freq_scale, n_rot, n_ctx_seq):
     """Per pair i of the n_rot rotated values of a head: the angle per position and the amplitude of
     cos and sin, by ggml's rope (ggml_rope_cache_init, rope_yarn,
     ggml_rope_yarn_corr_dims) in float64:
-      theta_extrap = base^(-2i/n_rot) / rope_freqs[i]
+      theta_extrap = base^(-2i/n_rot) / factors[i]   (m.freq_factors(n_ctx_seq))
       theta_interp = freq_scale * theta_extrap
       YaRN: theta = theta_interp (1 - r_i) + theta_extrap r_i, with the ramp
             r_i = 1 - clamp((i - low) / max(0.001, high - low), 0, 1) between the
@@ -142,8 +158,9 @@ def rope_angles(m, base, freq_scale, n_rot):
       else: theta = theta_interp, amplitude attn_factor."""
     i = np.arange(n_rot // 2, dtype=np.float64)
     theta_extrap = base ** (-2.0 * i / n_rot)
-    if m.rope_freqs is not None:
-        theta_extrap = theta_extrap / m.rope_freqs
+    factors = m.freq_factors(n_ctx_seq)
+    if factors is not None:
+        theta_extrap = theta_extrap / factors
     theta_interp = freq_scale * theta_extrap
     if m.scaling_type != "yarn":
         return theta_interp, m.attn_factor
@@ -209,7 +226,7 @@ def gelu_tanh(z):
     return 0.5 * z * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (z + 0.044715 * z ** 3)))
 
 
-def layer(m, i, x, positions):
+def layer(m, i, x, positions, n_ctx_seq):
     """One transformer block on the residual stream x of shape (n, n_embd)."""
     p = f"blk.{i}."
     n = x.shape[0]
@@ -240,9 +257,9 @@ def layer(m, i, x, positions):
     # rope_freq_scale_train_swa = 1); the rest of the scaling applies to both.
     # Gemma 2's local layers use the model's RoPE.
     if m.arch == "gemma3" and m.local(i):
-        freq, amplitude = rope_angles(m, 10000.0, 1.0, m.n_rot)
+        freq, amplitude = rope_angles(m, 10000.0, 1.0, m.n_rot, n_ctx_seq)
     else:
-        freq, amplitude = rope_angles(m, m.rope_base, m.freq_scale, m.n_rot)
+        freq, amplitude = rope_angles(m, m.rope_base, m.freq_scale, m.n_rot, n_ctx_seq)
     q = rope(q, positions, freq, amplitude, m.neox, m.n_rot)
     k = rope(k, positions, freq, amplitude, m.neox, m.n_rot)
     att = attention(q, k, v, m.n_head, m.n_head_kv, m.window if m.local(i) else 0,
@@ -268,8 +285,10 @@ def layer(m, i, x, positions):
     return x + out
 
 
-def forward(m, tokens):
-    """float64 logits of shape (len(tokens), n_vocab)."""
+def forward(m, tokens, n_ctx_seq=None):
+    """float64 logits of shape (len(tokens), n_vocab) in a session whose
+    sequences hold n_ctx_seq positions (default: libdetinfer's default)."""
+    n_ctx_seq = n_ctx_seq or m.default_context()
     tokens = np.asarray(tokens, dtype=np.int64)
     if tokens.size == 0 or tokens.min() < 0 or tokens.max() >= m.n_vocab:
         raise ValueError(f"tokens must be non-empty and in [0, {m.n_vocab})")
@@ -279,7 +298,7 @@ def forward(m, tokens):
     if m.arch in GEMMAS:
         x = x * np.sqrt(m.n_embd)
     for i in range(m.n_layer):
-        x = layer(m, i, x, positions)
+        x = layer(m, i, x, positions, n_ctx_seq)
     x = rmsnorm(x, m.weight("output_norm.weight"), m.eps)
     w_out = m.weight("output.weight") if m.has("output.weight") else embd
     logits = x @ w_out.T
@@ -309,9 +328,9 @@ def read_ref(path):
     return tokens, logits.reshape(n_tokens, n_vocab)
 
 
-def make_reference(model_path, tokens, out_path):
+def make_reference(model_path, tokens, out_path, n_ctx_seq=None):
     m = Model(model_path)
-    logits = forward(m, tokens)
+    logits = forward(m, tokens, n_ctx_seq)
     write_ref(out_path, tokens, logits)
     return logits
 
@@ -325,8 +344,10 @@ def main(argv=None):
     ap.add_argument("model")
     ap.add_argument("--tokens", required=True, help="comma-separated token ids")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--ctx", type=int, default=0,
+                    help="context length per sequence (LongRoPE's choice); default the training context capped at 4096")
     a = ap.parse_args(argv)
-    make_reference(a.model, parse_tokens(a.tokens), a.out)
+    make_reference(a.model, parse_tokens(a.tokens), a.out, a.ctx or None)
     return 0
 
 
