@@ -985,11 +985,26 @@ START_TEST(test_gemma2_bad_softcap)
 }
 END_TEST
 
+/* The logits digests of a fixed 8-token prompt on the model m describes: the
+ * tests below compare a file with variants of it. */
+enum { PROMPT_DIGESTS = 8 };
+static void prompt_digests_of(const gb_model *m, di_digest out[PROMPT_DIGESTS])
+{
+    static const int32_t prompt[PROMPT_DIGESTS] = {1, 5, 9, 2, 14, 7, 3, 11};
+    char err[ERRBUF_SIZE] = "";
+    di_model *model = NULL;
+    const di_status st = load_model(m, &model, err, sizeof err);
+    ck_assert_msg(st == DI_OK, "status %s: %s", di_status_name(st), err);
+    di_session *s = tu_session(model, 1, 1, 0);
+    tu_prompt_digests(s, 0, prompt, PROMPT_DIGESTS, NULL, 0, out);
+    di_session_free(s);
+    di_model_free(model);
+}
+
 /* The digests of 8 prompt positions of the tiny gemma2 model with up to three
  * keys set (value 0: the key left out). */
 static void gemma2_digests(float attn_cap, float final_cap, uint32_t window, di_digest *out)
 {
-    static const int32_t prompt[] = {1, 5, 9, 2, 14, 7, 3, 11};
     gb_model m;
     tiny_arch_model(&m, "gemma2");
     if (attn_cap != 0.0f)
@@ -998,14 +1013,7 @@ static void gemma2_digests(float attn_cap, float final_cap, uint32_t window, di_
         gb_kv_set_f32(&m, "gemma2.final_logit_softcapping", final_cap);
     if (window)
         gb_kv_set_u32(&m, "gemma2.attention.sliding_window", window);
-    char err[ERRBUF_SIZE] = "";
-    di_model *model = NULL;
-    const di_status st = load_model(&m, &model, err, sizeof err);
-    ck_assert_msg(st == DI_OK, "status %s: %s", di_status_name(st), err);
-    di_session *s = tu_session(model, 1, 1, 0);
-    tu_prompt_digests(s, 0, prompt, 8, NULL, 0, out);
-    di_session_free(s);
-    di_model_free(model);
+    prompt_digests_of(&m, out);
     gb_model_free(&m);
 }
 
@@ -1060,33 +1068,17 @@ END_TEST
 
 /* ---- RoPE scaling (lib/model/rope_scaling.h) ------------------------------ */
 
-enum { ROPE_PROMPT = 8 };
-
-/* The logits digests of a fixed prompt on the model. */
-static void rope_digests(const gb_model *m, di_digest out[ROPE_PROMPT])
+static int digests_equal(const di_digest a[PROMPT_DIGESTS], const di_digest b[PROMPT_DIGESTS])
 {
-    static const int32_t prompt[ROPE_PROMPT] = {1, 5, 9, 2, 14, 7, 3, 11};
-    char err[ERRBUF_SIZE] = "";
-    di_model *model = NULL;
-    const di_status st = load_model(m, &model, err, sizeof err);
-    ck_assert_msg(st == DI_OK, "status %s: %s", di_status_name(st), err);
-    di_session *s = tu_session(model, 1, 1, 0);
-    tu_prompt_digests(s, 0, prompt, ROPE_PROMPT, NULL, 0, out);
-    di_session_free(s);
-    di_model_free(model);
-}
-
-static int digests_equal(const di_digest a[ROPE_PROMPT], const di_digest b[ROPE_PROMPT])
-{
-    return memcmp(a, b, ROPE_PROMPT * sizeof a[0]) == 0;
+    return memcmp(a, b, PROMPT_DIGESTS * sizeof a[0]) == 0;
 }
 
 /* The tiny model's digests, unscaled. */
-static void plain_digests(di_digest out[ROPE_PROMPT])
+static void plain_digests(di_digest out[PROMPT_DIGESTS])
 {
     gb_model m;
     tiny_model(&m);
-    rope_digests(&m, out);
+    prompt_digests_of(&m, out);
     gb_model_free(&m);
 }
 
@@ -1105,18 +1097,18 @@ START_TEST(test_rope_freqs_apply)
 {
     static const float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
     static const float llama3[8] = {1, 1, 1, 4.78f, 8, 8, 8, 8};
-    di_digest plain[ROPE_PROMPT], d[ROPE_PROMPT];
+    di_digest plain[PROMPT_DIGESTS], d[PROMPT_DIGESTS];
     plain_digests(plain);
     gb_model m;
     tiny_model(&m);
     add_rope_freqs(&m, ones, 8);
-    rope_digests(&m, d);
-    for (int i = 0; i < ROPE_PROMPT; i++)
+    prompt_digests_of(&m, d);
+    for (int i = 0; i < PROMPT_DIGESTS; i++)
         tu_assert_digest_eq(&plain[i], &d[i], "rope_freqs.weight of ones", i);
     gb_model_free(&m);
     tiny_model(&m);
     add_rope_freqs(&m, llama3, 8);
-    rope_digests(&m, d);
+    prompt_digests_of(&m, d);
     ck_assert_msg(!digests_equal(plain, d), "rope_freqs.weight changed no logit");
     gb_model_free(&m);
 }
@@ -1167,15 +1159,15 @@ END_TEST
  * type): 1 is no factor, another value changes the logits. */
 START_TEST(test_rope_attn_factor)
 {
-    di_digest plain[ROPE_PROMPT], d[ROPE_PROMPT];
+    di_digest plain[PROMPT_DIGESTS], d[PROMPT_DIGESTS];
     plain_digests(plain);
     gb_model m;
     tiny_model(&m);
     gb_kv_set_f32(&m, "llama.rope.scaling.attn_factor", 1.0f);
-    rope_digests(&m, d);
+    prompt_digests_of(&m, d);
     ck_assert_msg(digests_equal(plain, d), "attn_factor 1 changed the logits");
     gb_kv_set_f32(&m, "llama.rope.scaling.attn_factor", 0.5f);
-    rope_digests(&m, d);
+    prompt_digests_of(&m, d);
     ck_assert_msg(!digests_equal(plain, d), "attn_factor 0.5 changed no logit");
     gb_kv_set_f32(&m, "llama.rope.scaling.attn_factor", 0.0f);
     expect_refused(&m, DI_ERR_MODEL, "llama.rope.scaling.attn_factor");
@@ -1188,48 +1180,48 @@ END_TEST
  * is rope.scaling.original_context_length, else context_length (64 here). */
 START_TEST(test_rope_scaling_types)
 {
-    di_digest plain[ROPE_PROMPT], linear[ROPE_PROMPT], d[ROPE_PROMPT];
+    di_digest plain[PROMPT_DIGESTS], linear[PROMPT_DIGESTS], d[PROMPT_DIGESTS];
     plain_digests(plain);
     gb_model m;
     tiny_model(&m);
     gb_kv_set_f32(&m, "llama.rope.scaling.factor", 4.0f);
-    rope_digests(&m, linear);
+    prompt_digests_of(&m, linear);
     ck_assert_msg(!digests_equal(plain, linear), "linear factor 4 changed no logit");
     gb_kv_set_str(&m, "llama.rope.scaling.type", "linear");
-    rope_digests(&m, d);
+    prompt_digests_of(&m, d);
     ck_assert_msg(digests_equal(linear, d), "type linear differs from no type");
     gb_kv_set_str(&m, "llama.rope.scaling.type", "none");
-    rope_digests(&m, d);
+    prompt_digests_of(&m, d);
     ck_assert_msg(digests_equal(plain, d), "type none scaled");
     gb_model_free(&m);
 
     tiny_model(&m);
     gb_kv_set_f32(&m, "llama.rope.scale_linear", 4.0f);
-    rope_digests(&m, d);
+    prompt_digests_of(&m, d);
     ck_assert_msg(digests_equal(linear, d), "rope.scale_linear differs from rope.scaling.factor");
     gb_model_free(&m);
 
-    di_digest yarn[ROPE_PROMPT];
+    di_digest yarn[PROMPT_DIGESTS];
     tiny_model(&m);
     gb_kv_set_str(&m, "llama.rope.scaling.type", "yarn");
     gb_kv_set_f32(&m, "llama.rope.scaling.factor", 4.0f);
-    rope_digests(&m, yarn);
+    prompt_digests_of(&m, yarn);
     ck_assert_msg(!digests_equal(plain, yarn) && !digests_equal(linear, yarn), "YaRN is neither plain nor linear");
     gb_kv_set_u32(&m, "llama.rope.scaling.original_context_length", 64);
-    rope_digests(&m, d);
+    prompt_digests_of(&m, d);
     ck_assert_msg(digests_equal(yarn, d), "original context = context_length differs from none given");
     gb_kv_set_u32(&m, "llama.rope.scaling.original_context_length", 16);
-    rope_digests(&m, d);
+    prompt_digests_of(&m, d);
     ck_assert_msg(!digests_equal(yarn, d), "the original context changed no logit");
     /* YaRN's keys llama.cpp does not read for llama: its values only */
-    di_digest betas[ROPE_PROMPT];
+    di_digest betas[PROMPT_DIGESTS];
     gb_kv_set_f32(&m, "llama.rope.scaling.yarn_beta_fast", 32.0f);
     gb_kv_set_f32(&m, "llama.rope.scaling.yarn_beta_slow", 1.0f);
-    rope_digests(&m, betas);
+    prompt_digests_of(&m, betas);
     ck_assert_msg(digests_equal(betas, d), "the default betas changed the logits");
     /* without a factor YaRN changes nothing */
     gb_kv_remove(&m, "llama.rope.scaling.factor");
-    rope_digests(&m, d);
+    prompt_digests_of(&m, d);
     ck_assert_msg(digests_equal(plain, d), "YaRN without a factor scaled");
     gb_model_free(&m);
 }
@@ -1283,27 +1275,12 @@ END_TEST
 
 /* ---- phi3 ---------------------------------------------------------------- */
 
-/* The digests of 8 prompt positions on the model m describes. */
-enum { PHI3_PROMPT = 8 };
-static void prompt_digests_of(const gb_model *m, di_digest *out)
-{
-    static const int32_t prompt[PHI3_PROMPT] = {1, 5, 9, 2, 14, 7, 3, 11};
-    char err[ERRBUF_SIZE] = "";
-    di_model *model = NULL;
-    const di_status st = load_model(m, &model, err, sizeof err);
-    ck_assert_msg(st == DI_OK, "status %s: %s", di_status_name(st), err);
-    di_session *s = tu_session(model, 1, 1, 0);
-    tu_prompt_digests(s, 0, prompt, PHI3_PROMPT, NULL, 0, out);
-    di_session_free(s);
-    di_model_free(model);
-}
-
 /* llama.cpp reads Q, K and V from attn_qkv when the file has it and from
  * attn_q, attn_k, attn_v otherwise: the same rows either way give the same
  * logits (the fused tensor is bound as views of its rows). */
 START_TEST(test_phi3_qkv_fused_or_separate)
 {
-    di_digest fused[PHI3_PROMPT], separate[PHI3_PROMPT];
+    di_digest fused[PROMPT_DIGESTS], separate[PROMPT_DIGESTS];
     gb_model m;
     tiny_arch_model(&m, "phi3");
     prompt_digests_of(&m, fused);
@@ -1314,7 +1291,7 @@ START_TEST(test_phi3_qkv_fused_or_separate)
     fuse_rows(&m, "blk.0.ffn_up.weight", GATE_UP_PARTS, 2);
     prompt_digests_of(&m, separate);
     gb_model_free(&m);
-    for (int i = 0; i < PHI3_PROMPT; i++)
+    for (int i = 0; i < PROMPT_DIGESTS; i++)
         tu_assert_digest_eq(&fused[i], &separate[i], "phi3 attn_qkv versus attn_q/k/v", i);
 }
 END_TEST
@@ -1341,14 +1318,14 @@ END_TEST
  * for a window shorter than the prompt. */
 START_TEST(test_phi3_sliding_window_is_ignored)
 {
-    di_digest full[PHI3_PROMPT], windowed[PHI3_PROMPT];
+    di_digest full[PROMPT_DIGESTS], windowed[PROMPT_DIGESTS];
     gb_model m;
     tiny_arch_model(&m, "phi3");
     prompt_digests_of(&m, full);
     gb_kv_set_u32(&m, "phi3.attention.sliding_window", 2);
     prompt_digests_of(&m, windowed);
     gb_model_free(&m);
-    for (int i = 0; i < PHI3_PROMPT; i++)
+    for (int i = 0; i < PROMPT_DIGESTS; i++)
         tu_assert_digest_eq(&full[i], &windowed[i], "phi3.attention.sliding_window", i);
 }
 END_TEST
@@ -1396,16 +1373,16 @@ END_TEST
  * scales like "linear" (llama.cpp applies no YaRN ramp to it). */
 START_TEST(test_longrope_neutral_cases)
 {
-    di_digest plain[ROPE_PROMPT], d[ROPE_PROMPT];
+    di_digest plain[PROMPT_DIGESTS], d[PROMPT_DIGESTS];
     for (uint32_t orig = 32; orig <= 64; orig += 32) {
         gb_model m;
         tiny_arch_model(&m, "phi3");
         gb_kv_set_u32(&m, "phi3.rope.scaling.original_context_length", orig);
-        rope_digests(&m, plain);
+        prompt_digests_of(&m, plain);
         add_longrope_factors(&m, LONGROPE_TENSORS[0], 8, 1.0f);
         add_longrope_factors(&m, LONGROPE_TENSORS[1], 8, 1.0f);
-        rope_digests(&m, d);
-        for (int i = 0; i < ROPE_PROMPT; i++)
+        prompt_digests_of(&m, d);
+        for (int i = 0; i < PROMPT_DIGESTS; i++)
             tu_assert_digest_eq(&plain[i], &d[i], "LongRoPE factors of ones", i);
         gb_model_free(&m);
     }
@@ -1413,10 +1390,10 @@ START_TEST(test_longrope_neutral_cases)
     tiny_model(&m);
     gb_kv_set_f32(&m, "llama.rope.scaling.factor", 2.0f);
     gb_kv_set_str(&m, "llama.rope.scaling.type", "linear");
-    rope_digests(&m, plain);
+    prompt_digests_of(&m, plain);
     gb_kv_set_str(&m, "llama.rope.scaling.type", "longrope");
-    rope_digests(&m, d);
-    for (int i = 0; i < ROPE_PROMPT; i++)
+    prompt_digests_of(&m, d);
+    for (int i = 0; i < PROMPT_DIGESTS; i++)
         tu_assert_digest_eq(&plain[i], &d[i], "rope.scaling.type longrope versus linear", i);
     gb_model_free(&m);
 }
