@@ -156,9 +156,9 @@ DI_API di_status di_digest_tokens(const int32_t *tokens, size_t n, di_digest *ou
  * dimension and offset is checked, and a bad file gives DI_ERR_FORMAT (bad
  * bytes), DI_ERR_MODEL (missing or mis-shaped tensors, bad hyperparameters)
  * or DI_ERR_UNSUPPORTED (architecture or tensor type not in this build).
- * Supported: architectures "llama", "qwen2", "gemma3"; tensor types F32, F16,
- * BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
- * IQ4_XS (docs/MODELS.md).
+ * Supported: architectures "llama", "qwen2", "qwen3", "gemma3", "gemma2",
+ * "phi3"; tensor types F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL,
+ * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS (docs/MODELS.md).
  * On failure *out is set to NULL and errbuf (if given) holds the detail. */
 DI_API di_status di_model_load(const char *path, di_model **out, char *errbuf, size_t errbuf_size);
 DI_API void di_model_free(di_model *model);
@@ -181,7 +181,7 @@ typedef enum di_model_key {
 
 /* DI_ERR_UNKNOWN_KEY for an unknown key; DI_ERR_INVALID_ARGUMENT for NULL. */
 DI_API di_status di_model_get_int(const di_model *model, di_model_key key, int64_t *out);
-/* general.architecture of the file ("llama", "qwen2", "gemma3"); valid for
+/* general.architecture of the file ("llama", "qwen2", "gemma3", ...); valid for
  * the model's life. */
 DI_API const char *di_model_architecture(const di_model *model);
 
