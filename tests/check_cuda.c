@@ -513,7 +513,16 @@ END_TEST
 
 /* A CUDA session through the plugin at `plugin`, or NULL when there is no
  * plugin file or it reports no device. */
+static di_session *cuda_session_ctx_or_null(const di_model *m, const char *plugin, int ctx);
+
 static di_session *cuda_session_or_null(const di_model *m, const char *plugin)
+{
+    return cuda_session_ctx_or_null(m, plugin, MAX_TOKENS + 100);
+}
+
+/* A CUDA session (the plugin at path plugin) of 2 sequences of ctx positions,
+ * or NULL when there is no such plugin or no device. */
+static di_session *cuda_session_ctx_or_null(const di_model *m, const char *plugin, int ctx)
 {
     if (!plugin || !*plugin || access(plugin, R_OK) != 0)
         return NULL;
@@ -524,7 +533,7 @@ static di_session *cuda_session_or_null(const di_model *m, const char *plugin)
     ck_assert_int_eq(di_config_create(&c), DI_OK);
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_BACKEND, DI_BACKEND_CUDA), DI_OK);
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_MAX_SEQUENCES, 2), DI_OK);
-    ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_CONTEXT_LENGTH, MAX_TOKENS + 100), DI_OK);
+    ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_CONTEXT_LENGTH, ctx), DI_OK);
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_ALLOW_LONG_CONTEXT, 1), DI_OK); /* past 256 */
     di_status st = di_session_create(m, c, &s, err, sizeof err);
     di_config_free(c);
@@ -727,6 +736,38 @@ START_TEST(test_emulated_gpu_real_model)
 }
 END_TEST
 
+/* Phi-3 LongRoPE: a session whose context per sequence is within the model's
+ * original context (16) takes the short factors, in the plugin as on the CPU
+ * (check_rope.c checks the CPU's against the float64 reference); every other
+ * session of this suite holds more positions and takes the long ones. */
+START_TEST(test_emulated_gpu_longrope_short_factors)
+{
+    enum { N = 16 };
+    di_model *m = tu_load("phi3_longrope_f32");
+    di_session *gpu = cuda_session_ctx_or_null(m, getenv("DI_TEST_CUDA_EMU"), N);
+    if (!gpu) {
+        fprintf(stderr, "check_cuda: the emulated plugin is not built (make cuda-emu): LongRoPE's short factors skipped\n");
+        di_model_free(m);
+        return;
+    }
+    int32_t tokens[N];
+    ck_assert_uint_eq(tu_read_prompt("phi3_longrope_f32", tokens, N), N);
+    di_session *cpu = tu_session(m, 1, 1, N), *cpu_long = tu_session(m, 1, 1, N + 1);
+    di_digest want[N], got[N], long_factors[N];
+    tu_prompt_digests(cpu, 0, tokens, N, NULL, 0, want);
+    tu_prompt_digests(gpu, 0, tokens, N, NULL, 0, got);
+    tu_prompt_digests(cpu_long, 0, tokens, N, NULL, 0, long_factors);
+    for (int i = 0; i < N; i++)
+        tu_assert_digest_eq(&want[i], &got[i], "phi3_longrope_f32, context 16", i);
+    ck_assert_msg(memcmp(&want[N - 1], &long_factors[N - 1], sizeof want[0]) != 0,
+                  "the short and the long factors gave the same logits");
+    di_session_free(cpu_long);
+    di_session_free(cpu);
+    di_session_free(gpu);
+    di_model_free(m);
+}
+END_TEST
+
 START_TEST(test_emulated_gpu_long_context)
 {
     const char *full = getenv("DI_TEST_EMU_FULL");
@@ -782,6 +823,7 @@ Suite *cuda_suite(void)
     tcase_add_loop_test(tc, test_emulated_gpu_digests_equal, 0, tu_n_models());
     tcase_add_loop_test(tc, test_emulated_gpu_samples_equal, 0,
                         (int)(sizeof emu_quick_models / sizeof emu_quick_models[0]));
+    tcase_add_test(tc, test_emulated_gpu_longrope_short_factors);
     tcase_add_test(tc, test_emulated_gpu_long_context);
     tcase_add_test(tc, test_emulated_gpu_real_model);
     suite_add_tcase(s, tc);
