@@ -11,28 +11,12 @@
  * The tool is $DI_TEST_TOOL, or tools/detinfer next to the example program
  * ($DI_TEST_EXAMPLE is BUILD/examples/generate).
  */
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
 #include "test_util.h"
-
-static void tool_path(char *out, size_t n)
-{
-    const char *tool = getenv("DI_TEST_TOOL");
-    const char *example = getenv("DI_TEST_EXAMPLE");
-    if (tool && *tool) {
-        snprintf(out, n, "%s", tool);
-        return;
-    }
-    ck_assert_msg(example != NULL, "neither DI_TEST_TOOL nor DI_TEST_EXAMPLE is set (run the suite with make check)");
-    char copy[4096];
-    snprintf(copy, sizeof copy, "%s", example);
-    char *examples_dir = dirname(copy); /* BUILD/examples */
-    snprintf(out, n, "%s/../tools/detinfer", examples_dir);
-}
 
 static void run_section(const char *section)
 {
@@ -42,7 +26,7 @@ static void run_section(const char *section)
     const char *example = getenv("DI_TEST_EXAMPLE");
     ck_assert_msg(root && models, "DI_TEST_ROOT / DI_TEST_MODELS are not set (run the suite with make check)");
     char tool[4096], cmd[16384];
-    tool_path(tool, sizeof tool);
+    tu_tool_path(tool, sizeof tool);
     snprintf(cmd, sizeof cmd, "bash '%s/tests/cli_test.sh' '%s' '%s' '%s' '%s' '%s' '%s' 2>&1", root, section, root,
              tool, models, sanitize ? sanitize : "", example ? example : "");
     FILE *p = popen(cmd, "r");

@@ -10,7 +10,6 @@
  * touch memory for a million positions before its first token (the peak RSS
  * of the process, from wait4).
  */
-#include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -383,19 +382,6 @@ END_TEST
 
 /* ---- detinfer run --max-new 1048576 ------------------------------------------------------ */
 
-static void tool_path(char *out, size_t n)
-{
-    const char *tool = getenv("DI_TEST_TOOL"), *example = getenv("DI_TEST_EXAMPLE");
-    if (tool && *tool) {
-        snprintf(out, n, "%s", tool);
-        return;
-    }
-    ck_assert_msg(example != NULL, "neither DI_TEST_TOOL nor DI_TEST_EXAMPLE is set (run the suite with make check)");
-    char copy[4096];
-    snprintf(copy, sizeof copy, "%s", example);
-    snprintf(out, n, "%s/../tools/detinfer", dirname(copy)); /* BUILD/examples/.. */
-}
-
 /* The peak resident set (VmHWM) of a running process, in KiB; -1 if unknown.
  * Read from /proc rather than wait4's ru_maxrss, which also counts the
  * forked copy of this test process before the exec (hundreds of MiB under
@@ -466,7 +452,7 @@ static int run_tool(char *const args[], int steps, long *max_rss_kib, char *out,
 START_TEST(test_run_max_new_million_peak_rss)
 {
     char tool[4096], model[4096], out[4096];
-    tool_path(tool, sizeof tool);
+    tu_tool_path(tool, sizeof tool);
     snprintf(model, sizeof model, "%s", tu_model_path("gemma3_f32", ".gguf"));
     long rss = 0;
     char *refused[] = {tool, "run", "--model", model, "--tokens", "1,2,3", "--max-new", "1048576", NULL};

@@ -14,7 +14,6 @@
  * prompt position and decode step, and the generation's sequence digest
  * (di_session_seq_digest_extra of prompt + generated).
  */
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -342,21 +341,6 @@ START_TEST(test_sampled_seeds_matter)
 }
 END_TEST
 
-/* The detinfer command: $DI_TEST_TOOL, or tools/detinfer beside the example
- * program (as check_cli.c finds it). */
-static void tool_path(char *out, size_t n)
-{
-    const char *tool = getenv("DI_TEST_TOOL"), *example = getenv("DI_TEST_EXAMPLE");
-    if (tool && *tool) {
-        snprintf(out, n, "%s", tool);
-        return;
-    }
-    ck_assert_msg(example != NULL, "neither DI_TEST_TOOL nor DI_TEST_EXAMPLE is set (run the suite with make check)");
-    char copy[4096];
-    snprintf(copy, sizeof copy, "%s", example);
-    snprintf(out, n, "%s/../tools/detinfer", dirname(copy));
-}
-
 /* A fresh process (`detinfer run` with the sampling options, 3 threads)
  * samples the tokens and logits digests computed here. */
 START_TEST(test_sampled_fresh_process)
@@ -367,7 +351,7 @@ START_TEST(test_sampled_fresh_process)
     strace want;
     baseline(m, name, 1, NULL, 0, &p, &want);
     char tool[4096], list[1024] = "", cmd[8192];
-    tool_path(tool, sizeof tool);
+    tu_tool_path(tool, sizeof tool);
     size_t used = 0;
     for (uint32_t i = 0; i < want.n_prompt; i++)
         used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", i ? "," : "", want.prompt[i]);

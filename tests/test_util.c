@@ -5,6 +5,7 @@
 
 #include "gguf_builder.h"
 
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,19 @@ const char *tu_model_path(const char *name, const char *ext)
     ck_assert_msg(dir != NULL, "DI_TEST_MODELS is not set (run the suite with make check)");
     snprintf(path, sizeof path, "%s/%s%s", dir, name, ext);
     return path;
+}
+
+void tu_tool_path(char *out, size_t n)
+{
+    const char *tool = getenv("DI_TEST_TOOL"), *example = getenv("DI_TEST_EXAMPLE");
+    if (tool && *tool) {
+        snprintf(out, n, "%s", tool);
+        return;
+    }
+    ck_assert_msg(example != NULL, "neither DI_TEST_TOOL nor DI_TEST_EXAMPLE is set (run the suite with make check)");
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", example);
+    snprintf(out, n, "%s/../tools/detinfer", dirname(copy)); /* BUILD/examples/.. */
 }
 
 di_model *tu_load(const char *name)

@@ -22,6 +22,9 @@ int tu_n_models(void);
 
 /* $DI_TEST_MODELS/<name><ext>; the result lives until the next call. */
 const char *tu_model_path(const char *name, const char *ext);
+/* The detinfer command: $DI_TEST_TOOL, or tools/detinfer beside the example
+ * program ($DI_TEST_EXAMPLE is BUILD/examples/generate), into out[n]. */
+void tu_tool_path(char *out, size_t n);
 /* Loads a model by name, failing the test on error. */
 di_model *tu_load(const char *name);
 /* The tiny llama model gguf_builder writes, loaded (its file already removed). */
