@@ -46,9 +46,11 @@ typedef __m256i vi;
 
 #define vi_set1(x) _mm256_set1_epi32(x)
 #define vi_i8(p) _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p)))
+#define vi_u8(p) _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p)))
 #define vi_u16(p) _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p)))
 #define vi_add(a, b) _mm256_add_epi32((a), (b))
 #define vi_sub(a, b) _mm256_sub_epi32((a), (b))
+#define vi_and(a, b) _mm256_and_si256((a), (b))
 #define vi_srli(a, n) _mm256_srli_epi32((a), (n))
 #define vi_srai(a, n) _mm256_srai_epi32((a), (n))
 #define vi_slli(a, n) _mm256_slli_epi32((a), (n))

@@ -46,9 +46,11 @@ typedef __m512i vi;
 
 #define vi_set1(x) _mm512_set1_epi32(x)
 #define vi_i8(p) _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p)))
+#define vi_u8(p) _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p)))
 #define vi_u16(p) _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(p)))
 #define vi_add(a, b) _mm512_add_epi32((a), (b))
 #define vi_sub(a, b) _mm512_sub_epi32((a), (b))
+#define vi_and(a, b) _mm512_and_si512((a), (b))
 #define vi_srli(a, n) _mm512_srli_epi32((a), (n))
 #define vi_srai(a, n) _mm512_srai_epi32((a), (n))
 #define vi_slli(a, n) _mm512_slli_epi32((a), (n))

@@ -260,13 +260,34 @@ static DI_INLINE void dq_k_sub(uint32_t type, const uint8_t *b, int sub, const s
             w[j] = vf_mul(dl, vi_to_float(vi_from_bytes(q, j)));
         return;
     }
+    /* Q4_K, Q5_K: the nibbles are read VL at a time straight into int32
+     * lanes (one zero-extending load each), not gathered as 32 bytes and
+     * widened: decode, which converts every weight for one token, spends
+     * most of its instructions here */
     const int is_q5 = type == DI_TYPE_Q5_K;
     const vf dl = vf_set1(f->dl[sub]), ml = vf_set1(f->ml[sub]);
-    __m256i q = bits_at(b + (is_q5 ? 48 : 16) + 32 * (sub / 2), 4 * (sub % 2), 0xf);
-    if (is_q5)
-        q = _mm256_or_si256(q, _mm256_slli_epi16(bits_at(b + 16, sub, 1), 4));
-    UNROLL for (int j = 0; j < NV; j++)
-        w[j] = vf_sub(vf_mul(dl, vi_to_float(vi_from_bytes(q, j))), ml);
+    const uint8_t *qs = b + (is_q5 ? 48 : 16) + 32 * (sub / 2);
+#if VL == 16
+    if (!is_q5) {
+        /* Q4_K with 16 lanes: the sub-block's 16 possible weights, computed
+         * once as (dl * q) - ml for q = 0..15, are picked by the nibbles
+         * (vpermps reads an index's low 4 bits, so the low nibble needs no
+         * mask): the same values as computing each, in fewer instructions */
+        const vf table = vf_sub(vf_mul(dl, _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)), ml);
+        UNROLL for (int j = 0; j < NV; j++) {
+            const vi bytes = vi_u8(qs + j * VL);
+            w[j] = _mm512_permutexvar_ps(sub % 2 ? vi_srli(bytes, 4) : bytes, table);
+        }
+        return;
+    }
+#endif
+    UNROLL for (int j = 0; j < NV; j++) {
+        const vi bytes = vi_u8(qs + j * VL);
+        vi q = sub % 2 ? vi_srli(bytes, 4) : vi_and(bytes, vi_set1(0xf));
+        if (is_q5)
+            q = vi_add(q, vi_slli(vi_and(vi_srli(vi_u8(b + 16 + j * VL), sub), vi_set1(1)), 4));
+        w[j] = vf_sub(vf_mul(dl, vi_to_float(q)), ml);
+    }
 }
 
 /* 1 for the types stored in 256-weight super-blocks (weight_types.h). */
