@@ -574,23 +574,31 @@ static DI_INLINE void rows_direct(uint32_t type, const rows_view *v, uint32_t n_
     }
 }
 
-/* All tokens, TOKENS_MAX at a time, with T a constant in each call. */
+/* For t0 = 0, TOKENS_MAX, ... below n_tokens: CALL(t0, T) with T =
+ * min(TOKENS_MAX, n_tokens - t0) a constant in each expansion, so the
+ * kernels' loops over T unroll and their accumulators stay in registers. */
+#if TOKENS_MAX >= 4
+#define TOKEN_GROUP_CASES(CALL, t0) case 3: CALL(t0, 3); break; case 4: CALL(t0, 4); break;
+#else
+#define TOKEN_GROUP_CASES(CALL, t0) case 3: CALL(t0, 3); break;
+#endif
+#define FOR_EACH_TOKEN_GROUP(n_tokens, CALL)                                                  \
+    for (uint32_t t0_ = 0; t0_ < (n_tokens); t0_ += TOKENS_MAX) {                            \
+        switch ((n_tokens) - t0_ < TOKENS_MAX ? (n_tokens) - t0_ : TOKENS_MAX) {             \
+        case 1: CALL(t0_, 1); break;                                                         \
+        case 2: CALL(t0_, 2); break;                                                         \
+        TOKEN_GROUP_CASES(CALL, t0_)                                                         \
+        default: break;                                                                      \
+        }                                                                                    \
+    }
+
+/* All tokens, TOKENS_MAX at a time. */
 static DI_INLINE void matmul_direct(uint32_t type, const rows_view *v, uint32_t n_rows,
                                     const float *x, uint32_t n_tokens, float *y)
 {
-    for (uint32_t t0 = 0; t0 < n_tokens; t0 += TOKENS_MAX) {
-        switch (n_tokens - t0 < TOKENS_MAX ? n_tokens - t0 : TOKENS_MAX) {
-        case 1: rows_direct(type, v, n_rows, x, t0, 1, y); break;
-        case 2: rows_direct(type, v, n_rows, x, t0, 2, y); break;
-#if TOKENS_MAX >= 3
-        case 3: rows_direct(type, v, n_rows, x, t0, 3, y); break;
-#endif
-#if TOKENS_MAX >= 4
-        case 4: rows_direct(type, v, n_rows, x, t0, 4, y); break;
-#endif
-        default: break;
-        }
-    }
+#define DIRECT_GROUP(t0, T) rows_direct(type, v, n_rows, x, t0, T, y)
+    FOR_EACH_TOKEN_GROUP(n_tokens, DIRECT_GROUP)
+#undef DIRECT_GROUP
 }
 
 /* Rows [r, r + R) of a converted tile (float32 rows of n) against T tokens
@@ -635,26 +643,14 @@ static DI_INLINE void tile_tokens(const float *tile, uint32_t rows, uint32_t n, 
             yt[(size_t)t * n_out + r] = n == 0 ? 0.0f : lanes_tree(tot[r][t]);
 }
 
-/* The tile's rows against all tokens, TOKENS_MAX at a time (T a constant in
- * each call): y[t * n_out + col0 + r]. */
+/* The tile's rows against all tokens, TOKENS_MAX at a time:
+ * y[t * n_out + col0 + r]. */
 static void tile_product(const float *tile, uint32_t rows, uint32_t n, const float *x, uint32_t n_tokens,
                          float *y, uint32_t n_out, uint32_t col0)
 {
-    for (uint32_t t0 = 0; t0 < n_tokens; t0 += TOKENS_MAX) {
-        const float *xt = x + (size_t)t0 * n;
-        float *yt = y + (size_t)t0 * n_out + col0;
-        switch (n_tokens - t0 < TOKENS_MAX ? n_tokens - t0 : TOKENS_MAX) {
-        case 1: tile_tokens(tile, rows, n, xt, 1, yt, n_out); break;
-        case 2: tile_tokens(tile, rows, n, xt, 2, yt, n_out); break;
-#if TOKENS_MAX >= 3
-        case 3: tile_tokens(tile, rows, n, xt, 3, yt, n_out); break;
-#endif
-#if TOKENS_MAX >= 4
-        case 4: tile_tokens(tile, rows, n, xt, 4, yt, n_out); break;
-#endif
-        default: break;
-        }
-    }
+#define TILE_GROUP(t0, T) tile_tokens(tile, rows, n, x + (size_t)(t0) * n, T, y + (size_t)(t0) * n_out + col0, n_out)
+    FOR_EACH_TOKEN_GROUP(n_tokens, TILE_GROUP)
+#undef TILE_GROUP
 }
 
 /* Converts a whole row to float32, the same values dq32 gives, with `type`
