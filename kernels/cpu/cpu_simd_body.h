@@ -17,6 +17,7 @@
 #include "canon_order.h"
 #include "cpu_clones.h"
 #include "cpu_kernels.h"
+#include "dequant_blocks.h"
 #include "numerics.h"
 #include "weight_types.h"
 
@@ -194,18 +195,9 @@ static DI_INLINE void superblock_factors(uint32_t type, const uint8_t *b, sb_fac
         for (int g = 0; g < 16; g++)
             f->dl[g] = f->d * (float)(int8_t)b[192 + g];
     } else if (type == DI_TYPE_Q4_K || type == DI_TYPE_Q5_K) {
-        /* 12 bytes: sub-blocks 0-3 have their 6-bit scale and min in bytes
-         * 0-3 and 4-7; 4-7 have their low 4 bits in the nibbles of bytes
-         * 8-11 and their high 2 bits in the top bits of bytes 0-7
-         * (docs/QUANTS.md) */
-        const uint8_t *s = b + 4;
-        uint8_t sc[8], mn[8];
-        for (int j = 0; j < 4; j++) {
-            sc[j] = s[j] & 63;
-            mn[j] = s[j + 4] & 63;
-            sc[j + 4] = (uint8_t)((s[j + 8] & 0xf) | (s[j] >> 6) << 4);
-            mn[j + 4] = (uint8_t)((s[j + 8] >> 4) | (s[j + 4] >> 6) << 4);
-        }
+        int sc[8], mn[8]; /* dequant_blocks.h decodes the 12 packed bytes */
+        for (int j = 0; j < 8; j++)
+            di_qb_k_scale_min(b + 4, j, &sc[j], &mn[j]);
         for (int j = 0; j < 8; j++) {
             f->dl[j] = f->d * (float)sc[j];
             f->ml[j] = f->dmin * (float)mn[j];

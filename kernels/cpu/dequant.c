@@ -10,6 +10,7 @@
  */
 #include "cpu_clones.h"
 #include "dequant.h"
+#include "dequant_blocks.h"
 
 #include <string.h>
 
@@ -152,21 +153,6 @@ static DI_INLINE void block_q3_k(const uint8_t *b, float *y)
     }
 }
 
-/* The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block, packed
- * in 12 bytes: bytes 0-3 and 4-7 hold the low six bits of sc[0..3] and
- * m[0..3]; sub-blocks 4..7 take their low nibbles from bytes 8-11 and their
- * top two bits from the spare top bits of bytes 0-3 (sc) and 4-7 (m). */
-static DI_INLINE void k_scale_min(const uint8_t *s, int j, int *sc, int *m)
-{
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *m = s[j + 4] & 63;
-    } else {
-        *sc = (s[j + 4] & 0xf) | (s[j - 4] >> 6) << 4;
-        *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
-    }
-}
-
 /* Q4_K and Q5_K share everything but the fifth bit: sub-block j (32 weights)
  * takes nibble (j % 2) of bytes qs[32*(j/2) .. +31], and in Q5_K bit j of
  * qh[l] for its weight l. w = (d * sc) * q - (dmin * m): the three products
@@ -176,7 +162,7 @@ static DI_INLINE void block_k(const uint8_t *b, const uint8_t *qh, const uint8_t
     const float d = load_f16(b), dmin = load_f16(b + 2);
     for (int j = 0; j < 8; j++) {
         int sc, m;
-        k_scale_min(b + 4, j, &sc, &m);
+        di_qb_k_scale_min(b + 4, j, &sc, &m);
         const float dl = d * (float)sc, ml = dmin * (float)m;
         const uint8_t *q = qs + 32 * (j / 2);
         const int shift = 4 * (j % 2);
