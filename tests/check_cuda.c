@@ -51,7 +51,7 @@ static void random_bytes(uint64_t *rng, uint8_t *p, size_t n)
 
 /* Every supported type of weight_types.h. */
 static const uint32_t all_types[] = {
-#define SUPPORTED_TYPE(name, id, elems, bytes, supported) DI_WT_IF_SUPPORTED(supported, DI_TYPE_##name,)
+#define SUPPORTED_TYPE(name, id, elems, bytes, supported, ...) DI_WT_IF_SUPPORTED(supported, DI_TYPE_##name,)
     DI_WEIGHT_TYPES(SUPPORTED_TYPE)
 #undef SUPPORTED_TYPE
 };

@@ -501,7 +501,7 @@ static char *read_doc_flat(const char *rel)
  * include/detinfer.h) name the table's, in its order. */
 START_TEST(test_docs_list_the_supported_types)
 {
-#define NAME_AFTER_COMMA(name, id, elems, bytes, supported) DI_WT_IF_SUPPORTED(supported, ", " #name)
+#define NAME_AFTER_COMMA(name, id, elems, bytes, supported, ...) DI_WT_IF_SUPPORTED(supported, ", " #name)
     static const char list[] = "" DI_WEIGHT_TYPES(NAME_AFTER_COMMA); /* ", F32, F16, ..." */
 #undef NAME_AFTER_COMMA
     const char *want = list + 2;

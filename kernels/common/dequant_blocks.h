@@ -48,33 +48,33 @@ DI_HD int di_qb_nibble(const uint8_t *qs, int j)
 /* Q4_0, 18 bytes: d, qs[16]. w = d * (q - 8): exact. */
 DI_HD float di_qb_q4_0(const uint8_t *b, int j)
 {
-    return di_qb_f16(b) * (float)(di_qb_nibble(b + 2, j) - 8);
+    return di_qb_f16(b + DI_OFF_D_Q4_0) * (float)(di_qb_nibble(b + DI_OFF_QS_Q4_0, j) - 8);
 }
 
 /* Q4_1, 20 bytes: d, m, qs[16]. w = (d * q) + m: one rounding. */
 DI_HD float di_qb_q4_1(const uint8_t *b, int j)
 {
-    return di_qb_f16(b) * (float)di_qb_nibble(b + 4, j) + di_qb_f16(b + 2);
+    return di_qb_f16(b + DI_OFF_D_Q4_1) * (float)di_qb_nibble(b + DI_OFF_QS_Q4_1, j) + di_qb_f16(b + DI_OFF_M_Q4_1);
 }
 
 /* Q5_0, 22 bytes: d, qh (u32), qs[16]. w = d * (q - 16): exact. */
 DI_HD float di_qb_q5_0(const uint8_t *b, int j)
 {
-    const int q = di_qb_nibble(b + 6, j) | (int)((di_qb_u32(b + 2) >> j) & 1u) << 4;
-    return di_qb_f16(b) * (float)(q - 16);
+    const int q = di_qb_nibble(b + DI_OFF_QS_Q5_0, j) | (int)((di_qb_u32(b + DI_OFF_QH_Q5_0) >> j) & 1u) << 4;
+    return di_qb_f16(b + DI_OFF_D_Q5_0) * (float)(q - 16);
 }
 
 /* Q5_1, 24 bytes: d, m, qh (u32), qs[16]. w = (d * q) + m: one rounding. */
 DI_HD float di_qb_q5_1(const uint8_t *b, int j)
 {
-    const int q = di_qb_nibble(b + 8, j) | (int)((di_qb_u32(b + 4) >> j) & 1u) << 4;
-    return di_qb_f16(b) * (float)q + di_qb_f16(b + 2);
+    const int q = di_qb_nibble(b + DI_OFF_QS_Q5_1, j) | (int)((di_qb_u32(b + DI_OFF_QH_Q5_1) >> j) & 1u) << 4;
+    return di_qb_f16(b + DI_OFF_D_Q5_1) * (float)q + di_qb_f16(b + DI_OFF_M_Q5_1);
 }
 
 /* Q8_0, 34 bytes: d, int8 qs[32]. w = d * q: exact. */
 DI_HD float di_qb_q8_0(const uint8_t *b, int j)
 {
-    return di_qb_f16(b) * (float)(int8_t)b[2 + j];
+    return di_qb_f16(b + DI_OFF_D_Q8_0) * (float)(int8_t)b[DI_OFF_QS_Q8_0 + j];
 }
 
 /* The value of a 4-bit IQ4_NL/IQ4_XS code. */
@@ -87,7 +87,7 @@ DI_HD int di_qb_iq4nl_value(int code)
 /* IQ4_NL, 18 bytes: d, qs[16] (nibbles as Q4_0). w = d * value(q): exact. */
 DI_HD float di_qb_iq4_nl(const uint8_t *b, int j)
 {
-    return di_qb_f16(b) * (float)di_qb_iq4nl_value(di_qb_nibble(b + 2, j));
+    return di_qb_f16(b + DI_OFF_D_IQ4_NL) * (float)di_qb_iq4nl_value(di_qb_nibble(b + DI_OFF_QS_IQ4_NL, j));
 }
 
 /* ---- 256-weight super-blocks: weight j (0..255) of block b ----------------- */
@@ -99,8 +99,8 @@ DI_HD float di_qb_iq4_nl(const uint8_t *b, int j)
 DI_HD float di_qb_q2_k(const uint8_t *b, int j)
 {
     const int h = j / 128, k = (j % 128) / 32, l = j % 32;
-    const int sm = b[j / 16], q = (b[16 + 32 * h + l] >> (2 * k)) & 3;
-    const float dl = di_qb_f16(b + 80) * (float)(sm & 0xf), ml = di_qb_f16(b + 82) * (float)(sm >> 4);
+    const int sm = b[DI_OFF_SC_Q2_K + j / 16], q = (b[DI_OFF_QS_Q2_K + 32 * h + l] >> (2 * k)) & 3;
+    const float dl = di_qb_f16(b + DI_OFF_D_Q2_K) * (float)(sm & 0xf), ml = di_qb_f16(b + DI_OFF_M_Q2_K) * (float)(sm >> 4);
     return dl * (float)q - ml;
 }
 
@@ -119,8 +119,8 @@ DI_HD int di_qb_q3_k_scale(const uint8_t *s, int g)
 DI_HD float di_qb_q3_k(const uint8_t *b, int j)
 {
     const int h = j / 128, k = (j % 128) / 32, l = j % 32;
-    const int lo = (b[32 + 32 * h + l] >> (2 * k)) & 3, hi = (b[l] >> (j / 32)) & 1;
-    const float dl = di_qb_f16(b + 108) * (float)(di_qb_q3_k_scale(b + 96, j / 16) - 32);
+    const int lo = (b[DI_OFF_QS_Q3_K + 32 * h + l] >> (2 * k)) & 3, hi = (b[DI_OFF_QH_Q3_K + l] >> (j / 32)) & 1;
+    const float dl = di_qb_f16(b + DI_OFF_D_Q3_K) * (float)(di_qb_q3_k_scale(b + DI_OFF_SC_Q3_K, j / 16) - 32);
     return dl * (float)((lo | hi << 2) - 4);
 }
 
@@ -128,7 +128,7 @@ DI_HD float di_qb_q3_k(const uint8_t *b, int j)
  * block: low nibble s % 2 of scales_l[s / 2], top bits 2s..2s+1 of scales_h. */
 DI_HD int di_qb_iq4_xs_scale(const uint8_t *b, int s)
 {
-    return ((b[4 + s / 2] >> (4 * (s % 2))) & 0xf) | ((di_qb_u16(b + 2) >> (2 * s)) & 3) << 4;
+    return ((b[DI_OFF_SC_IQ4_XS + s / 2] >> (4 * (s % 2))) & 0xf) | ((di_qb_u16(b + DI_OFF_SCH_IQ4_XS) >> (2 * s)) & 3) << 4;
 }
 
 /* IQ4_XS, 136 bytes: d, scales_h (u16), scales_l[4], qs[128]. Sub-block
@@ -137,8 +137,8 @@ DI_HD int di_qb_iq4_xs_scale(const uint8_t *b, int s)
 DI_HD float di_qb_iq4_xs(const uint8_t *b, int j)
 {
     const int s = j / 32;
-    const float dl = di_qb_f16(b) * (float)(di_qb_iq4_xs_scale(b, s) - 32);
-    return dl * (float)di_qb_iq4nl_value(di_qb_nibble(b + 8 + 16 * s, j % 32));
+    const float dl = di_qb_f16(b + DI_OFF_D_IQ4_XS) * (float)(di_qb_iq4_xs_scale(b, s) - 32);
+    return dl * (float)di_qb_iq4nl_value(di_qb_nibble(b + DI_OFF_QS_IQ4_XS + 16 * s, j % 32));
 }
 
 /* The 6-bit scale and min of sub-block s (0..7) of a Q4_K/Q5_K block. */
@@ -160,8 +160,8 @@ DI_HD float di_qb_k(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, int 
 {
     const int s = j / 32, l = j % 32;
     int sc, m;
-    di_qb_k_scale_min(b + 4, s, &sc, &m);
-    const float dl = di_qb_f16(b) * (float)sc, ml = di_qb_f16(b + 2) * (float)m;
+    di_qb_k_scale_min(b + DI_OFF_SC_Q4_K, s, &sc, &m); /* Q5_K: the same offsets */
+    const float dl = di_qb_f16(b + DI_OFF_D_Q4_K) * (float)sc, ml = di_qb_f16(b + DI_OFF_M_Q4_K) * (float)m;
     int v = (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0xf;
     if (qh)
         v |= ((qh[l] >> s) & 1) << 4;
@@ -171,13 +171,13 @@ DI_HD float di_qb_k(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, int 
 /* Q4_K, 144 bytes: d, dmin, scales[12], qs[128]. */
 DI_HD float di_qb_q4_k(const uint8_t *b, int j)
 {
-    return di_qb_k(b, NULL, b + 16, j);
+    return di_qb_k(b, NULL, b + DI_OFF_QS_Q4_K, j);
 }
 
 /* Q5_K, 176 bytes: d, dmin, scales[12], qh[32], qs[128]. */
 DI_HD float di_qb_q5_k(const uint8_t *b, int j)
 {
-    return di_qb_k(b, b + 16, b + 48, j);
+    return di_qb_k(b, b + DI_OFF_QH_Q5_K, b + DI_OFF_QS_Q5_K, j);
 }
 
 /* Q6_K, 210 bytes: ql[128], qh[64], int8 scales[16], d. Half h = j / 128,
@@ -187,9 +187,9 @@ DI_HD float di_qb_q5_k(const uint8_t *b, int j)
 DI_HD float di_qb_q6_k(const uint8_t *b, int j)
 {
     const int h = j / 128, k = (j % 128) / 32, l = j % 32;
-    const int lo = (b[64 * h + 32 * (k % 2) + l] >> (4 * (k / 2))) & 0xf;
-    const int hi = (b[128 + 32 * h + l] >> (2 * k)) & 3;
-    const float dl = di_qb_f16(b + 208) * (float)(int8_t)b[192 + j / 16];
+    const int lo = (b[DI_OFF_QS_Q6_K + 64 * h + 32 * (k % 2) + l] >> (4 * (k / 2))) & 0xf;
+    const int hi = (b[DI_OFF_QH_Q6_K + 32 * h + l] >> (2 * k)) & 3;
+    const float dl = di_qb_f16(b + DI_OFF_D_Q6_K) * (float)(int8_t)b[DI_OFF_SC_Q6_K + j / 16];
     return dl * (float)((lo | hi << 4) - 32);
 }
 

@@ -184,20 +184,17 @@ typedef struct sb_factors {
 
 static DI_INLINE void superblock_factors(uint32_t type, const uint8_t *b, sb_factors *f)
 {
-    switch (type) {
-    case DI_TYPE_Q2_K: f->d = load_f16_at(b + 80), f->dmin = load_f16_at(b + 82); break;
-    case DI_TYPE_Q3_K: f->d = load_f16_at(b + 108), f->dmin = 0.0f; break;
-    case DI_TYPE_Q6_K: f->d = load_f16_at(b + 208), f->dmin = 0.0f; break;
-    case DI_TYPE_IQ4_XS: f->d = load_f16_at(b), f->dmin = 0.0f; break;
-    default: f->d = load_f16_at(b), f->dmin = load_f16_at(b + 2); break; /* Q4_K, Q5_K */
-    }
+    const int d_at = di_weight_field(type, DI_FIELD_D), m_at = di_weight_field(type, DI_FIELD_M);
+    f->d = load_f16_at(b + d_at);
+    f->dmin = m_at >= 0 ? load_f16_at(b + m_at) : 0.0f;
+    const uint8_t *scales = b + di_weight_field(type, DI_FIELD_SC);
     if (type == DI_TYPE_Q6_K) {
         for (int g = 0; g < 16; g++)
-            f->dl[g] = f->d * (float)(int8_t)b[192 + g];
+            f->dl[g] = f->d * (float)(int8_t)scales[g];
     } else if (type == DI_TYPE_Q4_K || type == DI_TYPE_Q5_K) {
         int sc[8], mn[8]; /* dequant_blocks.h decodes the 12 packed bytes */
         for (int j = 0; j < 8; j++)
-            di_qb_k_scale_min(b + 4, j, &sc[j], &mn[j]);
+            di_qb_k_scale_min(scales, j, &sc[j], &mn[j]);
         for (int j = 0; j < 8; j++) {
             f->dl[j] = f->d * (float)sc[j];
             f->ml[j] = f->dmin * (float)mn[j];
@@ -215,8 +212,8 @@ static DI_INLINE void dq_k_sub(uint32_t type, const uint8_t *b, int sub, const s
     const float d = f->d, dmin = f->dmin;
     const int h = sub / 4, k = sub % 4; /* the 2-bit and 6-bit types: half, quarter */
     if (type == DI_TYPE_Q6_K) {
-        const __m256i lo = bits_at(b + 64 * h + 32 * (k % 2), 4 * (k / 2), 0xf);
-        const __m256i hi = _mm256_slli_epi16(bits_at(b + 128 + 32 * h, 2 * k, 3), 4);
+        const __m256i lo = bits_at(b + DI_OFF_QS_Q6_K + 64 * h + 32 * (k % 2), 4 * (k / 2), 0xf);
+        const __m256i hi = _mm256_slli_epi16(bits_at(b + DI_OFF_QH_Q6_K + 32 * h, 2 * k, 3), 4);
         const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
         UNROLL for (int j = 0; j < NV; j++) {
             const vf dl = vf_set1(f->dl[2 * sub + j * VL / 16]); /* scale 8 h + 2 k + j VL / 16 */
@@ -225,29 +222,27 @@ static DI_INLINE void dq_k_sub(uint32_t type, const uint8_t *b, int sub, const s
         return;
     }
     if (type == DI_TYPE_Q2_K) {
-        const __m256i q = bits_at(b + 16 + 32 * h, 2 * k, 3);
+        const __m256i q = bits_at(b + DI_OFF_QS_Q2_K + 32 * h, 2 * k, 3);
         UNROLL for (int j = 0; j < NV; j++) {
-            const int sm = b[2 * sub + j * VL / 16];
+            const int sm = b[DI_OFF_SC_Q2_K + 2 * sub + j * VL / 16];
             const vf dl = vf_set1(d * (float)(sm & 0xf)), ml = vf_set1(dmin * (float)(sm >> 4));
             w[j] = vf_sub(vf_mul(dl, vi_to_float(vi_from_bytes(q, j))), ml);
         }
         return;
     }
     if (type == DI_TYPE_Q3_K) {
-        const __m256i lo = bits_at(b + 32 + 32 * h, 2 * k, 3);
-        const __m256i hi = _mm256_slli_epi16(bits_at(b, sub, 1), 2);
+        const __m256i lo = bits_at(b + DI_OFF_QS_Q3_K + 32 * h, 2 * k, 3);
+        const __m256i hi = _mm256_slli_epi16(bits_at(b + DI_OFF_QH_Q3_K, sub, 1), 2);
         const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(4));
         UNROLL for (int j = 0; j < NV; j++) {
-            const int g = 2 * sub + j * VL / 16;
-            const int sc = ((b[96 + g % 8] >> (4 * (g / 8))) & 0xf) | ((b[104 + g % 4] >> (2 * (g / 4))) & 3) << 4;
+            const int sc = di_qb_q3_k_scale(b + DI_OFF_SC_Q3_K, 2 * sub + j * VL / 16);
             w[j] = vf_mul(vf_set1(d * (float)(sc - 32)), vi_to_float(vi_from_bytes(q, j)));
         }
         return;
     }
     if (type == DI_TYPE_IQ4_XS) {
-        const int sc = ((b[4 + sub / 2] >> (4 * (sub % 2))) & 0xf) | ((b[2 + sub / 4] >> (2 * (sub % 4))) & 3) << 4;
-        const vf dl = vf_set1(d * (float)(sc - 32));
-        const __m256i q = iq4nl_values32(nibbles32(b + 8 + 16 * sub));
+        const vf dl = vf_set1(d * (float)(di_qb_iq4_xs_scale(b, sub) - 32));
+        const __m256i q = iq4nl_values32(nibbles32(b + DI_OFF_QS_IQ4_XS + 16 * sub));
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_mul(dl, vi_to_float(vi_from_bytes(q, j)));
         return;
@@ -258,7 +253,7 @@ static DI_INLINE void dq_k_sub(uint32_t type, const uint8_t *b, int sub, const s
      * most of its instructions here */
     const int is_q5 = type == DI_TYPE_Q5_K;
     const vf dl = vf_set1(f->dl[sub]), ml = vf_set1(f->ml[sub]);
-    const uint8_t *qs = b + (is_q5 ? 48 : 16) + 32 * (sub / 2);
+    const uint8_t *qs = b + (is_q5 ? DI_OFF_QS_Q5_K : DI_OFF_QS_Q4_K) + 32 * (sub / 2);
 #if VL == 16
     if (!is_q5) {
         /* Q4_K with 16 lanes: the sub-block's 16 possible weights, computed
@@ -277,7 +272,7 @@ static DI_INLINE void dq_k_sub(uint32_t type, const uint8_t *b, int sub, const s
         const vi bytes = vi_u8(qs + j * VL);
         vi q = sub % 2 ? vi_srli(bytes, 4) : vi_and(bytes, vi_set1(0xf));
         if (is_q5)
-            q = vi_add(q, vi_slli(vi_and(vi_srli(vi_u8(b + 16 + j * VL), sub), vi_set1(1)), 4));
+            q = vi_add(q, vi_slli(vi_and(vi_srli(vi_u8(b + DI_OFF_QH_Q5_K + j * VL), sub), vi_set1(1)), 4));
         w[j] = vf_sub(vf_mul(dl, vi_to_float(q)), ml);
     }
 }
@@ -304,31 +299,32 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
         break;
     case DI_TYPE_Q8_0: {
         const uint8_t *b = row + DI_BLOCK_BYTES_Q8_0 * (size_t)blk;
-        const vf d = broadcast_f16_at(b);
+        const vf d = broadcast_f16_at(b + DI_OFF_D_Q8_0);
         UNROLL for (int j = 0; j < NV; j++)
-            w[j] = vf_mul(d, vi_to_float(vi_i8(b + 2 + j * VL)));
+            w[j] = vf_mul(d, vi_to_float(vi_i8(b + DI_OFF_QS_Q8_0 + j * VL)));
         break;
     }
     case DI_TYPE_Q4_0: {
         const uint8_t *b = row + DI_BLOCK_BYTES_Q4_0 * (size_t)blk;
-        const vf d = broadcast_f16_at(b);
-        const __m256i q = _mm256_sub_epi8(nibbles32(b + 2), _mm256_set1_epi8(8));
+        const vf d = broadcast_f16_at(b + DI_OFF_D_Q4_0);
+        const __m256i q = _mm256_sub_epi8(nibbles32(b + DI_OFF_QS_Q4_0), _mm256_set1_epi8(8));
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_mul(d, vi_to_float(vi_from_bytes(q, j)));
         break;
     }
     case DI_TYPE_Q4_1: {
         const uint8_t *b = row + DI_BLOCK_BYTES_Q4_1 * (size_t)blk;
-        const vf d = broadcast_f16_at(b), m = broadcast_f16_at(b + 2);
-        const __m256i q = nibbles32(b + 4);
+        const vf d = broadcast_f16_at(b + DI_OFF_D_Q4_1), m = broadcast_f16_at(b + DI_OFF_M_Q4_1);
+        const __m256i q = nibbles32(b + DI_OFF_QS_Q4_1);
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_add(vf_mul(d, vi_to_float(vi_from_bytes(q, j))), m);
         break;
     }
     case DI_TYPE_Q5_0: {
         const uint8_t *b = row + DI_BLOCK_BYTES_Q5_0 * (size_t)blk;
-        const vf d = broadcast_f16_at(b);
-        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles32(b + 6), sixteen_where_bits(load_u32_at(b + 2))),
+        const vf d = broadcast_f16_at(b + DI_OFF_D_Q5_0);
+        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles32(b + DI_OFF_QS_Q5_0),
+                                                          sixteen_where_bits(load_u32_at(b + DI_OFF_QH_Q5_0))),
                                           _mm256_set1_epi8(16));
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_mul(d, vi_to_float(vi_from_bytes(q, j)));
@@ -336,16 +332,16 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
     }
     case DI_TYPE_Q5_1: {
         const uint8_t *b = row + DI_BLOCK_BYTES_Q5_1 * (size_t)blk;
-        const vf d = broadcast_f16_at(b), m = broadcast_f16_at(b + 2);
-        const __m256i q = _mm256_or_si256(nibbles32(b + 8), sixteen_where_bits(load_u32_at(b + 4)));
+        const vf d = broadcast_f16_at(b + DI_OFF_D_Q5_1), m = broadcast_f16_at(b + DI_OFF_M_Q5_1);
+        const __m256i q = _mm256_or_si256(nibbles32(b + DI_OFF_QS_Q5_1), sixteen_where_bits(load_u32_at(b + DI_OFF_QH_Q5_1)));
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_add(vf_mul(d, vi_to_float(vi_from_bytes(q, j))), m);
         break;
     }
     case DI_TYPE_IQ4_NL: {
         const uint8_t *b = row + DI_BLOCK_BYTES_IQ4_NL * (size_t)blk;
-        const vf d = broadcast_f16_at(b);
-        const __m256i q = iq4nl_values32(nibbles32(b + 2));
+        const vf d = broadcast_f16_at(b + DI_OFF_D_IQ4_NL);
+        const __m256i q = iq4nl_values32(nibbles32(b + DI_OFF_QS_IQ4_NL));
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_mul(d, vi_to_float(vi_from_bytes(q, j)));
         break;
@@ -385,20 +381,10 @@ static inline void prefetch_ahead(const uint8_t *p, size_t bytes)
         _mm_prefetch((const char *)(uintptr_t)((uintptr_t)p + PREFETCH_AHEAD + o), _MM_HINT_T0);
 }
 
-/* Bytes of one 32-weight block of a non-K type. */
+/* Bytes of 32 weights of a type whose blocks hold 1 or 32 (weight_types.h). */
 static inline size_t block32_bytes(uint32_t type)
 {
-    switch (type) {
-    case DI_TYPE_F32: return 32 * DI_BLOCK_BYTES_F32;
-    case DI_TYPE_F16: case DI_TYPE_BF16: return 32 * DI_BLOCK_BYTES_F16;
-    case DI_TYPE_Q8_0: return DI_BLOCK_BYTES_Q8_0;
-    case DI_TYPE_Q4_0: return DI_BLOCK_BYTES_Q4_0;
-    case DI_TYPE_Q4_1: return DI_BLOCK_BYTES_Q4_1;
-    case DI_TYPE_Q5_0: return DI_BLOCK_BYTES_Q5_0;
-    case DI_TYPE_Q5_1: return DI_BLOCK_BYTES_Q5_1;
-    case DI_TYPE_IQ4_NL: return DI_BLOCK_BYTES_IQ4_NL;
-    default: return 0;
-    }
+    return (size_t)di_weight_block_bytes(type) * 32 / di_weight_block_elems(type);
 }
 
 /* acc[r][t] += w[r] * x[t] lane by lane, for one 32-term block. Each token
@@ -682,7 +668,7 @@ static DI_INLINE void dequant_row_typed(uint32_t type, const uint8_t *row, uint3
 
 /* A switch on `type` whose case for each supported row of weight_types.h is
  * TYPE_BODY(that type as a constant); the caller defines TYPE_BODY. */
-#define TYPE_CASE(name, id, elems, bytes, supported) \
+#define TYPE_CASE(name, id, elems, bytes, supported, ...) \
     DI_WT_IF_SUPPORTED(supported, case DI_TYPE_##name: TYPE_BODY(DI_TYPE_##name); break;)
 #define FOR_EACH_TYPE(type)                                                              \
     switch (type) {                                                                      \

@@ -43,8 +43,8 @@ static inline float load_f16(const uint8_t *p)
 /* Q4_0, 18 bytes: d, qs[16]. w = d * (q - 8): exact. */
 static DI_INLINE void block_q4_0(const uint8_t *b, float *y)
 {
-    const float d = load_f16(b);
-    const uint8_t *qs = b + 2;
+    const float d = load_f16(b + DI_OFF_D_Q4_0);
+    const uint8_t *qs = b + DI_OFF_QS_Q4_0;
     for (int j = 0; j < 16; j++) {
         y[j] = d * (float)((qs[j] & 0xf) - 8);
         y[j + 16] = d * (float)((qs[j] >> 4) - 8);
@@ -55,8 +55,8 @@ static DI_INLINE void block_q4_0(const uint8_t *b, float *y)
  * addition rounds once. */
 static DI_INLINE void block_q4_1(const uint8_t *b, float *y)
 {
-    const float d = load_f16(b), m = load_f16(b + 2);
-    const uint8_t *qs = b + 4;
+    const float d = load_f16(b + DI_OFF_D_Q4_1), m = load_f16(b + DI_OFF_M_Q4_1);
+    const uint8_t *qs = b + DI_OFF_QS_Q4_1;
     for (int j = 0; j < 16; j++) {
         y[j] = d * (float)(qs[j] & 0xf) + m;
         y[j + 16] = d * (float)(qs[j] >> 4) + m;
@@ -66,9 +66,9 @@ static DI_INLINE void block_q4_1(const uint8_t *b, float *y)
 /* Q5_0, 22 bytes: d, qh (u32), qs[16]. w = d * (q - 16): exact. */
 static DI_INLINE void block_q5_0(const uint8_t *b, float *y)
 {
-    const float d = load_f16(b);
-    const uint32_t qh = load_u32(b + 2);
-    const uint8_t *qs = b + 6;
+    const float d = load_f16(b + DI_OFF_D_Q5_0);
+    const uint32_t qh = load_u32(b + DI_OFF_QH_Q5_0);
+    const uint8_t *qs = b + DI_OFF_QS_Q5_0;
     for (int j = 0; j < 16; j++) {
         const int lo = (qs[j] & 0xf) | (int)((qh >> j) & 1u) << 4;
         const int hi = (qs[j] >> 4) | (int)((qh >> (j + 16)) & 1u) << 4;
@@ -80,9 +80,9 @@ static DI_INLINE void block_q5_0(const uint8_t *b, float *y)
 /* Q5_1, 24 bytes: d, m, qh (u32), qs[16]. w = (d * q) + m: one rounding. */
 static DI_INLINE void block_q5_1(const uint8_t *b, float *y)
 {
-    const float d = load_f16(b), m = load_f16(b + 2);
-    const uint32_t qh = load_u32(b + 4);
-    const uint8_t *qs = b + 8;
+    const float d = load_f16(b + DI_OFF_D_Q5_1), m = load_f16(b + DI_OFF_M_Q5_1);
+    const uint32_t qh = load_u32(b + DI_OFF_QH_Q5_1);
+    const uint8_t *qs = b + DI_OFF_QS_Q5_1;
     for (int j = 0; j < 16; j++) {
         const int lo = (qs[j] & 0xf) | (int)((qh >> j) & 1u) << 4;
         const int hi = (qs[j] >> 4) | (int)((qh >> (j + 16)) & 1u) << 4;
@@ -94,9 +94,9 @@ static DI_INLINE void block_q5_1(const uint8_t *b, float *y)
 /* Q8_0, 34 bytes: d, int8 qs[32]. w = d * q: exact. */
 static DI_INLINE void block_q8_0(const uint8_t *b, float *y)
 {
-    const float d = load_f16(b);
+    const float d = load_f16(b + DI_OFF_D_Q8_0);
     for (int j = 0; j < DI_BLOCK_ELEMS_Q8_0; j++)
-        y[j] = d * (float)(int8_t)b[2 + j];
+        y[j] = d * (float)(int8_t)b[DI_OFF_QS_Q8_0 + j];
 }
 
 /* The values of the 4-bit codes of IQ4_NL and IQ4_XS. */
@@ -105,8 +105,8 @@ static const int8_t IQ4NL_VALUES[16] = {DI_IQ4NL_VALUES};
 /* IQ4_NL, 18 bytes: d, qs[16] (nibbles as Q4_0). w = d * value(q): exact. */
 static DI_INLINE void block_iq4_nl(const uint8_t *b, float *y)
 {
-    const float d = load_f16(b);
-    const uint8_t *qs = b + 2;
+    const float d = load_f16(b + DI_OFF_D_IQ4_NL);
+    const uint8_t *qs = b + DI_OFF_QS_IQ4_NL;
     for (int j = 0; j < 16; j++) {
         y[j] = d * (float)IQ4NL_VALUES[qs[j] & 0xf];
         y[j + 16] = d * (float)IQ4NL_VALUES[qs[j] >> 4];
@@ -122,10 +122,11 @@ static DI_INLINE void block_iq4_nl(const uint8_t *b, float *y)
  * rounding. */
 static DI_INLINE void block_q2_k(const uint8_t *b, float *y)
 {
-    const float d = load_f16(b + 80), dmin = load_f16(b + 82);
+    const float d = load_f16(b + DI_OFF_D_Q2_K), dmin = load_f16(b + DI_OFF_M_Q2_K);
+    const uint8_t *s = b + DI_OFF_SC_Q2_K;
     for (int g = 0; g < 16; g++) {
-        const float dl = d * (float)(b[g] & 0xf), ml = dmin * (float)(b[g] >> 4);
-        const uint8_t *qs = b + 16 + 32 * (g / 8);
+        const float dl = d * (float)(s[g] & 0xf), ml = dmin * (float)(s[g] >> 4);
+        const uint8_t *qs = b + DI_OFF_QS_Q2_K + 32 * (g / 8);
         const int shift = 2 * ((g % 8) / 2);
         for (int l = 16 * (g % 2); l < 16 * (g % 2) + 16; l++)
             y[16 * g + l - 16 * (g % 2)] = dl * (float)((qs[l] >> shift) & 3) - ml;
@@ -139,15 +140,15 @@ static DI_INLINE void block_q2_k(const uint8_t *b, float *y)
  * q = (lo | hi << 2) - 4. w = (d * (sc - 32)) * q: exact. */
 static DI_INLINE void block_q3_k(const uint8_t *b, float *y)
 {
-    const float d = load_f16(b + 108);
-    const uint8_t *s = b + 96;
+    const float d = load_f16(b + DI_OFF_D_Q3_K);
+    const uint8_t *s = b + DI_OFF_SC_Q3_K, *hmask = b + DI_OFF_QH_Q3_K;
     for (int g = 0; g < 16; g++) {
         const int sc = ((s[g % 8] >> (4 * (g / 8))) & 0xf) | ((s[8 + g % 4] >> (2 * (g / 4))) & 3) << 4;
         const float dl = d * (float)(sc - 32);
-        const uint8_t *qs = b + 32 + 32 * (g / 8);
+        const uint8_t *qs = b + DI_OFF_QS_Q3_K + 32 * (g / 8);
         const int shift = 2 * ((g % 8) / 2), hbit = g / 2;
         for (int l = 16 * (g % 2); l < 16 * (g % 2) + 16; l++) {
-            const int q = (((qs[l] >> shift) & 3) | ((b[l] >> hbit) & 1) << 2) - 4;
+            const int q = (((qs[l] >> shift) & 3) | ((hmask[l] >> hbit) & 1) << 2) - 4;
             y[16 * g + l - 16 * (g % 2)] = dl * (float)q;
         }
     }
@@ -159,10 +160,10 @@ static DI_INLINE void block_q3_k(const uint8_t *b, float *y)
  * are exact, the subtraction rounds once. qh is NULL for Q4_K. */
 static DI_INLINE void block_k(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, float *y)
 {
-    const float d = load_f16(b), dmin = load_f16(b + 2);
+    const float d = load_f16(b + DI_OFF_D_Q4_K), dmin = load_f16(b + DI_OFF_M_Q4_K); /* Q5_K: the same */
     for (int j = 0; j < 8; j++) {
         int sc, m;
-        di_qb_k_scale_min(b + 4, j, &sc, &m);
+        di_qb_k_scale_min(b + DI_OFF_SC_Q4_K, j, &sc, &m);
         const float dl = d * (float)sc, ml = dmin * (float)m;
         const uint8_t *q = qs + 32 * (j / 2);
         const int shift = 4 * (j % 2);
@@ -178,13 +179,13 @@ static DI_INLINE void block_k(const uint8_t *b, const uint8_t *qh, const uint8_t
 /* Q4_K, 144 bytes: d, dmin, scales[12], qs[128]. */
 static DI_INLINE void block_q4_k(const uint8_t *b, float *y)
 {
-    block_k(b, NULL, b + 16, y);
+    block_k(b, NULL, b + DI_OFF_QS_Q4_K, y);
 }
 
 /* Q5_K, 176 bytes: d, dmin, scales[12], qh[32], qs[128]. */
 static DI_INLINE void block_q5_k(const uint8_t *b, float *y)
 {
-    block_k(b, b + 16, b + 48, y);
+    block_k(b, b + DI_OFF_QH_Q5_K, b + DI_OFF_QS_Q5_K, y);
 }
 
 /* Q6_K, 210 bytes: ql[128], qh[64], int8 scales[16], d. Each half of 128
@@ -193,15 +194,15 @@ static DI_INLINE void block_q5_k(const uint8_t *b, float *y)
  * Weight i has scale scales[i / 16]. w = (d * sc) * (q - 32): exact. */
 static DI_INLINE void block_q6_k(const uint8_t *b, float *y)
 {
-    const float d = load_f16(b + 208);
+    const float d = load_f16(b + DI_OFF_D_Q6_K);
     for (int h = 0; h < 2; h++) {
-        const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
+        const uint8_t *ql = b + DI_OFF_QS_Q6_K + 64 * h, *qh = b + DI_OFF_QH_Q6_K + 32 * h;
         for (int k = 0; k < 4; k++) {
             const uint8_t *lo = ql + 32 * (k % 2);
             const int shift = 4 * (k / 2);
             for (int half = 0; half < 2; half++) { /* 16 weights share a scale */
                 const int i0 = 128 * h + 32 * k + 16 * half;
-                const float dl = d * (float)(int8_t)b[192 + i0 / 16];
+                const float dl = d * (float)(int8_t)b[DI_OFF_SC_Q6_K + i0 / 16];
                 for (int l = 16 * half; l < 16 * half + 16; l++) {
                     const int q = ((lo[l] >> shift) & 0xf) | ((qh[l] >> (2 * k)) & 3) << 4;
                     y[128 * h + 32 * k + l] = dl * (float)(q - 32);
@@ -217,12 +218,10 @@ static DI_INLINE void block_q6_k(const uint8_t *b, float *y)
  * w = (d * (sc - 32)) * value(q): exact. */
 static DI_INLINE void block_iq4_xs(const uint8_t *b, float *y)
 {
-    const float d = load_f16(b);
-    const unsigned sh = load_u16(b + 2);
+    const float d = load_f16(b + DI_OFF_D_IQ4_XS);
     for (int s = 0; s < 8; s++) {
-        const int sc = ((b[4 + s / 2] >> (4 * (s % 2))) & 0xf) | (int)((sh >> (2 * s)) & 3u) << 4;
-        const float dl = d * (float)(sc - 32);
-        const uint8_t *qs = b + 8 + 16 * s;
+        const float dl = d * (float)(di_qb_iq4_xs_scale(b, s) - 32);
+        const uint8_t *qs = b + DI_OFF_QS_IQ4_XS + 16 * s;
         for (int j = 0; j < 16; j++) {
             y[32 * s + j] = dl * (float)IQ4NL_VALUES[qs[j] & 0xf];
             y[32 * s + j + 16] = dl * (float)IQ4NL_VALUES[qs[j] >> 4];
