@@ -1,17 +1,19 @@
 /*
  * check_intdot.c — the integer profile (DI_PROFILE_INTEGER, kernels/common/
  * int_dot.h, docs/DETERMINISM.md "The integer profile"):
- *   - the quantization and the dot product against known answers computed
- *     by NumPy and exact rationals (tests/tools/int_dot_vectors.py);
- *   - every CPU path's integer matmul gives the definition's bits (Q8_0 and
- *     Q5_0), for rows
- *     1..40, token counts on both sides of the quantization group, and the
- *     reduction lengths the models use (and one past a 1024-term chunk of
- *     block terms), with zero, subnormal, huge and non-finite activations;
- *   - the profile in a session: accepted on the CPU, refused on CUDA, named
- *     in the backend info, float path for the types it does not cover;
- *   - accuracy against the float64 reference (tests/tools/reference.py) on
- *     the generated models and the real one: normwise relative error < 1e-4.
+ *   - the activation codes and the dot product of every quantized type
+ *     against known answers computed with exact rationals, the weights
+ *     decoded independently and checked against the gguf package
+ *     (tests/tools/int_dot_vectors.py), the worst-case block sums of each
+ *     type among them (the bounds in int_dot.h);
+ *   - every CPU path's integer product gives the definition's bits, for
+ *     every type, rows 1..40, token counts on both sides of a token group,
+ *     reduction lengths the models use and one past a 1024-term chunk, with
+ *     zero, subnormal, huge and non-finite activations;
+ *   - the profile in a session: named in the backend info, the float path
+ *     for F32/F16/BF16 weights, the integer product for every other type;
+ *   - accuracy against the float64 reference (tests/tools/reference.py):
+ *     the normwise relative logit error of tests/tools/logit_error.py.
  */
 #include <math.h>
 #include <stdio.h>
@@ -23,10 +25,14 @@
 #include "int_dot.h"
 #include "test_util.h"
 
-#define REL_TOL 1e-4
-
 static const di_cpu_path PATHS[] = {DI_CPU_PATH_SCALAR, DI_CPU_PATH_AVX2, DI_CPU_PATH_AVX512};
 #define N_PATHS (sizeof PATHS / sizeof PATHS[0])
+
+/* Every type the profile computes in integers. */
+static const uint32_t TYPES[] = {DI_TYPE_Q4_0, DI_TYPE_Q4_1, DI_TYPE_Q5_0, DI_TYPE_Q5_1,
+                                 DI_TYPE_Q8_0, DI_TYPE_IQ4_NL, DI_TYPE_Q2_K, DI_TYPE_Q3_K,
+                                 DI_TYPE_Q4_K, DI_TYPE_Q5_K, DI_TYPE_Q6_K, DI_TYPE_IQ4_XS};
+#define N_TYPES (sizeof TYPES / sizeof TYPES[0])
 
 static uint32_t bits(float f)
 {
@@ -55,14 +61,34 @@ static const di_cpu_ops *int_ops(di_cpu_path path)
     return base ? di_cpu_ops_integer(base) : NULL;
 }
 
-/* y[t][r] for rows [r0, r1) of w by a path's integer matmul. */
+/* y[t * n_out + r] for rows [r0, r1) of w by a path's integer product. */
 static void int_matmul(const di_cpu_ops *ops, const di_weight *w, uint32_t r0, uint32_t r1,
                        const float *x, uint32_t n_tokens, float *y)
 {
+    const size_t qa_bytes = (di_qa_bytes(w->n_in, n_tokens) + 63) / 64 * 64;
+    void *qa = aligned_alloc(64, qa_bytes);
     float *scratch = malloc(DI_MATMUL_SCRATCH(w->n_in) * sizeof(float));
+    ck_assert_ptr_nonnull(qa);
     ck_assert_ptr_nonnull(scratch);
-    ops->matmul_rows(w, r0, r1, x, n_tokens, y, scratch);
+    ops->int_quantize(w, x, n_tokens, qa);
+    ops->int_rows(w, r0, r1, qa, y, scratch);
     free(scratch);
+    free(qa);
+}
+
+/* The definition's y for rows [0, rows) and n_tokens tokens. */
+static void definition(const di_weight *w, const float *x, uint32_t n_tokens, float *y)
+{
+    const uint32_t n = w->n_in, nb = n / DI_QA_BLOCK;
+    int8_t *codes = malloc(n);
+    float *scales = malloc(nb * sizeof *scales);
+    int16_t *sums = malloc(2 * nb * sizeof *sums);
+    for (uint32_t t = 0; t < n_tokens; t++) {
+        di_qa_row(x + (size_t)t * n, n, codes, scales, sums);
+        for (uint32_t r = 0; r < w->n_out; r++)
+            y[(size_t)t * w->n_out + r] = di_int_dot(w->type, w->data + r * w->row_bytes, codes, scales, sums, n);
+    }
+    free(codes), free(scales), free(sums);
 }
 
 /* ---- known answers ------------------------------------------------------------ */
@@ -84,6 +110,13 @@ static float read_float(FILE *f)
     return from_bits(u);
 }
 
+static int read_int(FILE *f)
+{
+    int v;
+    ck_assert_int_eq(fscanf(f, "%d", &v), 1);
+    return v;
+}
+
 START_TEST(test_known_quantization)
 {
     FILE *f = open_vectors();
@@ -91,77 +124,119 @@ START_TEST(test_known_quantization)
     int cases = 0;
     while (fscanf(f, "%15s", word) == 1) {
         if (strcmp(word, "quant") != 0) {
-            fscanf(f, "%*[^\n]");
+            if (fscanf(f, "%*[^\n]") < 0)
+                break;
             continue;
         }
-        float x[DI_INT_BLOCK];
-        int32_t codes[DI_INT_BLOCK];
-        for (int i = 0; i < DI_INT_BLOCK; i++)
+        float x[DI_QA_BLOCK];
+        int8_t codes[DI_QA_BLOCK];
+        int16_t sums[2];
+        for (int i = 0; i < DI_QA_BLOCK; i++)
             x[i] = read_float(f);
         const float want_scale = read_float(f);
-        const float scale = di_int_quantize_block(x, codes);
-        ck_assert_msg(same(scale, want_scale), "case %d: scale %08x, NumPy %08x", cases, bits(scale),
-                      bits(want_scale));
-        for (int i = 0; i < DI_INT_BLOCK; i++) {
-            int want;
-            ck_assert_int_eq(fscanf(f, "%d", &want), 1);
-            ck_assert_msg(codes[i] == want, "case %d code %d: %d, NumPy %d", cases, i, codes[i], want);
+        const float scale = di_qa_block(x, codes, sums);
+        ck_assert_msg(same(scale, want_scale), "case %d: scale %08x, exact %08x", cases, bits(scale), bits(want_scale));
+        for (int i = 0; i < DI_QA_BLOCK; i++) {
+            const int want = read_int(f);
+            ck_assert_msg(codes[i] == want, "case %d code %d: %d, exact %d", cases, i, codes[i], want);
+        }
+        for (int h = 0; h < 2; h++) {
+            const int want = read_int(f);
+            ck_assert_msg(sums[h] == want, "case %d sum %d: %d, exact %d", cases, h, sums[h], want);
         }
         cases++;
     }
     fclose(f);
-    ck_assert_int_ge(cases, 15);
+    ck_assert_int_ge(cases, 18);
 }
 END_TEST
+
+/* The largest |P_b| of each type (int_dot.h's bounds), which the vectors'
+ * extreme cases reach. */
+static const struct {
+    uint32_t type;
+    int32_t bound;
+} BOUNDS[] = {
+    {DI_TYPE_Q4_0, 8 * 127 * 32},          {DI_TYPE_Q4_1, 15 * 127 * 32},
+    {DI_TYPE_Q5_0, 16 * 127 * 32},         {DI_TYPE_Q5_1, 31 * 127 * 32},
+    {DI_TYPE_Q8_0, 128 * 127 * 32},        {DI_TYPE_IQ4_NL, 127 * 127 * 32},
+    {DI_TYPE_Q2_K, 2 * 15 * 3 * 127 * 16}, {DI_TYPE_Q3_K, 2 * 32 * 4 * 127 * 16},
+    {DI_TYPE_Q4_K, 63 * 15 * 127 * 32},    {DI_TYPE_Q5_K, 63 * 31 * 127 * 32},
+    {DI_TYPE_Q6_K, 2 * 128 * 32 * 127 * 16}, {DI_TYPE_IQ4_XS, 32 * 127 * 127 * 32},
+};
+
+static int32_t bound_of(uint32_t type)
+{
+    for (size_t i = 0; i < sizeof BOUNDS / sizeof BOUNDS[0]; i++)
+        if (BOUNDS[i].type == type)
+            return BOUNDS[i].bound;
+    ck_abort_msg("no bound for type %u", type);
+    return 0;
+}
 
 START_TEST(test_known_dot)
 {
     FILE *f = open_vectors();
     char word[16];
     int cases = 0;
+    uint32_t types_seen = 0, bounds_reached = 0;
     while (fscanf(f, "%15s", word) == 1) {
         if (strcmp(word, "dot") != 0) {
-            fscanf(f, "%*[^\n]");
+            if (fscanf(f, "%*[^\n]") < 0)
+                break;
             continue;
         }
         uint32_t type, n;
         ck_assert_int_eq(fscanf(f, "%u %u", &type, &n), 2);
-        const uint32_t nb = n / DI_INT_BLOCK, bytes = di_int_block_bytes(type);
-        ck_assert_uint_gt(bytes, 0);
+        ck_assert(di_int_type(type));
+        const uint32_t nb = n / DI_QA_BLOCK;
+        const size_t row_bytes = (size_t)n / di_weight_block_elems(type) * di_weight_block_bytes(type);
         float *x = malloc(n * sizeof *x), *scales = malloc(nb * sizeof *scales);
-        int32_t *codes = malloc(n * sizeof *codes);
-        uint8_t *row = malloc((size_t)nb * bytes);
-        int32_t *P = malloc(nb * sizeof *P);
+        int8_t *codes = malloc(n);
+        int16_t *sums = malloc(2 * nb * sizeof *sums);
+        uint8_t *row = malloc(row_bytes);
         for (uint32_t i = 0; i < n; i++)
             x[i] = read_float(f);
-        for (size_t i = 0; i < (size_t)nb * bytes; i++) {
+        for (size_t i = 0; i < row_bytes; i++) {
             unsigned byte;
             ck_assert_int_eq(fscanf(f, "%2x", &byte), 1);
             row[i] = (uint8_t)byte;
         }
-        di_int_quantize_row(x, n, codes, scales);
+        di_qa_row(x, n, codes, scales, sums);
+        int32_t max_p = 0;
         for (uint32_t b = 0; b < nb; b++) {
             long want;
             ck_assert_int_eq(fscanf(f, "%ld", &want), 1);
-            ck_assert_int_eq(di_int_block_sum(type, row + (size_t)b * bytes, codes + (size_t)b * DI_INT_BLOCK), want);
+            const int32_t p = di_int_block_sum(type, row, b, codes + (size_t)b * DI_QA_BLOCK);
+            ck_assert_msg(p == want, "type %u n=%u block %u: P %d, exact %ld", type, n, b, p, want);
+            max_p = abs(p) > max_p ? abs(p) : max_p;
         }
+        ck_assert_int_le(max_p, bound_of(type));
+        if (max_p == bound_of(type))
+            bounds_reached |= 1u << type;
+        types_seen |= 1u << type;
         const float want = read_float(f);
-        const float got = di_int_dot(type, row, codes, scales, n);
-        ck_assert_msg(same(got, want), "type %u n=%u: %08x, NumPy %08x", type, n, bits(got), bits(want));
-        const di_weight w = {row, type, n, 1, (size_t)nb * bytes};
+        const float got = di_int_dot(type, row, codes, scales, sums, n);
+        ck_assert_msg(same(got, want), "type %u n=%u: %08x, exact %08x", type, n, bits(got), bits(want));
+        const di_weight w = {row, type, n, 1, row_bytes};
         for (size_t p = 0; p < N_PATHS; p++) {
             const di_cpu_ops *ops = int_ops(PATHS[p]);
             if (!ops)
                 continue;
             float y;
             int_matmul(ops, &w, 0, 1, x, 1, &y);
-            ck_assert_msg(same(y, want), "%s type %u n=%u: %08x, NumPy %08x", ops->name, type, n, bits(y), bits(want));
+            ck_assert_msg(same(y, want), "%s type %u n=%u: %08x, exact %08x", ops->name, type, n, bits(y), bits(want));
         }
-        free(x), free(scales), free(codes), free(row), free(P);
+        free(x), free(scales), free(codes), free(sums), free(row);
         cases++;
     }
     fclose(f);
-    ck_assert_int_ge(cases, 12);
+    ck_assert_int_ge(cases, 48);
+    for (size_t i = 0; i < N_TYPES; i++) {
+        ck_assert_msg(types_seen >> TYPES[i] & 1u, "no known answer for type %u", TYPES[i]);
+        ck_assert_msg(bounds_reached >> TYPES[i] & 1u, "type %u: no case reaches its bound %d", TYPES[i],
+                      bound_of(TYPES[i]));
+    }
 }
 END_TEST
 
@@ -186,51 +261,51 @@ static float activation(uint64_t *rng, int edges)
     }
 }
 
-/* nb random blocks of a covered type: a binary16 scale of either sign,
- * random bytes for the rest (every bit pattern is a valid block). */
-static void random_blocks(uint64_t *rng, uint32_t type, uint8_t *row, uint32_t nb)
+/* A row of random blocks: random bytes (every bit pattern is a block),
+ * with each binary16 scale and min a finite value of either sign. */
+static void random_row(uint64_t *rng, uint32_t type, uint8_t *row, size_t row_bytes)
 {
-    const uint32_t bytes = di_int_block_bytes(type);
-    for (uint32_t b = 0; b < nb; b++, row += bytes) {
-        const uint64_t r = tu_rand(rng);
-        const uint16_t d = (uint16_t)(0x1000 + (r % 0x2000)) | (uint16_t)((r & (1u << 20)) ? 0x8000 : 0);
-        row[0] = (uint8_t)d, row[1] = (uint8_t)(d >> 8);
-        for (uint32_t i = 2; i < bytes; i++)
-            row[i] = (uint8_t)(tu_rand(rng) >> 24);
-    }
+    const uint32_t bytes = di_weight_block_bytes(type);
+    const di_weight_field_id fields[] = {DI_FIELD_D, DI_FIELD_M};
+    for (size_t i = 0; i < row_bytes; i++)
+        row[i] = (uint8_t)(tu_rand(rng) >> 24);
+    for (uint8_t *blk = row; blk < row + row_bytes; blk += bytes)
+        for (size_t k = 0; k < 2; k++) {
+            const int at = di_weight_field(type, fields[k]);
+            if (at < 0)
+                continue;
+            const uint64_t r = tu_rand(rng);
+            const uint16_t h = (uint16_t)(0x1000 + (r % 0x2000)) | (uint16_t)((r & (1u << 20)) ? 0x8000 : 0);
+            blk[at] = (uint8_t)h, blk[at + 1] = (uint8_t)(h >> 8);
+        }
 }
 
-static const uint32_t TYPES[] = {DI_TYPE_Q8_0, DI_TYPE_Q5_0};
-#define N_TYPES (sizeof TYPES / sizeof TYPES[0])
-
-/* Reduction lengths: those of the generated models' Q8_0 and Q5_0 matrices
- * (64, 96, 128, 160, 1120) and Gemma 3 270M's (640, 1024, 2048), others, and
- * 33 * 1024 (block terms past one chunk). */
-static const uint32_t LENGTHS[] = {32, 64, 96, 128, 160, 256, 288, 512, 640, 1024, 1120, 2048, 4096, 33792};
+/* Reduction lengths, in blocks of the type: those of Gemma 3 270M (640,
+ * 1024, 2048) and of the 3B shape (3072, 8192), short ones and 33 * 1024
+ * (block terms past one chunk); lengths a type's block does not divide are
+ * skipped. */
+static const uint32_t LENGTHS[] = {32, 96, 256, 640, 768, 1024, 2048, 2304, 3072, 8192, 33792};
 #define N_LENGTHS (sizeof LENGTHS / sizeof LENGTHS[0])
 #define MAX_ROWS 40u
+#define MAX_TOKENS 35u
 
 START_TEST(test_paths_match_definition)
 {
-    const uint32_t type = TYPES[_i % N_TYPES], bytes = di_int_block_bytes(type);
-    const uint32_t n = LENGTHS[_i / N_TYPES], nb = n / DI_INT_BLOCK;
-    const uint32_t token_counts[] = {1, 3, 17};
-    const uint32_t max_tokens = 17;
-    uint64_t rng = 0x1234 + n;
-    uint8_t *data = malloc((size_t)MAX_ROWS * nb * bytes);
-    float *x = malloc((size_t)max_tokens * n * sizeof *x);
-    int32_t *codes = malloc(n * sizeof *codes);
-    float *scales = malloc(nb * sizeof *scales);
-    float *want = malloc((size_t)max_tokens * MAX_ROWS * sizeof *want);
-    random_blocks(&rng, type, data, MAX_ROWS * nb);
-    for (size_t i = 0; i < (size_t)max_tokens * n; i++)
+    const uint32_t type = TYPES[_i % N_TYPES], n = LENGTHS[_i / N_TYPES];
+    if (n % di_weight_block_elems(type) != 0)
+        return;
+    const uint32_t token_counts[] = {1, 2, 16, 17, MAX_TOKENS};
+    const size_t row_bytes = (size_t)n / di_weight_block_elems(type) * di_weight_block_bytes(type);
+    uint64_t rng = 0x1234 + n * 31 + type;
+    uint8_t *data = malloc((size_t)MAX_ROWS * row_bytes);
+    float *x = malloc((size_t)MAX_TOKENS * n * sizeof *x);
+    float *want = malloc((size_t)MAX_TOKENS * MAX_ROWS * sizeof *want);
+    float *y = malloc((size_t)MAX_TOKENS * MAX_ROWS * sizeof *y);
+    random_row(&rng, type, data, (size_t)MAX_ROWS * row_bytes);
+    for (size_t i = 0; i < (size_t)MAX_TOKENS * n; i++)
         x[i] = activation(&rng, i >= n); /* token 0 finite, the others with edges */
-    const di_weight w = {data, type, n, MAX_ROWS, (size_t)nb * bytes};
-    for (uint32_t t = 0; t < max_tokens; t++) {
-        di_int_quantize_row(x + (size_t)t * n, n, codes, scales);
-        for (uint32_t r = 0; r < MAX_ROWS; r++)
-            want[t * MAX_ROWS + r] = di_int_dot(type, data + r * w.row_bytes, codes, scales, n);
-    }
+    const di_weight w = {data, type, n, MAX_ROWS, row_bytes};
+    definition(&w, x, MAX_TOKENS, want);
     ck_assert_msg(!isnan(want[0]), "token 0 has no edge values: its dot is a number");
     int paths = 0;
     for (size_t p = 0; p < N_PATHS; p++) {
@@ -242,64 +317,29 @@ START_TEST(test_paths_match_definition)
         paths++;
         for (size_t k = 0; k < sizeof token_counts / sizeof token_counts[0]; k++) {
             const uint32_t T = token_counts[k];
-            /* rows [40 - R, 40) for R = 1..40; long rows: fewer counts */
-            for (uint32_t R = 1; R <= MAX_ROWS; R += n > 4096 ? 13 : 1) {
+            /* rows [40 - R, 40): every R for short rows, some for long ones */
+            for (uint32_t R = 1; R <= MAX_ROWS; R += n > 4096 ? 13 : (T > 2 ? 3 : 1)) {
                 const uint32_t r0 = MAX_ROWS - R;
-                float *y = malloc((size_t)T * MAX_ROWS * sizeof *y);
                 for (size_t i = 0; i < (size_t)T * MAX_ROWS; i++)
                     y[i] = from_bits(0x12345678u);
                 int_matmul(ops, &w, r0, MAX_ROWS, x, T, y);
                 for (uint32_t t = 0; t < T; t++)
-                    for (uint32_t r = r0; r < MAX_ROWS; r++)
-                        ck_assert_msg(same(y[t * MAX_ROWS + r], want[t * MAX_ROWS + r]),
+                    for (uint32_t r = 0; r < MAX_ROWS; r++) {
+                        const float got = y[t * MAX_ROWS + r];
+                        if (r < r0) {
+                            ck_assert_uint_eq(bits(got), 0x12345678u); /* untouched */
+                            continue;
+                        }
+                        ck_assert_msg(same(got, want[t * MAX_ROWS + r]),
                                       "%s type %u n=%u rows %u..%u tokens %u: token %u row %u: %08x, definition %08x",
-                                      ops->name, type, n, r0, MAX_ROWS, T, t, r, bits(y[t * MAX_ROWS + r]),
+                                      ops->name, type, n, r0, MAX_ROWS, T, t, r, bits(got),
                                       bits(want[t * MAX_ROWS + r]));
-                for (uint32_t t = 0; t < T; t++)
-                    for (uint32_t r = 0; r < r0; r++)
-                        ck_assert_uint_eq(bits(y[t * MAX_ROWS + r]), 0x12345678u); /* untouched */
-                free(y);
+                    }
             }
         }
     }
     ck_assert_int_ge(paths, 1);
-    free(data), free(x), free(codes), free(scales), free(want);
-}
-END_TEST
-
-/* The padded dot every path runs equals the lane-wise definition also where
- * the terms are not multiples of 32 blocks and the sums are the largest
- * possible (every code +-2^18 against +-128): checked on each block count. */
-START_TEST(test_block_counts_and_extreme_sums)
-{
-    uint64_t rng = 99;
-    for (uint32_t nb = 1; nb <= 70; nb++) {
-        const uint32_t n = nb * DI_INT_BLOCK;
-        uint8_t *row = malloc((size_t)nb * DI_BLOCK_BYTES_Q8_0);
-        float *x = malloc(n * sizeof *x), *scales = malloc(nb * sizeof *scales);
-        int32_t *codes = malloc(n * sizeof *codes);
-        random_blocks(&rng, DI_TYPE_Q8_0, row, nb);
-        for (uint32_t i = 0; i < n; i++) {
-            x[i] = (i % 2) ? -1.99999988f : 1.99999988f; /* codes round to -+2^18, the largest */
-            row[(i / DI_INT_BLOCK) * DI_BLOCK_BYTES_Q8_0 + 2 + i % DI_INT_BLOCK] = (i % 2) ? 0x80 : 0x7f;
-        }
-        di_int_quantize_row(x, n, codes, scales);
-        ck_assert_int_eq(codes[0], 262144);
-        ck_assert_int_eq(codes[1], -262144);
-        const int32_t P0 = di_int_block_sum(DI_TYPE_Q8_0, row, codes);
-        ck_assert_int_eq(P0, 16 * (127 + 128) * 262144);
-        const float want = di_int_dot(DI_TYPE_Q8_0, row, codes, scales, n);
-        const di_weight w = {row, DI_TYPE_Q8_0, n, 1, (size_t)nb * DI_BLOCK_BYTES_Q8_0};
-        for (size_t p = 0; p < N_PATHS; p++) {
-            const di_cpu_ops *ops = int_ops(PATHS[p]);
-            if (!ops)
-                continue;
-            float y;
-            int_matmul(ops, &w, 0, 1, x, 1, &y);
-            ck_assert_msg(same(y, want), "%s blocks %u: %08x, definition %08x", ops->name, nb, bits(y), bits(want));
-        }
-        free(row), free(x), free(scales), free(codes);
-    }
+    free(data), free(x), free(want), free(y);
 }
 END_TEST
 
@@ -322,14 +362,12 @@ START_TEST(test_profile_in_session)
 {
     di_model *m = tu_load("mha_tied_q8_0");
     di_status st;
-    di_session *cuda = profile_session(m, DI_PROFILE_INTEGER, DI_BACKEND_CUDA, &st);
-    ck_assert_int_eq(st, DI_ERR_UNSUPPORTED);
-    ck_assert_ptr_null(cuda);
     di_session *s = profile_session(m, DI_PROFILE_INTEGER, DI_BACKEND_CPU, &st);
     ck_assert_int_eq(st, DI_OK);
     ck_assert_ptr_nonnull(strstr(di_session_backend_info(s), "profile=integer"));
     di_session *p = profile_session(m, DI_PROFILE_PORTABLE, DI_BACKEND_CPU, &st);
-    ck_assert_ptr_null(strstr(di_session_backend_info(p), "profile="));
+    ck_assert_int_eq(st, DI_OK);
+    ck_assert_ptr_null(strstr(di_session_backend_info(p), "profile=integer"));
     di_session_free(s);
     di_session_free(p);
     di_model_free(m);
@@ -352,30 +390,39 @@ static di_digest prompt_digest(const char *name, int profile)
     return d;
 }
 
-/* A model without Q8_0 or Q5_0 weights runs the float path in both
- * profiles; a Q8_0 model runs the integer product (other bits). */
+/* Models of float weights give the portable profile's bits in the integer
+ * profile (the float path); every quantized model gets other bits. (No
+ * generated model has Q4_K, Q5_K or Q6_K weights: the real model has Q4_K
+ * and Q6_K, and test_paths_match_definition covers every type.) */
+static const char *const FLOAT_MODELS[] = {"mha_tied_f32", "mha_tied_f16", "mha_tied_bf16", "gemma3_f32"};
+static const char *const QUANT_MODELS[] = {"mha_tied_q8_0", "mha_tied_q4_0", "mha_tied_q4_1", "mha_tied_q5_0",
+                                           "mha_tied_q5_1", "gemma3_q8_0",   "qwen2_q8_0",    "kq_q2_k",
+                                           "kq_q3_k",       "kq_iq4_nl",     "kq_iq4_xs"};
+#define N_QUANT_MODELS (sizeof QUANT_MODELS / sizeof QUANT_MODELS[0])
+
 START_TEST(test_profile_covers_its_types)
 {
-    const char *const float_only[] = {"mha_tied_f32", "mha_tied_q4_0", "mha_tied_q5_1", "kq_q3_k",
-                                      "kq_q2_k",      "kq_iq4_nl",     "kq_iq4_xs"};
-    for (int i = 0; i < (int)(sizeof float_only / sizeof float_only[0]); i++) {
-        const di_digest port = prompt_digest(float_only[i], DI_PROFILE_PORTABLE);
-        const di_digest in = prompt_digest(float_only[i], DI_PROFILE_INTEGER);
-        tu_assert_digest_eq(&port, &in, float_only[i], i);
+    for (int i = 0; i < (int)(sizeof FLOAT_MODELS / sizeof FLOAT_MODELS[0]); i++) {
+        const di_digest port = prompt_digest(FLOAT_MODELS[i], DI_PROFILE_PORTABLE);
+        const di_digest in = prompt_digest(FLOAT_MODELS[i], DI_PROFILE_INTEGER);
+        tu_assert_digest_eq(&port, &in, FLOAT_MODELS[i], i);
     }
-    const di_digest q_port = prompt_digest("mha_tied_q8_0", DI_PROFILE_PORTABLE);
-    const di_digest q_int = prompt_digest("mha_tied_q8_0", DI_PROFILE_INTEGER);
-    ck_assert_msg(memcmp(&q_port, &q_int, sizeof q_port) != 0, "the integer profile did not change a Q8_0 model's logits");
+    for (int i = 0; i < (int)N_QUANT_MODELS; i++) {
+        const di_digest port = prompt_digest(QUANT_MODELS[i], DI_PROFILE_PORTABLE);
+        const di_digest in = prompt_digest(QUANT_MODELS[i], DI_PROFILE_INTEGER);
+        ck_assert_msg(memcmp(&port, &in, sizeof port) != 0, "%s: the integer profile did not change its logits",
+                      QUANT_MODELS[i]);
+    }
 }
 END_TEST
 
 /* ---- accuracy against float64 ------------------------------------------------------ */
 
-/* Errors of every position's logits against the reference: the largest
- * max|err| / max|ref| (the metric of check_reference.c), the largest
- * ||err||_2 / ||ref||_2, and how many greedy tokens equal the reference's. */
+/* The metric of tests/tools/logit_error.py: per position, the normwise
+ * relative error ||l - l64||_2 / ||l64||_2; its mean and maximum over the
+ * positions, and how many positions' argmax equals float64's. */
 typedef struct accuracy {
-    double max_inf, max_two;
+    double mean, max;
     uint32_t agree, positions;
 } accuracy;
 
@@ -390,12 +437,10 @@ static accuracy measure(const di_model *m, const tu_ref *ref, int profile)
         const float *row;
         ck_assert_int_eq(di_session_logits_at(s, 0, t, &row, NULL), DI_OK);
         const double *want = ref->logits + (size_t)t * ref->n_vocab;
-        double max_ref = 0, max_err = 0, ss_ref = 0, ss_err = 0;
+        double ss_ref = 0, ss_err = 0;
         uint32_t best = 0, want_best = 0;
         for (uint32_t i = 0; i < ref->n_vocab; i++) {
             const double e = (double)row[i] - want[i];
-            max_ref = fmax(max_ref, fabs(want[i]));
-            max_err = fmax(max_err, fabs(e));
             ss_ref += want[i] * want[i];
             ss_err += e * e;
             if (row[i] > row[best])
@@ -403,36 +448,33 @@ static accuracy measure(const di_model *m, const tu_ref *ref, int profile)
             if (want[i] > want[want_best])
                 want_best = i;
         }
-        a.max_inf = fmax(a.max_inf, max_err / max_ref);
-        a.max_two = fmax(a.max_two, sqrt(ss_err / ss_ref));
+        const double rel = sqrt(ss_err / ss_ref);
+        a.mean += rel / ref->n_tokens;
+        a.max = fmax(a.max, rel);
         a.agree += best == want_best;
     }
     di_session_free(s);
     return a;
 }
 
-static void check_accuracy(const char *label, const di_model *m, const tu_ref *ref)
+/* The bounds: a little above what the profile measures (the README's
+ * figures; docs/PERFORMANCE.md compares them with llama.cpp's). */
+static void check_accuracy(const char *label, const di_model *m, const tu_ref *ref, double max_bound)
 {
     const accuracy fp = measure(m, ref, DI_PROFILE_PORTABLE), in = measure(m, ref, DI_PROFILE_INTEGER);
-    printf("intdot accuracy %-14s portable: max %.2e, 2-norm %.2e, argmax %u/%u | integer: max %.2e, "
-           "2-norm %.2e, argmax %u/%u\n",
-           label, fp.max_inf, fp.max_two, fp.agree, fp.positions, in.max_inf, in.max_two, in.agree,
-           in.positions);
-    ck_assert_msg(in.max_inf < REL_TOL && in.max_two < REL_TOL, "%s: integer profile error %.3g / %.3g", label,
-                  in.max_inf, in.max_two);
+    printf("intdot accuracy %-16s portable: mean %.2e max %.2e argmax %u/%u | integer: mean %.2e max %.2e "
+           "argmax %u/%u\n",
+           label, fp.mean, fp.max, fp.agree, fp.positions, in.mean, in.max, in.agree, in.positions);
+    ck_assert_msg(in.max < max_bound, "%s: integer profile error %.3g, bound %.3g", label, in.max, max_bound);
+    ck_assert_msg(fp.max < 1e-5, "%s: portable profile error %.3g", label, fp.max);
 }
-
-/* The generated models with Q8_0 or Q5_0 weights (the others run the float path). */
-static const char *const INT_MODELS[] = {"mha_tied_q8_0", "gqa_untied_q8_0", "qwen2_q8_0", "gemma3_q8_0",
-                                        "mha_tied_q5_0", "qwen3_q8_0", "phi3_q8_0",
-                                        "gemma2_q8_0"};
 
 START_TEST(test_accuracy_generated)
 {
-    const char *name = INT_MODELS[_i];
+    const char *name = QUANT_MODELS[_i];
     di_model *m = tu_load(name);
     tu_ref *ref = tu_read_ref(name);
-    check_accuracy(name, m, ref);
+    check_accuracy(name, m, ref, 0.05);
     tu_free_ref(ref);
     di_model_free(m);
 }
@@ -449,7 +491,7 @@ START_TEST(test_accuracy_real)
     char err[512];
     ck_assert_int_eq(di_model_load(path, &m, err, sizeof err), DI_OK);
     tu_ref *ref = tu_read_ref("real"); /* $DI_TEST_MODELS/real.ref */
-    check_accuracy("gemma-3-270m", m, ref);
+    check_accuracy("gemma-3-270m", m, ref, 0.06);
     tu_free_ref(ref);
     di_model_free(m);
 }
@@ -459,14 +501,13 @@ Suite *intdot_suite(void)
 {
     Suite *s = suite_create("intdot");
     TCase *tc = tcase_create("intdot");
-    tcase_set_timeout(tc, 600);
+    tcase_set_timeout(tc, 900);
     tcase_add_test(tc, test_known_quantization);
     tcase_add_test(tc, test_known_dot);
     tcase_add_loop_test(tc, test_paths_match_definition, 0, (int)(N_LENGTHS * N_TYPES));
-    tcase_add_test(tc, test_block_counts_and_extreme_sums);
     tcase_add_test(tc, test_profile_in_session);
     tcase_add_test(tc, test_profile_covers_its_types);
-    tcase_add_loop_test(tc, test_accuracy_generated, 0, (int)(sizeof INT_MODELS / sizeof INT_MODELS[0]));
+    tcase_add_loop_test(tc, test_accuracy_generated, 0, (int)N_QUANT_MODELS);
     tcase_add_test(tc, test_accuracy_real);
     suite_add_tcase(s, tc);
     return s;

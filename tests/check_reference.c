@@ -3,17 +3,29 @@
  * implementation of the same forward pass (tests/tools/reference.py, which
  * reads the file with the gguf package, not with our parser).
  *
- * Tolerance: for every position, max_i |logit_i - ref_i| <= REL_TOL * max_i |ref_i|
+ * Tolerance: for every position, max_i |logit_i - ref_i| <= PORTABLE_REL_TOL * max_i |ref_i|
  * (a normwise relative error). The greedy token must equal the reference's
  * argmax wherever the reference's top-2 gap is wider than twice that bound.
+ * With DI_TEST_PROFILE=integer (int8 activation codes, docs/DETERMINISM.md
+ * "The integer profile") the bound is INTEGER_REL_TOL: the largest measured
+ * there was 3.9e-2 (phi3_q8_0, max-norm); tests/check_intdot.c holds the profile's
+ * accuracy to its own, tighter metric.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "test_util.h"
 
-#define REL_TOL 1e-4
+#define PORTABLE_REL_TOL 1e-4
+#define INTEGER_REL_TOL 5e-2
+
+static double rel_tol(void)
+{
+    const char *profile = getenv("DI_TEST_PROFILE");
+    return profile && !strcmp(profile, "integer") ? INTEGER_REL_TOL : PORTABLE_REL_TOL;
+}
 
 static uint32_t argmax_double(const double *x, uint32_t n, double *gap)
 {
@@ -37,6 +49,7 @@ START_TEST(test_logits_match_float64_reference)
     di_session *s = tu_session(m, 2, 1, 0);
     tu_step(s, 0, ref->tokens, ref->n_tokens, DI_STEP_ALL_LOGITS);
 
+    const double tol = rel_tol();
     double worst = 0.0;
     uint32_t greedy_checked = 0;
     for (uint32_t t = 0; t < ref->n_tokens; t++) {
@@ -52,17 +65,18 @@ START_TEST(test_logits_match_float64_reference)
                 got_best = i;
         }
         const double rel = max_err / max_ref;
-        ck_assert_msg(rel <= REL_TOL, "%s position %u: relative error %.3g > %.1g", name, t, rel, REL_TOL);
+        ck_assert_msg(rel <= tol, "%s position %u: relative error %.3g > %.1g", name, t, rel, tol);
         worst = fmax(worst, rel);
         double gap;
         uint32_t want_best = argmax_double(want, ref->n_vocab, &gap);
-        if (gap > 2 * REL_TOL * max_ref) {
+        if (gap > 2 * tol * max_ref) {
             ck_assert_msg(got_best == want_best, "%s position %u: greedy %u, reference %u (gap %.3g)",
                           name, t, got_best, want_best, gap);
             greedy_checked++;
         }
     }
-    ck_assert_uint_gt(greedy_checked, ref->n_tokens / 2);
+    if (tol == PORTABLE_REL_TOL) /* the integer bound leaves few gaps that wide */
+        ck_assert_uint_gt(greedy_checked, ref->n_tokens / 2);
     printf("reference %-16s max relative error %.3e over %u positions, greedy agreed at %u/%u\n",
            name, worst, ref->n_tokens, greedy_checked, ref->n_tokens);
     di_session_free(s);

@@ -1,31 +1,38 @@
 /*
- * int_dot.h — the integer profile's dot product (DI_PROFILE_INTEGER,
+ * int_dot.h — the integer profile's matrix product (DI_PROFILE_INTEGER,
  * docs/DETERMINISM.md "The integer profile"), written once in plain C for
- * every backend: the CPU paths' reference, and what a CUDA lane would run.
+ * every backend: the definition the CPU paths and the CUDA kernels must
+ * match bit for bit, and the code the scalar path runs.
  *
- * An activation row is quantized per block of DI_INT_BLOCK = 32 values:
- *   m   = max |x_i| of the block (exact: compared as bits);
- *   E   = floor(log2 m) (exact: read from the bits);
- *   e   = max(E - DI_INT_CODE_BITS, -126), so the scale 2^e is a normal float
- *         and m / 2^e lies in [2^17, 2^18) (tiny blocks: below);
- *   c_i = x_i * 2^-e rounded to the nearest integer, ties to even: an integer
- *         of at most 19 bits, |c_i| <= 2^18.
- * The scaling by 2^-e is exact wherever the code can be non-zero, so c_i is
- * the correctly rounded integer; nothing depends on the order of the block's
- * elements. An all-zero block has scale 0 and codes 0; a block holding an
- * infinity or a NaN has scale NaN and codes 0, so its term is NaN.
+ * Activations: each token's row is cut into blocks of DI_QA_BLOCK = 32
+ * values, each stored as 32 int8 codes c_i in [-127, 127], a float32 scale
+ * a and the two code sums of its halves (di_qa_block says how).
  *
- * A weight block's integer codes (Q8_0: 32 int8 q_i; Q5_0: 32 five-bit values
- * minus 16; both with a binary16 scale d in the block's first two bytes)
- * meet the codes in an exact integer sum, P = sum q_i * c_i (|P| <= 2^30, in
- * any order: integer addition is exact). Block b of a row contributes
- *   term_b = fmaf((float)P_b, d_b * 2^e_b, lane)
- * i.e. the n/32 terms (float)P_b (one rounding, none when |P_b| <= 2^24) times
- * s_b = d_b * 2^e_b (exact for normal products) are reduced in the canonical
- * fma-form order of numerics.h and canon_order.h over n/32 terms, not n.
+ * Weights of every quantized type: block b (weights 32b..32b+31 of a row;
+ * in a 256-weight super-block, its sub-block b % 8) is read as signed
+ * integer codes v_i, one or two integer group scales k (a group is 32 or 16
+ * weights), the binary16 scale D and, for the types with a minimum, one or
+ * two min factors N (di_int_code, di_int_scales, di_int_mins). The block's
+ * integer sum is exact:
+ *   P_b = sum over groups g of k_g * sum_{i in g} v_i * c_i,
+ * and its term enters lane b % 32 of the canonical fma-form reduction over
+ * the n/32 blocks (chunks of DI_CHUNK blocks, the lane tree):
+ *   lane = fmaf((float)P_b, D_b * a_b, lane);
+ *   then, per min group g in order: lane = fmaf(N_g, a_b * S_g, lane),
+ * S_g the sum of the codes of group g (the whole block or its half). The
+ * weight's float value is D * k * v + N (docs/QUANTS.md), so the term is
+ * that of the float path with the activation replaced by a * c.
  *
- * 18 bits are the most whose block sums stay within int32 (32 * 128 * 2^18 =
- * 2^30); SIMD kernels multiply them as two int16 limbs (di_int_limbs).
+ * Bounds, per type (|c| <= 127): |P_b| < 2^24, so (float)P_b is exact and
+ * every partial sum fits int32, in any order:
+ *   Q8_0 |v| <= 128: 32 * 128 * 127 = 520,192;  Q4_0, Q4_1, Q5_0, Q5_1 and
+ *   IQ4_NL below that; Q4_K sc <= 63, v <= 15: 63 * 15 * 127 * 32 =
+ *   3,840,480; Q5_K v <= 31: 7,936,992; Q6_K |sc| <= 128, |v| <= 32:
+ *   2 * 128 * 32 * 127 * 16 = 16,646,144; IQ4_XS |sc - 32| <= 32, |v| <= 127:
+ *   32 * 127 * 127 * 32 = 16,516,096; Q3_K 2 * 32 * 4 * 127 * 16 = 520,192;
+ *   Q2_K 2 * 15 * 3 * 127 * 16 = 182,880 (tests/check_intdot.c builds each
+ *   worst case and checks the sum).
+ * F32, F16 and BF16 weights take the float path of the portable profile.
  */
 #ifndef DI_INT_DOT_H
 #define DI_INT_DOT_H
@@ -33,29 +40,21 @@
 #include <stdint.h>
 
 #include "canon_order.h"
+#include "dequant_blocks.h"
 #include "numerics.h"
 #include "weight_types.h"
 
-#define DI_INT_BLOCK 32
-#define DI_INT_CODE_BITS 17 /* a block's largest |x| becomes a code in [2^17, 2^18] */
-/* Bytes of a 32-weight block of a type the profile covers (weight_types.h:
- * Q8_0, binary16 d then 32 int8 codes; Q5_0, d, 4 bytes of fifth bits and
- * 16 of nibbles); 0 for the others. */
-DI_HD uint32_t di_int_block_bytes(uint32_t type)
-{
-    return type == DI_TYPE_Q8_0 ? DI_BLOCK_BYTES_Q8_0 : type == DI_TYPE_Q5_0 ? DI_BLOCK_BYTES_Q5_0 : 0;
-}
+#define DI_QA_BLOCK 32 /* activation values per scale */
+#define DI_QA_HALF 16  /* values per code sum */
+#define DI_QA_MAX 127  /* the largest code */
 
-/* Integer code i (0..31) of a block (docs/QUANTS.md): Q8_0 its int8; Q5_0
- * the five bits lo4(i) | qh bit i << 4, minus 16. */
-DI_HD int32_t di_int_weight_code(uint32_t type, const uint8_t *block, int i)
+/* 1 for the types whose products the profile computes in integers (every
+ * quantized type the library supports; F32, F16 and BF16 are not). Every
+ * row of such a type holds whole blocks of 32 or 256 weights, so its length
+ * is a multiple of DI_QA_BLOCK. */
+DI_HD int di_int_type(uint32_t type)
 {
-    if (type == DI_TYPE_Q8_0)
-        return (int32_t)(int8_t)block[2 + i];
-    const uint32_t qh = (uint32_t)block[2] | (uint32_t)block[3] << 8 | (uint32_t)block[4] << 16 |
-                        (uint32_t)block[5] << 24;
-    const uint32_t lo4 = i < 16 ? block[6 + i] & 0x0fu : (uint32_t)block[6 + i - 16] >> 4;
-    return (int32_t)(lo4 | ((qh >> i) & 1u) << 4) - 16;
+    return di_weight_type_supported(type) && di_weight_block_elems(type) >= DI_QA_BLOCK;
 }
 
 /* x rounded to the nearest integer, ties to even, for |x| <= 2^22: adding
@@ -67,103 +66,233 @@ DI_HD float di_int_rne(float x)
     return (x + magic) - magic;
 }
 
+/* floor(log2 m) of a positive finite float given by its bits, subnormals
+ * included. */
+DI_HD int di_qa_exponent(uint32_t bits)
+{
+    if (bits >= 0x00800000u)
+        return (int)(bits >> 23) - 127;
+    int e = -150;
+    for (uint32_t b = bits; b; b >>= 1)
+        e++;
+    return e;
+}
+
 /*
- * Codes and scale of one block x[0..32): writes codes[0..32) and returns the
- * scale (2^e, 0 for an all-zero block, NaN for a non-finite one).
+ * The codes of one block x[0..32), its two code sums and its scale:
+ *   m = max |x_i|, compared as bits (exact, order-free);
+ *   m = 0: scale 0, codes and sums 0; m infinite or NaN: scale NaN, codes and
+ *   sums 0 (the block's terms, and the output, are NaN);
+ *   otherwise E = floor(log2 m), h1 = floor(-E / 2), h2 = -E - h1 (powers
+ *   2^h1, 2^h2 are normal floats), r = 127 / (m * 2^-E) (m * 2^-E in [1, 2)
+ *   is exact, so r in (63.5, 127]), and
+ *     c_i = rint((x_i * 2^h1) * 2^h2 * r), ties to even,
+ *   three float multiplications in that order; the scale is a = m / 127.
+ * |x_i * 2^-E| <= m * 2^-E, so |c_i| <= 127 (127 * (1 + 2^-24) rounds to
+ * 127). Scaling by 2^h1 and 2^h2 is exact unless the result is subnormal,
+ * and then its code is 0 either way.
  */
-DI_HD float di_int_quantize_block(const float *x, int32_t *codes)
+DI_HD float di_qa_block(const float *x, int8_t *codes, int16_t *sums)
 {
     uint32_t max_bits = 0;
-    for (int i = 0; i < DI_INT_BLOCK; i++) {
+    for (int i = 0; i < DI_QA_BLOCK; i++) {
         const uint32_t a = di_bits_from_float(x[i]) & 0x7fffffffu;
         max_bits = a > max_bits ? a : max_bits;
     }
+    sums[0] = sums[1] = 0;
     if (max_bits == 0 || max_bits >= 0x7f800000u) {
-        for (int i = 0; i < DI_INT_BLOCK; i++)
+        for (int i = 0; i < DI_QA_BLOCK; i++)
             codes[i] = 0;
         return max_bits == 0 ? 0.0f : di_float_from_bits(0x7fc00000u);
     }
-    int exp_m; /* floor(log2 m) */
-    if (max_bits >= 0x00800000u) {
-        exp_m = (int)(max_bits >> 23) - 127;
-    } else { /* subnormal m: its highest set bit */
-        exp_m = -149;
-        for (uint32_t b = max_bits >> 1; b; b >>= 1)
-            exp_m++;
+    const float m = di_float_from_bits(max_bits);
+    const int e = di_qa_exponent(max_bits), h1 = (-e) >= 0 ? (-e) / 2 : -((e + 1) / 2), h2 = -e - h1;
+    const float p1 = di_pow2(h1), p2 = di_pow2(h2);
+    const float r = 127.0f / ((m * p1) * p2);
+    int s[2] = {0, 0};
+    for (int i = 0; i < DI_QA_BLOCK; i++) {
+        const int c = (int)di_int_rne(((x[i] * p1) * p2) * r);
+        codes[i] = (int8_t)c;
+        s[i / DI_QA_HALF] += c;
     }
-    int e = exp_m - DI_INT_CODE_BITS;
-    if (e < -126)
-        e = -126;
-    const float inv = di_pow2(-e); /* -e in [-110, 126]: normal, exact */
-    for (int i = 0; i < DI_INT_BLOCK; i++)
-        codes[i] = (int32_t)di_int_rne(x[i] * inv); /* |x * inv| < 2^18 */
-    return di_pow2(e);
+    sums[0] = (int16_t)s[0];
+    sums[1] = (int16_t)s[1];
+    return m / 127.0f;
 }
 
-/* A row of n values (n a multiple of 32): codes[n] and scales[n / 32]. */
-DI_HD void di_int_quantize_row(const float *x, uint32_t n, int32_t *codes, float *scales)
+/* A row of n values (n a multiple of 32): codes[n], scales[n / 32],
+ * sums[n / 16]. */
+DI_HD void di_qa_row(const float *x, uint32_t n, int8_t *codes, float *scales, int16_t *sums)
 {
-    for (uint32_t b = 0; b < n / DI_INT_BLOCK; b++)
-        scales[b] = di_int_quantize_block(x + (size_t)b * DI_INT_BLOCK, codes + (size_t)b * DI_INT_BLOCK);
+    for (uint32_t b = 0; b < n / DI_QA_BLOCK; b++)
+        scales[b] = di_qa_block(x + (size_t)b * DI_QA_BLOCK, codes + (size_t)b * DI_QA_BLOCK, sums + 2 * (size_t)b);
 }
 
-/* P = sum of q_i * c_i over one weight block (exact). */
-DI_HD int32_t di_int_block_sum(uint32_t type, const uint8_t *block, const int32_t *codes)
+/* ---- the weights' side ------------------------------------------------------- */
+
+/* The block of `type` that holds 32-block b of a row, and b's place in it
+ * (its sub-block, 0 for the 32-weight types). */
+DI_HD const uint8_t *di_int_block_at(uint32_t type, const uint8_t *row, uint32_t b, int *sub)
 {
+    const uint32_t per = di_weight_block_elems(type) / DI_QA_BLOCK;
+    *sub = (int)(b % per);
+    return row + (size_t)(b / per) * di_weight_block_bytes(type);
+}
+
+/* Signed integer code v of weight i (0..31) of sub-block `sub` of block blk
+ * (docs/QUANTS.md: the weight is D * k * v + N). */
+DI_HD int di_int_code(uint32_t type, const uint8_t *blk, int sub, int i)
+{
+    const int j = 32 * sub + i; /* the weight's index in its block */
+    switch (type) {
+    case DI_TYPE_Q4_0: return di_qb_nibble(blk + DI_OFF_QS_Q4_0, i) - 8;
+    case DI_TYPE_Q4_1: return di_qb_nibble(blk + DI_OFF_QS_Q4_1, i);
+    case DI_TYPE_Q5_0:
+        return (di_qb_nibble(blk + DI_OFF_QS_Q5_0, i) | (int)((di_qb_u32(blk + DI_OFF_QH_Q5_0) >> i) & 1u) << 4) - 16;
+    case DI_TYPE_Q5_1:
+        return di_qb_nibble(blk + DI_OFF_QS_Q5_1, i) | (int)((di_qb_u32(blk + DI_OFF_QH_Q5_1) >> i) & 1u) << 4;
+    case DI_TYPE_Q8_0: return (int8_t)blk[DI_OFF_QS_Q8_0 + i];
+    case DI_TYPE_IQ4_NL: return di_qb_iq4nl_value(di_qb_nibble(blk + DI_OFF_QS_IQ4_NL, i));
+    case DI_TYPE_Q2_K: {
+        const int h = j / 128, k = (j % 128) / 32;
+        return (blk[DI_OFF_QS_Q2_K + 32 * h + i] >> (2 * k)) & 3;
+    }
+    case DI_TYPE_Q3_K: {
+        const int h = j / 128, k = (j % 128) / 32;
+        const int lo = (blk[DI_OFF_QS_Q3_K + 32 * h + i] >> (2 * k)) & 3, hi = (blk[DI_OFF_QH_Q3_K + i] >> sub) & 1;
+        return (lo | hi << 2) - 4;
+    }
+    case DI_TYPE_Q4_K: return (blk[DI_OFF_QS_Q4_K + 32 * (sub / 2) + i] >> (4 * (sub % 2))) & 0xf;
+    case DI_TYPE_Q5_K:
+        return ((blk[DI_OFF_QS_Q5_K + 32 * (sub / 2) + i] >> (4 * (sub % 2))) & 0xf) |
+               ((blk[DI_OFF_QH_Q5_K + i] >> sub) & 1) << 4;
+    case DI_TYPE_Q6_K: {
+        const int h = j / 128, k = (j % 128) / 32;
+        const int lo = (blk[DI_OFF_QS_Q6_K + 64 * h + 32 * (k % 2) + i] >> (4 * (k / 2))) & 0xf;
+        const int hi = (blk[DI_OFF_QH_Q6_K + 32 * h + i] >> (2 * k)) & 3;
+        return (lo | hi << 4) - 32;
+    }
+    case DI_TYPE_IQ4_XS: return di_qb_iq4nl_value(di_qb_nibble(blk + DI_OFF_QS_IQ4_XS + 16 * sub, i));
+    default: return 0;
+    }
+}
+
+/* Groups of a 32-block: 2 (16 weights each, a scale each) for Q2_K, Q3_K
+ * and Q6_K, else 1. */
+DI_HD int di_int_groups(uint32_t type)
+{
+    return type == DI_TYPE_Q2_K || type == DI_TYPE_Q3_K || type == DI_TYPE_Q6_K ? 2 : 1;
+}
+
+/* The integer scale k of group g (0..di_int_groups - 1) of sub-block `sub`:
+ * 1 for the 32-weight types. */
+DI_HD int di_int_scale(uint32_t type, const uint8_t *blk, int sub, int g)
+{
+    const int group16 = 2 * sub + g; /* Q2_K, Q3_K, Q6_K: its 16-weight group in the block */
+    switch (type) {
+    case DI_TYPE_Q2_K: return blk[DI_OFF_SC_Q2_K + group16] & 0xf;
+    case DI_TYPE_Q3_K: return di_qb_q3_k_scale(blk + DI_OFF_SC_Q3_K, group16) - 32;
+    case DI_TYPE_Q6_K: return (int8_t)blk[DI_OFF_SC_Q6_K + group16];
+    case DI_TYPE_Q4_K:
+    case DI_TYPE_Q5_K: {
+        int sc, m;
+        di_qb_k_scale_min(blk + di_weight_field(type, DI_FIELD_SC), sub, &sc, &m);
+        return sc;
+    }
+    case DI_TYPE_IQ4_XS: return di_qb_iq4_xs_scale(blk, sub) - 32;
+    default: return 1;
+    }
+}
+
+/* The block's binary16 scale D. */
+DI_HD float di_int_d(uint32_t type, const uint8_t *blk)
+{
+    return di_qb_f16(blk + di_weight_field(type, DI_FIELD_D));
+}
+
+/* The min factors of sub-block `sub`: their count (0, 1 for the whole
+ * block, 2 for its halves: Q2_K), and N[0..count): Q4_1, Q5_1 the binary16
+ * m; Q4_K, Q5_K -(dmin * m) with the 6-bit min; Q2_K -(dmin * m) per 16
+ * weights with the 4-bit min. dmin * m is exact (11 by at most 6 bits). */
+DI_HD int di_int_mins(uint32_t type, const uint8_t *blk, int sub, float *N)
+{
+    switch (type) {
+    case DI_TYPE_Q4_1:
+    case DI_TYPE_Q5_1: N[0] = di_qb_f16(blk + di_weight_field(type, DI_FIELD_M)); return 1;
+    case DI_TYPE_Q4_K:
+    case DI_TYPE_Q5_K: {
+        int sc, m;
+        di_qb_k_scale_min(blk + di_weight_field(type, DI_FIELD_SC), sub, &sc, &m);
+        N[0] = -(di_qb_f16(blk + di_weight_field(type, DI_FIELD_M)) * (float)m);
+        return 1;
+    }
+    case DI_TYPE_Q2_K: {
+        const float dmin = di_qb_f16(blk + DI_OFF_M_Q2_K);
+        for (int g = 0; g < 2; g++)
+            N[g] = -(dmin * (float)(blk[DI_OFF_SC_Q2_K + 2 * sub + g] >> 4));
+        return 2;
+    }
+    default: return 0;
+    }
+}
+
+/* P_b of 32-block b of a row against one block of codes (exact). */
+DI_HD int32_t di_int_block_sum(uint32_t type, const uint8_t *row, uint32_t b, const int8_t *codes)
+{
+    int sub;
+    const uint8_t *blk = di_int_block_at(type, row, b, &sub);
+    const int groups = di_int_groups(type), per = DI_QA_BLOCK / groups;
     int32_t p = 0;
-    for (int i = 0; i < DI_INT_BLOCK; i++)
-        p += di_int_weight_code(type, block, i) * codes[i];
+    for (int g = 0; g < groups; g++) {
+        int32_t q = 0;
+        for (int i = g * per; i < (g + 1) * per; i++)
+            q += di_int_code(type, blk, sub, i) * codes[i];
+        p += di_int_scale(type, blk, sub, g) * q;
+    }
     return p;
 }
 
-/* A block's codes as two int16 limbs, c = 256 * hi + lo with lo in [0, 255]:
- * limbs[0..32) = hi, limbs[32..64) = lo. Then q * c = (256 q) * hi + q * lo,
- * where 256 q fits int16 for every int8 q: two int16 products per code. */
-DI_HD void di_int_limbs(const int32_t *codes, int16_t *limbs)
+/* One block's terms added to `lane` (the order of the head comment). */
+DI_HD float di_int_block_step(uint32_t type, const uint8_t *row, uint32_t b, const int8_t *codes,
+                              const int16_t *sums, float a, float lane)
 {
-    for (int i = 0; i < DI_INT_BLOCK; i++) {
-        const int32_t hi = (codes[i] - (codes[i] & 255)) / 256; /* floor(c / 256), exact */
-        limbs[i] = (int16_t)hi;
-        limbs[DI_INT_BLOCK + i] = (int16_t)(codes[i] & 255);
+    int sub;
+    const uint8_t *blk = di_int_block_at(type, row, b, &sub);
+    lane = fmaf((float)di_int_block_sum(type, row, b, codes), di_int_d(type, blk) * a, lane);
+    float N[2];
+    const int mins = di_int_mins(type, blk, sub, N);
+    for (int g = 0; g < mins; g++) {
+        const int s = mins == 2 ? sums[g] : sums[0] + sums[1];
+        lane = fmaf(N[g], a * (float)s, lane);
     }
+    return lane;
 }
 
-/* Block b's two factors: (float)P_b and s_b = d_b * 2^e_b. */
-DI_HD void di_int_term(uint32_t type, const uint8_t *row, const int32_t *codes, const float *scales,
-                       uint32_t b, float *q, float *s)
+/* Lane `lane`'s share of the n / 32 block terms of a row with one token's
+ * codes[n], scales[n / 32] and sums[n / 16]. */
+DI_HD float di_int_lane(uint32_t type, const uint8_t *row, const int8_t *codes, const float *scales,
+                        const int16_t *sums, uint32_t n, uint32_t lane)
 {
-    const uint8_t *block = row + (size_t)b * di_int_block_bytes(type);
-    *q = (float)di_int_block_sum(type, block, codes + (size_t)b * DI_INT_BLOCK);
-    *s = di_f16_to_f32((uint16_t)(block[0] | (block[1] << 8))) * scales[b];
-}
-
-/* Lane `lane`'s share (canon_order.h) of the n / 32 block terms. */
-DI_HD float di_int_lane(uint32_t type, const uint8_t *row, const int32_t *codes, const float *scales,
-                        uint32_t n, uint32_t lane)
-{
-    const uint32_t nb = n / DI_INT_BLOCK;
+    const uint32_t nb = n / DI_QA_BLOCK;
     float total = 0.0f;
     for (uint32_t c0 = 0; c0 < nb; c0 += DI_CHUNK) {
         const uint32_t end = di_chunk_end(nb, c0);
         float acc = 0.0f;
-        for (uint32_t b = di_lane_first(c0, lane); b < end; b = di_lane_next(b)) {
-            float q, s;
-            di_int_term(type, row, codes, scales, b, &q, &s);
-            acc = fmaf(q, s, acc);
-        }
+        for (uint32_t b = di_lane_first(c0, lane); b < end; b = di_lane_next(b))
+            acc = di_int_block_step(type, row, b, codes + (size_t)b * DI_QA_BLOCK, sums + 2 * (size_t)b, scales[b], acc);
         total = di_lane_combine(total, acc, c0);
     }
     return total;
 }
 
-/* The integer profile's dot of a row of n weights of a covered type (n a
- * multiple of 32) with a quantized activation row: the reference every path
- * must match. */
-DI_HD float di_int_dot(uint32_t type, const uint8_t *row, const int32_t *codes, const float *scales, uint32_t n)
+/* The profile's dot of a row of n weights (di_int_type(type), n a multiple
+ * of 32) with a quantized activation row: the reference every path matches. */
+DI_HD float di_int_dot(uint32_t type, const uint8_t *row, const int8_t *codes, const float *scales,
+                       const int16_t *sums, uint32_t n)
 {
     float lanes[DI_LANES];
     for (uint32_t l = 0; l < DI_LANES; l++)
-        lanes[l] = di_int_lane(type, row, codes, scales, n, l);
+        lanes[l] = di_int_lane(type, row, codes, scales, sums, n, l);
     return di_lane_tree(lanes);
 }
 

@@ -1,111 +1,86 @@
 /*
- * cpu_int.c — the integer profile's matrix product on every CPU path
- * (cpu_int.h): activations quantized once per call, exact integer block
- * sums by the path's kernel (scalar here, cpu_int_x86.c), and the block
- * terms reduced by the path's canonical dot.
+ * cpu_int.c — the integer profile on the CPU (cpu_int.h): the quantized
+ * activations' buffer, the scalar path on int_dot.h's own code, and each
+ * path's integer table.
  */
 #include "cpu_int.h"
 
 #include <pthread.h>
 #include <string.h>
 
-#include "cpu_kernels.h"
-#include "dequant_blocks.h"
 #include "int_dot.h"
 
-/* Tokens quantized at a time: their limbs (4 bytes per value) and scales,
- * with one row's terms, fit in DI_MATMUL_SCRATCH(n_in) (16 * n_in + 2048
- * floats). */
-#define INT_TOKENS 8u
-
-int di_cpu_int_covers(uint32_t type, uint32_t n_in)
+static size_t align64(size_t n)
 {
-    return di_int_block_bytes(type) != 0 && n_in % DI_INT_BLOCK == 0 && n_in > 0;
+    return (n + 63) / 64 * 64;
 }
 
-void di_int_terms_scalar(uint32_t type, const uint8_t *row, const int16_t *limbs, const float *scales,
-                         uint32_t nb, float *q, float *s)
+/* Rows rounded up to whole token groups, so that every layout fits. */
+static size_t padded_tokens(uint32_t n_tokens)
 {
-    for (uint32_t b = 0; b < nb; b++) {
-        const uint8_t *block = row + (size_t)b * di_int_block_bytes(type);
-        const int16_t *l = limbs + (size_t)b * 2 * DI_INT_BLOCK;
-        int32_t p = 0;
-        for (int i = 0; i < DI_INT_BLOCK; i++)
-            p += di_int_weight_code(type, block, i) * (256 * l[i] + l[DI_INT_BLOCK + i]);
-        q[b] = (float)p;
-        s[b] = di_qb_f16(block) * scales[b];
-    }
+    return ((size_t)n_tokens + DI_QA_TOKENS - 1) / DI_QA_TOKENS * DI_QA_TOKENS;
 }
 
-/* A token's quantized row: limbs[n * 2] (64 per block) and scales[n / 32]. */
-static void quantize_token(const float *x, uint32_t n, int16_t *limbs, float *scales)
+size_t di_qa_bytes(uint32_t n, uint32_t n_tokens)
 {
-    int32_t codes[DI_INT_BLOCK];
-    for (uint32_t b = 0; b < n / DI_INT_BLOCK; b++) {
-        scales[b] = di_int_quantize_block(x + (size_t)b * DI_INT_BLOCK, codes);
-        di_int_limbs(codes, limbs + (size_t)b * 2 * DI_INT_BLOCK);
-    }
+    const size_t t = padded_tokens(n_tokens), nb = n / DI_QA_BLOCK;
+    return align64(sizeof(di_qa)) + align64(t * n + DI_QA_SLACK) + align64(t * nb * sizeof(float)) +
+           align64(t * 2 * nb * sizeof(int16_t)) + align64(t * nb * sizeof(float)) +
+           align64(t * 2 * nb * sizeof(float)) + align64(t * n);
 }
 
-/*
- * Rows [r0, r1) of a matrix of a covered type against n_tokens tokens. The terms of each
- * output are laid out as two arrays q[], s[] of nb values, padded with zeros
- * to a multiple of 32: a zero term leaves its lane as it was (a lane is never
- * -0, as it starts at +0 and fmaf gives -0 only from -0 + -0), and the padding
- * never crosses a chunk, so the path's dot over the padded arrays is the
- * canonical reduction of int_dot.h over the nb terms.
- */
-static void int_matmul_rows(const di_cpu_ops *base, di_int_terms_fn *terms, const di_weight *w,
-                            uint32_t r0, uint32_t r1, const float *x, uint32_t n_tokens, float *y,
-                            float *scratch)
+di_qa *di_qa_layout(void *buf, uint32_t n, uint32_t n_tokens, int grouped)
 {
-    if (!di_cpu_int_covers(w->type, w->n_in)) {
-        base->matmul_rows(w, r0, r1, x, n_tokens, y, scratch);
-        return;
-    }
-    const uint32_t n = w->n_in, nb = n / DI_INT_BLOCK, nbp = (nb + DI_LANES - 1) / DI_LANES * DI_LANES;
-    /* scratch: limbs [INT_TOKENS][2 n] int16, scales [INT_TOKENS][nb], then
-     * one row's q[nbp], s[nbp] */
-    int16_t *limbs = (int16_t *)(void *)scratch;
-    float *scales = scratch + (size_t)INT_TOKENS * n;
-    float *q = scales + ((size_t)INT_TOKENS * nb + 15) / 16 * 16, *s = q + nbp;
-    for (uint32_t i = nb; i < nbp; i++)
-        q[i] = s[i] = 0.0f;
-    for (uint32_t t0 = 0; t0 < n_tokens; t0 += INT_TOKENS) {
-        const uint32_t nt = n_tokens - t0 < INT_TOKENS ? n_tokens - t0 : INT_TOKENS;
-        for (uint32_t t = 0; t < nt; t++)
-            quantize_token(x + (size_t)(t0 + t) * n, n, limbs + (size_t)t * 2 * n, scales + (size_t)t * nb);
-        for (uint32_t r = r0; r < r1; r++) {
-            const uint8_t *row = w->data + (size_t)r * w->row_bytes;
-            for (uint32_t t = 0; t < nt; t++) {
-                terms(w->type, row, limbs + (size_t)t * 2 * n, scales + (size_t)t * nb, nb, q, s);
-                y[(size_t)(t0 + t) * w->n_out + r] = base->dot(q, s, nbp);
-            }
+    const size_t t = padded_tokens(n_tokens), nb = n / DI_QA_BLOCK;
+    uint8_t *p = buf;
+    di_qa *qa = buf;
+    p += align64(sizeof(di_qa));
+    qa->n = n, qa->nb = (uint32_t)nb, qa->n_tokens = n_tokens, qa->grouped = grouped, qa->order = 0;
+    qa->codes = (int8_t *)p, p += align64(t * n + DI_QA_SLACK);
+    qa->scales = (float *)(void *)p, p += align64(t * nb * sizeof(float));
+    qa->sums = (int16_t *)(void *)p, p += align64(t * 2 * nb * sizeof(int16_t));
+    qa->as_full = (float *)(void *)p, p += align64(t * nb * sizeof(float));
+    qa->as_half = (float *)(void *)p, p += align64(t * 2 * nb * sizeof(float));
+    qa->lanes = p;
+    return qa;
+}
+
+void di_qa_fill_scalar(di_qa *qa, const float *x)
+{
+    const uint32_t n = qa->n, nb = qa->nb;
+    for (uint32_t t = 0; t < qa->n_tokens; t++) {
+        int8_t *codes = qa->codes + (size_t)t * n;
+        float *scales = qa->scales + (size_t)t * nb;
+        int16_t *sums = qa->sums + (size_t)t * 2 * nb;
+        di_qa_row(x + (size_t)t * n, n, codes, scales, sums);
+        for (uint32_t b = 0; b < nb; b++) {
+            const float a = scales[b];
+            qa->as_full[(size_t)t * nb + b] = a * (float)(sums[2 * b] + sums[2 * b + 1]);
+            qa->as_half[(size_t)t * 2 * nb + b] = a * (float)sums[2 * b];
+            qa->as_half[(size_t)t * 2 * nb + nb + b] = a * (float)sums[2 * b + 1];
         }
     }
 }
 
-static void int_rows_scalar(const di_weight *w, uint32_t r0, uint32_t r1, const float *x,
-                            uint32_t n_tokens, float *y, float *scratch)
+void di_int_quantize_scalar(const di_weight *w, const float *x, uint32_t n_tokens, void *buf)
 {
-    int_matmul_rows(&di_cpu_ops_scalar, di_int_terms_scalar, w, r0, r1, x, n_tokens, y, scratch);
+    di_qa_fill_scalar(di_qa_layout(buf, w->n_in, n_tokens, 0), x);
 }
 
-#ifdef DI_HAVE_X86_PATHS
-static void int_rows_avx2(const di_weight *w, uint32_t r0, uint32_t r1, const float *x,
-                          uint32_t n_tokens, float *y, float *scratch)
+void di_int_rows_scalar(const di_weight *w, uint32_t r0, uint32_t r1, const void *buf, float *y, float *scratch)
 {
-    int_matmul_rows(&di_cpu_ops_avx2, di_int_terms_avx2, w, r0, r1, x, n_tokens, y, scratch);
+    (void)scratch;
+    const di_qa *qa = buf;
+    const uint32_t n = qa->n, nb = qa->nb;
+    for (uint32_t r = r0; r < r1; r++) {
+        const uint8_t *row = w->data + (size_t)r * w->row_bytes;
+        for (uint32_t t = 0; t < qa->n_tokens; t++)
+            y[(size_t)t * w->n_out + r] = di_int_dot(w->type, row, qa->codes + (size_t)t * n, qa->scales + (size_t)t * nb,
+                                                     qa->sums + (size_t)t * 2 * nb, n);
+    }
 }
 
-static void int_rows_avx512(const di_weight *w, uint32_t r0, uint32_t r1, const float *x,
-                            uint32_t n_tokens, float *y, float *scratch)
-{
-    int_matmul_rows(&di_cpu_ops_avx512, di_int_terms_avx512, w, r0, r1, x, n_tokens, y, scratch);
-}
-#endif
-
-/* Each path's integer table: its float table with matmul_rows replaced,
+/* Each path's integer table: its float table with the integer product set,
  * filled once. */
 static di_cpu_ops int_tables[3];
 static pthread_once_t int_tables_once = PTHREAD_ONCE_INIT;
@@ -113,12 +88,17 @@ static pthread_once_t int_tables_once = PTHREAD_ONCE_INIT;
 static void fill_int_tables(void)
 {
     int_tables[0] = di_cpu_ops_scalar;
-    int_tables[0].matmul_rows = int_rows_scalar;
+    int_tables[0].int_quantize = di_int_quantize_scalar;
+    int_tables[0].int_rows = di_int_rows_scalar;
 #ifdef DI_HAVE_X86_PATHS
     int_tables[1] = di_cpu_ops_avx2;
-    int_tables[1].matmul_rows = int_rows_avx2;
+    int_tables[1].int_quantize = di_int_quantize_avx2;
+    int_tables[1].int_rows = di_int_rows_avx2;
     int_tables[2] = di_cpu_ops_avx512;
-    int_tables[2].matmul_rows = int_rows_avx512;
+    /* an AVX-512 CPU without VNNI (Skylake-SP) runs the avx2 integer product */
+    const int vnni = (di_cpu_features() & DI_CPU_AVX512VNNI) != 0;
+    int_tables[2].int_quantize = vnni ? di_int_quantize_avx512 : di_int_quantize_avx2;
+    int_tables[2].int_rows = vnni ? di_int_rows_avx512 : di_int_rows_avx2;
 #endif
 }
 

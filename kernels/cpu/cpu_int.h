@@ -3,36 +3,81 @@
  * kernels/common/int_dot.h, docs/DETERMINISM.md "The integer profile").
  *
  * A session of that profile runs the table di_cpu_ops_integer gives for its
- * path: the path's own table with matmul_rows replaced by one that takes the
- * integer dot product for the weight types int_dot.h defines (Q8_0, Q5_0) and the
- * float path for the others. Every path gives the same bits: the integer
- * block sums are exact in any order, and the block terms are reduced by the
- * path's canonical dot.
+ * path: the path's own table with int_quantize and int_rows set (cpu_ops.h).
+ * di_cpu_matmul then quantizes the activations once per product of a
+ * quantized weight (int_quantize, on the calling thread) and splits the rows
+ * over the threads (int_rows); F32, F16 and BF16 weights keep the float
+ * path. Every path gives the definition's bits: the block sums are exact
+ * integers in any order, and every float operation is int_dot.h's, in its
+ * order.
  */
 #ifndef DI_CPU_INT_H
 #define DI_CPU_INT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cpu_ops.h"
 
+/* Tokens per group of the many-token product: one 16-lane vector of them. */
+#define DI_QA_TOKENS 16u
+
+/*
+ * Quantized activations of n_tokens rows of n values (n a multiple of 32,
+ * nb = n / 32 blocks), as int_dot.h defines them, laid out for the kernels:
+ *   codes   [n_tokens][n]          int8, in weight order
+ *   scales  [n_tokens][nb]         a_b
+ *   sums    [n_tokens][2 nb]       S of each half block
+ *   as_full [n_tokens][nb]         a_b * (S_b0 + S_b1), rounded once (the
+ *                                  min terms of the one-min types)
+ *   as_half [n_tokens][2][nb]      a_b * S_bh, rounded once (Q2_K): half 0
+ *                                  of every block, then half 1
+ *   lanes   [groups][n / 4][16][4] codes + 128 as bytes, 16 tokens at a
+ *                                  time (the many-token product's operand;
+ *                                  only when `grouped`), tokens past
+ *                                  n_tokens zero
+ * in one buffer of di_qa_bytes(n, n_tokens) bytes. `order` says how a SIMD
+ * path laid the codes out for its weight type (0: weight order; see
+ * cpu_int_avx512.c); the scalar path's is 0. The codes array is followed by
+ * DI_QA_SLACK bytes a kernel may read (and multiply by zero weights).
+ */
+#define DI_QA_SLACK 512u
+
+typedef struct di_qa {
+    uint32_t n, nb, n_tokens;
+    int grouped, order;
+    int8_t *codes;
+    float *scales;
+    int16_t *sums;
+    float *as_full, *as_half;
+    uint8_t *lanes;
+} di_qa;
+
+/* Bytes of the buffer for n_tokens rows of n (any path, any layout). */
+size_t di_qa_bytes(uint32_t n, uint32_t n_tokens);
+
+/* Lays the arrays out in buf (di_qa_bytes of it, 64-byte aligned), the
+ * di_qa itself first, and returns it. */
+di_qa *di_qa_layout(void *buf, uint32_t n, uint32_t n_tokens, int grouped);
+
+/* Fills codes, scales, sums, as_full and as_half of qa from x (int_dot.h's
+ * quantization, in plain C): the scalar path's, and any path's reference. */
+void di_qa_fill_scalar(di_qa *qa, const float *x);
+
 /* The integer-profile table of the path `base` is the float table of. */
 const di_cpu_ops *di_cpu_ops_integer(const di_cpu_ops *base);
 
-/* 1 when the integer profile computes products with weights of this type
- * and reduction length (the others take the float path). */
-int di_cpu_int_covers(uint32_t type, uint32_t n_in);
+/* The scalar path's two functions (cpu_ops.h), on int_dot.h's code. */
+void di_int_quantize_scalar(const di_weight *w, const float *x, uint32_t n_tokens, void *qa);
+void di_int_rows_scalar(const di_weight *w, uint32_t r0, uint32_t r1, const void *qa, float *y,
+                        float *scratch);
 
-/* The factors of the block terms of int_dot.h for blocks b < nb of `row`
- * (of a covered type) against one token (its codes as limbs: di_int_limbs,
- * 64 int16 per block; its block scales): q[b] = (float)P_b,
- * s[b] = d_b * scales[b]. One function per path. */
-typedef void di_int_terms_fn(uint32_t type, const uint8_t *row, const int16_t *limbs, const float *scales,
-                             uint32_t nb, float *q, float *s);
-di_int_terms_fn di_int_terms_scalar;
+/* The SIMD paths' (cpu_int_avx2.c, cpu_int_avx512.c). */
 #ifdef DI_HAVE_X86_PATHS
-di_int_terms_fn di_int_terms_avx2;
-di_int_terms_fn di_int_terms_avx512;
+void di_int_quantize_avx2(const di_weight *w, const float *x, uint32_t n_tokens, void *qa);
+void di_int_rows_avx2(const di_weight *w, uint32_t r0, uint32_t r1, const void *qa, float *y, float *scratch);
+void di_int_quantize_avx512(const di_weight *w, const float *x, uint32_t n_tokens, void *qa);
+void di_int_rows_avx512(const di_weight *w, uint32_t r0, uint32_t r1, const void *qa, float *y, float *scratch);
 #endif
 
 #endif /* DI_CPU_INT_H */

@@ -9,6 +9,7 @@
  * call; every clone computes the same correctly rounded operations.
  */
 #include "cpu_kernels.h"
+#include "int_dot.h"
 
 #include <string.h>
 
@@ -126,19 +127,27 @@ typedef struct matmul_job {
     uint32_t n_tokens;
     float *y;
     float *scratch;
+    const void *qa; /* the quantized activations of an integer product */
 } matmul_job;
 
 static void matmul_range(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
 {
     const matmul_job *job = ctx;
-    job->ops->matmul_rows(job->w, begin, end, job->x, job->n_tokens, job->y,
-                          job->scratch + (size_t)thread * DI_MATMUL_SCRATCH(job->w->n_in));
+    float *scratch = job->scratch + (size_t)thread * DI_MATMUL_SCRATCH(job->w->n_in);
+    if (job->qa)
+        job->ops->int_rows(job->w, begin, end, job->qa, job->y, scratch);
+    else
+        job->ops->matmul_rows(job->w, begin, end, job->x, job->n_tokens, job->y, scratch);
 }
 
 void di_cpu_matmul(di_pool *pool, const di_cpu_ops *ops, const di_weight *w, const float *x,
-                   uint32_t n_tokens, float *y, float *scratch)
+                   uint32_t n_tokens, float *y, float *scratch, void *qa)
 {
-    matmul_job job = {ops, w, x, n_tokens, y, scratch};
+    matmul_job job = {ops, w, x, n_tokens, y, scratch, NULL};
+    if (qa && ops->int_rows && di_int_type(w->type)) { /* the integer profile (cpu_int.h) */
+        ops->int_quantize(w, x, n_tokens, qa);
+        job.qa = qa;
+    }
     di_pool_run(pool, w->n_out, matmul_range, &job);
 }
 

@@ -49,6 +49,7 @@ uint32_t di_cpu_features(void)
         if (b & (1u << 17)) f |= DI_CPU_AVX512DQ;
         if (b & (1u << 30)) f |= DI_CPU_AVX512BW;
         if (b & (1u << 31)) f |= DI_CPU_AVX512VL;
+        if (c & (1u << 11)) f |= DI_CPU_AVX512VNNI;
     }
 #endif
     return f & ~di_cpu_test_hidden_features;

@@ -47,6 +47,13 @@ typedef struct di_cpu_ops {
     void (*add)(float *dst, const float *a, const float *b, size_t n);
     /* lowest index of the largest non-NaN value; 0 when all are NaN */
     uint32_t (*argmax)(const float *x, uint32_t n);
+    /* The integer profile's product (cpu_int.h), NULL in the float tables:
+     * int_quantize writes the quantized rows x[0..n_tokens) for weight w
+     * into qa (di_qa_bytes(w->n_in, n_tokens) bytes, 64-byte aligned), then
+     * int_rows gives y[t * w->n_out + r] for rows [r0, r1) from it; scratch
+     * holds DI_MATMUL_SCRATCH(w->n_in) floats. */
+    void (*int_quantize)(const di_weight *w, const float *x, uint32_t n_tokens, void *qa);
+    void (*int_rows)(const di_weight *w, uint32_t r0, uint32_t r1, const void *qa, float *y, float *scratch);
 } di_cpu_ops;
 
 /* CPU features the paths need (x86-64), as di_cpu_features reports them:
@@ -57,6 +64,7 @@ enum {
     DI_CPU_AVX512F = 1u << 5, DI_CPU_AVX512BW = 1u << 6, DI_CPU_AVX512VL = 1u << 7,
     DI_CPU_AVX512DQ = 1u << 8,
     DI_CPU_OS_AVX512 = 1u << 9, /* XCR0: opmask and ZMM state too */
+    DI_CPU_AVX512VNNI = 1u << 10, /* vpdpbusd: the integer profile's avx512 product (cpu_int.h) */
 };
 #define DI_CPU_NEEDS_AVX2 (DI_CPU_AVX | DI_CPU_AVX2 | DI_CPU_FMA | DI_CPU_F16C | DI_CPU_OS_AVX)
 #define DI_CPU_NEEDS_AVX512                                                                       \

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_int.h"
 #include "cpu_kernels.h"
 #include "forward.h"
 #include "forward_steps.h"
@@ -49,6 +50,10 @@ di_status di_forward_init(di_forward *f, const di_model *m, const di_cpu_ops *op
         ok = ok && f->act[a];
     }
     f->matmul_scratch = alloc_floats(threads * DI_MATMUL_SCRATCH(max_in));
+    if (ops->int_rows) { /* the integer profile: max_rows rows of the widest input */
+        f->qa = aligned_alloc(64, di_qa_bytes((uint32_t)max_in, max_rows));
+        ok = ok && f->qa;
+    }
     if (!ok || !f->matmul_scratch) {
         di_forward_release(f);
         return DI_ERR_OUT_OF_MEMORY;
@@ -111,6 +116,8 @@ void di_forward_release(di_forward *f)
         free(f->act[a]);
         f->act[a] = NULL;
     }
+    free(f->qa);
+    f->qa = NULL;
 }
 
 /* ---- the pass ----------------------------------------------------------------- */
@@ -127,7 +134,7 @@ void di_forward_logits(di_forward *f, const uint32_t *row_idx, uint32_t n, float
     for (uint32_t i = 0; i < n; i++)
         f->ops->rmsnorm(f->act[DI_ACT_X] + (size_t)row_idx[i] * m->n_embd, m->output_norm, m->n_embd,
                         m->rms_eps, f->act[DI_ACT_XN] + (size_t)i * m->n_embd);
-    di_cpu_matmul(f->pool, f->ops, &m->output, f->act[DI_ACT_XN], n, logits, f->matmul_scratch);
+    di_cpu_matmul(f->pool, f->ops, &m->output, f->act[DI_ACT_XN], n, logits, f->matmul_scratch, f->qa);
     if (m->final_softcap != 0.0f)
         f->ops->softcap(logits, (size_t)n * m->n_vocab, m->final_softcap);
 }

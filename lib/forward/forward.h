@@ -35,6 +35,7 @@ typedef struct di_forward {
     float *matmul_scratch; /* [threads][DI_MATMUL_SCRATCH(max reduction length)] */
     float *attn_scratch;   /* [threads][attn_scratch_size] */
     size_t attn_scratch_size;
+    void *qa;              /* the integer profile's quantized activations (cpu_int.h), else NULL */
 } di_forward;
 
 /* Allocates the activations and the per-thread scratch of the matrix

@@ -65,7 +65,7 @@ static void matmul(void *ctx, uint32_t il, di_tensor_role role, di_tensor_role b
     const di_weight *w = di_layer_matrix(ly, role);
     const float *bias = di_layer_vector(ly, bias_role);
     float *y = act(c, y_act);
-    di_cpu_matmul(f->pool, f->ops, w, act(c, x), c->n_rows, y, f->matmul_scratch);
+    di_cpu_matmul(f->pool, f->ops, w, act(c, x), c->n_rows, y, f->matmul_scratch, f->qa);
     if (!bias)
         return;
     for (uint32_t t = 0; t < c->n_rows; t++)
