@@ -288,18 +288,21 @@ $(PEER_VENV)/ok:
 	touch $@
 peer-venv: $(PEER_VENV)/ok
 
-# libdetinfer against llama.cpp: pp512, tg128 and batched decode (16 sequences x 64
-# tokens), threads 1 and 2, alternating runs: on the real model (5 runs each), then on a
-# generated 1.75 GiB llama that no CPU cache holds (bench/make_big_model.py): pp256, tg32
-# and 16 x 16, 2 runs each, which keeps that part near 10 minutes on 2 cores (every
-# decode step there streams all 1.75 GiB, so shorter runs measure the same rate).
+# libdetinfer in both numerics profiles (portable, integer) against llama.cpp: pp512,
+# tg128 and batched decode (16 sequences x 64 tokens), threads 1 and 2, alternating runs
+# (3 each, medians): on the real model, then on a generated 1.75 GiB llama that no CPU
+# cache holds (bench/make_big_model.py): pp256, tg32 and 16 x 16 (every decode step
+# there streams all 1.75 GiB, so shorter runs measure the same rate); then the accuracy
+# table: both profiles and llama.cpp against float64 on the two real models
+# (tests/peer/accuracy.py, the metric of tests/tools/logit_error.py).
 BIG_MODEL := $(CACHE)/bench-llama-3b-q4_k_m.gguf
 $(BIG_MODEL): bench/make_big_model.py
 	@mkdir -p $(CACHE)
 	$(PYTHON) bench/make_big_model.py --out $@
 bench-peer: all $(PEER_VENV)/ok $(BIG_MODEL)
-	bench/compare-llamacpp.sh --threads 1,2 --reps 5 --batch 16 --batch-tokens 64
-	MODEL=$(BIG_MODEL) bench/compare-llamacpp.sh --threads 1,2 --reps 2 --pp 256 --tg 32 --batch 16 --batch-tokens 16
+	bench/compare-llamacpp.sh --threads 1,2 --reps 3 --batch 16 --batch-tokens 64
+	MODEL=$(BIG_MODEL) bench/compare-llamacpp.sh --threads 1,2 --reps 3 --pp 256 --tg 32 --batch 16 --batch-tokens 16
+	$(PEER_VENV)/bin/python tests/peer/accuracy.py "$$(tools/fetch-model.sh)" "$$(tools/fetch-smollm2.sh)" --threads 2
 
 # libdetinfer against llama.cpp (docs/MODELS.md): the generated F32 models
 # teacher-forced within the documented tolerance, then the real models (Gemma 3

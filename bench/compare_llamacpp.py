@@ -3,11 +3,12 @@
 
     python compare_llamacpp.py MODEL.gguf --detinfer build/tools/detinfer
         [--threads 1,2] [--reps 5] [--pp 512] [--tg 128] [--batch 16] [--batch-tokens 64]
-        [--llama-bench PATH]
+        [--profiles portable,integer] [--llama-bench PATH]
 
-For each thread count the two engines run alternately, one process per
-repetition (llama.cpp, then libdetinfer, REPS times), so that both see the
-same machine state. Prompt processing (pp: PP tokens in one batch) and
+For each thread count the engines run alternately, one process per
+repetition (llama.cpp, then libdetinfer in each numerics profile of
+--profiles, REPS times), so that all see the same machine state; each
+figure is the median of the repetitions, with the spread (min-max). Prompt processing (pp: PP tokens in one batch) and
 generation (tg: TG single-token steps) are measured by each engine itself:
 libdetinfer by `detinfer bench --json`, llama.cpp by its performance counters
 (bench/llamacpp_bench.py, run with this Python, which must have
@@ -104,8 +105,8 @@ def llamacpp_bd_once(args, threads):
     return r["bd_tps"]
 
 
-def detinfer_once(args, threads):
-    r = run_json([args.detinfer, "bench", "--model", args.model, "--threads", str(threads),
+def detinfer_once(args, threads, profile):
+    r = run_json([args.detinfer, "bench", "--model", args.model, "--threads", str(threads), "--profile", profile,
                   "--pp", str(args.pp), "--tg", str(args.tg), "--batch", str(args.batch),
                   "--batch-tokens", str(args.batch_tokens), "--reps", "1", "--json"])
     single = [x for x in r["results"] if not x.get("n_seq")]
@@ -115,8 +116,9 @@ def detinfer_once(args, threads):
     return pp["avg_ts"], tg["avg_ts"], tg["bandwidth_limit_ts"], bd
 
 
-def mean_sd(xs):
-    return statistics.mean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
+def median_spread(xs):
+    """(median, min, max): one noisy repetition moves the median least."""
+    return statistics.median(xs), min(xs), max(xs)
 
 
 def main():
@@ -129,72 +131,79 @@ def main():
     ap.add_argument("--tg", type=int, default=128)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--batch-tokens", type=int, default=64)
+    ap.add_argument("--profiles", default="portable,integer")
     ap.add_argument("--llama-bench", default=None)
     args = ap.parse_args()
 
     mach = machine()
     mach["loadavg_start"] = os.getloadavg()
     print(describe(mach), file=sys.stderr, flush=True)
+    profiles = args.profiles.split(",")
     results = []
     for threads in [int(t) for t in args.threads.split(",")]:
-        lc_pp, lc_tg, lc_bd, di_pp, di_tg, di_bd, limit = [], [], [], [], [], [], []
+        lc_pp, lc_tg, lc_bd = [], [], []
+        di = {p: {"pp": [], "tg": [], "bd": [], "limit": []} for p in profiles}
         for rep in range(args.reps):
             p, t, extra = llamacpp_once(args, threads)
             lc_pp.append(p)
             lc_tg.append(t)
             if args.batch and not args.llama_bench:
                 lc_bd.append(llamacpp_bd_once(args, threads))
-            p, t, lim, bd = detinfer_once(args, threads)
-            di_pp.append(p)
-            di_tg.append(t)
-            limit.append(lim)
-            if bd is not None:
-                di_bd.append(bd)
-            bd_text = (f" bd{args.batch} {lc_bd[-1]:.1f}" if lc_bd else "",
-                       f" bd{args.batch} {di_bd[-1]:.1f}" if di_bd else "")
-            print(f"threads {threads} rep {rep + 1}/{args.reps}: llama.cpp pp {lc_pp[-1]:.1f} tg {lc_tg[-1]:.2f}"
-                  f"{bd_text[0]} | libdetinfer pp {di_pp[-1]:.1f} tg {di_tg[-1]:.2f}{bd_text[1]}",
-                  file=sys.stderr, flush=True)
-        row = {"threads": threads, "llamacpp_pp": mean_sd(lc_pp), "llamacpp_tg": mean_sd(lc_tg),
-               "detinfer_pp": mean_sd(di_pp), "detinfer_tg": mean_sd(di_tg),
-               "bandwidth_limit_tg": statistics.mean(limit), "llamacpp_extra_bufts": extra}
-        if di_bd:
-            row["detinfer_bd"] = mean_sd(di_bd)
-            row["detinfer_bd_over_pp"] = row["detinfer_bd"][0] / row["detinfer_pp"][0]
-        if lc_bd:
-            row["llamacpp_bd"] = mean_sd(lc_bd)
-        if di_bd and lc_bd:
-            row["bd_ratio"] = row["detinfer_bd"][0] / row["llamacpp_bd"][0]
-        row["pp_ratio"] = row["detinfer_pp"][0] / row["llamacpp_pp"][0]
-        row["tg_ratio"] = row["detinfer_tg"][0] / row["llamacpp_tg"][0]
-        row["tg_bandwidth_fraction"] = row["detinfer_tg"][0] / row["bandwidth_limit_tg"]
-        row["llamacpp_bandwidth_fraction"] = row["llamacpp_tg"][0] / row["bandwidth_limit_tg"]
-        results.append(row)
+            line = f"threads {threads} rep {rep + 1}/{args.reps}: llama.cpp pp {lc_pp[-1]:.1f} tg {lc_tg[-1]:.2f}"
+            line += f" bd{args.batch} {lc_bd[-1]:.1f}" if lc_bd else ""
+            for prof in profiles:
+                p, t, lim, bd = detinfer_once(args, threads, prof)
+                d = di[prof]
+                d["pp"].append(p)
+                d["tg"].append(t)
+                d["limit"].append(lim)
+                if bd is not None:
+                    d["bd"].append(bd)
+                line += f" | libdetinfer {prof} pp {p:.1f} tg {t:.2f}" + (f" bd{args.batch} {bd:.1f}" if bd else "")
+            print(line, file=sys.stderr, flush=True)
+        for prof in profiles:
+            d = di[prof]
+            row = {"threads": threads, "profile": prof, "llamacpp_pp": median_spread(lc_pp),
+                   "llamacpp_tg": median_spread(lc_tg), "detinfer_pp": median_spread(d["pp"]),
+                   "detinfer_tg": median_spread(d["tg"]), "bandwidth_limit_tg": statistics.median(d["limit"]),
+                   "llamacpp_extra_bufts": extra}
+            if d["bd"]:
+                row["detinfer_bd"] = median_spread(d["bd"])
+                row["detinfer_bd_over_pp"] = row["detinfer_bd"][0] / row["detinfer_pp"][0]
+            if lc_bd:
+                row["llamacpp_bd"] = median_spread(lc_bd)
+            if d["bd"] and lc_bd:
+                row["bd_ratio"] = row["detinfer_bd"][0] / row["llamacpp_bd"][0]
+            row["pp_ratio"] = row["detinfer_pp"][0] / row["llamacpp_pp"][0]
+            row["tg_ratio"] = row["detinfer_tg"][0] / row["llamacpp_tg"][0]
+            row["tg_bandwidth_fraction"] = row["detinfer_tg"][0] / row["bandwidth_limit_tg"]
+            row["llamacpp_bandwidth_fraction"] = row["llamacpp_tg"][0] / row["bandwidth_limit_tg"]
+            results.append(row)
 
     mach["loadavg_end"] = os.getloadavg()
     print(f"\n{describe(mach)}; load average {mach['loadavg_start'][0]:.1f} at the start, "
           f"{mach['loadavg_end'][0]:.1f} at the end")
     print(f"\nmodel {os.path.basename(args.model)}; pp{args.pp}, tg{args.tg}; {args.reps} alternating "
-          f"repetitions per engine; tokens/s mean ± sd; llama.cpp's extra buffer types (AMX, repacking) "
+          f"repetitions per engine; tokens/s median (min-max); llama.cpp's extra buffer types (AMX, repacking) "
           f"{dict([(True, 'on'), (False, 'off (AMX CPU)'), (None, 'as llama-bench sets them')])[results[0]['llamacpp_extra_bufts']] if results else '?'}")
-    print("| threads | llama.cpp pp | libdetinfer pp | pp ratio | llama.cpp tg | libdetinfer tg | tg ratio "
+    print("| threads | profile | llama.cpp pp | libdetinfer pp | pp ratio | llama.cpp tg | libdetinfer tg | tg ratio "
           "| tg / bandwidth limit (libdetinfer, llama.cpp) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
-        f = lambda ms: f"{ms[0]:.1f} ± {ms[1]:.1f}"  # noqa: E731
-        print(f"| {r['threads']} | {f(r['llamacpp_pp'])} | {f(r['detinfer_pp'])} | {r['pp_ratio']:.2f}x "
+        f = lambda ms: f"{ms[0]:.1f} ({ms[1]:.1f}-{ms[2]:.1f})"  # noqa: E731
+        print(f"| {r['threads']} | {r['profile']} | {f(r['llamacpp_pp'])} | {f(r['detinfer_pp'])} | {r['pp_ratio']:.2f}x "
               f"| {f(r['llamacpp_tg'])} | {f(r['detinfer_tg'])} | {r['tg_ratio']:.2f}x "
               f"| {100 * r['tg_bandwidth_fraction']:.0f}%, {100 * r['llamacpp_bandwidth_fraction']:.0f}% "
               f"of {r['bandwidth_limit_tg']:.1f} t/s |")
     if any("detinfer_bd" in r for r in results):
-        f = lambda ms: f"{ms[0]:.1f} ± {ms[1]:.1f}" if ms else "-"  # noqa: E731
+        f = lambda ms: f"{ms[0]:.1f} ({ms[1]:.1f}-{ms[2]:.1f})" if ms else "-"  # noqa: E731
         print(f"\nbatched decode: {args.batch} sequences x {args.batch_tokens} tokens (each after its own "
               f"16-token prompt), aggregate tokens/s")
-        print("| threads | llama.cpp bd | libdetinfer bd | bd ratio | libdetinfer bd / own pp |")
-        print("|---|---|---|---|---|")
+        print("| threads | profile | llama.cpp bd | libdetinfer bd | bd ratio | libdetinfer bd / own pp |")
+        print("|---|---|---|---|---|---|")
         for r in results:
             ratio = f"{r['bd_ratio']:.2f}x" if "bd_ratio" in r else "-"
-            print(f"| {r['threads']} | {f(r.get('llamacpp_bd'))} | {f(r.get('detinfer_bd'))} | {ratio} "
+            print(f"| {r['threads']} | {r['profile']} | {f(r.get('llamacpp_bd'))} | {f(r.get('detinfer_bd'))} | {ratio} "
                   f"| {r['detinfer_bd_over_pp']:.2f}x |")
     print(json.dumps({"model": args.model, "pp": args.pp, "tg": args.tg, "batch": args.batch,
                       "batch_tokens": args.batch_tokens, "reps": args.reps, "machine": mach,

@@ -26,7 +26,7 @@ size_t di_qa_bytes(uint32_t n, uint32_t n_tokens)
     const size_t t = padded_tokens(n_tokens), nb = n / DI_QA_BLOCK;
     return align64(sizeof(di_qa)) + align64(t * n + DI_QA_SLACK) + align64(t * nb * sizeof(float)) +
            align64(t * 2 * nb * sizeof(int16_t)) + align64(t * nb * sizeof(float)) +
-           align64(t * 2 * nb * sizeof(float)) + align64(t * n);
+           align64(t * 2 * nb * sizeof(float)) + t / DI_QA_TOKENS * nb * sizeof(di_qa_tblock);
 }
 
 di_qa *di_qa_layout(void *buf, uint32_t n, uint32_t n_tokens, int grouped)
@@ -41,7 +41,7 @@ di_qa *di_qa_layout(void *buf, uint32_t n, uint32_t n_tokens, int grouped)
     qa->sums = (int16_t *)(void *)p, p += align64(t * 2 * nb * sizeof(int16_t));
     qa->as_full = (float *)(void *)p, p += align64(t * nb * sizeof(float));
     qa->as_half = (float *)(void *)p, p += align64(t * 2 * nb * sizeof(float));
-    qa->lanes = p;
+    qa->tok = (di_qa_tblock *)(void *)p;
     return qa;
 }
 
@@ -60,6 +60,25 @@ void di_qa_fill_scalar(di_qa *qa, const float *x)
             qa->as_half[(size_t)t * 2 * nb + nb + b] = a * (float)sums[2 * b + 1];
         }
     }
+    if (!qa->grouped)
+        return;
+    const uint32_t groups = (qa->n_tokens + DI_QA_TOKENS - 1) / DI_QA_TOKENS;
+    memset(qa->tok, 0, (size_t)groups * nb * sizeof(di_qa_tblock));
+    for (uint32_t t = 0; t < qa->n_tokens; t++)
+        for (uint32_t b = 0; b < nb; b++) {
+            di_qa_tblock *tb = qa->tok + (size_t)(t / DI_QA_TOKENS) * nb + b;
+            const uint32_t l = t % DI_QA_TOKENS;
+            const int16_t *sums = qa->sums + (size_t)t * 2 * nb + 2 * b;
+            for (int i = 0; i < 8; i++)
+                memcpy(tb->codes[i][l], qa->codes + (size_t)t * n + (size_t)b * DI_QA_BLOCK + 4 * i, 4);
+            tb->a[l] = qa->scales[(size_t)t * nb + b];
+            tb->as_full[l] = qa->as_full[(size_t)t * nb + b];
+            tb->as_half[0][l] = qa->as_half[(size_t)t * 2 * nb + b];
+            tb->as_half[1][l] = qa->as_half[(size_t)t * 2 * nb + nb + b];
+            tb->s[l] = sums[0] + sums[1];
+            tb->s_half[0][l] = sums[0];
+            tb->s_half[1][l] = sums[1];
+        }
 }
 
 void di_int_quantize_scalar(const di_weight *w, const float *x, uint32_t n_tokens, void *buf)

@@ -21,6 +21,19 @@
 
 /* Tokens per group of the many-token product: one 16-lane vector of them. */
 #define DI_QA_TOKENS 16u
+/* The fewest tokens for which a SIMD path lays the token groups out (and
+ * runs the many-token product); below it each token is a row of its own. */
+#define DI_QA_GROUP_MIN 8u
+
+/* One block of a group of 16 tokens, token t in lane t of every array: its
+ * codes four at a time (codes[i][t] = codes 4i..4i+3 of token t, the
+ * operand of vpdpbusd), the scale a, a * (S0 + S1) and a * S_h, and the
+ * code sums S0 + S1 and S_h. 960 bytes, 64-byte aligned. */
+typedef struct di_qa_tblock {
+    int8_t codes[8][DI_QA_TOKENS][4];
+    float a[DI_QA_TOKENS], as_full[DI_QA_TOKENS], as_half[2][DI_QA_TOKENS];
+    int32_t s[DI_QA_TOKENS], s_half[2][DI_QA_TOKENS];
+} di_qa_tblock;
 
 /*
  * Quantized activations of n_tokens rows of n values (n a multiple of 32,
@@ -32,10 +45,9 @@
  *                                  min terms of the one-min types)
  *   as_half [n_tokens][2][nb]      a_b * S_bh, rounded once (Q2_K): half 0
  *                                  of every block, then half 1
- *   lanes   [groups][n / 4][16][4] codes + 128 as bytes, 16 tokens at a
- *                                  time (the many-token product's operand;
- *                                  only when `grouped`), tokens past
- *                                  n_tokens zero
+ *   tok     [groups][nb]           the same per group of 16 tokens
+ *                                  (di_qa_tblock; only when `grouped`),
+ *                                  tokens past n_tokens all zero
  * in one buffer of di_qa_bytes(n, n_tokens) bytes. `order` says how a SIMD
  * path laid the codes out for its weight type (0: weight order; see
  * cpu_int_avx512.c); the scalar path's is 0. The codes array is followed by
@@ -50,7 +62,7 @@ typedef struct di_qa {
     float *scales;
     int16_t *sums;
     float *as_full, *as_half;
-    uint8_t *lanes;
+    di_qa_tblock *tok;
 } di_qa;
 
 /* Bytes of the buffer for n_tokens rows of n (any path, any layout). */
@@ -61,7 +73,8 @@ size_t di_qa_bytes(uint32_t n, uint32_t n_tokens);
 di_qa *di_qa_layout(void *buf, uint32_t n, uint32_t n_tokens, int grouped);
 
 /* Fills codes, scales, sums, as_full and as_half of qa from x (int_dot.h's
- * quantization, in plain C): the scalar path's, and any path's reference. */
+ * quantization, in plain C): the scalar path's, and any path's reference;
+ * then tok from them when qa is grouped. */
 void di_qa_fill_scalar(di_qa *qa, const float *x);
 
 /* The integer-profile table of the path `base` is the float table of. */

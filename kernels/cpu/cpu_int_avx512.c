@@ -14,6 +14,12 @@
  * lane: a group of blocks b0..b0+15 is lanes b0 % 32 .. +15 of the
  * canonical reduction, and the tree at the end is di_lane_tree's.
  *
+ * From DI_QA_GROUP_MIN tokens on, the lanes are tokens instead
+ * (rows_grouped): each 4-byte word of a block's codes is broadcast and
+ * multiplied with 16 tokens' codes at that place, so a block's sum for 16
+ * tokens is one vector with nothing to fold, and the 32 canonical lanes are
+ * 32 vectors over the tokens.
+ *
  * Q4_K and Q5_K keep two 32-weight blocks in the two nibbles of 32 bytes,
  * so one register holds blocks (0, 2) and the next (1, 3): this path lays
  * the activation codes out in that order (qa->order = 1) and puts the sums
@@ -61,6 +67,9 @@ typedef struct int_kind {
     int has_k;     /* 0: every k is 1 */
     int order;     /* 1: the pair order of Q4_K and Q5_K */
 } int_kind;
+
+/* Indices of KINDS, so a kernel for one type reads its row as constants. */
+enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0, K_IQ4_NL, K_Q2_K, K_Q3_K, K_Q4_K, K_Q5_K, K_Q6_K, K_IQ4_XS };
 
 static const int_kind KINDS[] = {
     {DI_TYPE_Q4_0, 3, 1, 0, 0, 0},   {DI_TYPE_Q4_1, -1, 1, 1, 0, 0},  {DI_TYPE_Q5_0, 4, 1, 0, 0, 0},
@@ -122,12 +131,6 @@ static void decode_scalar(const int_kind *kd, const uint8_t *row, uint32_t b0, u
     g->n1 = _mm512_load_ps(n1);
 }
 
-/* A binary16 field as float (exact; F16C's conversion). */
-INLINE float f16_at(const uint8_t *p)
-{
-    return _cvtsh_ss(di_qb_u16(p));
-}
-
 /* D of 16 blocks of a 32-weight type, `bytes` apart (a gather of the
  * binary16 field; each block is >= 18 bytes, so the 4-byte reads stay in it),
  * 0 past `count`. */
@@ -144,8 +147,10 @@ INLINE __m512 d_of_blocks(const uint8_t *first, uint32_t bytes, uint32_t count)
  * the second when the group has one, `count` 8). */
 INLINE __m512 two_halves(const uint8_t *sb, uint32_t bytes, int at, uint32_t count)
 {
-    const float second = count > 8 ? f16_at(sb + bytes + at) : 0.0f;
-    return _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(f16_at(sb + at)), _mm512_set1_ps(second));
+    const uint32_t pair = di_qb_u16(sb + at) | (count > 8 ? (uint32_t)di_qb_u16(sb + bytes + at) << 16 : 0u);
+    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)pair));
+    const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    return _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(f));
 }
 
 /* The 32-weight types' decoders read only the group's `count` blocks. */
@@ -196,32 +201,30 @@ INLINE void decode_q5_0(const uint8_t *row, uint32_t b0, uint32_t count, vgroup 
     g->d = d_of_blocks(blk + DI_OFF_D_Q5_0, DI_BLOCK_BYTES_Q5_0, count);
 }
 
-/* Q4_K and Q5_K scales (sc) and mins (m) of a super-block, 4 bytes to a
- * word (ggml's 6-bit packing, docs/QUANTS.md): words 0 and 1 of each. */
-INLINE void k_scales(const uint8_t *s, uint32_t sc[2], uint32_t m[2])
-{
-    const uint32_t w0 = di_qb_u32(s), w1 = di_qb_u32(s + 4), w2 = di_qb_u32(s + 8);
-    sc[0] = w0 & 0x3f3f3f3fu, m[0] = w1 & 0x3f3f3f3fu;
-    sc[1] = (w2 & 0x0f0f0f0fu) | ((w0 >> 6) & 0x03030303u) << 4;
-    m[1] = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 6) & 0x03030303u) << 4;
-}
-
-/* The scales, D and mins of the group's one or two Q4_K / Q5_K super-blocks
- * (built in registers: a vector load of bytes just stored would stall). */
+/* The scales, D and mins of the group's one or two Q4_K / Q5_K super-blocks.
+ * Each super-block's 12 scale bytes are words w0, w1, w2 (ggml's 6-bit
+ * packing, docs/QUANTS.md): sub-blocks 0-3 take sc = w0 & 0x3f.., m = w1 &
+ * 0x3f..; sub-blocks 4-7 take sc = (w2 & 0x0f..) | (w0 >> 6 & 0x03..) << 4
+ * and m = (w2 >> 4 & 0x0f..) | (w1 >> 6 & 0x03..) << 4. Both super-blocks
+ * and both of (sc, m) are the four words of one register. */
 INLINE void k_factors(uint32_t type, const uint8_t *sb, uint32_t count, vgroup *g)
 {
     const uint32_t bytes = di_weight_block_bytes(type);
     const int at_sc = di_weight_field(type, DI_FIELD_SC);
-    uint32_t sc[4] = {0, 0, 0, 0}, m[4] = {0, 0, 0, 0};
-    k_scales(sb + at_sc, sc, m);
-    if (count > 8)
-        k_scales(sb + bytes + at_sc, sc + 2, m + 2);
-    const __m128i scv = _mm_setr_epi32((int)sc[0], (int)sc[1], (int)sc[2], (int)sc[3]);
-    const __m128i mv = _mm_setr_epi32((int)m[0], (int)m[1], (int)m[2], (int)m[3]);
-    g->k[0] = _mm512_cvtepu8_epi32(scv);
+    /* 16 bytes from the scales on stay inside the block (qs follow them) */
+    const __m128i x0 = _mm_loadu_si128((const void *)(sb + at_sc));
+    const __m128i x1 = count > 8 ? _mm_loadu_si128((const void *)(sb + bytes + at_sc)) : _mm_setzero_si128();
+    const __m128i x = _mm_unpacklo_epi64(x0, x1);                                       /* w0 w1 w0' w1' */
+    const __m128i y = _mm_shuffle_epi32(_mm_unpackhi_epi64(x0, x1), _MM_SHUFFLE(2, 2, 0, 0)); /* w2 w2 w2' w2' */
+    const __m128i lo = _mm_and_si128(x, _mm_set1_epi32(0x3f3f3f3f));
+    const __m128i y4 = _mm_and_si128(_mm_srlv_epi32(y, _mm_setr_epi32(0, 4, 0, 4)), _mm_set1_epi32(0x0f0f0f0f));
+    const __m128i top = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(x, 6), _mm_set1_epi32(0x03030303)), 4);
+    const __m128i hi = _mm_or_si128(y4, top);
+    const __m128i first = _mm_unpacklo_epi32(lo, hi), second = _mm_unpackhi_epi32(lo, hi); /* sc sc m m */
+    g->k[0] = _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(first, second));
+    const __m512 mf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpackhi_epi64(first, second)));
     g->d = two_halves(sb, bytes, di_weight_field(type, DI_FIELD_D), count);
     const __m512 dmin = two_halves(sb, bytes, di_weight_field(type, DI_FIELD_M), count);
-    const __m512 mf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mv));
     g->n0 = _mm512_xor_ps(_mm512_mul_ps(dmin, mf), _mm512_set1_ps(-0.0f));
 }
 
@@ -353,62 +356,207 @@ typedef struct token_lanes {
     __m512 acc[2], total[2];
 } token_lanes;
 
-/* Rows [r0, r1) for every token, groups of 16 blocks decoded once for up to
- * 16 tokens. */
-INLINE void rows_body(const int_kind *kd, decode_fn decode, const di_weight *w, uint32_t r0, uint32_t r1,
-                      const di_qa *qa, float *y, float *scratch)
+/* The dot of one row with tokens t0..t0 + tn of the activations: groups of
+ * 16 blocks decoded once for the run (tn <= 16), the lanes in tl[0..tn). */
+INLINE void row_run(const int_kind *kd, decode_fn decode, const uint8_t *row, uint32_t span, const di_qa *qa,
+                    uint32_t t0, uint32_t tn, token_lanes *tl, float *out, uint32_t stride)
 {
     const uint32_t n = qa->n, nb = qa->nb;
-    token_lanes *tl = (token_lanes *)(void *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    for (uint32_t c0 = 0; c0 < nb; c0 += DI_CHUNK) {
+        const uint32_t end = di_chunk_end(nb, c0);
+        for (uint32_t k = 0; k < tn; k++)
+            tl[k].acc[0] = tl[k].acc[1] = _mm512_setzero_ps();
+        /* groups in pairs: lanes 0-15 take the even group, 16-31 the odd one */
+        for (uint32_t p0 = c0; p0 < end; p0 += 2 * GROUP)
+#pragma GCC unroll 2
+            for (int half = 0; half < 2; half++) {
+                const uint32_t b0 = p0 + (uint32_t)half * GROUP;
+                if (b0 >= end)
+                    break;
+                const uint32_t count = end - b0 < GROUP ? end - b0 : GROUP;
+                vgroup g;
+                if (decode)
+                    decode(row, b0, count, &g);
+                else
+                    decode_scalar(kd, row, b0, count, &g);
+                /* rows follow each other in memory: fetch ahead across their ends too */
+                const uint8_t *here = row + (size_t)b0 * span / GROUP;
+                for (uint32_t o = 0; o < span; o += 64)
+                    _mm_prefetch((const char *)(here + PREFETCH_AHEAD + o), _MM_HINT_T0);
+                const __mmask16 live = (__mmask16)((1u << count) - 1);
+                for (uint32_t k = 0; k < tn; k++) {
+                    const uint32_t t = t0 + k;
+                    const __m512i P = block_sums(kd, &g, qa->codes + (size_t)t * n + (size_t)b0 * DI_QA_BLOCK,
+                                                 qa->sums + (size_t)t * 2 * nb + 2 * (size_t)b0, count);
+                    tl[k].acc[half] = block_terms(kd, &g, P, qa, t, b0, live, tl[k].acc[half]);
+                }
+            }
+        for (uint32_t k = 0; k < tn; k++)
+            for (int h = 0; h < 2; h++)
+                tl[k].total[h] = c0 == 0 ? tl[k].acc[h] : _mm512_add_ps(tl[k].total[h], tl[k].acc[h]);
+    }
+    for (uint32_t k = 0; k < tn; k++)
+        out[(size_t)k * stride] = lane_tree(tl[k].total[0], tl[k].total[1]);
+}
+
+/* The many-token product (qa grouped): lanes are tokens. Block b's sum for
+ * 16 tokens is one vector: vpdpbusd of each 4-byte word of the weight
+ * codes, broadcast, with the tokens' 4 codes at that place (di_qa_tblock),
+ * so no lane folding; the 32 canonical lanes are 32 vectors over tokens. */
+INLINE __m512i token_sums(const int_kind *kd, const uint32_t *u, const int32_t *k, uint32_t j,
+                          const di_qa_tblock *tb)
+{
+    /* two chains: a 16-weight group is 4 words; one group's words alternate */
+    __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    for (int i = 0; i < 8; i++) {
+        const int h = kd->groups == 2 ? i / 4 : i % 2;
+        acc[h] = _mm512_dpbusd_epi32(acc[h], _mm512_set1_epi32((int)u[i]), _mm512_load_si512(tb->codes[i]));
+    }
+    if (kd->groups == 1)
+        acc[0] = _mm512_add_epi32(acc[0], acc[1]);
+    if (kd->groups == 2) {
+        __m512i P = _mm512_setzero_si512();
+        for (int h = 0; h < 2; h++) {
+            __m512i x = acc[h];
+            if (kd->off_shift >= 0)
+                x = _mm512_sub_epi32(x, _mm512_slli_epi32(_mm512_load_si512(tb->s_half[h]), (unsigned)kd->off_shift));
+            P = _mm512_add_epi32(P, _mm512_mullo_epi32(x, _mm512_set1_epi32(k[2 * j + (uint32_t)h])));
+        }
+        return P;
+    }
+    __m512i x = acc[0];
+    if (kd->off_shift >= 0)
+        x = _mm512_sub_epi32(x, _mm512_slli_epi32(_mm512_load_si512(tb->s), (unsigned)kd->off_shift));
+    return kd->has_k ? _mm512_mullo_epi32(x, _mm512_set1_epi32(k[j])) : x;
+}
+
+/* Rows r..r + nr (nr <= TILE_ROWS) against every token group: the rows
+ * share each load of the tokens' codes, so those are read from L2 once per
+ * TILE_ROWS rows (each block of a group of 16 tokens is 960 bytes). */
+#define TILE_ROWS 4u
+INLINE void grouped_tile(const int_kind *kd, decode_fn decode, const di_weight *w, uint32_t r, uint32_t nr,
+                         const di_qa *qa, float *y)
+{
+    const uint32_t nb = qa->nb, groups = (qa->n_tokens + DI_QA_TOKENS - 1) / DI_QA_TOKENS;
     const uint32_t span = GROUP * DI_QA_BLOCK * di_weight_block_bytes(w->type) / di_weight_block_elems(w->type);
-    for (uint32_t r = r0; r < r1; r++) {
-        const uint8_t *row = w->data + (size_t)r * w->row_bytes;
-        for (uint32_t t0 = 0; t0 < qa->n_tokens; t0 += DI_QA_TOKENS) {
-            const uint32_t tn = qa->n_tokens - t0 < DI_QA_TOKENS ? qa->n_tokens - t0 : DI_QA_TOKENS;
-            for (uint32_t c0 = 0; c0 < nb; c0 += DI_CHUNK) {
-                const uint32_t end = di_chunk_end(nb, c0);
-                for (uint32_t k = 0; k < tn; k++)
-                    tl[k].acc[0] = tl[k].acc[1] = _mm512_setzero_ps();
-                for (uint32_t b0 = c0; b0 < end; b0 += GROUP) {
-                    const uint32_t count = end - b0 < GROUP ? end - b0 : GROUP;
+    __m512 lane[TILE_ROWS][DI_LANES], total[TILE_ROWS][DI_LANES];
+    _Alignas(64) uint32_t u[TILE_ROWS][GROUP][8];
+    _Alignas(64) int32_t k[TILE_ROWS][2 * GROUP];
+    _Alignas(64) float d[TILE_ROWS][GROUP], n0[TILE_ROWS][GROUP], n1[TILE_ROWS][GROUP], out[DI_QA_TOKENS];
+    for (uint32_t gi = 0; gi < groups; gi++) {
+        const di_qa_tblock *tok = qa->tok + (size_t)gi * nb;
+        for (uint32_t c0 = 0; c0 < nb; c0 += DI_CHUNK) {
+            const uint32_t end = di_chunk_end(nb, c0);
+            /* the first chunk's lanes are the totals (di_lane_combine), so no copy */
+            __m512(*acc)[DI_LANES] = c0 == 0 ? total : lane;
+            for (uint32_t q = 0; q < nr; q++)
+                for (uint32_t l = 0; l < DI_LANES; l++)
+                    acc[q][l] = _mm512_setzero_ps();
+            for (uint32_t b0 = c0; b0 < end; b0 += GROUP) {
+                const uint32_t count = end - b0 < GROUP ? end - b0 : GROUP;
+                for (uint32_t q = 0; q < nr; q++) {
+                    const uint8_t *row = w->data + (size_t)(r + q) * w->row_bytes;
                     vgroup g;
                     if (decode)
                         decode(row, b0, count, &g);
                     else
                         decode_scalar(kd, row, b0, count, &g);
-                    /* rows follow each other in memory: fetch ahead across their ends too */
-                    const uint8_t *here = row + (size_t)b0 * span / GROUP;
-                    for (uint32_t o = 0; o < span; o += 64)
-                        _mm_prefetch((const char *)(here + PREFETCH_AHEAD + o), _MM_HINT_T0);
-                    const __mmask16 live = (__mmask16)((1u << count) - 1);
-                    const int half = (b0 / GROUP) % 2;
-                    for (uint32_t k = 0; k < tn; k++) {
-                        const uint32_t t = t0 + k;
-                        const __m512i P = block_sums(kd, &g, qa->codes + (size_t)t * n + (size_t)b0 * DI_QA_BLOCK,
-                                                     qa->sums + (size_t)t * 2 * nb + 2 * (size_t)b0, count);
-                        tl[k].acc[half] = block_terms(kd, &g, P, qa, t, b0, live, tl[k].acc[half]);
+                    if (gi + 1 == groups) { /* the rows ahead, once per row */
+                        const uint8_t *here = row + (size_t)b0 * span / GROUP;
+                        for (uint32_t o = 0; o < span; o += 64)
+                            _mm_prefetch((const char *)(here + TILE_ROWS * w->row_bytes + o), _MM_HINT_T0);
+                    }
+                    for (int i = 0; i < 8; i++)
+                        _mm512_store_si512(u[q][2 * i], g.u[i]);
+                    _mm512_store_ps(d[q], g.d);
+                    if (kd->has_k) /* the decoders set only the fields their type has */
+                        _mm512_store_si512(k[q], g.k[0]);
+                    if (kd->has_k && kd->groups == 2)
+                        _mm512_store_si512(k[q] + GROUP, g.k[1]);
+                    if (kd->mins >= 1)
+                        _mm512_store_ps(n0[q], g.n0);
+                    if (kd->mins == 2)
+                        _mm512_store_ps(n1[q], g.n1);
+                }
+                for (uint32_t p = 0; p < count; p++) {
+                    const uint32_t j = (uint32_t)pair_order((int)p, kd->order), b = b0 + j;
+                    const di_qa_tblock *tb = tok + b;
+                    for (uint32_t q = 0; q < nr; q++) {
+                        const __m512i P = token_sums(kd, u[q][p], k[q], j, tb);
+                        __m512 x = acc[q][b % DI_LANES];
+                        x = _mm512_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(_mm512_set1_ps(d[q][j]), _mm512_load_ps(tb->a)), x);
+                        if (kd->mins == 1)
+                            x = _mm512_fmadd_ps(_mm512_set1_ps(n0[q][j]), _mm512_load_ps(tb->as_full), x);
+                        if (kd->mins == 2) {
+                            x = _mm512_fmadd_ps(_mm512_set1_ps(n0[q][j]), _mm512_load_ps(tb->as_half[0]), x);
+                            x = _mm512_fmadd_ps(_mm512_set1_ps(n1[q][j]), _mm512_load_ps(tb->as_half[1]), x);
+                        }
+                        acc[q][b % DI_LANES] = x;
                     }
                 }
-                for (uint32_t k = 0; k < tn; k++)
-                    for (int h = 0; h < 2; h++)
-                        tl[k].total[h] = c0 == 0 ? tl[k].acc[h] : _mm512_add_ps(tl[k].total[h], tl[k].acc[h]);
             }
-            for (uint32_t k = 0; k < tn; k++)
-                y[(size_t)(t0 + k) * w->n_out + r] = lane_tree(tl[k].total[0], tl[k].total[1]);
+            for (uint32_t q = 0; q < nr && c0 > 0; q++)
+                for (uint32_t l = 0; l < DI_LANES; l++)
+                    total[q][l] = _mm512_add_ps(total[q][l], lane[q][l]);
+        }
+        const uint32_t tn = qa->n_tokens - gi * DI_QA_TOKENS < DI_QA_TOKENS ? qa->n_tokens - gi * DI_QA_TOKENS
+                                                                             : DI_QA_TOKENS;
+        for (uint32_t q = 0; q < nr; q++) {
+            for (uint32_t s = DI_LANES / 2; s >= 1; s /= 2) /* di_lane_tree, token by token */
+                for (uint32_t l = 0; l < s; l++)
+                    total[q][l] = _mm512_add_ps(total[q][l], total[q][l + s]);
+            _mm512_store_ps(out, total[q][0]);
+            for (uint32_t t = 0; t < tn; t++)
+                y[(size_t)(gi * DI_QA_TOKENS + t) * w->n_out + r + q] = out[t];
         }
     }
 }
 
-#define ROWS_OF(name, type, decoder)                                                                     \
+INLINE void rows_grouped(const int_kind *kd, decode_fn decode, const di_weight *w, uint32_t r0, uint32_t r1,
+                         const di_qa *qa, float *y)
+{
+    uint32_t r = r0;
+    for (; r + TILE_ROWS <= r1; r += TILE_ROWS)
+        grouped_tile(kd, decode, w, r, TILE_ROWS, qa, y);
+    for (; r < r1; r++)
+        grouped_tile(kd, decode, w, r, 1, qa, y);
+}
+
+/* Rows [r0, r1) for every token: one token's lanes stay in registers (the
+ * decode step), runs of up to 16 keep theirs in the scratch. */
+INLINE void rows_body(const int_kind *kd, decode_fn decode, const di_weight *w, uint32_t r0, uint32_t r1,
+                      const di_qa *qa, float *y, float *scratch)
+{
+    if (qa->grouped) {
+        rows_grouped(kd, decode, w, r0, r1, qa, y);
+        return;
+    }
+    token_lanes *tl = (token_lanes *)(void *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    const uint32_t span = GROUP * DI_QA_BLOCK * di_weight_block_bytes(w->type) / di_weight_block_elems(w->type);
+    for (uint32_t r = r0; r < r1; r++) {
+        const uint8_t *row = w->data + (size_t)r * w->row_bytes;
+        if (qa->n_tokens == 1) {
+            token_lanes one = {{_mm512_setzero_ps(), _mm512_setzero_ps()}, {_mm512_setzero_ps(), _mm512_setzero_ps()}};
+            row_run(kd, decode, row, span, qa, 0, 1, &one, y + r, 0);
+            continue;
+        }
+        for (uint32_t t0 = 0; t0 < qa->n_tokens; t0 += DI_QA_TOKENS) {
+            const uint32_t tn = qa->n_tokens - t0 < DI_QA_TOKENS ? qa->n_tokens - t0 : DI_QA_TOKENS;
+            row_run(kd, decode, row, span, qa, t0, tn, tl, y + (size_t)t0 * w->n_out + r, w->n_out);
+        }
+    }
+}
+
+#define ROWS_OF(name, kind, decoder)                                                                     \
     static void rows_##name(const di_weight *w, uint32_t r0, uint32_t r1, const di_qa *qa, float *y, \
                             float *scratch)                                                          \
     {                                                                                                \
-        rows_body(kind_of(type), decoder, w, r0, r1, qa, y, scratch);                                \
+        rows_body(&KINDS[kind], decoder, w, r0, r1, qa, y, scratch);                                 \
     }
-ROWS_OF(q8_0, DI_TYPE_Q8_0, decode_q8_0)
-ROWS_OF(q5_0, DI_TYPE_Q5_0, decode_q5_0)
-ROWS_OF(q4_k, DI_TYPE_Q4_K, decode_q4_k)
-ROWS_OF(q6_k, DI_TYPE_Q6_K, decode_q6_k)
+ROWS_OF(q8_0, K_Q8_0, decode_q8_0)
+ROWS_OF(q5_0, K_Q5_0, decode_q5_0)
+ROWS_OF(q4_k, K_Q4_K, decode_q4_k)
+ROWS_OF(q6_k, K_Q6_K, decode_q6_k)
 
 void di_int_rows_avx512(const di_weight *w, uint32_t r0, uint32_t r1, const void *buf, float *y, float *scratch)
 {
@@ -426,10 +574,10 @@ void di_int_rows_avx512(const di_weight *w, uint32_t r0, uint32_t r1, const void
 
 void di_int_quantize_avx512(const di_weight *w, const float *x, uint32_t n_tokens, void *buf)
 {
-    di_qa *qa = di_qa_layout(buf, w->n_in, n_tokens, 0);
+    di_qa *qa = di_qa_layout(buf, w->n_in, n_tokens, n_tokens >= DI_QA_GROUP_MIN);
     di_qa_fill_scalar(qa, x);
     const int_kind *kd = kind_of(w->type);
-    if (kd && kd->order) { /* blocks 1 and 2 of every 4 swap places */
+    if (kd && kd->order && !qa->grouped) { /* blocks 1 and 2 of every 4 swap places */
         qa->order = 1;
         for (uint32_t t = 0; t < n_tokens; t++)
             for (uint32_t b = 0; b + 4 <= qa->nb; b += 4) {
