@@ -78,7 +78,7 @@ MODELS   := $(BUILD)/models
 EXAMPLE  := $(BUILD)/examples/generate
 CACHE    ?= $(HOME)/.cache/detinfer
 
-.PHONY: all check check-ray check-tsan check-baseline check-portability golden-digests check-peer peer-venv bench-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
+.PHONY: all check check-integer check-ray check-tsan check-baseline check-portability golden-digests check-peer peer-venv bench-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
 all: $(SHARED) $(EXAMPLE) detinfer
 
 $(BUILD)/%.o: %.c $(LIB_HDR) include/detinfer.h
@@ -112,12 +112,14 @@ $(DIGESTS): tests/portability/digests.c include/detinfer.h $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(DI_CFLAGS) $(CFLAGS) $< $(STATIC) -o $@ $(LDFLAGS) $(LIBS)
 
-# Golden digests (check_golden.c): recorded only when DI_NUMERICS_VERSION
-# changes on purpose (docs/DETERMINISM.md), from the reference build.
+# Golden digests (check_golden.c), of both profiles: recorded only when
+# DI_NUMERICS_VERSION (or the integer profile's definition) changes on
+# purpose (docs/DETERMINISM.md), from the reference build.
 golden-digests: $(DIGESTS) $(MODELS)/models.txt $(MODELS)/real.txt
 	@mkdir -p tests/data/golden_digests
 	tests/portability/cases.sh $(MODELS) "$$(cat $(MODELS)/real.txt)" > $(BUILD)/golden_cases.txt
 	$(DIGESTS) $(BUILD)/golden_cases.txt > tests/data/golden_digests/digests.txt
+	DI_DIGESTS_PROFILE=integer $(DIGESTS) $(BUILD)/golden_cases.txt > tests/data/golden_digests/digests-integer.txt
 	cd $(MODELS) && sha256sum $$(sed 's/$$/.gguf/' models.txt) > $(CURDIR)/tests/data/golden_digests/models.sha256
 
 $(TEST_BIN): $(TEST_SRC) $(wildcard tests/*.h) $(STATIC)
@@ -153,6 +155,12 @@ $(MODELS)/real.txt: tools/fetch-model.sh tests/tools/reference.py
 	else echo "check: the real model could not be fetched; its suite will be skipped" >&2; : > $@; fi
 
 # The Check suite reads its inputs from the environment so it can be run by hand.
+TEST_ENV = DI_TEST_MODELS=$(abspath $(MODELS)) DI_TEST_EXAMPLE=$(abspath $(EXAMPLE)) \
+	DI_TEST_CUDA_PLUGIN=$(abspath $(CUDA_PLUGIN)) DI_TEST_NUMERICS_NVCC=$(abspath $(NUMERICS_NVCC)) \
+	DI_TEST_CUDA_EMU=$(abspath $(CUDA_EMU)) DI_TEST_FASTMATH=$(abspath $(FASTMATH)) \
+	DI_TEST_SHARED=$(abspath $(SHARED)) DI_TEST_DIGESTS=$(abspath $(DIGESTS)) \
+	DI_TEST_ROOT=$(CURDIR) DI_TEST_SANITIZE=$(SANITIZE) \
+	DI_TEST_REAL_MODEL="$$(cat $(MODELS)/real.txt)" DI_TEST_REAL_REF=$(abspath $(MODELS))/real.ref
 # The CUDA suite uses the plugin when `make cuda` built it, nvcc's host build of the
 # shared numerics when nvcc is here (cuda-numerics says so when it is not), and the
 # plugin's source run on the CPU (kernels/cuda/cuda.mk, tests/cuda_emu).
@@ -160,13 +168,15 @@ check: $(TEST_BIN) $(EXAMPLE) $(FASTMATH) $(DIGESTS) $(SHARED) $(MODELS)/models.
        cuda-numerics cuda-emu
 	$(PYTHON) tests/tools/check_layers.py --self-test
 	$(PYTHON) tests/tools/check_layers.py . $(DI_SRC_DIRS)
-	DI_TEST_MODELS=$(abspath $(MODELS)) DI_TEST_EXAMPLE=$(abspath $(EXAMPLE)) \
-	DI_TEST_CUDA_PLUGIN=$(abspath $(CUDA_PLUGIN)) DI_TEST_NUMERICS_NVCC=$(abspath $(NUMERICS_NVCC)) \
-	DI_TEST_CUDA_EMU=$(abspath $(CUDA_EMU)) DI_TEST_FASTMATH=$(abspath $(FASTMATH)) \
-	DI_TEST_SHARED=$(abspath $(SHARED)) DI_TEST_DIGESTS=$(abspath $(DIGESTS)) \
-	DI_TEST_ROOT=$(CURDIR) DI_TEST_SANITIZE=$(SANITIZE) \
-	DI_TEST_REAL_MODEL="$$(cat $(MODELS)/real.txt)" DI_TEST_REAL_REF=$(abspath $(MODELS))/real.ref \
-	$(TEST_BIN)
+	$(TEST_ENV) $(TEST_BIN)
+	@echo "== the integer profile: the determinism axes and the float64 bound (DI_TEST_PROFILE=integer)"
+	$(TEST_ENV) DI_TEST_PROFILE=integer CK_RUN_SUITE=determinism $(TEST_BIN)
+	$(TEST_ENV) DI_TEST_PROFILE=integer CK_RUN_SUITE=reference $(TEST_BIN)
+
+# The integer profile's determinism suites once per CPU path (about 3 minutes; CI).
+check-integer: $(TEST_BIN) $(EXAMPLE) $(DIGESTS) $(SHARED) $(MODELS)/models.txt $(MODELS)/real.txt detinfer
+	@for s in determinism-scalar determinism-avx2 determinism-avx512; do \
+	    $(TEST_ENV) DI_TEST_PROFILE=integer CK_RUN_SUITE=$$s $(TEST_BIN) || exit 1; done
 
 # A path under $(PREFIX) is written relative to it (${prefix} in detinfer.pc,
 # the config file's own directory in the CMake package), so a staged or moved

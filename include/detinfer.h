@@ -301,15 +301,16 @@ typedef enum di_profile {
     DI_PROFILE_PORTABLE = 1,        /* one canonical order on every backend */
     DI_PROFILE_DEVICE = 2,          /* vendor libraries (CUDA only); the CPU
                                        backend gives DI_ERR_UNSUPPORTED */
-    DI_PROFILE_INTEGER = 3          /* CPU only: every quantized weight type's
-                                       product as exact integer block sums of
-                                       int8 weight codes and int8 activation
-                                       codes per 32 values (docs/DETERMINISM.md
+    DI_PROFILE_INTEGER = 3          /* every quantized weight type's product
+                                       as exact integer block sums of int8
+                                       weight codes and int8 activation codes
+                                       per 32 values (docs/DETERMINISM.md
                                        "The integer profile"); F32/F16/BF16
                                        weights keep the portable product;
-                                       deterministic on every axis, other bits
-                                       than PORTABLE, errors near 1e-2; the
-                                       CUDA backend gives DI_ERR_UNSUPPORTED */
+                                       deterministic on every axis, the same
+                                       bits on the CPU and CUDA backends,
+                                       other bits than PORTABLE, errors near
+                                       1e-2 */
 } di_profile;
 
 DI_API di_status di_config_create(di_config **out);

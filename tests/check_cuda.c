@@ -535,6 +535,9 @@ static di_session *cuda_session_ctx_or_null(const di_model *m, const char *plugi
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_MAX_SEQUENCES, 2), DI_OK);
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_CONTEXT_LENGTH, ctx), DI_OK);
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_ALLOW_LONG_CONTEXT, 1), DI_OK); /* past 256 */
+    const char *profile = getenv("DI_TEST_PROFILE"); /* as tu_session reads it */
+    if (profile && !strcmp(profile, "integer"))
+        ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_PROFILE, DI_PROFILE_INTEGER), DI_OK);
     di_status st = di_session_create(m, c, &s, err, sizeof err);
     di_config_free(c);
     if (st == DI_ERR_BACKEND_UNAVAILABLE)
@@ -736,6 +739,54 @@ START_TEST(test_emulated_gpu_real_model)
 }
 END_TEST
 
+/* The integer profile through the emulated plugin: its quantization kernel
+ * and its dp4a product (tests/cuda_emu emulates dp4a from the PTX ISA's
+ * description) give the CPU's integer-profile digests, a model of every
+ * quantized type the generated models have (and one F32 model, whose
+ * products stay float); with DI_TEST_EMU_FULL=1 also the real model (Q4_K,
+ * Q6_K, Q5_0, Q8_0). */
+static const char *const emu_integer_models[] = {"mha_tied_q4_0", "mha_tied_q4_1", "mha_tied_q5_0", "mha_tied_q5_1",
+                                                 "mha_tied_q8_0", "kq_q2_k",       "kq_q3_k",       "kq_iq4_nl",
+                                                 "kq_iq4_xs",     "gemma3_f32"};
+#define N_EMU_INTEGER ((int)(sizeof emu_integer_models / sizeof emu_integer_models[0]))
+
+START_TEST(test_emulated_gpu_integer_digests_equal)
+{
+    const char *full = getenv("DI_TEST_EMU_FULL"), *san = getenv("DI_TEST_SANITIZE"),
+               *real = getenv("DI_TEST_REAL_MODEL");
+    const int all = full && *full == '1', sanitized = san && *san == '1';
+    if ((sanitized && _i > 0) || (_i == N_EMU_INTEGER && (!all || !real || !*real)))
+        return;
+    setenv("DI_TEST_PROFILE", "integer", 1); /* both sessions (tu_session, cuda_session_or_null) */
+    char err[512] = "";
+    di_model *m = NULL;
+    const char *name = _i < N_EMU_INTEGER ? emu_integer_models[_i] : "real model";
+    if (_i < N_EMU_INTEGER)
+        m = tu_load(name);
+    else
+        ck_assert_msg(di_model_load(real, &m, err, sizeof err) == DI_OK, "%s: %s", real, err);
+    di_session *gpu = cuda_session_or_null(m, getenv("DI_TEST_CUDA_EMU"));
+    if (!gpu) {
+        if (_i == 0)
+            fprintf(stderr, "check_cuda: the emulated plugin is not built (make cuda-emu): skipped\n");
+    } else {
+        ck_assert_msg(strstr(di_session_backend_info(gpu), "profile=integer") != NULL, "not the integer profile: %s",
+                      di_session_backend_info(gpu));
+        if (_i < N_EMU_INTEGER) {
+            const uint32_t n = sanitized ? 12 : 24;
+            model_tokens(name, m, n, 31 + (uint64_t)_i, g_tokens);
+            compare_with_cpu(name, m, gpu, g_tokens, n, 10);
+        } else {
+            const int32_t tokens[] = {2, 818, 5279, 529, 7001, 563, 9079, 236761};
+            compare_with_cpu(name, m, gpu, tokens, 8, 2);
+        }
+        di_session_free(gpu);
+    }
+    di_model_free(m);
+    unsetenv("DI_TEST_PROFILE");
+}
+END_TEST
+
 /* Phi-3 LongRoPE: a session whose context per sequence is within the model's
  * original context (16) takes the short factors, in the plugin as on the CPU
  * (check_rope.c checks the CPU's against the float64 reference); every other
@@ -826,6 +877,7 @@ Suite *cuda_suite(void)
     tcase_add_test(tc, test_emulated_gpu_longrope_short_factors);
     tcase_add_test(tc, test_emulated_gpu_long_context);
     tcase_add_test(tc, test_emulated_gpu_real_model);
+    tcase_add_loop_test(tc, test_emulated_gpu_integer_digests_equal, 0, N_EMU_INTEGER + 1);
     suite_add_tcase(s, tc);
     return s;
 }

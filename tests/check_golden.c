@@ -8,6 +8,10 @@
  * aarch64); a change of any of them is a change of the numerics version
  * (docs/DETERMINISM.md, "Digests across releases").
  *
+ * digests-integer.txt holds the same cases in the integer profile
+ * (DI_PROFILE_INTEGER, recorded 2026-12-03 when its definition became
+ * int8 codes for every quantized type); every CPU path must give them too.
+ *
  * The generated models must be the bytes they were recorded on:
  * models.sha256 holds their SHA-256, so a changed generator (or numpy) is
  * reported as such, not as a numerics change.
@@ -48,10 +52,14 @@ END_TEST
 static const char *const paths[] = {"scalar", "avx2", "avx512"};
 static const di_cpu_path path_ids[] = {DI_CPU_PATH_SCALAR, DI_CPU_PATH_AVX2, DI_CPU_PATH_AVX512};
 
-/* _i: the CPU path. */
+static const char *const profiles[] = {"portable", "integer"};
+static const char *const golden_files[] = {"digests.txt", "digests-integer.txt"};
+
+/* _i: the CPU path (_i % 3) and the profile (_i / 3). */
 START_TEST(test_golden_digests)
 {
-    if (!tu_cpu_path_available(path_ids[_i]))
+    const int path = _i % 3, profile = _i / 3;
+    if (!tu_cpu_path_available(path_ids[path]))
         return;
     const char *prog = getenv("DI_TEST_DIGESTS"), *root = getenv("DI_TEST_ROOT"),
                *models = getenv("DI_TEST_MODELS"), *real = getenv("DI_TEST_REAL_MODEL");
@@ -61,10 +69,11 @@ START_TEST(test_golden_digests)
     const int fd = mkstemp(cases);
     ck_assert_int_ge(fd, 0);
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s/tests/portability/cases.sh' '%s' '%s' > '%s' && DETINFER_CPU_PATH=%s '%s' '%s'",
-             root, models, with_real ? real : "", cases, paths[_i], prog, cases);
+    snprintf(cmd, sizeof cmd,
+             "'%s/tests/portability/cases.sh' '%s' '%s' > '%s' && DETINFER_CPU_PATH=%s DI_DIGESTS_PROFILE=%s '%s' '%s'",
+             root, models, with_real ? real : "", cases, paths[path], profiles[profile], prog, cases);
     FILE *p = popen(cmd, "r");
-    FILE *g = fopen(golden_path("digests.txt"), "r");
+    FILE *g = fopen(golden_path(golden_files[profile]), "r");
     ck_assert_ptr_nonnull(p);
     ck_assert_ptr_nonnull(g);
     char want[512], got[512];
@@ -74,9 +83,10 @@ START_TEST(test_golden_digests)
             skipped++;
             continue;
         }
-        ck_assert_msg(fgets(got, sizeof got, p) != NULL, "%s path: the digest program stopped before: %s",
-                      paths[_i], want);
-        ck_assert_msg(!strcmp(want, got), "%s path: golden %s       got %s", paths[_i], want, got);
+        ck_assert_msg(fgets(got, sizeof got, p) != NULL, "%s path, %s: the digest program stopped before: %s",
+                      paths[path], profiles[profile], want);
+        ck_assert_msg(!strcmp(want, got), "%s path, %s: golden %s       got %s", paths[path], profiles[profile], want,
+                      got);
         n++;
     }
     fclose(g);
@@ -84,7 +94,7 @@ START_TEST(test_golden_digests)
     ck_assert_int_eq(pclose(p), 0);
     close(fd);
     unlink(cases);
-    printf("golden: %s path: %u golden lines equal%s\n", paths[_i], n,
+    printf("golden: %s path, %s: %u golden lines equal%s\n", paths[path], profiles[profile], n,
            skipped ? " (no real model: its lines skipped)" : "");
 }
 END_TEST
@@ -97,7 +107,7 @@ Suite *golden_suite(void)
      * glibc's software fmaf: minutes for the 30 generated models and the real one */
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, test_generated_models_are_the_recorded_bytes);
-    tcase_add_loop_test(tc, test_golden_digests, 0, 3);
+    tcase_add_loop_test(tc, test_golden_digests, 0, 6);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -430,19 +430,93 @@ INLINE __m512i token_sums(const int_kind *kd, const uint32_t *u, const int32_t *
     return kd->has_k ? _mm512_mullo_epi32(x, _mm512_set1_epi32(k[j])) : x;
 }
 
-/* Rows r..r + nr (nr <= TILE_ROWS) against every token group: the rows
- * share each load of the tokens' codes, so those are read from L2 once per
- * TILE_ROWS rows (each block of a group of 16 tokens is 960 bytes). */
+/* The decoded rows of a tile, whole (in the per-thread scratch): for row q
+ * and block b, its 32 code bytes u, its scales k (k[2b + g] for the types of
+ * two groups, else k[b]), D and min factors. */
+typedef struct tile_rows {
+    uint32_t (*u)[8]; /* [TILE_ROWS * nb][8] */
+    int32_t *k;       /* [TILE_ROWS][2 nb] */
+    float *d, *n0, *n1; /* [TILE_ROWS][nb] each */
+} tile_rows;
+
 #define TILE_ROWS 4u
+
+/* A tile takes TILE_ROWS * 52 bytes per block of 32 weights (+ alignment);
+ * DI_MATMUL_SCRATCH gives DI_MATMUL_TILE_ROWS * 32 floats per block. */
+_Static_assert(TILE_ROWS * (32 + 2 * 4 + 3 * 4) <= DI_MATMUL_TILE_ROWS * 32 * sizeof(float),
+               "the tile's decoded rows fit the matmul scratch");
+
+static tile_rows tile_layout(void *scratch, uint32_t nb)
+{
+    uint8_t *p = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    tile_rows t;
+    t.u = (uint32_t(*)[8])(void *)p, p += (size_t)TILE_ROWS * nb * 32;
+    t.k = (int32_t *)(void *)p, p += (size_t)TILE_ROWS * 2 * nb * 4;
+    t.d = (float *)(void *)p, p += (size_t)TILE_ROWS * nb * 4;
+    t.n0 = (float *)(void *)p, p += (size_t)TILE_ROWS * nb * 4;
+    t.n1 = (float *)(void *)p;
+    return t;
+}
+
+/* Decodes rows r..r + nr once, every block in block order. */
+INLINE void tile_decode(const int_kind *kd, decode_fn decode, const di_weight *w, uint32_t r, uint32_t nr,
+                        uint32_t nb, const tile_rows *t)
+{
+    const uint32_t span = GROUP * DI_QA_BLOCK * di_weight_block_bytes(w->type) / di_weight_block_elems(w->type);
+    for (uint32_t q = 0; q < nr; q++) {
+        const uint8_t *row = w->data + (size_t)(r + q) * w->row_bytes;
+        for (uint32_t c0 = 0; c0 < nb; c0 += DI_CHUNK) {
+            const uint32_t end = di_chunk_end(nb, c0);
+            for (uint32_t b0 = c0; b0 < end; b0 += GROUP) {
+                const uint32_t count = end - b0 < GROUP ? end - b0 : GROUP;
+                vgroup g;
+                if (decode)
+                    decode(row, b0, count, &g);
+                else
+                    decode_scalar(kd, row, b0, count, &g);
+                const uint8_t *here = row + (size_t)b0 * span / GROUP; /* the tile after this one */
+                for (uint32_t o = 0; o < span; o += 64)
+                    _mm_prefetch((const char *)(here + TILE_ROWS * w->row_bytes + o), _MM_HINT_T0);
+                _Alignas(64) uint32_t u[GROUP][8];
+                for (int i = 0; i < 8; i++)
+                    _mm512_store_si512(u[2 * i], g.u[i]);
+                for (uint32_t p = 0; p < count; p++) /* position p holds block pair_order(p) */
+                    memcpy(t->u[(size_t)q * nb + b0 + (uint32_t)pair_order((int)p, kd->order)], u[p], 32);
+                const size_t at = (size_t)q * nb + b0;
+                _Alignas(64) float tmp[GROUP];
+                _mm512_store_ps(tmp, g.d);
+                memcpy(t->d + at, tmp, count * sizeof(float));
+                if (kd->mins >= 1) { /* the decoders set only the fields their type has */
+                    _mm512_store_ps(tmp, g.n0);
+                    memcpy(t->n0 + at, tmp, count * sizeof(float));
+                }
+                if (kd->mins == 2) {
+                    _mm512_store_ps(tmp, g.n1);
+                    memcpy(t->n1 + at, tmp, count * sizeof(float));
+                }
+                if (kd->has_k) {
+                    _Alignas(64) int32_t k[2 * GROUP];
+                    _mm512_store_si512(k, g.k[0]);
+                    if (kd->groups == 2)
+                        _mm512_store_si512(k + GROUP, g.k[1]);
+                    const uint32_t per = (uint32_t)kd->groups; /* scales per block */
+                    memcpy(t->k + (size_t)q * 2 * nb + per * b0, k, per * count * sizeof(int32_t));
+                }
+            }
+        }
+    }
+}
+
+/* Rows r..r + nr (nr <= TILE_ROWS), decoded once, against every token
+ * group: the rows share each load of the tokens' codes, so those are read
+ * from L2 once per TILE_ROWS rows (a block of 16 tokens is 960 bytes). */
 INLINE void grouped_tile(const int_kind *kd, decode_fn decode, const di_weight *w, uint32_t r, uint32_t nr,
-                         const di_qa *qa, float *y)
+                         const di_qa *qa, float *y, const tile_rows *t)
 {
     const uint32_t nb = qa->nb, groups = (qa->n_tokens + DI_QA_TOKENS - 1) / DI_QA_TOKENS;
-    const uint32_t span = GROUP * DI_QA_BLOCK * di_weight_block_bytes(w->type) / di_weight_block_elems(w->type);
+    tile_decode(kd, decode, w, r, nr, nb, t);
     __m512 lane[TILE_ROWS][DI_LANES], total[TILE_ROWS][DI_LANES];
-    _Alignas(64) uint32_t u[TILE_ROWS][GROUP][8];
-    _Alignas(64) int32_t k[TILE_ROWS][2 * GROUP];
-    _Alignas(64) float d[TILE_ROWS][GROUP], n0[TILE_ROWS][GROUP], n1[TILE_ROWS][GROUP], out[DI_QA_TOKENS];
+    _Alignas(64) float out[DI_QA_TOKENS];
     for (uint32_t gi = 0; gi < groups; gi++) {
         const di_qa_tblock *tok = qa->tok + (size_t)gi * nb;
         for (uint32_t c0 = 0; c0 < nb; c0 += DI_CHUNK) {
@@ -452,47 +526,21 @@ INLINE void grouped_tile(const int_kind *kd, decode_fn decode, const di_weight *
             for (uint32_t q = 0; q < nr; q++)
                 for (uint32_t l = 0; l < DI_LANES; l++)
                     acc[q][l] = _mm512_setzero_ps();
-            for (uint32_t b0 = c0; b0 < end; b0 += GROUP) {
-                const uint32_t count = end - b0 < GROUP ? end - b0 : GROUP;
+            for (uint32_t b = c0; b < end; b++) {
+                const di_qa_tblock *tb = tok + b;
                 for (uint32_t q = 0; q < nr; q++) {
-                    const uint8_t *row = w->data + (size_t)(r + q) * w->row_bytes;
-                    vgroup g;
-                    if (decode)
-                        decode(row, b0, count, &g);
-                    else
-                        decode_scalar(kd, row, b0, count, &g);
-                    if (gi + 1 == groups) { /* the rows ahead, once per row */
-                        const uint8_t *here = row + (size_t)b0 * span / GROUP;
-                        for (uint32_t o = 0; o < span; o += 64)
-                            _mm_prefetch((const char *)(here + TILE_ROWS * w->row_bytes + o), _MM_HINT_T0);
+                    const size_t at = (size_t)q * nb + b;
+                    const __m512i P = token_sums(kd, t->u[at], t->k + (size_t)q * 2 * nb, b, tb);
+                    __m512 x = acc[q][b % DI_LANES];
+                    x = _mm512_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(_mm512_set1_ps(t->d[at]), _mm512_load_ps(tb->a)),
+                                        x);
+                    if (kd->mins == 1)
+                        x = _mm512_fmadd_ps(_mm512_set1_ps(t->n0[at]), _mm512_load_ps(tb->as_full), x);
+                    if (kd->mins == 2) {
+                        x = _mm512_fmadd_ps(_mm512_set1_ps(t->n0[at]), _mm512_load_ps(tb->as_half[0]), x);
+                        x = _mm512_fmadd_ps(_mm512_set1_ps(t->n1[at]), _mm512_load_ps(tb->as_half[1]), x);
                     }
-                    for (int i = 0; i < 8; i++)
-                        _mm512_store_si512(u[q][2 * i], g.u[i]);
-                    _mm512_store_ps(d[q], g.d);
-                    if (kd->has_k) /* the decoders set only the fields their type has */
-                        _mm512_store_si512(k[q], g.k[0]);
-                    if (kd->has_k && kd->groups == 2)
-                        _mm512_store_si512(k[q] + GROUP, g.k[1]);
-                    if (kd->mins >= 1)
-                        _mm512_store_ps(n0[q], g.n0);
-                    if (kd->mins == 2)
-                        _mm512_store_ps(n1[q], g.n1);
-                }
-                for (uint32_t p = 0; p < count; p++) {
-                    const uint32_t j = (uint32_t)pair_order((int)p, kd->order), b = b0 + j;
-                    const di_qa_tblock *tb = tok + b;
-                    for (uint32_t q = 0; q < nr; q++) {
-                        const __m512i P = token_sums(kd, u[q][p], k[q], j, tb);
-                        __m512 x = acc[q][b % DI_LANES];
-                        x = _mm512_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(_mm512_set1_ps(d[q][j]), _mm512_load_ps(tb->a)), x);
-                        if (kd->mins == 1)
-                            x = _mm512_fmadd_ps(_mm512_set1_ps(n0[q][j]), _mm512_load_ps(tb->as_full), x);
-                        if (kd->mins == 2) {
-                            x = _mm512_fmadd_ps(_mm512_set1_ps(n0[q][j]), _mm512_load_ps(tb->as_half[0]), x);
-                            x = _mm512_fmadd_ps(_mm512_set1_ps(n1[q][j]), _mm512_load_ps(tb->as_half[1]), x);
-                        }
-                        acc[q][b % DI_LANES] = x;
-                    }
+                    acc[q][b % DI_LANES] = x;
                 }
             }
             for (uint32_t q = 0; q < nr && c0 > 0; q++)
@@ -506,20 +554,21 @@ INLINE void grouped_tile(const int_kind *kd, decode_fn decode, const di_weight *
                 for (uint32_t l = 0; l < s; l++)
                     total[q][l] = _mm512_add_ps(total[q][l], total[q][l + s]);
             _mm512_store_ps(out, total[q][0]);
-            for (uint32_t t = 0; t < tn; t++)
-                y[(size_t)(gi * DI_QA_TOKENS + t) * w->n_out + r + q] = out[t];
+            for (uint32_t i = 0; i < tn; i++)
+                y[(size_t)(gi * DI_QA_TOKENS + i) * w->n_out + r + q] = out[i];
         }
     }
 }
 
 INLINE void rows_grouped(const int_kind *kd, decode_fn decode, const di_weight *w, uint32_t r0, uint32_t r1,
-                         const di_qa *qa, float *y)
+                         const di_qa *qa, float *y, float *scratch)
 {
+    const tile_rows t = tile_layout(scratch, qa->nb);
     uint32_t r = r0;
     for (; r + TILE_ROWS <= r1; r += TILE_ROWS)
-        grouped_tile(kd, decode, w, r, TILE_ROWS, qa, y);
+        grouped_tile(kd, decode, w, r, TILE_ROWS, qa, y, &t);
     for (; r < r1; r++)
-        grouped_tile(kd, decode, w, r, 1, qa, y);
+        grouped_tile(kd, decode, w, r, 1, qa, y, &t);
 }
 
 /* Rows [r0, r1) for every token: one token's lanes stay in registers (the
@@ -528,7 +577,7 @@ INLINE void rows_body(const int_kind *kd, decode_fn decode, const di_weight *w, 
                       const di_qa *qa, float *y, float *scratch)
 {
     if (qa->grouped) {
-        rows_grouped(kd, decode, w, r0, r1, qa, y);
+        rows_grouped(kd, decode, w, r0, r1, qa, y, scratch);
         return;
     }
     token_lanes *tl = (token_lanes *)(void *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);

@@ -16,6 +16,7 @@
 #include "cuda_state.cuh"
 #include "dequant_blocks.h"
 #include "growable.h"
+#include "int_dot.h"
 #include "rope_tables.h"
 
 /* The session's rows are copied to the device as they are. */
@@ -128,7 +129,10 @@ static di_status pick_device(dc_state *s, int ordinal, char *err, size_t err_siz
     snprintf(s->info, sizeof s->info,
              "backend=cuda profile=%s gpu=%.100s sm_count=%d cc=%d.%d driver=%d runtime=%d "
              "cublas=%s cudnn=unused",
-             s->params.profile == DI_PROFILE_DEVICE ? "device" : "portable", prop.name,
+             s->params.profile == DI_PROFILE_DEVICE    ? "device"
+             : s->params.profile == DI_PROFILE_INTEGER ? "integer"
+                                                       : "portable",
+             prop.name,
              prop.multiProcessorCount, prop.major, prop.minor, driver, runtime, cublas);
     return DI_OK;
 }
@@ -197,8 +201,18 @@ static di_status alloc_buffers(dc_state *s, char *err, size_t err_size)
     s->cache.kv_dim = (uint32_t)kv_dim;
     TRY(dev_floats(s, cache, &s->cache.k), "KV cache");
     TRY(dev_floats(s, cache, &s->cache.v), "KV cache");
-    for (int a = 0; a < DI_ACT_COUNT; a++)
-        TRY(dev_floats(s, rows * di_model_dim(m, di_act_width((di_act)a)), &s->act[a]), "activations");
+    size_t widest = 0; /* every product's input is an activation row */
+    for (int a = 0; a < DI_ACT_COUNT; a++) {
+        const size_t width = di_model_dim(m, di_act_width((di_act)a));
+        widest = width > widest ? width : widest;
+        TRY(dev_floats(s, rows * width, &s->act[a]), "activations");
+    }
+    if (p->profile == DI_PROFILE_INTEGER) {
+        TRY(dev_alloc(s, rows * widest, (void **)&s->qa.codes), "quantized activations");
+        TRY(dev_floats(s, rows * (widest / DI_QA_BLOCK), &s->qa.scales), "quantized activations");
+        TRY(dev_alloc(s, rows * (widest / DI_QA_HALF) * sizeof(int16_t), (void **)&s->qa.sums),
+            "quantized activations");
+    }
     TRY(dev_floats(s, rows * m->n_head * p->ctx_len, &s->scores), "attention scores");
     TRY(dev_alloc(s, rows * sizeof(dc_row), (void **)&s->rows), "rows");
     TRY(dev_alloc(s, p->max_logits * sizeof(uint32_t), (void **)&s->logit_idx), "logits");

@@ -6,14 +6,18 @@
  */
 #include "cuda_blas.cuh"
 #include "cuda_state.cuh"
+#include "int_dot.h"
 #include "layer_recipe.h"
 
 void dc_forward_matmul(dc_state *s, const dc_weight *w, const float *x, uint32_t n_tokens,
                        const float *bias, float *y)
 {
-    if (s->blas)
+    if (s->blas) {
         dc_blas_matmul(s, w, x, n_tokens, bias, y);
-    else
+    } else if (s->qa.codes && di_int_type(w->type)) {
+        dc_int_quantize(s->stream, x, w->n_in, n_tokens, s->qa);
+        dc_int_matmul(s->stream, *w, s->qa, n_tokens, bias, y);
+    } else
         dc_matmul(s->stream, *w, x, n_tokens, bias, y);
 }
 

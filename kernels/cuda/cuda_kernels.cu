@@ -16,6 +16,7 @@
 #include "canon_order.h"
 #include "canon_rows.h"
 #include "dequant_blocks.h"
+#include "int_dot.h"
 #include "numerics.h"
 
 #define FULL_MASK 0xffffffffu
@@ -93,6 +94,91 @@ void dc_matmul(cudaStream_t stream, dc_weight w, const float *x, uint32_t n_toke
         return;
     dim3 grid(blocks_for(w.n_out, WARPS_PER_BLOCK), blocks_for(n_tokens, DI_TOKEN_TILE));
     matmul_kernel<<<grid, WARP_BLOCK, 0, stream>>>(w, x, n_tokens, bias, y);
+}
+
+/* ---- the integer profile's product (kernels/common/int_dot.h) ----------------------- */
+
+/* One thread per (token, 32-block): int_dot.h's quantization of the block. */
+__global__ static void int_quantize_kernel(const float *x, uint32_t n, uint32_t n_tokens, int8_t *codes,
+                                           float *scales, int16_t *sums)
+{
+    const uint32_t nb = n / DI_QA_BLOCK;
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; /* t * nb + b */
+    if (i >= (size_t)n_tokens * nb)
+        return;
+    const size_t t = i / nb, b = i % nb;
+    scales[i] = di_qa_block(x + t * n + b * DI_QA_BLOCK, codes + t * n + b * DI_QA_BLOCK, sums + 2 * i);
+}
+
+void dc_int_quantize(cudaStream_t stream, const float *x, uint32_t n, uint32_t n_tokens, dc_qa qa)
+{
+    const size_t blocks = (size_t)n_tokens * (n / DI_QA_BLOCK);
+    if (blocks == 0)
+        return;
+    int_quantize_kernel<<<blocks_for(blocks, ELEM_BLOCK), ELEM_BLOCK, 0, stream>>>(x, n, n_tokens, qa.codes,
+                                                                                  qa.scales, qa.sums);
+}
+
+/* Four signed bytes as the 32-bit word dp4a takes (byte k in bits 8k..8k+7). */
+__device__ static int pack4(int b0, int b1, int b2, int b3)
+{
+    return (int)((uint32_t)(uint8_t)b0 | (uint32_t)(uint8_t)b1 << 8 | (uint32_t)(uint8_t)b2 << 16 |
+                 (uint32_t)(uint8_t)b3 << 24);
+}
+
+/* di_int_block_sum with dp4a: the same integers (every code fits int8),
+ * four products per instruction, summed exactly in int32. */
+__device__ static int32_t int_block_sum_dp4a(uint32_t type, const uint8_t *row, uint32_t b, const int8_t *codes)
+{
+    int sub;
+    const uint8_t *blk = di_int_block_at(type, row, b, &sub);
+    const int groups = di_int_groups(type), per = DI_QA_BLOCK / groups;
+    int32_t p = 0;
+    for (int g = 0; g < groups; g++) {
+        int32_t q = 0;
+        for (int i = g * per; i < (g + 1) * per; i += 4) {
+            const int v = pack4(di_int_code(type, blk, sub, i), di_int_code(type, blk, sub, i + 1),
+                                di_int_code(type, blk, sub, i + 2), di_int_code(type, blk, sub, i + 3));
+            q = __dp4a(v, pack4(codes[i], codes[i + 1], codes[i + 2], codes[i + 3]), q);
+        }
+        p += di_int_scale(type, blk, sub, g) * q;
+    }
+    return p;
+}
+
+/* One warp per output row r and token t: lane l takes the blocks b = l (mod
+ * 32) of di_int_lane, the warp's tree adds the lanes (di_int_dot's order). */
+__global__ static void int_matmul_kernel(dc_weight w, dc_qa qa, const float *bias, float *y)
+{
+    const uint32_t lane = threadIdx.x % DI_LANES;
+    const uint32_t r = blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / DI_LANES, t = blockIdx.y;
+    if (r >= w.n_out) /* the whole warp leaves together */
+        return;
+    const uint32_t n = w.n_in, nb = n / DI_QA_BLOCK;
+    const uint8_t *row = w.data + (size_t)r * w.row_bytes;
+    const int8_t *codes = qa.codes + (size_t)t * n;
+    const float *scales = qa.scales + (size_t)t * nb;
+    const int16_t *sums = qa.sums + (size_t)t * 2 * nb;
+    float total = 0.0f;
+    for (uint32_t c0 = 0; c0 < nb; c0 += DI_CHUNK) {
+        const uint32_t end = di_chunk_end(nb, c0);
+        float acc = 0.0f;
+        for (uint32_t b = di_lane_first(c0, lane); b < end; b = di_lane_next(b))
+            acc = di_int_block_terms(w.type, row, b, int_block_sum_dp4a(w.type, row, b, codes + (size_t)b * DI_QA_BLOCK),
+                                     sums + 2 * (size_t)b, scales[b], acc);
+        total = di_lane_combine(total, acc, c0);
+    }
+    const float dot = warp_tree(total);
+    if (lane == 0)
+        y[(size_t)t * w.n_out + r] = bias ? dot + bias[r] : dot;
+}
+
+void dc_int_matmul(cudaStream_t stream, dc_weight w, dc_qa qa, uint32_t n_tokens, const float *bias, float *y)
+{
+    if (n_tokens == 0 || w.n_out == 0)
+        return;
+    dim3 grid(blocks_for(w.n_out, WARPS_PER_BLOCK), n_tokens);
+    int_matmul_kernel<<<grid, WARP_BLOCK, 0, stream>>>(w, qa, bias, y);
 }
 
 /* ---- RMSNorm ------------------------------------------------------------------------ */

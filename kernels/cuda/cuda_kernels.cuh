@@ -48,6 +48,22 @@ void dc_embed(cudaStream_t stream, dc_weight w, const dc_row *rows, uint32_t n_r
 void dc_matmul(cudaStream_t stream, dc_weight w, const float *x, uint32_t n_tokens,
                const float *bias, float *y);
 
+/* The integer profile's quantized activations (kernels/common/int_dot.h) of
+ * up to max_rows tokens of the widest input: codes [t][n], scales [t][n / 32],
+ * sums [t][n / 16], the layout of di_qa_row. */
+typedef struct dc_qa {
+    int8_t *codes;
+    float *scales;
+    int16_t *sums;
+} dc_qa;
+
+/* qa = the quantization of n_tokens rows of n values of x (n a multiple of 32). */
+void dc_int_quantize(cudaStream_t stream, const float *x, uint32_t n, uint32_t n_tokens, dc_qa qa);
+
+/* y[t][r] = int_dot.h's product of row r of w (a quantized type) with token t
+ * of qa (+ bias[r] when bias is not NULL): the integer profile's dc_matmul. */
+void dc_int_matmul(cudaStream_t stream, dc_weight w, dc_qa qa, uint32_t n_tokens, const float *bias, float *y);
+
 /* out[i] = RMSNorm of row i of x (n values per row, rows n apart) with
  * weights w; row i is x's row row_idx[i] when row_idx is not NULL. out may
  * be x (then row_idx must be NULL). */

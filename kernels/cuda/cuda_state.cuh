@@ -41,6 +41,8 @@ typedef struct dc_state {
     uint32_t *logit_idx;       /* [max_logits] */
     float *logits;             /* [max_logits][n_vocab] */
     int32_t *greedy;           /* [max_logits] */
+    /* integer profile: the quantized activations (NULL codes in the others) */
+    dc_qa qa;
     /* device profile (cuda_blas.cu); NULL in the portable profile */
     struct dc_blas *blas;
     void **blas_weights;       /* the bf16 copies of the weight matrices */
@@ -56,7 +58,8 @@ di_status dc_fail(char *err, size_t err_size, di_status st, const char *fmt, ...
  * state's current rows (cuda_forward.cu), enqueued on the state's stream. */
 void dc_forward_layers(dc_state *s, uint32_t n_rows);
 
-/* y = W x for n_tokens rows: the portable kernel, or cuBLASLt in the device
+/* y = W x for n_tokens rows: the portable kernel, the integer product of a
+ * quantized weight in the integer profile, or cuBLASLt in the device
  * profile (cuda_forward.cu). */
 void dc_forward_matmul(dc_state *s, const dc_weight *w, const float *x, uint32_t n_tokens,
                        const float *bias, float *y);

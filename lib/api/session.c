@@ -101,9 +101,6 @@ static di_status check_backend(const struct di_config *c, char *errbuf, size_t e
         return di_error(errbuf, errbuf_size, DI_ERR_UNSUPPORTED,
                         "the device numerics profile needs the CUDA backend; the CPU backend runs "
                         "the portable profile only");
-    if (c->profile == DI_PROFILE_INTEGER && c->backend != DI_BACKEND_CPU)
-        return di_error(errbuf, errbuf_size, DI_ERR_UNSUPPORTED,
-                        "the integer numerics profile runs on the CPU backend only");
     return DI_OK;
 }
 

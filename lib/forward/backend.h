@@ -28,8 +28,9 @@
 #include "model.h"
 
 /* 2: di_model.arch_info, the layer recipe's roles; 3: reserve, truncate and
- * kv_bytes; the plugin computes its own RoPE tables */
-#define DI_BACKEND_ABI 3
+ * kv_bytes; the plugin computes its own RoPE tables; 4: params.profile may be
+ * DI_PROFILE_INTEGER, which the plugin runs (kernels/common/int_dot.h) */
+#define DI_BACKEND_ABI 4
 #define DI_BACKEND_ENTRY_NAME "di_backend_entry"
 #define DI_CUDA_PLUGIN_SONAME "libdetinfer-cuda.so.1"
 

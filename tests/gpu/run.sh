@@ -18,6 +18,8 @@
 #   real-model-cuda  the real model (~/.cache/detinfer, tools/fetch-model.sh) on
 #                CUDA against float64 and its generation invariance, when present
 #   determinism-device    the determinism suite in the device profile
+#   cpu-vs-gpu-integer, determinism-integer  the same two in the integer profile
+#                (the GPU's dp4a product must give the CPU's digests)
 #   bench-*      prefill and decode tokens/s on CUDA in both profiles and on the CPU
 #                (16 threads); decode as a fraction of 4800 GB/s (H200 HBM3e) on the GPU
 #   real-verify  detinfer verify on the real model, the CPU as reference, CUDA compared
@@ -119,6 +121,11 @@ if [ $failed = 0 ]; then
         skip real-model "no real model in ~/.cache/detinfer (tools/fetch-model.sh)"
     fi
     step determinism-device 90 "${suite_env[@]}" DI_TEST_BACKEND=cuda DI_TEST_PROFILE=device \
+        CK_RUN_SUITE=determinism build/tests/check_detinfer
+    # the integer profile: CPU-versus-GPU digests (dp4a against the CPU's VNNI), then its axes
+    step cpu-vs-gpu-integer 90 "${suite_env[@]}" DI_TEST_PROFILE=integer CK_RUN_SUITE=cuda CK_RUN_CASE=gpu \
+        build/tests/check_detinfer
+    step determinism-integer 60 "${suite_env[@]}" DI_TEST_BACKEND=cuda DI_TEST_PROFILE=integer \
         CK_RUN_SUITE=determinism build/tests/check_detinfer
 
     # The benchmark: the real model, else a generated 268M llama (Q8_0) when Python can write one.

@@ -11,7 +11,8 @@
  * DI_TOKENIZE_ADD_BOS), and the number of greedy tokens to decode (-1:
  * print the tokens only, run nothing). The
  * prompt is fed 5 tokens a step with every position's logits, on a 2-thread
- * session (DI_DIGESTS_THREADS overrides) of context 256. Output, one line each:
+ * session (DI_DIGESTS_THREADS overrides) of context 256, in the portable
+ * profile (DI_DIGESTS_PROFILE=integer: the integer one). Output, one line each:
  *   NAME tokens ID,ID,...     (text prompts: what the tokenizer gave)
  *   NAME POSITION HEX         (every prompt position, then each decode step)
  *   NAME error MESSAGE        (a step of the case failed)
@@ -59,9 +60,11 @@ static int run_case(const char *name, const char *path, const char *prompt, int 
             p = *end == ',' ? end + 1 : end;
         }
     }
-    const char *threads = getenv("DI_DIGESTS_THREADS");
+    const char *threads = getenv("DI_DIGESTS_THREADS"), *profile = getenv("DI_DIGESTS_PROFILE");
+    const int integer = profile && !strcmp(profile, "integer");
     int bad = di_config_create(&c) || di_config_set_int(c, DI_CONFIG_THREADS, threads ? atoi(threads) : 2) ||
               di_config_set_int(c, DI_CONFIG_CONTEXT_LENGTH, 256) ||
+              di_config_set_int(c, DI_CONFIG_PROFILE, integer ? DI_PROFILE_INTEGER : DI_PROFILE_PORTABLE) ||
               di_session_create(m, c, &s, err, sizeof err);
     di_config_free(c);
     if (bad) {

@@ -43,6 +43,7 @@ def test_completions_equal_the_library_alone(serve):
             assert r.choices[0].finish_reason == ("stop" if ref["stopped"] == "eos" else "length")
             fp = d["fingerprint"]
             assert fp["library_version"] and fp["backend"].startswith("backend=cpu")
+            assert fp["profile"] == "portable"  # the server's default --profile
     # The fingerprint's model digest is the file's XXH3-128 (what xxh128sum prints).
     import xxhash
     with open(SMALL, "rb") as f:

@@ -346,8 +346,9 @@ static MHD_Result_t handle_models(sv_server *s, struct MHD_Connection *c, conn *
                               (json_int_t)0, "owned_by", "detinfer");
     json_t *d = json_object();
     json_object_set_new(d, "fingerprint",
-                        json_pack("{s:s, s:s, s:s}", "library_version", di_version_string(), "backend",
-                                  s->backend_info, "model_digest", s->model_digest));
+                        json_pack("{s:s, s:s, s:s, s:s}", "library_version", di_version_string(), "backend",
+                                  s->backend_info, "profile", dt_profile_name(s->cfg.profile), "model_digest",
+                                  s->model_digest));
     json_object_set_new(d, "context", json_integer(s->context));
     json_object_set_new(d, "n_vocab", json_integer(s->n_vocab));
     int32_t bos;

@@ -557,6 +557,7 @@ json_t *sv_detinfer_object(const sv_server *s, const sv_request *r)
     json_t *fp = json_object();
     json_object_set_new(fp, "library_version", json_string(di_version_string()));
     json_object_set_new(fp, "backend", json_string(s->backend_info));
+    json_object_set_new(fp, "profile", json_string(dt_profile_name(s->cfg.profile)));
     json_object_set_new(fp, "model_digest", json_string(s->model_digest));
     json_object_set_new(o, "fingerprint", fp);
     return o;

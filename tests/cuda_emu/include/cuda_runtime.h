@@ -75,6 +75,21 @@ static inline float __shfl_sync(unsigned mask, float value, int src)
     return emu_shuffle(value, (unsigned)src);
 }
 
+/* __dp4a(int, int, int), PTX dp4a.s32.s32 as the PTX ISA states it: d = c,
+ * then for i = 0..3 d += sext(a.byte[i]) * sext(b.byte[i]), byte i being
+ * bits 8i..8i+7, in 32-bit two's complement arithmetic (wrapping). Written
+ * from that description, not from any CPU kernel of this project. */
+static inline int __dp4a(int srcA, int srcB, int c)
+{
+    uint32_t d = (uint32_t)c;
+    for (int i = 0; i < 4; i++) {
+        const int32_t a = (int8_t)(((uint32_t)srcA >> (8 * i)) & 0xffu);
+        const int32_t b = (int8_t)(((uint32_t)srcB >> (8 * i)) & 0xffu);
+        d += (uint32_t)(a * b);
+    }
+    return (int)d;
+}
+
 /* <<<grid, block, shmem, stream>>> is rewritten to emu_launch(emu_config(...), kernel, args). */
 struct emu_config_t {
     dim3 grid, block;
