@@ -236,6 +236,26 @@ DI_HD int di_int_mins(uint32_t type, const uint8_t *blk, int sub, float *N)
     }
 }
 
+/* Four signed bytes as one 32-bit word, byte k in bits 8k..8k+7. */
+DI_HD int di_int_pack4(int b0, int b1, int b2, int b3)
+{
+    return (int)((uint32_t)(uint8_t)b0 | (uint32_t)(uint8_t)b1 << 8 | (uint32_t)(uint8_t)b2 << 16 |
+                 (uint32_t)(uint8_t)b3 << 24);
+}
+
+/* acc + v0 c[0] + v1 c[1] + v2 c[2] + v3 c[3], every operand an int8 value.
+ * A translation unit that defines DI_INT_DP4A (the CUDA kernels) computes it
+ * with dp4a, one instruction, in its device code (and in tests/cuda_emu's
+ * host build of it); the integers are the same and the sum exact. */
+DI_HD int32_t di_int_dot4(int32_t acc, int v0, int v1, int v2, int v3, const int8_t *c)
+{
+#if defined(DI_INT_DP4A) && (defined(__CUDA_ARCH__) || !defined(__CUDACC__))
+    return __dp4a(di_int_pack4(v0, v1, v2, v3), di_int_pack4(c[0], c[1], c[2], c[3]), acc);
+#else
+    return acc + v0 * c[0] + v1 * c[1] + v2 * c[2] + v3 * c[3];
+#endif
+}
+
 /* P_b of 32-block b of a row against one block of codes (exact). */
 DI_HD int32_t di_int_block_sum(uint32_t type, const uint8_t *row, uint32_t b, const int8_t *codes)
 {
@@ -245,8 +265,9 @@ DI_HD int32_t di_int_block_sum(uint32_t type, const uint8_t *row, uint32_t b, co
     int32_t p = 0;
     for (int g = 0; g < groups; g++) {
         int32_t q = 0;
-        for (int i = g * per; i < (g + 1) * per; i++)
-            q += di_int_code(type, blk, sub, i) * codes[i];
+        for (int i = g * per; i < (g + 1) * per; i += 4)
+            q = di_int_dot4(q, di_int_code(type, blk, sub, i), di_int_code(type, blk, sub, i + 1),
+                            di_int_code(type, blk, sub, i + 2), di_int_code(type, blk, sub, i + 3), codes + i);
         p += di_int_scale(type, blk, sub, g) * q;
     }
     return p;

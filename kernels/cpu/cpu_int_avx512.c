@@ -350,6 +350,21 @@ static float lane_tree(__m512 lo, __m512 hi)
 
 typedef void (*decode_fn)(const uint8_t *row, uint32_t b0, uint32_t count, vgroup *g);
 
+/* Decodes the group of `count` blocks at b0 of a row (span bytes for 16
+ * blocks) and asks the caches for the bytes `ahead` of it. */
+INLINE void decode_group(const int_kind *kd, decode_fn decode, const uint8_t *row, uint32_t b0, uint32_t count,
+                         uint32_t span, size_t ahead, vgroup *g)
+{
+    if (decode)
+        decode(row, b0, count, g);
+    else
+        decode_scalar(kd, row, b0, count, g);
+    const uint8_t *here = row + (size_t)b0 * span / GROUP;
+    for (uint32_t o = 0; o < span; o += 64)
+        _mm_prefetch((const char *)(here + ahead + o), _MM_HINT_T0);
+}
+
+
 /* Per token of a run of at most 16: the running lanes of the chunk and the
  * totals (cpu_int.h's scratch). */
 typedef struct token_lanes {
@@ -375,14 +390,8 @@ INLINE void row_run(const int_kind *kd, decode_fn decode, const uint8_t *row, ui
                     break;
                 const uint32_t count = end - b0 < GROUP ? end - b0 : GROUP;
                 vgroup g;
-                if (decode)
-                    decode(row, b0, count, &g);
-                else
-                    decode_scalar(kd, row, b0, count, &g);
                 /* rows follow each other in memory: fetch ahead across their ends too */
-                const uint8_t *here = row + (size_t)b0 * span / GROUP;
-                for (uint32_t o = 0; o < span; o += 64)
-                    _mm_prefetch((const char *)(here + PREFETCH_AHEAD + o), _MM_HINT_T0);
+                decode_group(kd, decode, row, b0, count, span, PREFETCH_AHEAD, &g);
                 const __mmask16 live = (__mmask16)((1u << count) - 1);
                 for (uint32_t k = 0; k < tn; k++) {
                     const uint32_t t = t0 + k;
@@ -470,13 +479,7 @@ INLINE void tile_decode(const int_kind *kd, decode_fn decode, const di_weight *w
             for (uint32_t b0 = c0; b0 < end; b0 += GROUP) {
                 const uint32_t count = end - b0 < GROUP ? end - b0 : GROUP;
                 vgroup g;
-                if (decode)
-                    decode(row, b0, count, &g);
-                else
-                    decode_scalar(kd, row, b0, count, &g);
-                const uint8_t *here = row + (size_t)b0 * span / GROUP; /* the tile after this one */
-                for (uint32_t o = 0; o < span; o += 64)
-                    _mm_prefetch((const char *)(here + TILE_ROWS * w->row_bytes + o), _MM_HINT_T0);
+                decode_group(kd, decode, row, b0, count, span, TILE_ROWS * w->row_bytes, &g); /* the next tile */
                 _Alignas(64) uint32_t u[GROUP][8];
                 for (int i = 0; i < 8; i++)
                     _mm512_store_si512(u[2 * i], g.u[i]);

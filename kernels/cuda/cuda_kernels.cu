@@ -16,6 +16,8 @@
 #include "canon_order.h"
 #include "canon_rows.h"
 #include "dequant_blocks.h"
+/* int_dot.h's four-product step is dp4a here (its di_int_dot4) */
+#define DI_INT_DP4A 1
 #include "int_dot.h"
 #include "numerics.h"
 
@@ -119,33 +121,6 @@ void dc_int_quantize(cudaStream_t stream, const float *x, uint32_t n, uint32_t n
                                                                                   qa.scales, qa.sums);
 }
 
-/* Four signed bytes as the 32-bit word dp4a takes (byte k in bits 8k..8k+7). */
-__device__ static int pack4(int b0, int b1, int b2, int b3)
-{
-    return (int)((uint32_t)(uint8_t)b0 | (uint32_t)(uint8_t)b1 << 8 | (uint32_t)(uint8_t)b2 << 16 |
-                 (uint32_t)(uint8_t)b3 << 24);
-}
-
-/* di_int_block_sum with dp4a: the same integers (every code fits int8),
- * four products per instruction, summed exactly in int32. */
-__device__ static int32_t int_block_sum_dp4a(uint32_t type, const uint8_t *row, uint32_t b, const int8_t *codes)
-{
-    int sub;
-    const uint8_t *blk = di_int_block_at(type, row, b, &sub);
-    const int groups = di_int_groups(type), per = DI_QA_BLOCK / groups;
-    int32_t p = 0;
-    for (int g = 0; g < groups; g++) {
-        int32_t q = 0;
-        for (int i = g * per; i < (g + 1) * per; i += 4) {
-            const int v = pack4(di_int_code(type, blk, sub, i), di_int_code(type, blk, sub, i + 1),
-                                di_int_code(type, blk, sub, i + 2), di_int_code(type, blk, sub, i + 3));
-            q = __dp4a(v, pack4(codes[i], codes[i + 1], codes[i + 2], codes[i + 3]), q);
-        }
-        p += di_int_scale(type, blk, sub, g) * q;
-    }
-    return p;
-}
-
 /* One warp per output row r and token t: lane l takes the blocks b = l (mod
  * 32) of di_int_lane, the warp's tree adds the lanes (di_int_dot's order). */
 __global__ static void int_matmul_kernel(dc_weight w, dc_qa qa, const float *bias, float *y)
@@ -164,8 +139,7 @@ __global__ static void int_matmul_kernel(dc_weight w, dc_qa qa, const float *bia
         const uint32_t end = di_chunk_end(nb, c0);
         float acc = 0.0f;
         for (uint32_t b = di_lane_first(c0, lane); b < end; b = di_lane_next(b))
-            acc = di_int_block_terms(w.type, row, b, int_block_sum_dp4a(w.type, row, b, codes + (size_t)b * DI_QA_BLOCK),
-                                     sums + 2 * (size_t)b, scales[b], acc);
+            acc = di_int_block_step(w.type, row, b, codes + (size_t)b * DI_QA_BLOCK, sums + 2 * (size_t)b, scales[b], acc);
         total = di_lane_combine(total, acc, c0);
     }
     const float dot = warp_tree(total);
