@@ -7,13 +7,14 @@
 #   bench/serve.sh [MODEL]        default: tools/fetch-model.sh's Gemma 3 270M
 #
 # Environment: DETINFER (the tool, default build/tools/detinfer), THREADS (2),
-# LEVELS ("1 4 16"), ROUNDS (requests per stream per level, 3), MAX_TOKENS (64),
+# PROFILE (the numerics profile, portable), LEVELS ("1 4 16"), ROUNDS (requests per stream per level, 3), MAX_TOKENS (64),
 # PROMPT_WORDS (about the prompt's length, 32).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tool=${DETINFER:-$root/build/tools/detinfer}
 model=${1:-$("$root/tools/fetch-model.sh")}
 threads=${THREADS:-2}
+profile=${PROFILE:-portable}
 levels=${LEVELS:-"1 4 16"}
 rounds=${ROUNDS:-3}
 max_tokens=${MAX_TOKENS:-64}
@@ -22,10 +23,10 @@ max_level=$(echo $levels | tr ' ' '\n' | sort -n | tail -1)
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs"
 lscpu 2>/dev/null | grep -E '^(L1d|L2|L3) cache' | sed 's/  */ /g; s/^/  /' || true
-echo "model: $model; detinfer serve --threads $threads --max-sequences $max_level"
+echo "model: $model; detinfer serve --threads $threads --profile $profile --max-sequences $max_level"
 
 log=$(mktemp)
-"$tool" serve --model "$model" --port 0 --threads "$threads" --max-sequences "$max_level" \
+"$tool" serve --model "$model" --port 0 --threads "$threads" --profile "$profile" --max-sequences "$max_level" \
     --context $((max_tokens + 4 * prompt_words + 64)) --queue 256 2>"$log" &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -f "$log"' EXIT

@@ -1,5 +1,9 @@
 /*
- * cpu_int_avx2.c — the integer profile's product on the avx2 path (stub: the scalar code).
+ * cpu_int_avx2.c — the integer profile's product on the avx2 path: for now
+ * the definition's plain C (int_dot.h through cpu_int.c), so its bits are
+ * the definition's by construction. An AVX2 kernel (vpmaddubsw with the
+ * sign trick: |v| * sign(c, v) keeps every pair sum within int16) is
+ * docs/PERFORMANCE.md's next step for CPUs without AVX-512 VNNI.
  */
 #include "cpu_int.h"
 

@@ -364,7 +364,6 @@ INLINE void decode_group(const int_kind *kd, decode_fn decode, const uint8_t *ro
         _mm_prefetch((const char *)(here + ahead + o), _MM_HINT_T0);
 }
 
-
 /* Per token of a run of at most 16: the running lanes of the chunk and the
  * totals (cpu_int.h's scratch). */
 typedef struct token_lanes {
