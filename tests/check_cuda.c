@@ -657,6 +657,16 @@ END_TEST
  * DI_TEST_EMU_FULL=1 (make check-cuda-emu): every generated model with 40 tokens, one
  * with 1100 (attention past one 1024-key chunk), and the real model.
  */
+/* A session of the emulated plugin, or NULL when it is not built (said
+ * once, by loop iteration 0). */
+static di_session *emulated_session_or_skip(const di_model *m, int i)
+{
+    di_session *gpu = cuda_session_or_null(m, getenv("DI_TEST_CUDA_EMU"));
+    if (!gpu && i == 0)
+        fprintf(stderr, "check_cuda: the emulated plugin is not built (make cuda-emu): skipped\n");
+    return gpu;
+}
+
 static const char *const emu_quick_models[] = {"odd_f32", "mha_tied_q4_1", "gqa_untied_bf16", "qwen2_q8_0",
                                                "gemma3_q8_0", "qwen3_q8_0", "phi3_q8_0",
                                                "gemma2_q8_0", "phi3_longrope_f32"};
@@ -676,11 +686,8 @@ START_TEST(test_emulated_gpu_digests_equal)
         return;
     const char *name = all ? tu_models[_i] : emu_quick_models[_i];
     di_model *m = tu_load(name);
-    di_session *gpu = cuda_session_or_null(m, getenv("DI_TEST_CUDA_EMU"));
-    if (!gpu) {
-        if (_i == 0)
-            fprintf(stderr, "check_cuda: the emulated plugin is not built (make cuda-emu): skipped\n");
-    } else {
+    di_session *gpu = emulated_session_or_skip(m, _i);
+    if (gpu) {
         ck_assert_msg(strstr(di_session_backend_info(gpu), "emulation") != NULL, "not the emulation: %s",
                       di_session_backend_info(gpu));
         const uint32_t n = all ? 40 : sanitized ? 12 : 24;
@@ -703,11 +710,8 @@ START_TEST(test_emulated_gpu_samples_equal)
         return;
     const char *name = all || _i == 0 ? emu_quick_models[_i] : "gemma3_q8_0";
     di_model *m = tu_load(name);
-    di_session *gpu = cuda_session_or_null(m, getenv("DI_TEST_CUDA_EMU"));
-    if (!gpu) {
-        if (_i == 0)
-            fprintf(stderr, "check_cuda: the emulated plugin is not built (make cuda-emu): skipped\n");
-    } else {
+    di_session *gpu = emulated_session_or_skip(m, _i);
+    if (gpu) {
         model_tokens(name, m, 16, 7 + (uint64_t)_i, g_tokens);
         compare_sampled_with_cpu(name, m, gpu, g_tokens, 16);
         di_session_free(gpu);
@@ -767,11 +771,8 @@ START_TEST(test_emulated_gpu_integer_digests_equal)
         m = tu_load(name);
     else
         ck_assert_msg(di_model_load(real, &m, err, sizeof err) == DI_OK, "%s: %s", real, err);
-    di_session *gpu = cuda_session_or_null(m, getenv("DI_TEST_CUDA_EMU"));
-    if (!gpu) {
-        if (_i == 0)
-            fprintf(stderr, "check_cuda: the emulated plugin is not built (make cuda-emu): skipped\n");
-    } else {
+    di_session *gpu = emulated_session_or_skip(m, _i);
+    if (gpu) {
         ck_assert_msg(strstr(di_session_backend_info(gpu), "profile=integer") != NULL, "not the integer profile: %s",
                       di_session_backend_info(gpu));
         if (_i < N_EMU_INTEGER) {

@@ -273,15 +273,13 @@ DI_HD int32_t di_int_block_sum(uint32_t type, const uint8_t *row, uint32_t b, co
     return p;
 }
 
-/* The float steps of block b with its sum P (di_int_block_sum, or a
- * backend's own exact sum of the same integers) added to `lane`, in the
- * order of the head comment. */
-DI_HD float di_int_block_terms(uint32_t type, const uint8_t *row, uint32_t b, int32_t P, const int16_t *sums,
-                               float a, float lane)
+/* One block's terms added to `lane` (the order of the head comment). */
+DI_HD float di_int_block_step(uint32_t type, const uint8_t *row, uint32_t b, const int8_t *codes,
+                              const int16_t *sums, float a, float lane)
 {
     int sub;
     const uint8_t *blk = di_int_block_at(type, row, b, &sub);
-    lane = fmaf((float)P, di_int_d(type, blk) * a, lane);
+    lane = fmaf((float)di_int_block_sum(type, row, b, codes), di_int_d(type, blk) * a, lane);
     float N[2];
     const int mins = di_int_mins(type, blk, sub, N);
     for (int g = 0; g < mins; g++) {
@@ -289,13 +287,6 @@ DI_HD float di_int_block_terms(uint32_t type, const uint8_t *row, uint32_t b, in
         lane = fmaf(N[g], a * (float)s, lane);
     }
     return lane;
-}
-
-/* One block's terms added to `lane`. */
-DI_HD float di_int_block_step(uint32_t type, const uint8_t *row, uint32_t b, const int8_t *codes,
-                              const int16_t *sums, float a, float lane)
-{
-    return di_int_block_terms(type, row, b, di_int_block_sum(type, row, b, codes), sums, a, lane);
 }
 
 /* Lane `lane`'s share of the n / 32 block terms of a row with one token's

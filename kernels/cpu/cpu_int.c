@@ -18,7 +18,7 @@ static size_t align64(size_t n)
 /* Rows rounded up to whole token groups, so that every layout fits. */
 static size_t padded_tokens(uint32_t n_tokens)
 {
-    return ((size_t)n_tokens + DI_QA_TOKENS - 1) / DI_QA_TOKENS * DI_QA_TOKENS;
+    return (size_t)di_qa_groups(n_tokens) * DI_QA_TOKENS;
 }
 
 size_t di_qa_bytes(uint32_t n, uint32_t n_tokens)
@@ -62,8 +62,7 @@ void di_qa_fill_scalar(di_qa *qa, const float *x)
     }
     if (!qa->grouped)
         return;
-    const uint32_t groups = (qa->n_tokens + DI_QA_TOKENS - 1) / DI_QA_TOKENS;
-    memset(qa->tok, 0, (size_t)groups * nb * sizeof(di_qa_tblock));
+    memset(qa->tok, 0, (size_t)di_qa_groups(qa->n_tokens) * nb * sizeof(di_qa_tblock));
     for (uint32_t t = 0; t < qa->n_tokens; t++)
         for (uint32_t b = 0; b < nb; b++) {
             di_qa_tblock *tb = qa->tok + (size_t)(t / DI_QA_TOKENS) * nb + b;

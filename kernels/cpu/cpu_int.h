@@ -21,6 +21,11 @@
 
 /* Tokens per group of the many-token product: one 16-lane vector of them. */
 #define DI_QA_TOKENS 16u
+/* Groups of DI_QA_TOKENS that hold n_tokens, the last one padded. */
+static inline uint32_t di_qa_groups(uint32_t n_tokens)
+{
+    return (n_tokens + DI_QA_TOKENS - 1) / DI_QA_TOKENS;
+}
 /* The fewest tokens for which a SIMD path lays the token groups out (and
  * runs the many-token product); below it each token is a row of its own. */
 #define DI_QA_GROUP_MIN 8u

@@ -515,7 +515,7 @@ INLINE void tile_decode(const int_kind *kd, decode_fn decode, const di_weight *w
 INLINE void grouped_tile(const int_kind *kd, decode_fn decode, const di_weight *w, uint32_t r, uint32_t nr,
                          const di_qa *qa, float *y, const tile_rows *t)
 {
-    const uint32_t nb = qa->nb, groups = (qa->n_tokens + DI_QA_TOKENS - 1) / DI_QA_TOKENS;
+    const uint32_t nb = qa->nb, groups = di_qa_groups(qa->n_tokens);
     tile_decode(kd, decode, w, r, nr, nb, t);
     __m512 lane[TILE_ROWS][DI_LANES], total[TILE_ROWS][DI_LANES];
     _Alignas(64) float out[DI_QA_TOKENS];

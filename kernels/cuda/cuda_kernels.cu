@@ -121,8 +121,9 @@ void dc_int_quantize(cudaStream_t stream, const float *x, uint32_t n, uint32_t n
                                                                                   qa.scales, qa.sums);
 }
 
-/* One warp per output row r and token t: lane l takes the blocks b = l (mod
- * 32) of di_int_lane, the warp's tree adds the lanes (di_int_dot's order). */
+/* One warp per output row r and token t: lane l computes di_int_lane's
+ * share (its block sums by dp4a), the warp's tree adds the lanes
+ * (di_int_dot's order). */
 __global__ static void int_matmul_kernel(dc_weight w, dc_qa qa, const float *bias, float *y)
 {
     const uint32_t lane = threadIdx.x % DI_LANES;
@@ -130,18 +131,8 @@ __global__ static void int_matmul_kernel(dc_weight w, dc_qa qa, const float *bia
     if (r >= w.n_out) /* the whole warp leaves together */
         return;
     const uint32_t n = w.n_in, nb = n / DI_QA_BLOCK;
-    const uint8_t *row = w.data + (size_t)r * w.row_bytes;
-    const int8_t *codes = qa.codes + (size_t)t * n;
-    const float *scales = qa.scales + (size_t)t * nb;
-    const int16_t *sums = qa.sums + (size_t)t * 2 * nb;
-    float total = 0.0f;
-    for (uint32_t c0 = 0; c0 < nb; c0 += DI_CHUNK) {
-        const uint32_t end = di_chunk_end(nb, c0);
-        float acc = 0.0f;
-        for (uint32_t b = di_lane_first(c0, lane); b < end; b = di_lane_next(b))
-            acc = di_int_block_step(w.type, row, b, codes + (size_t)b * DI_QA_BLOCK, sums + 2 * (size_t)b, scales[b], acc);
-        total = di_lane_combine(total, acc, c0);
-    }
+    const float total = di_int_lane(w.type, w.data + (size_t)r * w.row_bytes, qa.codes + (size_t)t * n,
+                                    qa.scales + (size_t)t * nb, qa.sums + (size_t)t * 2 * nb, n, lane);
     const float dot = warp_tree(total);
     if (lane == 0)
         y[(size_t)t * w.n_out + r] = bias ? dot + bias[r] : dot;
