@@ -210,30 +210,45 @@ DI_HD float di_int_d(uint32_t type, const uint8_t *blk)
     return di_qb_f16(blk + di_weight_field(type, DI_FIELD_D));
 }
 
-/* The min factors of sub-block `sub`: their count (0, 1 for the whole
- * block, 2 for its halves: Q2_K), and N[0..count): Q4_1, Q5_1 the binary16
+/* Min terms per 32-block: 1 (the whole block) for Q4_1, Q5_1, Q4_K and
+ * Q5_K, 2 (its halves) for Q2_K, else 0. */
+DI_HD int di_int_min_count(uint32_t type)
+{
+    switch (type) {
+    case DI_TYPE_Q4_1:
+    case DI_TYPE_Q5_1:
+    case DI_TYPE_Q4_K:
+    case DI_TYPE_Q5_K: return 1;
+    case DI_TYPE_Q2_K: return 2;
+    default: return 0;
+    }
+}
+
+/* The min factors of sub-block `sub`: their count (di_int_min_count), and
+ * N[0..count): Q4_1, Q5_1 the binary16
  * m; Q4_K, Q5_K -(dmin * m) with the 6-bit min; Q2_K -(dmin * m) per 16
  * weights with the 4-bit min. dmin * m is exact (11 by at most 6 bits). */
 DI_HD int di_int_mins(uint32_t type, const uint8_t *blk, int sub, float *N)
 {
     switch (type) {
     case DI_TYPE_Q4_1:
-    case DI_TYPE_Q5_1: N[0] = di_qb_f16(blk + di_weight_field(type, DI_FIELD_M)); return 1;
+    case DI_TYPE_Q5_1: N[0] = di_qb_f16(blk + di_weight_field(type, DI_FIELD_M)); break;
     case DI_TYPE_Q4_K:
     case DI_TYPE_Q5_K: {
         int sc, m;
         di_qb_k_scale_min(blk + di_weight_field(type, DI_FIELD_SC), sub, &sc, &m);
         N[0] = -(di_qb_f16(blk + di_weight_field(type, DI_FIELD_M)) * (float)m);
-        return 1;
+        break;
     }
     case DI_TYPE_Q2_K: {
         const float dmin = di_qb_f16(blk + DI_OFF_M_Q2_K);
         for (int g = 0; g < 2; g++)
             N[g] = -(dmin * (float)(blk[DI_OFF_SC_Q2_K + 2 * sub + g] >> 4));
-        return 2;
+        break;
     }
-    default: return 0;
+    default: break;
     }
+    return di_int_min_count(type);
 }
 
 /* Four signed bytes as one 32-bit word, byte k in bits 8k..8k+7. */
