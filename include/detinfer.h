@@ -68,10 +68,10 @@ extern "C" {
  * Compare DI_VERSION_NUMBER (the header you compiled with) against
  * di_version_number() (the library you loaded). */
 #define DI_VERSION_MAJOR 0
-#define DI_VERSION_MINOR 3
+#define DI_VERSION_MINOR 4
 #define DI_VERSION_PATCH 0
 #define DI_VERSION_NUMBER (DI_VERSION_MAJOR * 10000 + DI_VERSION_MINOR * 100 + DI_VERSION_PATCH)
-#define DI_VERSION_STRING "0.3.0"
+#define DI_VERSION_STRING "0.4.0"
 #define DI_ABI_VERSION 1
 /* The numerics version: it changes when, and only when, a release changes
  * the digest of any result on purpose (a new order of operations, a new
@@ -491,8 +491,12 @@ DI_API di_status di_session_sample_token(di_session *session, uint32_t seq, int3
                                           control and unknown tokens in the text
                                           ("<start_of_turn>", "<|im_start|>")
                                           gives those tokens too, as llama.cpp's
-                                          parse_special=true; for prompts from
-                                          di_chat_format, not for user text */
+                                          parse_special=true. Only for text the
+                                          caller wrote whole: never for text
+                                          holding anything a user wrote, a
+                                          di_chat_format prompt included (its
+                                          messages could forge turns); a chat
+                                          goes through di_chat_tokenize */
 
 /* The id of the token whose text is exactly text_len bytes of text (any
  * kind of token: "<end_of_turn>", "<|eot_id|>", "hello"). DI_ERR_TOKEN_RANGE
@@ -525,12 +529,42 @@ DI_API const char *di_model_chat_template(const di_model *model);
  * or an order the template cannot express (gemma: a system message with no
  * user message after it, which llama.cpp would drop), DI_ERR_TEXT for
  * invalid UTF-8; errbuf (optional) receives the detail, naming the message.
- * Tokenize the result with DI_TOKENIZE_PARSE_SPECIAL (and DI_TOKENIZE_ADD_BOS:
- * the text has no BOS). Needs no model; thread-safe. */
+ * The text is for display and comparison: to run it, call di_chat_tokenize,
+ * which gives its tokens with the template's markers as control tokens and
+ * every message as plain text. Tokenizing this text with
+ * DI_TOKENIZE_PARSE_SPECIAL would turn marker text inside a message
+ * ("<end_of_turn>") into control tokens, so that a user could forge turns.
+ * Needs no model; thread-safe. */
 DI_API di_status di_chat_format(const char *template_name, const char *const *roles,
                                 const char *const *contents, size_t n_messages, int add_assistant,
                                 char *text, size_t capacity, size_t *text_len, char *errbuf,
                                 size_t errbuf_size);
+
+/* ---- Chat prompts as tokens (DETINFER_1.4) -------------------------------- */
+
+/* The tokens of a chat: the messages formatted as di_chat_format formats
+ * them, then tokenized so that exactly the template's own markers
+ * ("<start_of_turn>", "<|im_end|>") become control tokens, while the content
+ * of every message is plain text whatever it holds: a message that says
+ * "<end_of_turn>" gives the tokens of those characters, as di_model_tokenize
+ * without DI_TOKENIZE_PARSE_SPECIAL gives them. (For messages without such
+ * text the ids are those of the formatted text tokenized with
+ * DI_TOKENIZE_PARSE_SPECIAL, llama.cpp's chat prompt.) flags: 0 or
+ * DI_TOKENIZE_ADD_BOS (the model's BOS first, when its file asks for one);
+ * any other bit is DI_ERR_INVALID_ARGUMENT. Buffer rules, errors and errbuf
+ * as di_chat_format and di_model_tokenize: DI_ERR_BUFFER_TOO_SMALL sets
+ * *n_tokens to the count needed. Thread-safe. */
+DI_API di_status di_chat_tokenize(const di_model *model, const char *template_name, const char *const *roles,
+                                  const char *const *contents, size_t n_messages, int add_assistant,
+                                  uint32_t flags, int32_t *tokens, size_t capacity, size_t *n_tokens,
+                                  char *errbuf, size_t errbuf_size);
+
+/* The text of the token that ends a turn in the built-in chat template
+ * `template_name` ("<end_of_turn>" for gemma, "<|im_end|>" for chatml,
+ * "<|eot_id|>" for llama3, "<|end|>" for phi3, "</s>" for the [INST]
+ * templates: docs/CHAT.md), to look up with di_model_token_lookup and stop
+ * generation at; NULL for an unknown name. A static string; thread-safe. */
+DI_API const char *di_chat_turn_end(const char *template_name);
 
 /* ---- CPU paths and log-probabilities (DETINFER_1.3) ----------------------- */
 

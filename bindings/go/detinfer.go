@@ -89,7 +89,7 @@ func (b *errbuf) size() C.size_t      { return C.size_t(len(b)) }
 func (b *errbuf) message() string     { return C.GoString(&b[0]) }
 func (b *errbuf) text() func() string { return b.message }
 
-// Version is the loaded library's version string ("0.3.0").
+// Version is the loaded library's version string ("0.4.0").
 func Version() string { return C.GoString(C.di_version_string()) }
 
 // VersionNumber is the loaded library's MAJOR*10000 + MINOR*100 + PATCH.
@@ -165,30 +165,67 @@ type Message struct {
 	Role, Content string
 }
 
-// ChatFormat formats messages with the built-in chat template named
-// template ("gemma", "chatml", ...) into prompt text; tokenize it with
-// TokenizeParseSpecial. addAssistant ends it with the assistant's turn.
-func ChatFormat(template string, messages []Message, addAssistant bool) (string, error) {
+// cMessages holds a chat's roles and contents as C strings until free.
+type cMessages struct {
+	roles, contents []*C.char
+	n               int
+}
+
+func newCMessages(messages []Message) *cMessages {
 	n := len(messages)
 	ptrSize := C.size_t(unsafe.Sizeof((*C.char)(nil)))
-	roles := (*[1 << 20]*C.char)(C.malloc(ptrSize * C.size_t(n+1)))[: n+1 : n+1]
-	contents := (*[1 << 20]*C.char)(C.malloc(ptrSize * C.size_t(n+1)))[: n+1 : n+1]
-	defer C.free(unsafe.Pointer(&roles[0]))
-	defer C.free(unsafe.Pointer(&contents[0]))
-	for i, m := range messages {
-		roles[i], contents[i] = C.CString(m.Role), C.CString(m.Content)
-		defer C.free(unsafe.Pointer(roles[i]))
-		defer C.free(unsafe.Pointer(contents[i]))
+	cm := &cMessages{
+		roles:    (*[1 << 20]*C.char)(C.malloc(ptrSize * C.size_t(n+1)))[: n+1 : n+1],
+		contents: (*[1 << 20]*C.char)(C.malloc(ptrSize * C.size_t(n+1)))[: n+1 : n+1],
+		n:        n,
 	}
+	for i, m := range messages {
+		cm.roles[i], cm.contents[i] = C.CString(m.Role), C.CString(m.Content)
+	}
+	return cm
+}
+
+func (cm *cMessages) free() {
+	for i := 0; i < cm.n; i++ {
+		C.free(unsafe.Pointer(cm.roles[i]))
+		C.free(unsafe.Pointer(cm.contents[i]))
+	}
+	C.free(unsafe.Pointer(&cm.roles[0]))
+	C.free(unsafe.Pointer(&cm.contents[0]))
+}
+
+func cBool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// ChatFormat formats messages with the built-in chat template named
+// template ("gemma", "chatml", ...) into prompt text, to show or compare.
+// To run a chat use Model.ChatTokenize: this text must not be tokenized
+// with TokenizeParseSpecial, which would turn marker text inside a message
+// ("<end_of_turn>") into control tokens and let a user forge turns.
+// addAssistant ends it with the assistant's turn.
+func ChatFormat(template string, messages []Message, addAssistant bool) (string, error) {
+	cm := newCMessages(messages)
+	defer cm.free()
 	name := C.CString(template)
 	defer C.free(unsafe.Pointer(name))
-	add := C.int(0)
-	if addAssistant {
-		add = 1
-	}
 	var eb errbuf
 	return sized("di_chat_format", func(buf *C.char, capacity C.size_t, length *C.size_t) C.di_status {
-		return C.di_chat_format(name, &roles[0], &contents[0], C.size_t(n), add, buf, capacity, length,
-			eb.ptr(), eb.size())
+		return C.di_chat_format(name, &cm.roles[0], &cm.contents[0], C.size_t(cm.n), cBool(addAssistant), buf,
+			capacity, length, eb.ptr(), eb.size())
 	}, eb.text())
+}
+
+// ChatTurnEnd is the text of the token that ends a turn in the built-in
+// template ("<end_of_turn>" for gemma), or "" for an unknown name.
+func ChatTurnEnd(template string) string {
+	name := C.CString(template)
+	defer C.free(unsafe.Pointer(name))
+	if p := C.di_chat_turn_end(name); p != nil {
+		return C.GoString(p)
+	}
+	return ""
 }

@@ -40,7 +40,9 @@ type TokenizeFlags uint32
 
 const (
 	TokenizeAddBOS       TokenizeFlags = C.DI_TOKENIZE_ADD_BOS       // the special tokens the file asks for
-	TokenizeParseSpecial TokenizeFlags = C.DI_TOKENIZE_PARSE_SPECIAL // "<start_of_turn>" gives its token
+	// "<start_of_turn>" gives its token: only for text you wrote whole, never
+	// for a user's words (a chat goes through ChatTokenize)
+	TokenizeParseSpecial TokenizeFlags = C.DI_TOKENIZE_PARSE_SPECIAL
 )
 
 // ErrClosed is returned by a call on a closed handle.
@@ -136,6 +138,40 @@ func (m *Model) Tokenize(text string, flags TokenizeFlags) ([]int32, error) {
 	st = C.di_model_tokenize(p, ctext, C.size_t(len(text)), C.uint32_t(flags), int32s(ids), C.size_t(len(ids)),
 		&n, eb.ptr(), eb.size())
 	if err := check("di_model_tokenize", st, eb.text()); err != nil {
+		return nil, err
+	}
+	return ids[:n], nil
+}
+
+// ChatTokenize gives the token ids of a chat in the built-in template
+// named template: the template's markers are control tokens and every
+// message is plain text, whatever it says. flags: 0 or TokenizeAddBOS.
+func (m *Model) ChatTokenize(template string, messages []Message, addAssistant bool,
+	flags TokenizeFlags) ([]int32, error) {
+	p, err := m.handle()
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.KeepAlive(m)
+	cm := newCMessages(messages)
+	defer cm.free()
+	name := C.CString(template)
+	defer C.free(unsafe.Pointer(name))
+	call := func(ids []int32, n *C.size_t, eb *errbuf) C.di_status {
+		var ptr *C.int32_t
+		if len(ids) > 0 {
+			ptr = int32s(ids)
+		}
+		return C.di_chat_tokenize(p, name, &cm.roles[0], &cm.contents[0], C.size_t(cm.n), cBool(addAssistant),
+			C.uint32_t(flags), ptr, C.size_t(len(ids)), n, eb.ptr(), eb.size())
+	}
+	var n C.size_t
+	var eb errbuf
+	if st := call(nil, &n, &eb); st != C.DI_OK && st != C.DI_ERR_BUFFER_TOO_SMALL {
+		return nil, check("di_chat_tokenize", st, eb.text())
+	}
+	ids := make([]int32, int(n)+1)
+	if err := check("di_chat_tokenize", call(ids, &n, &eb), eb.text()); err != nil {
 		return nil, err
 	}
 	return ids[:n], nil

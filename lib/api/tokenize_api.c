@@ -1,7 +1,8 @@
 /*
  * tokenize_api.c — the public tokenizer calls of a loaded model
  * (di_model_tokenize, di_model_detokenize, di_model_token_piece,
- * di_model_special_token, di_model_token_lookup, di_model_chat_template):
+ * di_model_special_token, di_model_token_lookup, di_model_chat_template,
+ * di_chat_tokenize):
  * argument checks and the caller's buffers around the tokenizer layer
  * (lib/tokenizer/tokenizer.h, chat_template.h).
  */
@@ -39,6 +40,22 @@ static di_status give_text(const char *s, size_t n, char *text, size_t capacity,
     return DI_OK;
 }
 
+/* The ids of out into the caller's buffer (the buffer rules of
+ * di_model_tokenize); frees out. `what` names the input in the error. */
+static di_status give_tokens(di_tok_vec *out, const char *what, int32_t *tokens, size_t capacity,
+                             size_t *n_tokens, char *errbuf, size_t errbuf_size)
+{
+    di_status st = DI_OK;
+    *n_tokens = out->n;
+    if (out->n > capacity)
+        st = di_error(errbuf, errbuf_size, DI_ERR_BUFFER_TOO_SMALL, "the %s needs %zu tokens; the buffer has room for %zu",
+                      what, out->n, capacity);
+    else if (out->n > 0)
+        memcpy(tokens, out->v, out->n * sizeof *tokens);
+    free(out->v);
+    return st;
+}
+
 DI_API di_status di_model_tokenize(const di_model *model, const char *text, size_t text_len,
                                    uint32_t flags, int32_t *tokens, size_t capacity,
                                    size_t *n_tokens, char *errbuf, size_t errbuf_size)
@@ -55,16 +72,11 @@ DI_API di_status di_model_tokenize(const di_model *model, const char *text, size
         return st;
     di_tok_vec out = {0};
     st = di_tokenizer_encode(t, text ? text : "", text_len, flags, &out, errbuf, errbuf_size);
-    if (!st) {
-        *n_tokens = out.n;
-        if (out.n > capacity)
-            st = di_error(errbuf, errbuf_size, DI_ERR_BUFFER_TOO_SMALL,
-                          "the text needs %zu tokens; the buffer has room for %zu", out.n, capacity);
-        else if (out.n > 0)
-            memcpy(tokens, out.v, out.n * sizeof *tokens);
+    if (st) {
+        free(out.v);
+        return st;
     }
-    free(out.v);
-    return st;
+    return give_tokens(&out, "text", tokens, capacity, n_tokens, errbuf, errbuf_size);
 }
 
 DI_API di_status di_model_detokenize(const di_model *model, const int32_t *tokens, size_t n_tokens,
@@ -155,4 +167,43 @@ DI_API const char *di_model_chat_template(const di_model *model)
     if (!kv || kv->type != DI_GGUF_STRING)
         return NULL;
     return di_chat_detect(kv->v.str.ptr, (size_t)kv->v.str.len);
+}
+
+DI_API di_status di_chat_tokenize(const di_model *model, const char *template_name, const char *const *roles,
+                                  const char *const *contents, size_t n_messages, int add_assistant,
+                                  uint32_t flags, int32_t *tokens, size_t capacity, size_t *n_tokens,
+                                  char *errbuf, size_t errbuf_size)
+{
+    if (errbuf && errbuf_size > 0)
+        errbuf[0] = '\0';
+    if (!template_name || !n_tokens || (!tokens && capacity > 0) || (n_messages > 0 && (!roles || !contents)))
+        return di_error(errbuf, errbuf_size, DI_ERR_INVALID_ARGUMENT,
+                        "NULL template_name, n_tokens, tokens (with capacity > 0), or roles or contents "
+                        "(with n_messages > 0)");
+    *n_tokens = 0;
+    if (flags & ~(uint32_t)DI_TOKENIZE_ADD_BOS)
+        return di_error(errbuf, errbuf_size, DI_ERR_INVALID_ARGUMENT,
+                        "flags 0x%x: di_chat_tokenize takes DI_TOKENIZE_ADD_BOS only (the template's "
+                        "markers are its control tokens, and message text is never parsed for them)",
+                        flags);
+    const di_tokenizer *t = NULL;
+    di_status st = model_tokenizer(model, &t, errbuf, errbuf_size);
+    if (st)
+        return st;
+    char *text = NULL;
+    size_t len = 0, n_content = 0;
+    di_text_span *content = NULL;
+    st = di_chat_render(template_name, roles, contents, n_messages, add_assistant, &text, &len, &content,
+                        &n_content, errbuf, errbuf_size);
+    di_tok_vec out = {0};
+    if (!st)
+        st = di_tokenizer_encode_spans(t, text, len, flags | DI_TOKENIZE_PARSE_SPECIAL, content, n_content, &out,
+                                       errbuf, errbuf_size);
+    if (!st)
+        st = give_tokens(&out, "chat", tokens, capacity, n_tokens, errbuf, errbuf_size);
+    else
+        free(out.v);
+    free(text);
+    free(content);
+    return st;
 }

@@ -34,10 +34,14 @@ typedef struct chat_message {
     size_t len;
 } chat_message;
 
+/* The formatted text, and the spans of it that are message contents (for
+ * di_chat_tokenize: no control token is parsed in them). */
 typedef struct out_text {
     char *p;
     size_t n, cap;
     int oom;
+    di_text_span *content;
+    size_t n_content, cap_content;
 } out_text;
 
 static void put(out_text *o, const char *s, size_t n)
@@ -57,9 +61,22 @@ static void put_z(out_text *o, const char *z)
     put(o, z, strlen(z));
 }
 
+/* Message text: written as it is, and its span recorded. */
+static void put_message_text(out_text *o, const char *s, size_t n)
+{
+    if (o->oom || n == 0)
+        return;
+    if (!DI_GROW(o->content, o->n_content, o->cap_content, 1, 16)) {
+        o->oom = 1;
+        return;
+    }
+    o->content[o->n_content++] = (di_text_span){o->n, n};
+    put(o, s, n);
+}
+
 static void put_content(out_text *o, const chat_message *m)
 {
-    put(o, m->text, m->len);
+    put_message_text(o, m->text, m->len);
 }
 
 /* llama.cpp's trim(): isspace in the C locale, so ASCII whitespace only. */
@@ -75,7 +92,7 @@ static void put_trimmed(out_text *o, const char *s, size_t n)
         start++;
     while (end > start && is_space(s[end - 1]))
         end--;
-    put(o, s + start, end - start);
+    put_message_text(o, s + start, end - start);
 }
 
 /* ---- the formatters -------------------------------------------------------
@@ -111,6 +128,7 @@ typedef struct chat_template {
     const char *any[2];            /* and, when given, at least one of these */
     chat_formatter format;         /* NULL: not built in */
     unsigned variant;
+    const char *turn_end;          /* the text of the token that ends a turn (built-in rows) */
 } chat_template;
 
 static di_status format_chatml(const chat_template *tpl, const chat_message *m, size_t n,
@@ -311,39 +329,39 @@ static di_status format_mistral_v7(const chat_template *tpl, const chat_message 
 #define MISTRAL_V1_V3_MARKERS {"' [INST] ' + system_message", "[AVAILABLE_TOOLS]"}
 
 static const chat_template templates[] = {
-    {"phi4", ANY_TEXT, {"<|im_start|>", "<|im_sep|>"}, {NULL}, NULL, 0},
-    {"smolvlm", ANY_TEXT, {"<|im_start|>", "<end_of_utterance>"}, {NULL}, NULL, 0},
-    {"chatml", ANY_TEXT, {"<|im_start|>"}, {NULL}, format_chatml, 0},
-    {"mistral-v7", INST_TEXT, {"[SYSTEM_PROMPT]"}, {NULL}, format_mistral_v7, 0},
-    {"mistral-v1", INST_TEXT, {" [INST]"}, MISTRAL_V1_V3_MARKERS, format_mistral, MISTRAL_V1},
+    {"phi4", ANY_TEXT, {"<|im_start|>", "<|im_sep|>"}, {NULL}, NULL, 0, NULL},
+    {"smolvlm", ANY_TEXT, {"<|im_start|>", "<end_of_utterance>"}, {NULL}, NULL, 0, NULL},
+    {"chatml", ANY_TEXT, {"<|im_start|>"}, {NULL}, format_chatml, 0, "<|im_end|>"},
+    {"mistral-v7", INST_TEXT, {"[SYSTEM_PROMPT]"}, {NULL}, format_mistral_v7, 0, "</s>"},
+    {"mistral-v1", INST_TEXT, {" [INST]"}, MISTRAL_V1_V3_MARKERS, format_mistral, MISTRAL_V1, "</s>"},
     {"mistral-v3-tekken", INST_TEXT, {"\"[INST]\""}, MISTRAL_V1_V3_MARKERS, format_mistral,
-     MISTRAL_TEKKEN},
-    {"mistral-v3", INST_TEXT, {NULL}, MISTRAL_V1_V3_MARKERS, format_mistral, MISTRAL_TRIM},
+     MISTRAL_TEKKEN, "</s>"},
+    {"mistral-v3", INST_TEXT, {NULL}, MISTRAL_V1_V3_MARKERS, format_mistral, MISTRAL_TRIM, "</s>"},
     {"llama2-sys-strip", INST_TEXT, {"content.strip()"}, {NULL}, format_llama2,
-     LLAMA2_SYS | LLAMA2_STRIP},
+     LLAMA2_SYS | LLAMA2_STRIP, "</s>"},
     {"llama2-sys-bos", INST_TEXT, {"bos_token + '[INST]"}, {NULL}, format_llama2,
-     LLAMA2_SYS | LLAMA2_BOS},
-    {"llama2-sys", INST_TEXT, {"<<SYS>>"}, {NULL}, format_llama2, LLAMA2_SYS},
-    {"llama2", INST_TEXT, {NULL}, {NULL}, format_llama2, 0},
-    {"phi3", ANY_TEXT, {"<|assistant|>", "<|end|>"}, {NULL}, format_role_tags, 0},
-    {"chatglm4", ANY_TEXT, {"[gMASK]<sop>"}, {NULL}, NULL, 0},
-    {"exaone-moe", ANY_TEXT, {"<|assistant|>", "<|user|>", "<|tool_declare|>"}, {NULL}, NULL, 0},
-    {"falcon3", ANY_TEXT, {"<|assistant|>", "<|user|>", "</s>"}, {NULL}, NULL, 0},
-    {"glmedge", ANY_TEXT, {"<|assistant|>", "<|user|>"}, {NULL}, NULL, 0},
-    {"glmedge", ANY_TEXT, {"<|{{ item['role'] }}|>", "<|begin_of_image|>"}, {NULL}, NULL, 0},
+     LLAMA2_SYS | LLAMA2_BOS, "</s>"},
+    {"llama2-sys", INST_TEXT, {"<<SYS>>"}, {NULL}, format_llama2, LLAMA2_SYS, "</s>"},
+    {"llama2", INST_TEXT, {NULL}, {NULL}, format_llama2, 0, "</s>"},
+    {"phi3", ANY_TEXT, {"<|assistant|>", "<|end|>"}, {NULL}, format_role_tags, 0, "<|end|>"},
+    {"chatglm4", ANY_TEXT, {"[gMASK]<sop>"}, {NULL}, NULL, 0, NULL},
+    {"exaone-moe", ANY_TEXT, {"<|assistant|>", "<|user|>", "<|tool_declare|>"}, {NULL}, NULL, 0, NULL},
+    {"falcon3", ANY_TEXT, {"<|assistant|>", "<|user|>", "</s>"}, {NULL}, NULL, 0, NULL},
+    {"glmedge", ANY_TEXT, {"<|assistant|>", "<|user|>"}, {NULL}, NULL, 0, NULL},
+    {"glmedge", ANY_TEXT, {"<|{{ item['role'] }}|>", "<|begin_of_image|>"}, {NULL}, NULL, 0, NULL},
     {"zephyr", ANY_TEXT, {"<|user|>", "<|endoftext|>"}, {NULL}, format_role_tags,
-     ROLE_TAGS_ENDOFTEXT},
-    {"monarch", ANY_TEXT, {"bos_token + message['role']"}, {NULL}, NULL, 0},
-    {"gemma", ANY_TEXT, {"<start_of_turn>"}, {NULL}, format_gemma, 0},
-    {"orion", ANY_TEXT, {"'\\n\\nAssistant: ' + eos_token"}, {NULL}, NULL, 0},
-    {"openchat", ANY_TEXT, {"GPT4 Correct "}, {NULL}, NULL, 0},
-    {"vicuna-orca", ANY_TEXT, {"USER: ", "ASSISTANT: ", "SYSTEM: "}, {NULL}, NULL, 0},
-    {"vicuna", ANY_TEXT, {"USER: ", "ASSISTANT: "}, {NULL}, NULL, 0},
-    {"deepseek", ANY_TEXT, {"### Instruction:", "<|EOT|>"}, {NULL}, NULL, 0},
-    {"command-r", ANY_TEXT, {"<|START_OF_TURN_TOKEN|>", "<|USER_TOKEN|>"}, {NULL}, NULL, 0},
-    {"llama3", ANY_TEXT, {"<|start_header_id|>", "<|end_header_id|>"}, {NULL}, format_llama3, 0},
+     ROLE_TAGS_ENDOFTEXT, "<|endoftext|>"},
+    {"monarch", ANY_TEXT, {"bos_token + message['role']"}, {NULL}, NULL, 0, NULL},
+    {"gemma", ANY_TEXT, {"<start_of_turn>"}, {NULL}, format_gemma, 0, "<end_of_turn>"},
+    {"orion", ANY_TEXT, {"'\\n\\nAssistant: ' + eos_token"}, {NULL}, NULL, 0, NULL},
+    {"openchat", ANY_TEXT, {"GPT4 Correct "}, {NULL}, NULL, 0, NULL},
+    {"vicuna-orca", ANY_TEXT, {"USER: ", "ASSISTANT: ", "SYSTEM: "}, {NULL}, NULL, 0, NULL},
+    {"vicuna", ANY_TEXT, {"USER: ", "ASSISTANT: "}, {NULL}, NULL, 0, NULL},
+    {"deepseek", ANY_TEXT, {"### Instruction:", "<|EOT|>"}, {NULL}, NULL, 0, NULL},
+    {"command-r", ANY_TEXT, {"<|START_OF_TURN_TOKEN|>", "<|USER_TOKEN|>"}, {NULL}, NULL, 0, NULL},
+    {"llama3", ANY_TEXT, {"<|start_header_id|>", "<|end_header_id|>"}, {NULL}, format_llama3, 0, "<|eot_id|>"},
     /* mistral-v7-tekken is only ever named, never detected (as in llama.cpp) */
-    {"mistral-v7-tekken", NAME_ONLY, {NULL}, {NULL}, format_mistral_v7, MISTRAL_TEKKEN},
+    {"mistral-v7-tekken", NAME_ONLY, {NULL}, {NULL}, format_mistral_v7, MISTRAL_TEKKEN, "</s>"},
 };
 
 #define N_TEMPLATES (sizeof templates / sizeof templates[0])
@@ -452,21 +470,15 @@ static void list_names(char *buf, size_t size)
     }
 }
 
-DI_API di_status di_chat_format(const char *template_name, const char *const *roles,
-                                const char *const *contents, size_t n_messages, int add_assistant,
-                                char *text, size_t capacity, size_t *text_len, char *errbuf,
-                                size_t errbuf_size)
+/* Formats the messages with the built-in template (di_chat_format's rules)
+ * into a malloc'd text (NUL-terminated; *text_len bytes) and the malloc'd
+ * spans of it that are message contents, in order. On failure *text and
+ * *content are NULL. */
+di_status di_chat_render(const char *template_name, const char *const *roles, const char *const *contents,
+                         size_t n_messages, int add_assistant, char **text, size_t *text_len,
+                         di_text_span **content, size_t *n_content, char *errbuf, size_t errbuf_size)
 {
-    if (errbuf && errbuf_size > 0)
-        errbuf[0] = '\0';
-    if (!template_name || !text_len || (!text && capacity > 0) ||
-        (n_messages > 0 && (!roles || !contents)))
-        return di_error(errbuf, errbuf_size, DI_ERR_INVALID_ARGUMENT,
-                        "NULL template_name, text_len, text (with capacity > 0), or roles or "
-                        "contents (with n_messages > 0)");
-    *text_len = 0;
-    if (capacity > 0)
-        text[0] = '\0';
+    *text = NULL, *text_len = 0, *content = NULL, *n_content = 0;
     const chat_template *tpl = find_by_name(template_name, strlen(template_name));
     if (!tpl || !tpl->format) {
         char names[256];
@@ -485,22 +497,55 @@ DI_API di_status di_chat_format(const char *template_name, const char *const *ro
     di_status st = read_messages(roles, contents, n_messages, m, errbuf, errbuf_size);
     if (!st)
         st = tpl->format(tpl, m, n_messages, add_assistant != 0, &o, errbuf, errbuf_size);
-    if (!st && o.oom)
+    put(&o, "", 1); /* the NUL (put writes nothing for 0 bytes: an empty text gets its buffer) */
+    if (!st && (o.oom || !o.p))
         st = di_error(errbuf, errbuf_size, DI_ERR_OUT_OF_MEMORY,
                       "out of memory formatting %zu messages", n_messages);
-    if (!st) {
-        *text_len = o.n;
-        if (capacity <= o.n)
-            st = di_error(errbuf, errbuf_size, DI_ERR_BUFFER_TOO_SMALL,
-                          "the prompt needs %zu bytes and its NUL; the buffer has %zu", o.n,
-                          capacity);
-        else {
-            if (o.n > 0)
-                memcpy(text, o.p, o.n);
-            text[o.n] = '\0';
-        }
-    }
-    free(o.p);
     free(m);
+    if (st) {
+        free(o.p);
+        free(o.content);
+        return st;
+    }
+    *text = o.p, *text_len = o.n - 1, *content = o.content, *n_content = o.n_content;
+    return DI_OK;
+}
+
+DI_API di_status di_chat_format(const char *template_name, const char *const *roles,
+                                const char *const *contents, size_t n_messages, int add_assistant,
+                                char *text, size_t capacity, size_t *text_len, char *errbuf,
+                                size_t errbuf_size)
+{
+    if (errbuf && errbuf_size > 0)
+        errbuf[0] = '\0';
+    if (!template_name || !text_len || (!text && capacity > 0) ||
+        (n_messages > 0 && (!roles || !contents)))
+        return di_error(errbuf, errbuf_size, DI_ERR_INVALID_ARGUMENT,
+                        "NULL template_name, text_len, text (with capacity > 0), or roles or "
+                        "contents (with n_messages > 0)");
+    *text_len = 0;
+    if (capacity > 0)
+        text[0] = '\0';
+    char *out = NULL;
+    size_t n = 0, n_content = 0;
+    di_text_span *content = NULL;
+    di_status st = di_chat_render(template_name, roles, contents, n_messages, add_assistant, &out, &n,
+                                  &content, &n_content, errbuf, errbuf_size);
+    if (!st) {
+        *text_len = n;
+        if (capacity <= n)
+            st = di_error(errbuf, errbuf_size, DI_ERR_BUFFER_TOO_SMALL,
+                          "the prompt needs %zu bytes and its NUL; the buffer has %zu", n, capacity);
+        else
+            memcpy(text, out, n + 1);
+    }
+    free(out);
+    free(content);
     return st;
+}
+
+DI_API const char *di_chat_turn_end(const char *template_name)
+{
+    const chat_template *tpl = template_name ? find_by_name(template_name, strlen(template_name)) : NULL;
+    return tpl && tpl->format ? tpl->turn_end : NULL;
 }

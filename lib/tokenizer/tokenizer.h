@@ -47,6 +47,20 @@ typedef struct di_tok_vec {
 /* Appends the ids of text (DI_TOKENIZE_* flags) to out. */
 di_status di_tokenizer_encode(const di_tokenizer *t, const char *text, size_t text_len,
                               uint32_t flags, di_tok_vec *out, char *err, size_t err_size);
+
+/* A stretch of a text: bytes [off, off + len). */
+typedef struct di_text_span {
+    size_t off, len;
+} di_text_span;
+
+/* di_tokenizer_encode, except that no special token is parsed whose bytes
+ * meet one of the n_plain spans (in increasing order, not overlapping):
+ * their text is plain text, whatever it holds. With DI_TOKENIZE_PARSE_SPECIAL
+ * and the spans of a chat's message contents, the template's own markers
+ * become their tokens and nothing a message says does (di_chat_tokenize). */
+di_status di_tokenizer_encode_spans(const di_tokenizer *t, const char *text, size_t text_len,
+                                    uint32_t flags, const di_text_span *plain, size_t n_plain,
+                                    di_tok_vec *out, char *err, size_t err_size);
 /* Decoded text in a malloc'd buffer (*text, *len; NUL-terminated). */
 di_status di_tokenizer_decode(const di_tokenizer *t, const int32_t *tokens, size_t n_tokens,
                               char **text, size_t *len, char *err, size_t err_size);

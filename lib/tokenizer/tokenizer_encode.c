@@ -31,12 +31,34 @@ static int frag_push(frag_vec *f, size_t off, size_t len, int32_t token)
     return 1;
 }
 
+/* Whether a special token found at bytes [at, at + n) may cut there, given
+ * the spans of plain text (sorted, disjoint): anywhere outside them; inside
+ * one (whole) only when it is a token that cuts without parse_special (a
+ * user-defined one), so that a span is tokenized as if parse_special were
+ * off; never across a span's edge. */
+static int may_cut(const di_text_span *plain, size_t n_plain, size_t at, size_t n, int cuts_plain_text)
+{
+    size_t lo = 0, hi = n_plain; /* the first span that ends after at */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (plain[mid].off + plain[mid].len <= at)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == n_plain || plain[lo].off >= at + n)
+        return 1; /* meets no span */
+    return cuts_plain_text && plain[lo].off <= at && at + n <= plain[lo].off + plain[lo].len;
+}
+
 /* llama.cpp's tokenizer_st_partition: each special token in turn, longest
  * first, cuts every plain stretch at each of its occurrences, left to right.
  * Without parse_special only user-defined tokens cut (control and unknown
- * ones are skipped, as llama.cpp does). */
+ * ones are skipped, as llama.cpp does). Where an occurrence meets a span of
+ * `plain` and may_cut says no, it cuts nothing: the search goes on one byte
+ * later. */
 static int partition(const di_tokenizer *t, const char *text, size_t len, int parse_special,
-                     frag_vec *frags)
+                     const di_text_span *plain, size_t n_plain, frag_vec *frags)
 {
     frag_vec next = {0};
     if (len > 0 && !frag_push(frags, 0, len, -1))
@@ -51,7 +73,8 @@ static int partition(const di_tokenizer *t, const char *text, size_t len, int pa
     for (uint32_t u = 0; u < t->n_special && frags->n > 0; u++) {
         int32_t id = t->special[u];
         const di_tok_piece *p = &t->pieces[id];
-        if (!parse_special && (p->attr & (DI_TOK_CONTROL | DI_TOK_UNKNOWN)))
+        int cuts_plain_text = !(p->attr & (DI_TOK_CONTROL | DI_TOK_UNKNOWN));
+        if (!parse_special && !cuts_plain_text)
             continue;
         if (p->len >= 2) {
             unsigned pair = (unsigned char)p->text[0] << 8 | (unsigned char)p->text[1];
@@ -66,14 +89,18 @@ static int partition(const di_tokenizer *t, const char *text, size_t len, int pa
                     goto oom;
                 continue;
             }
-            size_t off = f.off, end = f.off + f.len;
+            size_t off = f.off, from = f.off, end = f.off + f.len; /* off: the plain stretch's start */
             const char *hit;
-            while (off < end && (hit = memmem(text + off, end - off, p->text, p->len)) != NULL) {
+            while (from < end && (hit = memmem(text + from, end - from, p->text, p->len)) != NULL) {
                 size_t at = (size_t)(hit - text);
+                if (!may_cut(plain, n_plain, at, p->len, cuts_plain_text)) {
+                    from = at + 1;
+                    continue;
+                }
                 if ((at > off && !frag_push(&next, off, at - off, -1)) ||
                     !frag_push(&next, at, p->len, id))
                     goto oom;
-                off = at + p->len;
+                off = from = at + p->len;
             }
             if (off < end && !frag_push(&next, off, end - off, -1))
                 goto oom;
@@ -92,6 +119,13 @@ oom:
 di_status di_tokenizer_encode(const di_tokenizer *t, const char *text, size_t text_len,
                               uint32_t flags, di_tok_vec *out, char *err, size_t err_size)
 {
+    return di_tokenizer_encode_spans(t, text, text_len, flags, NULL, 0, out, err, err_size);
+}
+
+di_status di_tokenizer_encode_spans(const di_tokenizer *t, const char *text, size_t text_len,
+                                    uint32_t flags, const di_text_span *plain, size_t n_plain,
+                                    di_tok_vec *out, char *err, size_t err_size)
+{
     if (t->kind == DI_TOK_KIND_NONE)
         return di_error(err, err_size, DI_ERR_UNSUPPORTED, "%s", t->reason);
     const uint32_t known = DI_TOKENIZE_ADD_BOS | DI_TOKENIZE_PARSE_SPECIAL;
@@ -108,7 +142,7 @@ di_status di_tokenizer_encode(const di_tokenizer *t, const char *text, size_t te
                         bad, (unsigned char)text[bad]);
     int add_special = (flags & DI_TOKENIZE_ADD_BOS) != 0;
     frag_vec frags = {0};
-    if (!partition(t, text, text_len, (flags & DI_TOKENIZE_PARSE_SPECIAL) != 0, &frags)) {
+    if (!partition(t, text, text_len, (flags & DI_TOKENIZE_PARSE_SPECIAL) != 0, plain, n_plain, &frags)) {
         free(frags.v);
         return di_error(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory splitting the text");
     }

@@ -102,14 +102,27 @@ def spm_pieces():
     return pieces
 
 
-def spm_vocab():
+# The markers of every built-in chat template (lib/tokenizer/chat_template.c),
+# as control tokens of tok_chat_markers: each template's end of turn among them.
+CHAT_MARKERS = ["<start_of_turn>", "<end_of_turn>", "<|im_start|>", "<|im_end|>",
+                "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|user|>",
+                "<|assistant|>", "<|system|>", "<|end|>", "<|endoftext|>", "[INST]", "[/INST]",
+                "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "<<SYS>>", "<</SYS>>"]
+
+
+def spm_vocab(markers=False):
     """(tokens, scores, types): normal 1, unknown 2, control 3, user-defined 4,
-    unused 5, byte 6, undefined 0."""
+    unused 5, byte 6, undefined 0. markers: CHAT_MARKERS as control tokens
+    and one user-defined token after them (in place of the other special
+    tokens after the bytes)."""
     toks = [("<unk>", 0.0, 2), ("<s>", 0.0, 3), ("</s>", 0.0, 3)]
     toks += [(f"<0x{b:02X}>", 0.0, 6) for b in range(256)]
-    toks += [("<tool>", 0.0, 4), ("</tool>", 0.0, 4), ("\n\n", 0.0, 4), ("  ", 0.0, 4),
-             ("<ctrl>", 0.0, 3), ("<end_of_turn>", 0.0, 1), ("<unused0>", 0.0, 5),
-             ("<undef>", 0.0, 0), ("", 0.0, 1)]
+    if markers:
+        toks += [(t, 0.0, 3) for t in CHAT_MARKERS] + [("<tool>", 0.0, 4)]
+    else:
+        toks += [("<tool>", 0.0, 4), ("</tool>", 0.0, 4), ("\n\n", 0.0, 4), ("  ", 0.0, 4),
+                 ("<ctrl>", 0.0, 3), ("<end_of_turn>", 0.0, 1), ("<unused0>", 0.0, 5),
+                 ("<undef>", 0.0, 0), ("", 0.0, 1)]
     seen = {t for t, _, _ in toks}
     for p, s in spm_pieces():
         if p not in seen:
@@ -118,11 +131,11 @@ def spm_vocab():
     return toks
 
 
-def add_spm(prefix, add_eos, pad_to=0):
+def add_spm(prefix, add_eos, pad_to=0, markers=False):
     """The synthetic SentencePiece vocabulary: (count, writer hook, metadata).
     pad_to: pad the vocabulary with unused tokens (type 5) to that many
-    (bench/make_big_model.py's 32000)."""
-    toks = spm_vocab()
+    (bench/make_big_model.py's 32000); markers: spm_vocab's."""
+    toks = spm_vocab(markers)
     toks += [(f"<pad{i}>", -1e4, 5) for i in range(pad_to - len(toks))]
 
     def hook(w):
@@ -271,6 +284,7 @@ def models():
         "tok_bpe_default": add_bpe("default", add_bos=False),
         "tok_bpe_gpt2": add_bpe("gpt-2", add_bos=False),
         "tok_bpe_smollm": add_bpe("smollm", add_bos=False),
+        "tok_chat_markers": add_spm(prefix=True, add_eos=False, markers=True),
         **{"chat-" + stem: add_chat(text) for stem, text in chat_templates().items()},
     }
 

@@ -154,7 +154,7 @@ def status_name(status: int) -> str:
 
 
 def version() -> str:
-    """The loaded library's version string ("0.3.0")."""
+    """The loaded library's version string ("0.4.0")."""
     return _text(library().c.di_version_string())
 
 
@@ -213,11 +213,8 @@ def digest_floats(values: Any) -> str:
     return out.hex()
 
 
-def chat_format(template: str, messages: Iterable[Union[Tuple[str, str], Mapping[str, str]]],
-                add_assistant: bool = True) -> str:
-    """Prompt text of `messages` ((role, content) pairs or {"role", "content"}
-    dicts) in the built-in chat template `template` ("gemma", "chatml", ...).
-    Tokenize it with parse_special=True."""
+def _messages(messages: Iterable[Union[Tuple[str, str], Mapping[str, str]]]) -> Tuple[int, Any, Any]:
+    """The count and the C arrays of roles and contents."""
     roles: List[bytes] = []
     contents: List[bytes] = []
     for m in messages:
@@ -225,8 +222,25 @@ def chat_format(template: str, messages: Iterable[Union[Tuple[str, str], Mapping
         roles.append(role.encode())
         contents.append(content.encode())
     n = len(roles)
-    r = (C.c_char_p * max(n, 1))(*roles)
-    c = (C.c_char_p * max(n, 1))(*contents)
+    return n, (C.c_char_p * max(n, 1))(*roles), (C.c_char_p * max(n, 1))(*contents)
+
+
+def chat_turn_end(template: str) -> Optional[str]:
+    """The text of the token that ends a turn in the built-in template
+    `template` ("<end_of_turn>" for gemma), or None for an unknown name."""
+    text = library().fn("di_chat_turn_end")(template.encode())
+    return _text(text) if text is not None else None
+
+
+def chat_format(template: str, messages: Iterable[Union[Tuple[str, str], Mapping[str, str]]],
+                add_assistant: bool = True) -> str:
+    """Prompt text of `messages` ((role, content) pairs or {"role", "content"}
+    dicts) in the built-in chat template `template` ("gemma", "chatml", ...),
+    for display and comparison. To run a chat, use Model.chat_tokenize: this
+    text must not be tokenized with parse_special=True, which would turn
+    marker text inside a message ("<end_of_turn>") into control tokens and
+    let a user forge turns."""
+    n, r, c = _messages(messages)
     err = C.create_string_buffer(_ERRBUF)
     fn = library().fn("di_chat_format")
     need = C.c_size_t()
@@ -370,7 +384,8 @@ class Model(_Handle):
     def tokenize(self, text: str, add_bos: bool = True, parse_special: bool = False) -> List[int]:
         """Token ids of text (llama.cpp's tokenizer; add_bos adds the special
         tokens the file asks for; parse_special turns "<start_of_turn>" and
-        the like into their tokens)."""
+        the like into their tokens: only for text you wrote whole, never for
+        text holding a user's words; a chat goes through chat_tokenize)."""
         data = text.encode("utf-8")
         flags = (TOKENIZE_ADD_BOS if add_bos else 0) | (TOKENIZE_PARSE_SPECIAL if parse_special else 0)
         fn = library().c.di_model_tokenize
@@ -452,9 +467,35 @@ class Model(_Handle):
         name = library().fn("di_model_chat_template")(self._h())
         return _text(name) if name is not None else None
 
+    def chat_tokenize(self, messages: Iterable[Union[Tuple[str, str], Mapping[str, str]]],
+                      template: Optional[str] = None, add_assistant: bool = True,
+                      add_bos: bool = True) -> List[int]:
+        """Token ids of a chat in the built-in template `template` (default:
+        the file's): the template's markers are control tokens, and every
+        message is plain text, whatever it says ("<end_of_turn>" in a message
+        gives the tokens of those characters)."""
+        template = template or self.chat_template
+        if template is None:
+            raise DetinferError(Status.ERR_UNSUPPORTED, "the model has no recognised chat template: "
+                                "name one (template=\"gemma\", ...)")
+        n, r, c = _messages(messages)
+        fn = library().fn("di_chat_tokenize")
+        flags = TOKENIZE_ADD_BOS if add_bos else 0
+        need = C.c_size_t()
+        err = C.create_string_buffer(_ERRBUF)
+        st = fn(self._h(), template.encode(), r, c, n, int(add_assistant), flags, None, 0, C.byref(need), err,
+                _ERRBUF)
+        if st not in (Status.OK, Status.ERR_BUFFER_TOO_SMALL):
+            _check(st, err.value)
+        ids = (C.c_int32 * max(need.value, 1))()
+        _check(fn(self._h(), template.encode(), r, c, n, int(add_assistant), flags, ids, need.value, C.byref(need),
+                  err, _ERRBUF), err.value)
+        return list(ids[: need.value])
+
     def format_chat(self, messages: Iterable[Union[Tuple[str, str], Mapping[str, str]]],
                     add_assistant: bool = True) -> str:
-        """chat_format with this model's template."""
+        """chat_format with this model's template (text to show; to run a
+        chat, chat_tokenize)."""
         template = self.chat_template
         if template is None:
             raise DetinferError(Status.ERR_UNSUPPORTED, "the model has no recognised chat template")

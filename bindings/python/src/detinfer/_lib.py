@@ -103,6 +103,10 @@ SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "di_session_kv_bytes": (_I, [_P, C.POINTER(C.c_uint64)]),
     "di_session_logprobs": (_I, [_P, C.c_uint32, C.c_int32, C.POINTER(C.c_float), C.c_uint32, _PI32,
                                  C.POINTER(C.c_float)]),
+    # DETINFER_1.4
+    "di_chat_tokenize": (_I, [_P, _STR, C.POINTER(_STR), C.POINTER(_STR), _SZ, _I, C.c_uint32, _PI32, _SZ,
+                              _PSZ, _STR, _SZ]),
+    "di_chat_turn_end": (_STR, [_STR]),
 }
 
 
@@ -130,7 +134,7 @@ class Library:
     def fn(self, name: str) -> Any:
         if name in self.missing:
             raise LibraryNotFoundError(
-                f"{self.path} has no {name}: it is older than this binding (ABI 1.3); "
+                f"{self.path} has no {name}: it is older than this binding (ABI 1.4); "
                 "install a newer libdetinfer")
         return getattr(self.c, name)
 

@@ -30,7 +30,7 @@ pub type di_backend = c_int;
 pub type di_profile = c_int;
 
 pub const DI_VERSION_MAJOR: u32 = 0;
-pub const DI_VERSION_MINOR: u32 = 3;
+pub const DI_VERSION_MINOR: u32 = 4;
 pub const DI_VERSION_PATCH: u32 = 0;
 pub const DI_VERSION_NUMBER: u32 = DI_VERSION_MAJOR * 10000 + DI_VERSION_MINOR * 100 + DI_VERSION_PATCH;
 pub const DI_ABI_VERSION: u32 = 1;
@@ -203,4 +203,11 @@ extern "C" {
     pub fn di_session_kv_bytes(session: *mut di_session, bytes: *mut u64) -> di_status;
     pub fn di_session_logprobs(session: *mut di_session, seq: u32, token: i32, token_logprob: *mut f32, n_top: u32,
                                top_tokens: *mut i32, top_logprobs: *mut f32) -> di_status;
+
+    // DETINFER_1.4
+    pub fn di_chat_tokenize(model: *const di_model, template_name: *const c_char, roles: *const *const c_char,
+                            contents: *const *const c_char, n_messages: usize, add_assistant: c_int, flags: u32,
+                            tokens: *mut i32, capacity: usize, n_tokens: *mut usize, errbuf: *mut c_char,
+                            errbuf_size: usize) -> di_status;
+    pub fn di_chat_turn_end(template_name: *const c_char) -> *const c_char;
 }

@@ -195,7 +195,7 @@ fn sized(op: &'static str, mut call: impl FnMut(*mut c_char, usize, &mut usize) 
 
 // ---- Functions without a handle (thread-safe) -----------------------------------
 
-/// The loaded library's version string ("0.3.0").
+/// The loaded library's version string ("0.4.0").
 pub fn version() -> String {
     text(unsafe { sys::di_version_string() })
 }
@@ -240,23 +240,52 @@ pub fn digest_floats(values: &[f32]) -> Result<Digest> {
     Ok(d.into())
 }
 
+/// A chat's roles and contents as C strings (kept alive with their pointers).
+struct CMessages {
+    _roles: Vec<CString>,
+    _contents: Vec<CString>,
+    role_ptrs: Vec<*const c_char>,
+    content_ptrs: Vec<*const c_char>,
+}
+
+impl CMessages {
+    fn new(op: &'static str, messages: &[(&str, &str)]) -> Result<CMessages> {
+        let roles = messages.iter().map(|m| cstring(op, m.0)).collect::<Result<Vec<_>>>()?;
+        let contents = messages.iter().map(|m| cstring(op, m.1)).collect::<Result<Vec<_>>>()?;
+        let role_ptrs = roles.iter().map(|s| s.as_ptr()).collect();
+        let content_ptrs = contents.iter().map(|s| s.as_ptr()).collect();
+        Ok(CMessages { _roles: roles, _contents: contents, role_ptrs, content_ptrs })
+    }
+}
+
 /// Prompt text of `messages` ((role, content): "system", "user" or
 /// "assistant") in the built-in chat template `template` ("gemma", "chatml",
-/// ...). Tokenize it with `TokenizeFlags::PARSE_SPECIAL`.
+/// ...), to show or compare. To run a chat use `Model::chat_tokenize`: this
+/// text must not be tokenized with `TokenizeFlags::PARSE_SPECIAL`, which
+/// would turn marker text inside a message ("<end_of_turn>") into control
+/// tokens and let a user forge turns.
 pub fn chat_format(template: &str, messages: &[(&str, &str)], add_assistant: bool) -> Result<String> {
     const OP: &str = "di_chat_format";
     let name = cstring(OP, template)?;
-    let roles = messages.iter().map(|m| cstring(OP, m.0)).collect::<Result<Vec<_>>>()?;
-    let contents = messages.iter().map(|m| cstring(OP, m.1)).collect::<Result<Vec<_>>>()?;
-    let role_ptrs: Vec<*const c_char> = roles.iter().map(|s| s.as_ptr()).collect();
-    let content_ptrs: Vec<*const c_char> = contents.iter().map(|s| s.as_ptr()).collect();
+    let cm = CMessages::new(OP, messages)?;
     let mut eb = ErrBuf::new();
     let eb_ptr = eb.ptr();
     let bytes = sized(OP, |buf, cap, n| unsafe {
-        sys::di_chat_format(name.as_ptr(), role_ptrs.as_ptr(), content_ptrs.as_ptr(), messages.len(),
+        sys::di_chat_format(name.as_ptr(), cm.role_ptrs.as_ptr(), cm.content_ptrs.as_ptr(), messages.len(),
                             add_assistant as i32, buf, cap, n, eb_ptr, 512)
     }, || eb.message())?;
     String::from_utf8(bytes).map_err(|e| Error { op: OP, status: Status::Text, message: e.to_string() })
+}
+
+/// The text of the token that ends a turn in the built-in template
+/// (`"<end_of_turn>"` for gemma), or None for an unknown name.
+pub fn chat_turn_end(template: &str) -> Option<String> {
+    let name = CString::new(template).ok()?;
+    let p = unsafe { sys::di_chat_turn_end(name.as_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
 }
 
 // ---- Model ----------------------------------------------------------------------
@@ -380,6 +409,32 @@ impl Model {
             sys::di_model_tokenize(self.raw(), p, text.len(), flags.0, ids.as_mut_ptr(), ids.len(), &mut n,
                                    eb.ptr(), 512)
         };
+        check(OP, st, || eb.message())?;
+        ids.truncate(n);
+        Ok(ids)
+    }
+
+    /// The token ids of a chat in the built-in template `template`: the
+    /// template's markers are control tokens and every message is plain
+    /// text, whatever it says. `flags`: `NONE` or `ADD_BOS`.
+    pub fn chat_tokenize(&self, template: &str, messages: &[(&str, &str)], add_assistant: bool,
+                         flags: TokenizeFlags) -> Result<Vec<i32>> {
+        const OP: &str = "di_chat_tokenize";
+        let name = cstring(OP, template)?;
+        let cm = CMessages::new(OP, messages)?;
+        let mut eb = ErrBuf::new();
+        let call = |ids: &mut [i32], n: &mut usize, eb: *mut c_char| unsafe {
+            let p = if ids.is_empty() { ptr::null_mut() } else { ids.as_mut_ptr() };
+            sys::di_chat_tokenize(self.raw(), name.as_ptr(), cm.role_ptrs.as_ptr(), cm.content_ptrs.as_ptr(),
+                                  messages.len(), add_assistant as i32, flags.0, p, ids.len(), n, eb, 512)
+        };
+        let mut n = 0usize;
+        let st = call(&mut [], &mut n, eb.ptr());
+        if st != sys::DI_ERR_BUFFER_TOO_SMALL {
+            check(OP, st, || eb.message())?;
+        }
+        let mut ids = vec![0i32; n];
+        let st = call(&mut ids, &mut n, eb.ptr());
         check(OP, st, || eb.message())?;
         ids.truncate(n);
         Ok(ids)

@@ -4,7 +4,11 @@ An input line (JSONL) is an object with:
   id           required, unique: a JSON integer or a string
   prompt       text, tokenized by the worker (BOS as the model asks), or
   tokens       token ids (exactly one of prompt / tokens)
-  parse_special  optional bool: "<start_of_turn>" and the like become their tokens
+  parse_special  optional bool: "<start_of_turn>" and the like become their tokens,
+               anywhere in the prompt. Only for prompts whose every byte the job's
+               author wrote: a prompt holding a user's words (a chat) must not set
+               it, or the user can forge turns; give such a chat as `tokens`, from
+               Model.chat_tokenize, which parses the template's markers only
   max_new      optional int >= 0 (default: the run's --max-new)
   stop_at_eos  optional bool (default true)
   sampling     optional object of SamplingParams fields (temperature, top_k, ...)
