@@ -280,6 +280,18 @@ check-baseline: $(MODELS)/models.txt $(MODELS)/real.txt $(MODELS)/rope_reference
 # The library and a program built with -fsanitize=thread: one model shared by
 # 4 threads, each with its own 2-thread session (tests/tsan_shared_model.c).
 TSAN_MODELS := gqa_untied_q8_0 gemma3_f32 mha_tied_q4_1
+# The server under ThreadSanitizer: the tool and the library built with
+# -fsanitize=thread, and the server tests that run its threads hardest (the
+# attacks, the load, the limits) against it; a race report fails the server's
+# exit status (TSAN_OPTIONS) and so the test. Models: the default build's.
+SERVE_TSAN_TESTS := tests/serve/test_attack.py tests/serve/test_load.py tests/serve/test_security.py
+.PHONY: check-serve-tsan
+check-serve-tsan: $(MODELS)/tokenizers.txt $(MODELS)/real.txt
+	$(MAKE) SANITIZE=thread build-tsan/tools/detinfer build-tsan/tests/serve_net_key
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66" DETINFER=$(abspath build-tsan/tools/detinfer) \
+	DI_TEST_MODELS=$(abspath $(MODELS)) DI_TEST_REAL_MODEL="$$(cat $(MODELS)/real.txt)" DI_TEST_SLOW=4 \
+	$(PYTHON) -m pytest -q -p no:cacheprovider $(SERVE_TSAN_TESTS)
+
 check-tsan: $(MODELS)/models.txt
 	$(MAKE) SANITIZE=thread build-tsan/libdetinfer.so.$(LIBFILE_VERSION)
 	$(CC) -std=c11 -Wall -Wextra -O1 -g -fsanitize=thread -Iinclude tests/tsan_shared_model.c \
@@ -343,12 +355,14 @@ check-ray: $(SHARED) $(MODELS)/tokenizers.txt
 	DI_TEST_MODELS=$(abspath $(MODELS)) DI_RAY_TESTS=1 DI_RAY_REAL=$(RAY_REAL) \
 	timeout 900 $(PYTHON) -m pytest -p no:cacheprovider -W ignore::DeprecationWarning -q -s -rs bindings/python/tests/ray
 
-# libFuzzer (clang) over the GGUF parser and over the chat templates with
-# PARSE_SPECIAL tokenizing; FUZZ_SECONDS of fuzzing per target (two targets).
+# libFuzzer (clang) over the GGUF parser, over the chat templates with
+# PARSE_SPECIAL tokenizing, and over the server's request path (a body to a
+# checked request to its response JSON; the library linked uninstrumented);
+# FUZZ_SECONDS of fuzzing per target (three targets).
 FUZZ_SECONDS ?= 60
 FUZZ_CC := clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude \
            $(addprefix -I,$(DI_SRC_DIRS))
-fuzz: $(MODELS)/models.txt $(MODELS)/tokenizers.txt
+fuzz: $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(STATIC)
 	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus_chat
 	cp $(MODELS)/mha_tied_q8_0.gguf $(MODELS)/odd_f32.gguf $(BUILD)/fuzz/corpus/
 	$(FUZZ_CC) tests/fuzz/fuzz_gguf.c lib/format/*.c lib/base/*.c -o $(BUILD)/fuzz/fuzz_gguf
@@ -357,6 +371,13 @@ fuzz: $(MODELS)/models.txt $(MODELS)/tokenizers.txt
 	$(BUILD)/fuzz/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=262144 $(BUILD)/fuzz/corpus
 	DI_FUZZ_VOCAB=$(MODELS)/tok_bpe_llama3.gguf $(BUILD)/fuzz/fuzz_chat -max_total_time=$(FUZZ_SECONDS) \
 	    -max_len=4096 -dict=tests/fuzz/chat.dict $(BUILD)/fuzz/corpus_chat
+	@mkdir -p $(BUILD)/fuzz/corpus_request
+	cp tests/fuzz/request_seeds/* $(BUILD)/fuzz/corpus_request/
+	$(FUZZ_CC) -std=c11 -Itools -Itools/serve tests/fuzz/fuzz_request.c tools/serve/serve_request.c \
+	    tools/cli_digest.c tools/cli_options.c $(STATIC) -o $(BUILD)/fuzz/fuzz_request \
+	    -ljansson -lxxhash -lpcre2-8 -lm -lpthread -ldl
+	DI_FUZZ_MODEL=$(MODELS)/tok_chat_markers.gguf $(BUILD)/fuzz/fuzz_request -max_total_time=$(FUZZ_SECONDS) \
+	    -max_len=8192 -dict=tests/fuzz/request.dict $(BUILD)/fuzz/corpus_request
 
 # ABI: the committed baseline abi/libdetinfer.abi is compared with the built library.
 abi-dump: $(SHARED)

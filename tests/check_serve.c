@@ -24,6 +24,10 @@ START_TEST(test_serve_pytest_suite)
     const char *tool = getenv("DI_TEST_TOOL");
     const char *sanitize = getenv("DI_TEST_SANITIZE");
     const char *real = getenv("DI_TEST_REAL_MODEL");
+    /* DI_TEST_SLOW: the time bounds' factor, when given (.ci/run, sharing the CPUs with another suite) */
+    const char *slow = getenv("DI_TEST_SLOW");
+    if (slow && strspn(slow, "0123456789") != strlen(slow))
+        slow = NULL;
     ck_assert_msg(root && models && (tool || example),
                   "DI_TEST_ROOT / DI_TEST_MODELS / DI_TEST_EXAMPLE are not set (run the suite with make check)");
     char path[4096], cmd[16384];
@@ -37,7 +41,7 @@ START_TEST(test_serve_pytest_suite)
     snprintf(cmd, sizeof cmd,
              "cd '%s' && DETINFER='%s' DI_TEST_MODELS='%s' DI_TEST_REAL_MODEL='%s' DI_TEST_SLOW=%s "
              "python3 -m pytest -q -p no:cacheprovider tests/serve 2>&1",
-             root, path, models, real ? real : "", sanitize && !strcmp(sanitize, "1") ? "4" : "1");
+             root, path, models, real ? real : "", slow ? slow : sanitize && !strcmp(sanitize, "1") ? "4" : "1");
     FILE *p = popen(cmd, "r");
     ck_assert(p != NULL);
     char line[4096];

@@ -79,8 +79,10 @@ di_status dt_tokenize(const di_model *model, const char *text, int add_bos, int3
     return DI_OK;
 }
 
-char *dt_detokenize(const di_model *model, const int32_t *tokens, size_t n)
+char *dt_detokenize(const di_model *model, const int32_t *tokens, size_t n, size_t *len)
 {
+    if (len)
+        *len = 0;
     size_t need = 0;
     di_status st = di_model_detokenize(model, tokens, n, NULL, 0, &need, NULL, 0);
     if (st != DI_OK && st != DI_ERR_BUFFER_TOO_SMALL)
@@ -90,6 +92,8 @@ char *dt_detokenize(const di_model *model, const int32_t *tokens, size_t n)
         free(text);
         text = NULL;
     }
+    if (text && len)
+        *len = need;
     return text;
 }
 

@@ -37,7 +37,7 @@ int64_t dt_model_int(const di_model *model, di_model_key key);
 di_status dt_tokenize(const di_model *model, const char *text, int add_bos, int32_t **tokens,
                       uint32_t *n, char *err, size_t err_size);
 /* Tokens to text, malloc'ed and NUL-terminated; NULL when it cannot. */
-char *dt_detokenize(const di_model *model, const int32_t *tokens, size_t n);
+char *dt_detokenize(const di_model *model, const int32_t *tokens, size_t n, size_t *len);
 /* The text of one token, malloc'ed; NULL when the model has no tokenizer. */
 char *dt_token_piece(const di_model *model, int32_t token);
 

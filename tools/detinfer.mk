@@ -22,8 +22,18 @@ DETINFER_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-protot
 # from libxxhash; verify --url: HTTP client from libcurl (make deps installs them).
 DETINFER_LIBS   := -lmicrohttpd -ljansson -lcurl -lxxhash -ldl -lpthread -lm
 
+SERVE_NET_KEY_TEST := $(BUILD)/tests/serve_net_key
+
 .PHONY: detinfer install-tools uninstall-tools
-detinfer: $(DETINFER)
+detinfer: $(DETINFER) $(SERVE_NET_KEY_TEST)
+
+# The connection counting by network of tools/serve/serve_conns.c, alone
+# (tests/serve/test_attack.py runs it).
+$(SERVE_NET_KEY_TEST): tests/serve/net_key_test.c tools/serve/serve_conns.c tools/serve/serve_allow.c \
+                       $(wildcard tools/serve/*.h tools/cli_*.h) include/detinfer.h
+	@mkdir -p $(dir $@)
+	$(CC) $(DETINFER_CFLAGS) $(CFLAGS) tests/serve/net_key_test.c tools/serve/serve_conns.c \
+	    tools/serve/serve_allow.c -o $@ $(LDFLAGS) -lpthread
 
 $(BUILD)/tools/%.o: tools/%.c $(wildcard tools/detinfer*.h tools/cli_*.h tools/serve/*.h) include/detinfer.h
 	@mkdir -p $(dir $@)

@@ -275,7 +275,7 @@ static void print_footer(const di_model *model, const run_result *r)
     char hex[DI_DIGEST_HEX_SIZE];
     dt_hex(&r->sequence, hex);
     printf("sequence %u tokens digest %s\n", r->n_prompt + r->n_generated, hex);
-    char *text = dt_detokenize(model, r->generated, r->n_generated);
+    char *text = dt_detokenize(model, r->generated, r->n_generated, NULL);
     if (text) {
         printf("text ");
         dt_print_quoted(stdout, text, strlen(text));
@@ -305,7 +305,7 @@ static int print_json(const run_opts *o, const di_model *model, const run_result
     char seed[24];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->sampling.seed); /* exact beyond 2^53 */
     json_t *sampling = dt_json_set(dt_json_sampling(&o->sampling), "seed", json_string(seed));
-    char *text = dt_detokenize(model, r->generated, r->n_generated);
+    char *text = dt_detokenize(model, r->generated, r->n_generated, NULL);
     json_t *root = json_pack(
         "{s:o, s:o, s:s, s:s, s:s, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:I, s:o}", "model",
         dt_json_text(o->model), "architecture", dt_json_text(di_model_architecture(model)), "library_version",

@@ -157,7 +157,8 @@ static json_t *http(const vu *v, const char *path, const char *post, long *statu
         snprintf(err, err_size, "%s: %s", path, curl_easy_strerror(rc));
     } else {
         json_error_t je;
-        root = json_loadb(b.p ? b.p : "", b.len, 0, &je);
+        /* generated text may hold a NUL byte (\u0000): the server keeps its length */
+        root = json_loadb(b.p ? b.p : "", b.len, JSON_ALLOW_NUL, &je);
         if (!root)
             snprintf(err, err_size, "%s: HTTP %ld, the body is not JSON: %s", path, *status, je.text);
         else if (*status != 200) {

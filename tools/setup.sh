@@ -5,7 +5,7 @@
 set -euo pipefail
 
 debs=(build-essential pkg-config check libsubunit-dev libxxhash-dev xxhash libpcre2-dev abigail-tools clang libclang-rt-14-dev
-      cmake golang-go libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev curl python3-venv)
+      cmake golang-go libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev curl python3-venv iproute2)
 missing=()
 for p in "${debs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

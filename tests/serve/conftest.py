@@ -82,8 +82,8 @@ class Server:
         self.pump.join(5)
         assert rc == 0, "server exited %d\n%s" % (rc, self.stderr())
         # Sanitizer reports go to stderr; the exit status may not show them all.
-        assert "ERROR: AddressSanitizer" not in self.stderr() and "runtime error:" not in self.stderr(), \
-            self.stderr()
+        assert "ERROR: AddressSanitizer" not in self.stderr() and "runtime error:" not in self.stderr() and \
+            "WARNING: ThreadSanitizer" not in self.stderr(), self.stderr()
         return rc
 
 

@@ -105,7 +105,7 @@ def open_stream(port, body):
     """A raw streaming request; returns the socket after the first SSE event."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=60 * SLOW)
     payload = json.dumps(body).encode()
-    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                  b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload))
     data = b""
     while b"data: " not in data:
@@ -138,7 +138,7 @@ def test_disconnect_mid_stream_frees_the_sequence(serve):
     # A non-streaming request whose client leaves frees its sequence too.
     raw = socket.create_connection(("127.0.0.1", s.port), timeout=30)
     body = json.dumps({"prompt": prompt, "max_tokens": 40}).encode()
-    raw.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    raw.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
     assert wait_until(lambda: metric(get(s.url + "/metrics"), "detinfer_running_requests") == 1, timeout=5)
     raw.close()

@@ -47,6 +47,39 @@ int sv_allow_parse(const char *text, sv_allowlist *out, char *err, size_t err_si
 void sv_allow_free(sv_allowlist *a);
 /* 1 when addr (IPv4, IPv6, or IPv4-mapped IPv6) is inside one of the nets. */
 int sv_allow_match(const sv_allowlist *a, const struct sockaddr *addr);
+/* The address's bytes (4 for IPv4 and IPv4-mapped IPv6, else 16) and its
+ * family, AF_INET or AF_INET6; 0 for another kind of address. */
+int sv_addr_bytes(const struct sockaddr *addr, unsigned char bytes[16]);
+
+/* ---- Open connections (serve_conns.c) ------------------------------------ */
+/* The network a client's connections count against: its IPv4 address, or
+ * the /64 of its IPv6 one (one host can walk a whole /64). */
+typedef struct sv_net_key {
+    unsigned char bytes[9]; /* family tag, then 4 or 8 address bytes */
+} sv_net_key;
+int sv_net_key_of(const struct sockaddr *addr, sv_net_key *key);
+
+typedef struct sv_conns sv_conns;
+/* The table of open connections and its watchdog thread, which shuts a
+ * connection down once its request deadline passes (request_timeout
+ * seconds from accept, or from the end of its previous response, to the
+ * end of its request's body). */
+sv_conns *sv_conns_start(long request_timeout);
+void sv_conns_stop(sv_conns *t);
+/* Connections open from addr's network, and in all. */
+int sv_conns_count(sv_conns *t, const struct sockaddr *addr);
+int sv_conns_total(sv_conns *t);
+/* A connection opened (its socket fd and client address) and closed. */
+void sv_conns_opened(sv_conns *t, const void *connection, int fd, const struct sockaddr *addr);
+void sv_conns_closed(sv_conns *t, const void *connection);
+/* Its request's body is in: no deadline while it is answered. */
+void sv_conns_received(sv_conns *t, const void *connection);
+/* Its response is over: the next request's deadline starts. */
+void sv_conns_answered(sv_conns *t, const void *connection);
+/* Connections the watchdog shut down since the start. */
+uint64_t sv_conns_expired(sv_conns *t);
+/* Shuts every connection down (the end of a drain). */
+void sv_conns_cut_all(sv_conns *t);
 /* 1 when the n bytes of a and b are equal; the time does not depend on where
  * they differ. */
 int sv_bytes_equal_ct(const void *a, const void *b, size_t n);
@@ -60,6 +93,10 @@ typedef struct sv_config {
     const char *api_key_file;
     long threads, max_sequences, context, max_tokens, queue, timeout, chunk, max_body;
     long max_connections_per_ip; /* 0: no limit */
+    long request_timeout;        /* seconds from accept (or the last response) to a request's whole body */
+    long drain_timeout;          /* seconds a drain waits before it cuts what is left */
+    const char *allowed_hosts;   /* --allowed-hosts: Host names answered; NULL: the default */
+    const char *cors_origins;    /* --cors-origin: origins whose pages may call; NULL: none */
     di_backend backend;
     di_profile profile;
     long device;
@@ -78,6 +115,7 @@ typedef struct sv_server {
     size_t api_key_len;
     di_model *model;
     int64_t n_vocab;
+    size_t max_token_bytes; /* the most text bytes one token stands for (sv_max_token_bytes); 0: no tokenizer */
     int64_t context;     /* tokens per sequence */
     int32_t eos;         /* -1 when the model has none */
     int32_t eot;         /* end of a chat turn, -1 when none */
@@ -88,8 +126,17 @@ typedef struct sv_server {
     char backend_info[256];
     sv_engine *engine;
     sv_metrics *metrics;
-    volatile int draining; /* SIGTERM/SIGINT: refuse new requests */
+    sv_conns *conns;
+    long connection_cap;       /* open connections at most: max_sequences + queue + 16 */
+    int test_sndbuf;           /* TEST ONLY (DETINFER_TEST_SNDBUF): SO_SNDBUF of each connection; 0: the kernel's */
+    const char *allowed_hosts; /* the Host names answered (comma-separated); NULL: any */
+    int draining;              /* SIGTERM/SIGINT/SIGHUP: refuse new requests; atomic (sv_draining) */
 } sv_server;
+
+static inline int sv_draining(const sv_server *s)
+{
+    return __atomic_load_n(&s->draining, __ATOMIC_SEQ_CST);
+}
 
 /* ---- Requests (serve_request.c) ------------------------------------------ */
 typedef enum sv_kind { SV_COMPLETION, SV_CHAT } sv_kind;
@@ -121,7 +168,8 @@ typedef struct sv_request {
     float *top_logprobs;      /* [max_tokens][n_top] */
     size_t *text_offset;      /* with logprobs: bytes of text before each token, [max_tokens] */
     uint32_t n_out;
-    char *text;               /* detokenized generated tokens, NUL-terminated */
+    char *text;               /* detokenized generated tokens (text_len bytes, NUL bytes possible), NUL-terminated */
+    size_t text_len;
     size_t text_visible;      /* bytes of text that are final (stop strings held back) */
     const char *finish_reason;/* "stop" or "length" when done */
     di_digest sequence;       /* prompt + generated ids, when done */
@@ -146,6 +194,9 @@ typedef struct sv_error {
  * refs = 1. On failure fills e (status 400) and returns -1. */
 int sv_request_parse(sv_server *s, sv_kind kind, const char *body, size_t len, sv_request **out, sv_error *e);
 void sv_request_free(sv_request *r);
+/* Routes jansson's allocations through the per-parse budget of
+ * sv_request_parse; called once, before any JSON is made. */
+void sv_json_budget_install(void);
 /* The complete (non-streaming) response body; caller frees. Call with the
  * request done. */
 char *sv_response_json(const sv_server *s, const sv_request *r);

@@ -95,28 +95,30 @@ static int prefix_equal(const unsigned char *a, const unsigned char *b, int bits
     return (a[bytes] & mask) == (b[bytes] & mask);
 }
 
-int sv_allow_match(const sv_allowlist *a, const struct sockaddr *addr)
+int sv_addr_bytes(const struct sockaddr *addr, unsigned char bytes[16])
 {
-    unsigned char bytes[16];
-    int family;
     if (!addr)
         return 0;
     if (addr->sa_family == AF_INET) {
         memcpy(bytes, &((const struct sockaddr_in *)addr)->sin_addr, 4);
-        family = AF_INET;
-    } else if (addr->sa_family == AF_INET6) {
-        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)addr)->sin6_addr;
-        if (IN6_IS_ADDR_V4MAPPED(a6)) { /* ::ffff:a.b.c.d on a dual-stack socket */
-            memcpy(bytes, a6->s6_addr + 12, 4);
-            family = AF_INET;
-        } else {
-            memcpy(bytes, a6->s6_addr, 16);
-            family = AF_INET6;
-        }
-    } else {
-        return 0;
+        return AF_INET;
     }
-    for (int i = 0; i < a->n; i++)
+    if (addr->sa_family != AF_INET6)
+        return 0;
+    const struct in6_addr *a6 = &((const struct sockaddr_in6 *)addr)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(a6)) { /* ::ffff:a.b.c.d on a dual-stack socket */
+        memcpy(bytes, a6->s6_addr + 12, 4);
+        return AF_INET;
+    }
+    memcpy(bytes, a6->s6_addr, 16);
+    return AF_INET6;
+}
+
+int sv_allow_match(const sv_allowlist *a, const struct sockaddr *addr)
+{
+    unsigned char bytes[16];
+    const int family = sv_addr_bytes(addr, bytes);
+    for (int i = 0; family && i < a->n; i++)
         if (a->nets[i].family == family && prefix_equal(a->nets[i].addr, bytes, a->nets[i].prefix))
             return 1;
     return 0;

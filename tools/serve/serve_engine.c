@@ -73,20 +73,24 @@ static void fail_locked(sv_engine *g, sv_request *r, const char *what, di_status
  * when a stop string was found. */
 static int update_text_locked(sv_server *s, sv_request *r)
 {
-    char *text = dt_detokenize(s->model, r->out, r->n_out);
-    if (!text)
+    size_t all = 0; /* lengths, not strlen: a token may decode to a NUL byte */
+    char *text = dt_detokenize(s->model, r->out, r->n_out, &all);
+    if (!text) {
         text = strdup("");
+        all = 0;
+    }
     if (!text)
         return 0;
     free(r->text);
     r->text = text;
-    size_t len = strlen(text);
+    r->text_len = all;
+    size_t len = all;
     for (size_t i = 0; i < r->n_stops; i++) {
-        const char *hit = strstr(text, r->stops[i]);
+        const char *hit = memmem(text, all, r->stops[i], strlen(r->stops[i]));
         if (hit && (size_t)(hit - text) < len)
             len = (size_t)(hit - text);
     }
-    if (len < strlen(text)) {
+    if (len < all) {
         r->text_visible = len;
         return 1;
     }
@@ -120,7 +124,7 @@ static void advance_locked(sv_server *s, sv_engine *g, sv_request *r)
         const size_t at = (size_t)r->n_out * r->n_top;
         st = di_session_logprobs(g->session, seq, token, &r->token_logprob[r->n_out], r->n_top,
                                  r->n_top ? &r->top_tokens[at] : NULL, r->n_top ? &r->top_logprobs[at] : NULL);
-        r->text_offset[r->n_out] = r->text ? strlen(r->text) : 0;
+        r->text_offset[r->n_out] = r->text ? r->text_len : 0;
     }
     if (st) {
         fail_locked(g, r, "choosing a token", st, di_session_errmsg(g->session));
@@ -140,7 +144,7 @@ static void advance_locked(sv_server *s, sv_engine *g, sv_request *r)
             return;
         }
         if (!stopped)
-            r->text_visible = strlen(r->text);
+            r->text_visible = r->text_len;
         r->finish_reason = finish;
         sv_metrics_tokens(s, r->n_prompt, r->n_out);
         finish_locked(g, r);
@@ -361,7 +365,7 @@ int sv_engine_submit(sv_server *s, sv_request *r, sv_error *e)
     r->t_queued = dt_now();
     pthread_mutex_lock(&g->lock);
     int rc = 0;
-    if (s->draining || g->stop) {
+    if (sv_draining(s) || g->stop) {
         sv_set_error(e, 503, "server_error", NULL, "the server is shutting down");
         rc = -1;
     } else if (g->q_len >= g->q_cap) {

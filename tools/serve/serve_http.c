@@ -1,12 +1,18 @@
 /*
  * serve_http.c — HTTP/1.1 with keep-alive from libmicrohttpd, one thread per
- * connection (a handler may wait for the engine). Order of checks, each
- * before any work: the allowlist (403), the route (404/405), the API key
- * (401), draining (503), the body size (413); then the body is parsed (400)
- * and queued (429). Streams are Server-Sent Events in OpenAI's chunk format.
+ * connection (a handler may wait for the engine). A client outside the
+ * allowlist, or one whose network holds --max-connections-per-ip
+ * connections already, is refused at accept, before a byte is read (the
+ * accept policy). Then, each before any work: the Host (421), the Origin
+ * (403), the route (404/405, and CORS preflights), the API key (401),
+ * draining (503), the content type (415), the body size (413, as soon as a
+ * body passes it); then the body is parsed (400) and queued (429). A 401,
+ * 403, 413 or 421 closes the connection. Streams are Server-Sent Events in
+ * OpenAI's chunk format.
  */
 #include <microhttpd.h>
 #include <netdb.h>
+#include <strings.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,8 +45,8 @@ typedef struct conn {
     route_id route;
     char *body;
     size_t len, cap;
-    int too_big;
-    int status; /* of the response queued; for metrics */
+    int status;         /* of the response queued; for metrics */
+    const char *origin; /* an allowed Origin, echoed in the CORS headers; NULL for none */
 } conn;
 
 /* A streaming response's state (the content reader's). */
@@ -56,7 +62,15 @@ typedef struct stream {
     int finished; /* [DONE] queued */
 } stream;
 
-static volatile int in_flight; /* requests between their first call and completion */
+static int in_flight; /* requests between their first call and completion (atomic) */
+
+static void add_cors(struct MHD_Response *resp, const conn *k)
+{
+    if (!k->origin)
+        return;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, k->origin);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Origin");
+}
 
 static MHD_Result_t queue_text(struct MHD_Connection *c, conn *k, int status, const char *type, char *body,
                                const char *retry_after)
@@ -74,6 +88,9 @@ static MHD_Result_t queue_text(struct MHD_Connection *c, conn *k, int status, co
         return MHD_NO;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    add_cors(resp, k);
+    if (status == 401 || status == 403 || status == 413 || status == 421) /* no second try on this connection */
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (retry_after)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, retry_after);
     if (status == 401)
@@ -105,6 +122,47 @@ static MHD_Result_t fail(struct MHD_Connection *c, conn *k, int status, const ch
     return queue_error(c, k, &e);
 }
 
+static MHD_Result_t too_big(sv_server *s, struct MHD_Connection *c, conn *k)
+{
+    sv_error e;
+    sv_set_error(&e, 413, "invalid_request_error", NULL, "the body is larger than %ld bytes (--max-body)",
+                 s->cfg.max_body);
+    return queue_error(c, k, &e);
+}
+
+static int connection_fd(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info ? info->connect_fd : -1;
+}
+
+/* A body past --max-body while it is still arriving (chunked): this
+ * libmicrohttpd takes no response until the body ends, and an endless body
+ * never ends. So the 413 is written on the socket here, the write side shut
+ * (the client reads it, then the end), and the connection dropped (MHD_NO).
+ * No response of libmicrohttpd's is under way on it, and there is no TLS. */
+static MHD_Result_t too_big_now(sv_server *s, struct MHD_Connection *c, conn *k)
+{
+    sv_error e;
+    sv_set_error(&e, 413, "invalid_request_error", NULL, "the body is larger than %ld bytes (--max-body)",
+                 s->cfg.max_body);
+    char *body = sv_error_json(&e);
+    const int fd = connection_fd(c);
+    if (body && fd >= 0) {
+        char head[256];
+        const int n = snprintf(head, sizeof head,
+                               "HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"
+                               "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                               strlen(body));
+        if (send(fd, head, (size_t)n, MSG_NOSIGNAL) == n)
+            send(fd, body, strlen(body), MSG_NOSIGNAL);
+        shutdown(fd, SHUT_WR);
+    }
+    free(body);
+    k->status = 413;
+    return MHD_NO;
+}
+
 static route_id find_route(const char *url)
 {
     for (int i = 0; i < R_NONE; i++)
@@ -130,6 +188,7 @@ static int key_ok(sv_server *s, struct MHD_Connection *c)
         return 0;
     memcpy(padded, given, n < s->api_key_len ? n : s->api_key_len);
     int equal = sv_bytes_equal_ct(padded, s->api_key, s->api_key_len);
+    explicit_bzero(padded, s->api_key_len + 1);
     free(padded);
     return equal && n == s->api_key_len;
 }
@@ -143,11 +202,6 @@ static int client_gone(int fd)
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
 }
 
-static int connection_fd(struct MHD_Connection *c)
-{
-    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    return info ? info->connect_fd : -1;
-}
 
 /* ---- Streaming ------------------------------------------------------------ */
 
@@ -289,6 +343,7 @@ static MHD_Result_t start_stream(sv_server *s, struct MHD_Connection *c, conn *k
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    add_cors(resp, k);
     k->status = 200;
     MHD_Result_t ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
     MHD_destroy_response(resp);
@@ -301,11 +356,6 @@ static MHD_Result_t handle_generation(sv_server *s, struct MHD_Connection *c, co
 {
     sv_request *r = NULL;
     sv_error e;
-    if (k->too_big) {
-        sv_set_error(&e, 413, "invalid_request_error", NULL, "the body is larger than %ld bytes (--max-body)",
-                     s->cfg.max_body);
-        return queue_error(c, k, &e);
-    }
     if (sv_request_parse(s, k->route == R_CHAT ? SV_CHAT : SV_COMPLETION, k->body ? k->body : "", k->len, &r, &e))
         return queue_error(c, k, &e);
     if (sv_engine_submit(s, r, &e)) {
@@ -368,11 +418,12 @@ static MHD_Result_t handle_health(sv_server *s, struct MHD_Connection *c, conn *
 {
     int queued = 0, running = 0;
     sv_engine_counts(s, &queued, &running);
-    json_t *root = json_pack("{s:s, s:i, s:i}", "status", s->draining ? "draining" : "ok", "queued", queued,
+    const int draining = sv_draining(s);
+    json_t *root = json_pack("{s:s, s:i, s:i}", "status", draining ? "draining" : "ok", "queued", queued,
                              "running", running);
     char *body = json_dumps(root, JSON_COMPACT);
     json_decref(root);
-    return queue_json(c, k, s->draining ? 503 : 200, body);
+    return queue_json(c, k, draining ? 503 : 200, body);
 }
 
 static MHD_Result_t handle_metrics(sv_server *s, struct MHD_Connection *c, conn *k)
@@ -385,17 +436,96 @@ static MHD_Result_t handle_metrics(sv_server *s, struct MHD_Connection *c, conn 
     return queue_text(c, k, 200, "text/plain; version=0.0.4", text, NULL);
 }
 
+/* 1 when `item` (n bytes) is one of the comma-separated entries of list,
+ * compared without regard to ASCII case. */
+static int list_has(const char *list, const char *item, size_t n)
+{
+    for (const char *p = list; p && *p;) {
+        const char *end = strchr(p, ',');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && !strncasecmp(p, item, n))
+            return 1;
+        p = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+/* The host part of a Host header: "[::1]:8080" -> "::1", "a.b:80" -> "a.b". */
+static void host_name(const char *host, const char **name, size_t *n)
+{
+    if (host[0] == '[') {
+        const char *end = strchr(host, ']');
+        *name = host + 1;
+        *n = end ? (size_t)(end - host - 1) : strlen(host + 1);
+        return;
+    }
+    const char *colon = strchr(host, ':');
+    *name = host;
+    *n = colon && !strchr(colon + 1, ':') ? (size_t)(colon - host) : strlen(host);
+}
+
+/* A POST body must say it is JSON: a form or text/plain POST is what a web
+ * page can send across origins without asking (CSRF). */
+static int json_content_type(const char *type)
+{
+    static const char want[] = "application/json";
+    if (!type || strncasecmp(type, want, sizeof want - 1))
+        return 0;
+    const char next = type[sizeof want - 1];
+    return next == '\0' || next == ';' || next == ' ' || next == '\t';
+}
+
+/* A CORS preflight (OPTIONS from an allowed origin) answered: 204. */
+static MHD_Result_t queue_preflight(struct MHD_Connection *c, conn *k)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!resp)
+        return MHD_NO;
+    add_cors(resp, k);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_METHODS, routes[k->route].method);
+    MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+    k->status = 204;
+    MHD_Result_t ret = MHD_queue_response(c, 204, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
 /* The first call of a request: every check that needs no body. Returns 1
  * when it queued a response. */
 static int first_checks(sv_server *s, struct MHD_Connection *c, conn *k, const char *method, MHD_Result_t *ret)
 {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (!ci || !sv_allow_match(&s->allow, ci->client_addr)) {
+    if (!ci || !sv_allow_match(&s->allow, ci->client_addr)) { /* the accept policy refused it already */
         *ret = fail(c, k, 403, "permission_error", "%s", "this client's address is not in the server's allowlist");
         return 1;
     }
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    if (host && s->allowed_hosts) { /* a DNS-rebound page names its own host */
+        const char *name;
+        size_t n;
+        host_name(host, &name, &n);
+        if (!list_has(s->allowed_hosts, name, n)) {
+            *ret = fail(c, k, 421, "invalid_request_error", "%s",
+                        "this Host is not one the server answers for (--allowed-hosts)");
+            return 1;
+        }
+    }
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN);
+    if (origin) { /* a browser's request: only from the origins --cors-origin names */
+        if (!s->cfg.cors_origins || !list_has(s->cfg.cors_origins, origin, strlen(origin))) {
+            *ret = fail(c, k, 403, "permission_error", "%s",
+                        "requests from web pages are refused unless their origin is in --cors-origin");
+            return 1;
+        }
+        k->origin = origin;
+    }
     if (k->route == R_NONE) {
         *ret = fail(c, k, 404, "invalid_request_error", "%s", "no such endpoint");
+        return 1;
+    }
+    if (!strcmp(method, "OPTIONS") && k->origin) {
+        *ret = queue_preflight(c, k);
         return 1;
     }
     if (strcmp(method, routes[k->route].method)) {
@@ -407,18 +537,20 @@ static int first_checks(sv_server *s, struct MHD_Connection *c, conn *k, const c
                     "a valid API key is required (Authorization: Bearer KEY)");
         return 1;
     }
-    if (s->draining && (k->route == R_COMPLETIONS || k->route == R_CHAT)) {
+    if (sv_draining(s) && (k->route == R_COMPLETIONS || k->route == R_CHAT)) {
         sv_error e;
         sv_set_error(&e, 503, "server_error", NULL, "the server is shutting down");
         *ret = queue_error(c, k, &e);
         return 1;
     }
+    if (!strcmp(method, "POST") &&
+        !json_content_type(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE))) {
+        *ret = fail(c, k, 415, "invalid_request_error", "%s", "the body must be JSON (Content-Type: application/json)");
+        return 1;
+    }
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > (unsigned long long)s->cfg.max_body) {
-        sv_error e;
-        sv_set_error(&e, 413, "invalid_request_error", NULL, "the body is larger than %ld bytes (--max-body)",
-                     s->cfg.max_body);
-        *ret = queue_error(c, k, &e);
+        *ret = too_big(s, c, k);
         return 1;
     }
     return 0;
@@ -442,15 +574,19 @@ static MHD_Result_t on_request(void *cls, struct MHD_Connection *c, const char *
             return ret;
         return MHD_YES;
     }
+    if (k->status) { /* answered already (a body past the limit): the rest is not read */
+        *upload_size = 0;
+        return MHD_YES;
+    }
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
-        if (k->too_big || k->len + n > (size_t)s->cfg.max_body) {
-            k->too_big = 1;
-            return MHD_YES;
-        }
+        if (k->len + n > (size_t)s->cfg.max_body) /* a chunked body: answered as soon as it passes the limit */
+            return too_big_now(s, c, k);
         if (k->len + n + 1 > k->cap) {
-            size_t cap = (k->len + n + 1) * 2;
+            size_t cap = (k->len + n + 1) * 2; /* doubling, up to the largest body and its NUL */
+            if (cap > (size_t)s->cfg.max_body + 1)
+                cap = (size_t)s->cfg.max_body + 1;
             char *p = realloc(k->body, cap);
             if (!p)
                 return MHD_NO;
@@ -462,6 +598,7 @@ static MHD_Result_t on_request(void *cls, struct MHD_Connection *c, const char *
         k->body[k->len] = '\0';
         return MHD_YES;
     }
+    sv_conns_received(s->conns, c); /* the request is in: its deadline is met */
     switch (k->route) {
     case R_COMPLETIONS:
     case R_CHAT: return handle_generation(s, c, k);
@@ -474,15 +611,16 @@ static MHD_Result_t on_request(void *cls, struct MHD_Connection *c, const char *
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode why)
 {
-    (void)c;
     sv_server *s = cls;
     conn *k = *con_cls;
     if (!k)
         return;
     /* A response cut short (the client went away mid-stream, a timeout)
-     * counts as 499, nginx's "client closed request". */
-    int status = k->status && why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? k->status : 499;
+     * counts as 499, nginx's "client closed request" (a 413 written by
+     * too_big_now ends its connection too, and counts as 413). */
+    int status = k->status && (why == MHD_REQUEST_TERMINATED_COMPLETED_OK || k->status == 413) ? k->status : 499;
     sv_metrics_request(s, routes[k->route].path, status);
+    sv_conns_answered(s->conns, c); /* the next request on this connection has its own deadline */
     free(k->body);
     free(k);
     *con_cls = NULL;
@@ -490,6 +628,37 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 }
 
 int sv_http_in_flight(void) { return __atomic_load_n(&in_flight, __ATOMIC_SEQ_CST); }
+
+/* Before a connection is taken, from its address alone: the allowlist, and
+ * the connections its network holds (an IPv4 address, an IPv6 /64). A
+ * refused client gets no byte; at the global connection cap libmicrohttpd
+ * closes new connections the same way (docs/SERVING.md, "Security"). */
+static MHD_Result_t accept_policy(void *cls, const struct sockaddr *addr, socklen_t len)
+{
+    (void)len;
+    sv_server *s = cls;
+    if (!sv_allow_match(&s->allow, addr) || sv_conns_total(s->conns) >= s->connection_cap)
+        return MHD_NO;
+    if (s->cfg.max_connections_per_ip > 0 && sv_conns_count(s->conns, addr) >= s->cfg.max_connections_per_ip)
+        return MHD_NO;
+    return MHD_YES;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    (void)socket_context;
+    sv_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const int fd = connection_fd(c);
+        if (s->test_sndbuf > 0 && fd >= 0)
+            setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &s->test_sndbuf, sizeof s->test_sndbuf);
+        sv_conns_opened(s->conns, c, fd, ci ? ci->client_addr : NULL);
+    } else {
+        sv_conns_closed(s->conns, c);
+    }
+}
 
 struct MHD_Daemon *sv_http_start(sv_server *s, char *err, size_t err_size)
 {
@@ -502,16 +671,25 @@ struct MHD_Daemon *sv_http_start(sv_server *s, char *err, size_t err_size)
                  gai_strerror(gai));
         return NULL;
     }
+    s->connection_cap = s->cfg.max_sequences + s->cfg.queue + 16;
+    /* TEST ONLY: a small send buffer, so that a test's client that stops
+     * reading a stream blocks the server's writes within a few chunks. */
+    const char *sndbuf = getenv("DETINFER_TEST_SNDBUF");
+    if (sndbuf && *sndbuf) {
+        const long v = strtol(sndbuf, NULL, 10);
+        s->test_sndbuf = v > 0 && v <= (1 << 20) ? (int)v : 0;
+        fprintf(stderr, "detinfer serve: TEST ONLY: DETINFER_TEST_SNDBUF=%d bytes per connection\n", s->test_sndbuf);
+    }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) /* "::" listens for IPv4 clients too (as ::ffff:a.b.c.d) */
         flags |= IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr) ? MHD_USE_DUAL_STACK
                                                                                           : MHD_USE_IPv6;
     struct MHD_Daemon *d = MHD_start_daemon(
-        flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->cfg.max_sequences + s->cfg.queue + 16),
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections_per_ip,
+        flags, (uint16_t)s->cfg.port, accept_policy, s, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->connection_cap + 1, /* the accept policy holds the cap */
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!d)

@@ -1,13 +1,16 @@
 /*
  * serve_main.c — `detinfer serve`: options, start-up (model, fingerprint,
- * engine, HTTP), and the shutdown on SIGTERM or SIGINT: stop accepting,
- * finish the requests in flight, exit 0. A second signal exits at once.
+ * engine, HTTP), and the shutdown on SIGTERM, SIGINT or SIGHUP: stop
+ * accepting, finish the requests in flight within --drain-timeout, exit 0;
+ * past the timeout, or at a second signal, the rest are cut and the exit
+ * status is 1.
  */
 #include <errno.h>
 #include <microhttpd.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -16,7 +19,8 @@
 
 enum { OPT_MODEL, OPT_HOST, OPT_PORT, OPT_ALLOW, OPT_API_KEY_FILE, OPT_THREADS, OPT_MAX_SEQUENCES, OPT_CONTEXT,
        OPT_MAX_TOKENS, OPT_QUEUE, OPT_TIMEOUT, OPT_CHUNK, OPT_MAX_BODY, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE,
-       OPT_CPU_PATH, OPT_CHAT_TEMPLATE, OPT_MODEL_NAME, OPT_MAX_CONNECTIONS_PER_IP };
+       OPT_CPU_PATH, OPT_CHAT_TEMPLATE, OPT_MODEL_NAME, OPT_MAX_CONNECTIONS_PER_IP, OPT_REQUEST_TIMEOUT,
+       OPT_DRAIN_TIMEOUT, OPT_ALLOWED_HOSTS, OPT_CORS_ORIGIN };
 
 static const dt_option options[] = {
     [OPT_MODEL] = {"--model", "FILE", "GGUF model file (required)"},
@@ -29,7 +33,7 @@ static const dt_option options[] = {
     [OPT_CONTEXT] = {"--context", "N", "tokens per request, prompt and output (default 2048, at most the model's)"},
     [OPT_MAX_TOKENS] = {"--max-tokens", "N", "cap on a request's max_tokens (default 1024)"},
     [OPT_QUEUE] = {"--queue", "N", "requests waiting for a slot before 429 (default 64)"},
-    [OPT_TIMEOUT] = {"--timeout", "SECONDS", "close connections idle this long (default 30)"},
+    [OPT_TIMEOUT] = {"--timeout", "SECONDS", "close connections idle this long, a stream whose reader stops included (default 30)"},
     [OPT_CHUNK] = {"--chunk", "N", "prompt tokens a request adds per step (default 64)"},
     [OPT_MAX_BODY] = {"--max-body", "BYTES", "largest request body (default 1048576; larger: 413)"},
     [OPT_BACKEND] = {"--backend", "NAME", "cpu (default) or cuda"},
@@ -39,7 +43,16 @@ static const dt_option options[] = {
     [OPT_CHAT_TEMPLATE] = {"--chat-template", "NAME", "chat template (gemma, chatml, llama3) when the model has none"},
     [OPT_MODEL_NAME] = {"--model-name", "NAME", "the model id clients see (default the file's name)"},
     [OPT_MAX_CONNECTIONS_PER_IP] = {"--max-connections-per-ip", "N",
-                                    "open connections one client address may hold (default 32; 0: no limit)"},
+                                    "open connections one client network (an IPv4 address, an IPv6 /64) may hold (default 32; 0: no limit)"},
+    [OPT_REQUEST_TIMEOUT] = {"--request-timeout", "SECONDS",
+                             "a request's headers and body must arrive within this, from accept or the last response (default 10)"},
+    [OPT_DRAIN_TIMEOUT] = {"--drain-timeout", "SECONDS",
+                           "on SIGTERM/SIGINT/SIGHUP, wait this long for requests in flight, then cut them (default 30)"},
+    [OPT_ALLOWED_HOSTS] = {"--allowed-hosts", "NAMES",
+                           "Host names answered, others 421 (default on loopback: the address, localhost, 127.0.0.1, ::1; "
+                           "elsewhere none checked; * for any)"},
+    [OPT_CORS_ORIGIN] = {"--cors-origin", "ORIGINS",
+                         "web origins whose pages may call, e.g. https://app.example (default none: Origin gets 403)"},
     {NULL, NULL, NULL},
 };
 
@@ -50,8 +63,9 @@ static const dt_command command = {
     "\"stream\": true), /v1/models, /health and /metrics. Requests are batched\n"
     "continuously and each gets exactly the tokens and digests it would get alone;\n"
     "every response carries a \"detinfer\" object with the sequence digest and the\n"
-    "fingerprint. Only clients in --allow may connect. SIGTERM or SIGINT: finish the\n"
-    "requests in flight, then exit 0. docs/SERVING.md describes it.",
+    "fingerprint. Only clients in --allow may connect. SIGTERM, SIGINT or SIGHUP:\n"
+    "finish the requests in flight, then exit 0; after --drain-timeout, or at a second\n"
+    "signal, cut the rest and exit 1. docs/SERVING.md describes it.",
     options,
 };
 
@@ -80,20 +94,13 @@ static int apply_option(int k, const char *v, void *opts)
     case OPT_MODEL_NAME: o->model_name = v; return 1;
     case OPT_MAX_CONNECTIONS_PER_IP:
         return dt_parse_long(&command, options[k].name, v, 0, 1 << 16, &o->max_connections_per_ip);
+    case OPT_REQUEST_TIMEOUT: return dt_parse_long(&command, options[k].name, v, 1, 86400, &o->request_timeout);
+    case OPT_DRAIN_TIMEOUT: return dt_parse_long(&command, options[k].name, v, 0, 86400, &o->drain_timeout);
+    case OPT_ALLOWED_HOSTS: o->allowed_hosts = v; return 1;
+    case OPT_CORS_ORIGIN: o->cors_origins = v; return 1;
     }
     return 1;
 }
-
-/* The token that ends an assistant turn in each built-in template. */
-static const struct {
-    const char *template_name;
-    const char *end_of_turn;
-} turn_ends[] = {
-    {"gemma", "<end_of_turn>"},
-    {"chatml", "<|im_end|>"},
-    {"llama3", "<|eot_id|>"},
-    {NULL, NULL},
-};
 
 /* XXH3-128 of the file's bytes: what `xxh128sum FILE` prints. */
 static int file_digest(const char *path, char out[DI_DIGEST_HEX_SIZE])
@@ -122,27 +129,72 @@ static int file_digest(const char *path, char out[DI_DIGEST_HEX_SIZE])
     return rc;
 }
 
+#define KEY_MAX 4095 /* bytes of a key */
+
+/* The key is the first line of the file, surrounding whitespace stripped. */
 static int read_key(sv_server *s)
 {
-    FILE *f = fopen(s->cfg.api_key_file, "r");
+    const char *path = s->cfg.api_key_file;
+    FILE *f = fopen(path, "r");
     if (!f) {
-        fprintf(stderr, "detinfer serve: --api-key-file %s: %s\n", s->cfg.api_key_file, strerror(errno));
+        fprintf(stderr, "detinfer serve: --api-key-file %s: %s\n", path, strerror(errno));
         return -1;
     }
-    char line[4096];
-    if (!fgets(line, sizeof line, f))
-        line[0] = '\0';
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)))
+        fprintf(stderr, "detinfer serve: warning: --api-key-file %s can be read by its group or others "
+                        "(chmod 600 it)\n", path);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&line, &cap, f);
     fclose(f);
-    line[strcspn(line, "\r\n")] = '\0';
-    if (strlen(line) < 8) {
+    if (n < 0)
+        n = 0;
+    int rc = -1;
+    size_t start = 0, end = (size_t)n;
+    while (start < end && strchr(" \t\r\n\v\f", line[start]))
+        start++;
+    while (end > start && strchr(" \t\r\n\v\f", line[end - 1]))
+        end--;
+    if (end - start > KEY_MAX)
+        fprintf(stderr, "detinfer serve: --api-key-file %s: the key (first line) is longer than %d bytes\n", path,
+                KEY_MAX);
+    else if (end - start < 8)
         fprintf(stderr, "detinfer serve: --api-key-file %s: the key (first line) must have at least 8 characters\n",
-                s->cfg.api_key_file);
-        return -1;
+                path);
+    else if (memchr(line + start, '\0', end - start))
+        fprintf(stderr, "detinfer serve: --api-key-file %s: the key holds a NUL byte\n", path);
+    else if ((s->api_key = malloc(end - start + 1))) {
+        memcpy(s->api_key, line + start, end - start);
+        s->api_key[end - start] = '\0';
+        s->api_key_len = end - start;
+        rc = 0;
     }
-    s->api_key = strdup(line);
-    s->api_key_len = strlen(line);
-    explicit_bzero(line, sizeof line);
-    return s->api_key ? 0 : -1;
+    if (line)
+        explicit_bzero(line, cap);
+    free(line);
+    return rc;
+}
+
+/* The most bytes of text one token can stand for: its longest piece, and 4
+ * for an unknown token standing for one UTF-8 character. This library's
+ * tokenizers (SentencePiece, byte-level BPE) neither drop nor merge input
+ * bytes, so a text of more than context x this many bytes cannot fit the
+ * context, and is refused before it is tokenized (a 1 MiB text costs the
+ * tokenizer about 30 MiB). 0 when the model has no tokenizer. */
+static size_t max_token_bytes(const di_model *model, int64_t n_vocab)
+{
+    size_t most = 0;
+    char piece[512];
+    for (int64_t id = 0; id < n_vocab; id++) {
+        size_t len = 0;
+        const di_status st = di_model_token_piece(model, (int32_t)id, piece, sizeof piece, &len);
+        if (st != DI_OK && st != DI_ERR_BUFFER_TOO_SMALL)
+            return 0;
+        if (len > most)
+            most = len;
+    }
+    return most > 4 ? most : 4;
 }
 
 static int set_up_model(sv_server *s)
@@ -151,6 +203,7 @@ static int set_up_model(sv_server *s)
     if (rc)
         return rc;
     s->n_vocab = dt_model_int(s->model, DI_MODEL_N_VOCAB);
+    s->max_token_bytes = max_token_bytes(s->model, s->n_vocab);
     int64_t train = dt_model_int(s->model, DI_MODEL_N_CTX_TRAIN);
     s->context = s->cfg.context;
     if (train > 0 && s->context > train)
@@ -166,11 +219,10 @@ static int set_up_model(sv_server *s)
         if (st != DI_OK && st != DI_ERR_BUFFER_TOO_SMALL)
             return dt_usage(&command, "--chat-template %s: %s", s->cfg.chat_template, err[0] ? err : di_status_name(st));
     }
-    s->eot = -1;
-    for (int i = 0; s->chat_template && turn_ends[i].template_name; i++)
-        if (!strcmp(turn_ends[i].template_name, s->chat_template) &&
-            di_model_token_lookup(s->model, turn_ends[i].end_of_turn, strlen(turn_ends[i].end_of_turn), &s->eot))
-            s->eot = -1;
+    s->eot = -1; /* the template's end of turn (the library's table), when the vocabulary has it */
+    const char *turn_end = s->chat_template ? di_chat_turn_end(s->chat_template) : NULL;
+    if (turn_end && di_model_token_lookup(s->model, turn_end, strlen(turn_end), &s->eot))
+        s->eot = -1;
     di_sampling_params p;
     s->sampling_available = di_sampling_params_init(&p) == DI_OK;
     if (file_digest(s->cfg.model_path, s->model_digest)) {
@@ -189,35 +241,78 @@ static int set_up_model(sv_server *s)
     return DT_EXIT_OK;
 }
 
-/* After the first signal: nothing new is accepted; wait until every request
- * received has been answered. A second signal stops waiting. */
-static void drain(sv_server *s, struct MHD_Daemon *d, const sigset_t *signals)
+static const char *signal_name(int sig)
 {
-    s->draining = 1;
+    return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP";
+}
+
+static double monotonic_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* After the first signal: nothing new is accepted; wait until every request
+ * received has been answered, for --drain-timeout at most. Past it, or at a
+ * second signal, every connection is cut. Returns the requests cut. */
+static int drain(sv_server *s, struct MHD_Daemon *d, const sigset_t *signals)
+{
+    __atomic_store_n(&s->draining, 1, __ATOMIC_SEQ_CST);
     MHD_socket listen_fd = MHD_quiesce_daemon(d);
     if (listen_fd != MHD_INVALID_SOCKET)
         close(listen_fd);
-    fprintf(stderr, "detinfer serve: draining: finishing the requests in flight\n");
+    fprintf(stderr, "detinfer serve: draining: finishing the requests in flight (at most %ld s)\n",
+            s->cfg.drain_timeout);
+    const double deadline = monotonic_s() + (double)s->cfg.drain_timeout;
     for (;;) {
         int queued = 0, running = 0;
         sv_engine_counts(s, &queued, &running);
-        if (queued == 0 && running == 0 && sv_http_in_flight() == 0)
-            return;
+        const int left = sv_http_in_flight();
+        if (queued == 0 && running == 0 && left == 0)
+            return 0;
         struct timespec ts = {0, 50 * 1000 * 1000};
-        if (sigtimedwait(signals, NULL, &ts) > 0) {
-            fprintf(stderr, "detinfer serve: second signal: stopping now\n");
-            return;
+        int sig = sigtimedwait(signals, NULL, &ts);
+        if (sig > 0 || monotonic_s() > deadline) {
+            const int cut = left > queued + running ? left : queued + running;
+            fprintf(stderr, "detinfer serve: %s: cutting %d request(s) still in flight\n",
+                    sig > 0 ? "second signal" : "drain timeout", cut);
+            sv_conns_cut_all(s->conns);
+            return cut > 0 ? cut : 1;
         }
     }
 }
 
+/* 1 when the listen address is a loopback one (127.0.0.0/8, ::1). */
+static int loopback_host(const char *host)
+{
+    return !strncmp(host, "127.", 4) || !strcmp(host, "::1");
+}
+
+/* s->allowed_hosts: --allowed-hosts as given ("*": none checked), else on
+ * loopback the listen address, localhost, 127.0.0.1 and ::1, else none
+ * checked. 0 when the default does not fit buf. */
+static int allowed_hosts(sv_server *s, char *buf, size_t size)
+{
+    if (s->cfg.allowed_hosts) {
+        s->allowed_hosts = strcmp(s->cfg.allowed_hosts, "*") ? s->cfg.allowed_hosts : NULL;
+        return 1;
+    }
+    if (!loopback_host(s->cfg.host))
+        return 1;
+    const int n = snprintf(buf, size, "%s,localhost,127.0.0.1,::1", s->cfg.host);
+    s->allowed_hosts = buf;
+    return n > 0 && (size_t)n < size;
+}
+
 int dt_cmd_serve(int argc, char **argv)
 {
+    sv_json_budget_install();
     sv_server s = {0};
     s.cfg = (sv_config){.host = "127.0.0.1", .port = 8080, .allow_text = "127.0.0.0/8,::1/128", .threads = 1,
                         .max_sequences = 8, .context = 2048, .max_tokens = 1024, .queue = 64, .timeout = 30,
-                        .chunk = 64, .max_body = 1 << 20, .max_connections_per_ip = 32, .backend = DI_BACKEND_CPU,
-                        .profile = DI_PROFILE_PORTABLE};
+                        .chunk = 64, .max_body = 1 << 20, .max_connections_per_ip = 32, .request_timeout = 10,
+                        .drain_timeout = 30, .backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE};
     int rc = dt_parse_options(&command, argc, argv, apply_option, &s.cfg, NULL);
     if (rc)
         return rc < 0 ? DT_EXIT_OK : rc;
@@ -236,6 +331,7 @@ int dt_cmd_serve(int argc, char **argv)
     sigemptyset(&signals);
     sigaddset(&signals, SIGTERM);
     sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGHUP); /* drains as SIGTERM does (no reload) */
     pthread_sigmask(SIG_BLOCK, &signals, NULL);
     signal(SIGPIPE, SIG_IGN);
     if ((rc = set_up_model(&s)))
@@ -243,6 +339,15 @@ int dt_cmd_serve(int argc, char **argv)
     /* a one-token prompt leaves room for context tokens (the last is never fed back) */
     if (s.cfg.max_tokens > s.context)
         s.cfg.max_tokens = s.context;
+    char hosts[512];
+    if (!allowed_hosts(&s, hosts, sizeof hosts)) {
+        rc = dt_usage(&command, "--allowed-hosts: the list is longer than %zu bytes", sizeof hosts - 1);
+        goto out;
+    }
+    if (!(s.conns = sv_conns_start(s.cfg.request_timeout))) {
+        rc = dt_fail(&command, "starting the connection watchdog", DI_ERR_INTERNAL, "out of memory");
+        goto out;
+    }
     if (sv_metrics_create(&s) || sv_engine_start(&s, err, sizeof err)) {
         rc = dt_fail(&command, "starting the engine", DI_ERR_INTERNAL, err[0] ? err : "out of memory");
         goto out;
@@ -262,15 +367,20 @@ int dt_cmd_serve(int argc, char **argv)
             s.cfg.model_name, s.model_digest, di_version_string(), s.backend_info, s.cfg.max_sequences,
             (long long)s.context, s.chat_template ? s.chat_template : "none",
             s.sampling_available ? "available" : "greedy only");
+    fprintf(stderr, "detinfer serve: Host header %s%s; requests from web pages (Origin) %s%s\n",
+            s.allowed_hosts ? "checked against " : "not checked (bound beyond loopback: set --allowed-hosts)",
+            s.allowed_hosts ? s.allowed_hosts : "", s.cfg.cors_origins ? "allowed from " : "refused",
+            s.cfg.cors_origins ? s.cfg.cors_origins : "");
     int sig = 0;
     sigwait(&signals, &sig);
-    fprintf(stderr, "detinfer serve: %s received\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    drain(&s, d, &signals);
+    fprintf(stderr, "detinfer serve: %s received\n", signal_name(sig));
+    const int cut = drain(&s, d, &signals);
     MHD_stop_daemon(d);
-    fprintf(stderr, "detinfer serve: stopped\n");
-    rc = DT_EXIT_OK;
+    fprintf(stderr, "detinfer serve: stopped%s\n", cut ? " (requests were cut: exit status 1)" : "");
+    rc = cut ? DT_EXIT_FAIL : DT_EXIT_OK;
 out:
     sv_engine_stop(&s);
+    sv_conns_stop(s.conns);
     sv_metrics_free(&s);
     sv_allow_free(&s.allow);
     if (s.api_key)

@@ -167,6 +167,9 @@ static int get_sampling(sv_server *s, json_t *root, sv_request *r, sv_error *e)
         return -1;
     if (top_p <= 0)
         return bad(e, "top_p", "'top_p' must be in (0, 1]");
+    /* below that a float temperature is 0 or denormal: greedy, or infinite logits */
+    if (temperature > 0 && temperature < 1e-6)
+        return bad(e, "temperature", "'temperature' must be 0 (greedy) or in [1e-6, 2]");
     /* The library's defaults (greedy), then the request's values. */
     di_sampling_params p;
     memset(&p, 0, sizeof p);
@@ -201,23 +204,49 @@ static int get_sampling(sv_server *s, json_t *root, sv_request *r, sv_error *e)
     return 0;
 }
 
-static int tokenize(sv_server *s, const char *text, size_t len, uint32_t flags, sv_request *r, sv_error *e,
-                    const char *param)
+/* Where a prompt's tokens come from: a text, or a chat (di_chat_tokenize). */
+typedef struct token_source {
+    const char *text; /* NULL for a chat */
+    size_t len;
+    const char *const *roles, *const *contents;
+    size_t n_messages;
+} token_source;
+
+static di_status source_tokens(sv_server *s, const token_source *src, int32_t *tokens, size_t capacity,
+                               size_t *n, char *err, size_t es)
 {
+    if (src->text)
+        return di_model_tokenize(s->model, src->text, src->len, DI_TOKENIZE_ADD_BOS, tokens, capacity, n, err, es);
+    /* the template's markers are control tokens; no message text becomes one */
+    return di_chat_tokenize(s->model, s->chat_template, src->roles, src->contents, src->n_messages, 1,
+                            DI_TOKENIZE_ADD_BOS, tokens, capacity, n, err, es);
+}
+
+static int tokenize(sv_server *s, const token_source *src, sv_request *r, sv_error *e, const char *param)
+{
+    size_t bytes = src->len; /* of text tokenized as such: a chat's messages */
+    for (size_t i = 0; !src->text && i < src->n_messages; i++)
+        bytes += strlen(src->contents[i]);
+    if (s->max_token_bytes && bytes / s->max_token_bytes > (size_t)s->context)
+        return bad(e, param, "the prompt has more than %lld tokens (%zu bytes of text, at most %zu bytes per token); "
+                   "the context is %lld", (long long)s->context, bytes, s->max_token_bytes, (long long)s->context);
     char err[256] = "";
     size_t need = 0;
-    di_status st = di_model_tokenize(s->model, text, len, flags, NULL, 0, &need, err, sizeof err);
+    di_status st = source_tokens(s, src, NULL, 0, &need, err, sizeof err);
     if (st == DI_OK || st == DI_ERR_BUFFER_TOO_SMALL) {
         if (need > (size_t)s->context)
             return bad(e, param, "the prompt has %zu tokens; the context is %lld", need, (long long)s->context);
         r->prompt = malloc((need ? need : 1) * sizeof *r->prompt);
         if (!r->prompt)
             return bad(e, param, "out of memory");
-        st = di_model_tokenize(s->model, text, len, flags, r->prompt, need, &need, err, sizeof err);
+        st = source_tokens(s, src, r->prompt, need, &need, err, sizeof err);
         r->n_prompt = (uint32_t)need;
     }
-    if (st == DI_ERR_UNSUPPORTED)
+    if (st == DI_ERR_UNSUPPORTED && src->text)
         return bad(e, param, "this model has no tokenizer: give the prompt as an array of token ids");
+    if (st && !src->text)
+        return bad(e, param, "the messages cannot be tokenized with the '%s' template: %s: %s", s->chat_template,
+                   di_status_name(st), err);
     if (st)
         return bad(e, param, "the prompt cannot be tokenized: %s: %s", di_status_name(st), err);
     return 0;
@@ -230,8 +259,11 @@ static int get_prompt(sv_server *s, json_t *root, sv_request *r, sv_error *e)
         return bad(e, "prompt", "'prompt' is required");
     if (json_is_array(v) && json_array_size(v) == 1 && json_is_string(json_array_get(v, 0)))
         v = json_array_get(v, 0); /* ["text"]: one prompt */
-    if (json_is_string(v))
-        return tokenize(s, json_string_value(v), json_string_length(v), DI_TOKENIZE_ADD_BOS, r, e, "prompt");
+    if (json_is_string(v)) {
+        /* a text prompt parses no special tokens: a client that wants them sends ids */
+        const token_source src = {json_string_value(v), json_string_length(v), NULL, NULL, 0};
+        return tokenize(s, &src, r, e, "prompt");
+    }
     if (!json_is_array(v))
         return bad(e, "prompt", "'prompt' must be a string or an array of token ids");
     size_t n = json_array_size(v);
@@ -283,26 +315,8 @@ static int get_messages(sv_server *s, json_t *root, sv_request *r, sv_error *e)
         roles[i] = json_string_value(role);
         contents[i] = json_string_value(content);
     }
-    char err[256] = "";
-    size_t need = 0;
-    di_status st = di_chat_format(s->chat_template, roles, contents, n, 1, NULL, 0, &need, err, sizeof err);
-    char *text = NULL;
-    if (st == DI_ERR_BUFFER_TOO_SMALL || st == DI_OK) {
-        text = malloc(need + 1);
-        if (!text)
-            return bad(e, "messages", "out of memory");
-        st = di_chat_format(s->chat_template, roles, contents, n, 1, text, need + 1, &need, err, sizeof err);
-    }
-    if (st) {
-        free(text);
-        if (st == DI_ERR_UNSUPPORTED && !err[0])
-            return bad(e, "messages", "chat formatting is not available in this build of libdetinfer");
-        return bad(e, "messages", "the messages cannot be formatted with the '%s' template: %s: %s",
-                   s->chat_template, di_status_name(st), err);
-    }
-    int rc = tokenize(s, text, need, DI_TOKENIZE_ADD_BOS | DI_TOKENIZE_PARSE_SPECIAL, r, e, "messages");
-    free(text);
-    return rc;
+    const token_source src = {NULL, 0, roles, contents, n};
+    return tokenize(s, &src, r, e, "messages");
 }
 
 static int check_unsupported(json_t *root, sv_error *e)
@@ -383,11 +397,64 @@ static void new_id(sv_request *r)
     snprintf(r->id, sizeof r->id, "%s-%llx-%llu", r->kind == SV_CHAT ? "chatcmpl" : "cmpl", r->created, n);
 }
 
+/* What parsing a body may allocate: jansson has no limit on array lengths
+ * or member counts, and a 1 MiB body of small values costs about 16 MiB of
+ * its heap, so each parse gets a budget, counted in the allocator jansson
+ * calls (a thread's own: each connection parses on its thread). */
+#define JSON_BUDGET_FACTOR 8            /* bytes of heap per byte of body */
+#define JSON_BUDGET_BASE (64u * 1024u)
+#define JSON_ALLOC_OVERHEAD 16u         /* malloc's own bytes per block, counted too */
+static __thread size_t json_left;
+static __thread int json_limited; /* 1: counting; 2: the budget ran out */
+
+static void *json_budget_malloc(size_t n)
+{
+    if (json_limited) {
+        if (n > json_left || json_left - n < JSON_ALLOC_OVERHEAD) {
+            json_limited = 2;
+            return NULL;
+        }
+        json_left -= n + JSON_ALLOC_OVERHEAD;
+    }
+    return malloc(n);
+}
+
+void sv_json_budget_install(void)
+{
+    json_set_alloc_funcs(json_budget_malloc, free);
+}
+
+static json_t *load_budgeted(const char *body, size_t len, json_error_t *jerr, int *over)
+{
+    json_left = JSON_BUDGET_FACTOR * len + JSON_BUDGET_BASE;
+    json_limited = 1;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, jerr);
+    *over = json_limited == 2;
+    json_limited = 0;
+    if (*over && root) { /* a failed allocation jansson recovered from still refuses the body */
+        json_decref(root);
+        root = NULL;
+    }
+    return root;
+}
+
 int sv_request_parse(sv_server *s, sv_kind kind, const char *body, size_t len, sv_request **out, sv_error *e)
 {
     *out = NULL;
     json_error_t jerr;
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    int over = 0;
+    json_t *root = load_budgeted(body, len, &jerr, &over);
+    if (over) {
+        sv_set_error(e, 413, "invalid_request_error", NULL,
+                     "the body's JSON needs more than %zu bytes of memory to hold (%d times its size): send fewer, "
+                     "larger values", (size_t)JSON_BUDGET_FACTOR * len + JSON_BUDGET_BASE, JSON_BUDGET_FACTOR);
+        return -1;
+    }
+    if (!root && strstr(jerr.text, "too big")) /* jansson holds integers as long long */
+        return bad(e, NULL,
+                   "an integer in the body (line %d, column %d) is outside [-2^63, 2^63 - 1]: 'seed' takes "
+                   "integers in that range (a negative seed counts modulo 2^64)",
+                   jerr.line, jerr.column);
     if (!root)
         return bad(e, NULL, "the body is not valid JSON (line %d, column %d): %s", jerr.line, jerr.column,
                    jerr.text);
