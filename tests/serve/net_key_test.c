@@ -7,6 +7,8 @@
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "serve.h"
 
@@ -59,14 +61,17 @@ int main(void)
     sv_net_key k;
     CHECK(sv_net_key_of((struct sockaddr *)&unix_addr, &k) == -1);
 
-    /* the table counts a /64 together (fd -1: no socket to watch) */
+    /* the table counts a /64 together. Each connection needs a socket the
+     * table can duplicate (one it cannot watch is shut, not counted), so a
+     * socket pair stands in for each client's. */
     sv_conns *t = sv_conns_start(60);
     CHECK(t != NULL);
     static const char *const opened[] = {"2001:db8::1", "2001:db8::2", "2001:db8::3:4", "2001:db8:0:1::1", "10.0.0.1"};
-    int ids[5];
+    int ids[5], socks[5][2];
     for (int i = 0; i < 5; i++) {
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, socks[i]) == 0);
         struct sockaddr_storage a = addr_of(opened[i]);
-        sv_conns_opened(t, &ids[i], -1, (struct sockaddr *)&a);
+        sv_conns_opened(t, &ids[i], socks[i][0], (struct sockaddr *)&a);
     }
     struct sockaddr_storage probe = addr_of("2001:db8::ffff");
     CHECK(sv_conns_count(t, (struct sockaddr *)&probe) == 3);
@@ -79,7 +84,15 @@ int main(void)
     probe = addr_of("2001:db8::7");
     CHECK(sv_conns_count(t, (struct sockaddr *)&probe) == 2);
     CHECK(sv_conns_total(t) == 4);
+    /* a connection without a socket to watch is shut at once, never counted */
+    struct sockaddr_storage lone = addr_of("10.0.0.9");
+    int lone_id;
+    sv_conns_opened(t, &lone_id, -1, (struct sockaddr *)&lone);
+    CHECK(sv_conns_count(t, (struct sockaddr *)&lone) == 0);
+    CHECK(sv_conns_total(t) == 4);
     sv_conns_stop(t);
+    for (int i = 0; i < 5; i++)
+        close(socks[i][0]), close(socks[i][1]);
     if (failures)
         return 1;
     printf("ok\n");

@@ -346,7 +346,8 @@ def test_connections_count_by_ipv6_network():
     if probe.returncode != 0:
         pytest.skip("this machine allows no network namespace (unshare -rn: %s): the address counting's "
                     "unit test (test_connections_count_by_network) still runs" % probe.stderr.decode().strip())
+    env = dict(os.environ, PYTHONPATH=HERE)  # conftest, from this directory (paths stay relative to ours)
     out = subprocess.run(["unshare", "-rn", sys.executable, os.path.join(HERE, "ipv6_netns.py")],
-                         capture_output=True, text=True, timeout=120 * SLOW, cwd=HERE)
+                         capture_output=True, text=True, timeout=120 * SLOW, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
 

@@ -167,6 +167,8 @@ typedef struct sv_request {
     int32_t *top_tokens;      /* with logprobs: [max_tokens][n_top] */
     float *top_logprobs;      /* [max_tokens][n_top] */
     size_t *text_offset;      /* with logprobs: bytes of text before each token, [max_tokens] */
+    size_t *visible_after;    /* with logprobs: text_visible once each token was added, [max_tokens]:
+                               * a stream's chunk per token, whenever the stream reads it */
     uint32_t n_out;
     char *text;               /* detokenized generated tokens (text_len bytes, NUL bytes possible), NUL-terminated */
     size_t text_len;

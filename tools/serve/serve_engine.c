@@ -145,11 +145,15 @@ static void advance_locked(sv_server *s, sv_engine *g, sv_request *r)
         }
         if (!stopped)
             r->text_visible = r->text_len;
+        if (r->logprobs)
+            r->visible_after[r->n_out - 1] = r->text_visible;
         r->finish_reason = finish;
         sv_metrics_tokens(s, r->n_prompt, r->n_out);
         finish_locked(g, r);
         return;
     }
+    if (r->logprobs)
+        r->visible_after[r->n_out - 1] = r->text_visible;
     pthread_cond_broadcast(&r->changed);
 }
 

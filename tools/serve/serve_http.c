@@ -236,9 +236,10 @@ static void stream_chunk(stream *st, size_t upto, uint32_t tok_from, uint32_t to
 
 /* Builds the next events from r's progress; 0 when nothing new yet. Called
  * with the engine lock held. Without logprobs a chunk carries the new
- * visible text; with them, one chunk per token (as OpenAI sends), each
- * with the visible text up to that token's end (text may lag behind while a
- * stop string could still begin; the last token's chunk takes what is left). */
+ * visible text; with them, one chunk per token (as OpenAI sends), each with
+ * the text that became visible when that token was added (text may lag
+ * behind while a stop string could still begin): the same chunks however
+ * late the stream reads them. */
 static int stream_collect_locked(stream *st)
 {
     sv_request *r = st->r;
@@ -253,10 +254,7 @@ static int stream_collect_locked(stream *st)
     } else {
         for (; st->tokens_sent < r->n_out; st->tokens_sent++) {
             const uint32_t i = st->tokens_sent;
-            size_t upto = r->text_visible;
-            if (i + 1 < r->n_out && r->text_offset[i + 1] < upto)
-                upto = sv_utf8_complete_prefix(r->text, r->text_offset[i + 1]);
-            stream_chunk(st, upto, i, i + 1);
+            stream_chunk(st, r->visible_after[i], i, i + 1);
             produced = 1;
         }
         if (r->text_visible > st->text_sent) { /* text released after the last token's chunk */

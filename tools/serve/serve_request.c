@@ -509,11 +509,12 @@ int sv_request_parse(sv_server *s, sv_kind kind, const char *body, size_t len, s
     if (r->logprobs) {
         r->token_logprob = calloc(r->max_tokens, sizeof *r->token_logprob);
         r->text_offset = calloc(r->max_tokens, sizeof *r->text_offset);
+        r->visible_after = calloc(r->max_tokens, sizeof *r->visible_after);
         r->top_tokens = calloc((size_t)r->max_tokens * r->n_top + 1, sizeof *r->top_tokens);
         r->top_logprobs = calloc((size_t)r->max_tokens * r->n_top + 1, sizeof *r->top_logprobs);
     }
     if (!r->out || !r->digests ||
-        (r->logprobs && (!r->token_logprob || !r->text_offset || !r->top_tokens || !r->top_logprobs))) {
+        (r->logprobs && (!r->token_logprob || !r->text_offset || !r->visible_after || !r->top_tokens || !r->top_logprobs))) {
         bad(e, NULL, "out of memory");
         goto out;
     }
@@ -542,6 +543,7 @@ void sv_request_free(sv_request *r)
     free(r->top_tokens);
     free(r->top_logprobs);
     free(r->text_offset);
+    free(r->visible_after);
     free(r->text);
     free(r);
 }
