@@ -18,7 +18,8 @@
  * of docs/QUANTS.md, docs/MODELS.md, README.md and detinfer.h against it.
  * Adding a supported type is one row here plus its block formula
  * (dequant.c, dequant_blocks.h, int_dot.h, docs/QUANTS.md), its SIMD block
- * (cpu_simd_body.h's dq32, cpu_int_body.h) and its test entries (docs/QUANTS.md lists them).
+ * (simd_dequant.h's dq32; the integer kernels cpu_int_avx2.c and
+ * cpu_int_avx512.c) and its test entries (docs/QUANTS.md lists them).
  */
 #ifndef DI_WEIGHT_TYPES_H
 #define DI_WEIGHT_TYPES_H
