@@ -296,9 +296,9 @@ check-tsan: $(MODELS)/models.txt
 	$(MAKE) SANITIZE=thread build-tsan/libdetinfer.so.$(LIBFILE_VERSION)
 	$(CC) -std=c11 -Wall -Wextra -O1 -g -fsanitize=thread -Iinclude tests/tsan_shared_model.c \
 	    -o build-tsan/tsan_shared_model -Lbuild-tsan -ldetinfer -Wl,-rpath,$(abspath build-tsan) -lpthread
-	@for m in $(TSAN_MODELS); do \
+	@for m in $(TSAN_MODELS); do for p in portable integer; do \
 	    TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/tsan_shared_model \
-	        $(MODELS)/$$m.gguf $(MODELS)/$$m.tokens || exit 1; done
+	        $(MODELS)/$$m.gguf $(MODELS)/$$m.tokens $$p || exit 1; done; done
 
 # libdetinfer against llama.cpp on the real model. llama.cpp comes from the
 # llama-cpp-python package (it builds llama.cpp during pip install: ~20 min on

@@ -218,7 +218,7 @@ START_TEST(test_known_dot)
         const float want = read_float(f);
         const float got = di_int_dot(type, row, codes, scales, sums, n);
         ck_assert_msg(same(got, want), "type %u n=%u: %08x, exact %08x", type, n, bits(got), bits(want));
-        const di_weight w = {row, type, n, 1, row_bytes};
+        const di_weight w = {row, type, n, 1, row_bytes, NULL, 0};
         for (size_t p = 0; p < N_PATHS; p++) {
             const di_cpu_ops *ops = int_ops(PATHS[p]);
             if (!ops)
@@ -304,17 +304,32 @@ START_TEST(test_paths_match_definition)
     random_row(&rng, type, data, (size_t)MAX_ROWS * row_bytes);
     for (size_t i = 0; i < (size_t)MAX_TOKENS * n; i++)
         x[i] = activation(&rng, i >= n); /* token 0 finite, the others with edges */
-    const di_weight w = {data, type, n, MAX_ROWS, row_bytes};
+    const di_weight w = {data, type, n, MAX_ROWS, row_bytes, NULL, 0};
     definition(&w, x, MAX_TOKENS, want);
     ck_assert_msg(!isnan(want[0]), "token 0 has no edge values: its dot is a number");
     int paths = 0;
-    for (size_t p = 0; p < N_PATHS; p++) {
-        const di_cpu_ops *ops = int_ops(PATHS[p]);
+    for (size_t v = 0; v < 2 * N_PATHS; v++) {
+        const di_cpu_ops *ops = int_ops(PATHS[v / 2]);
+        const int use_packed = v % 2 == 1;
         if (!ops) {
-            printf("intdot: the %s path is not available here: skipped\n", di_cpu_path_name(PATHS[p]));
+            if (!use_packed)
+                printf("intdot: the %s path is not available here: skipped\n", di_cpu_path_name(PATHS[v / 2]));
             continue;
         }
+        /* the packed copy that a path with int_pack_rows reads (cpu_int.h), where the type has one */
+        const size_t stride = use_packed && ops->int_pack_rows ? ops->int_packed_row_bytes(type, n) : 0;
+        if (use_packed && !stride)
+            continue;
+        uint8_t *packed = NULL;
+        if (stride) {
+            packed = aligned_alloc(64, (size_t)MAX_ROWS * stride + DI_INT_PACK_SLACK);
+            ck_assert_ptr_nonnull(packed);
+            memset(packed + (size_t)MAX_ROWS * stride, 0, DI_INT_PACK_SLACK);
+            ops->int_pack_rows(&w, 0, MAX_ROWS, packed, stride);
+        }
+        const di_weight wp = {data, type, n, MAX_ROWS, row_bytes, packed, stride};
         paths++;
+        const di_weight *wv = use_packed ? &wp : &w;
         for (size_t k = 0; k < sizeof token_counts / sizeof token_counts[0]; k++) {
             const uint32_t T = token_counts[k];
             /* rows [40 - R, 40): every R for short rows, some for long ones */
@@ -322,7 +337,7 @@ START_TEST(test_paths_match_definition)
                 const uint32_t r0 = MAX_ROWS - R;
                 for (size_t i = 0; i < (size_t)T * MAX_ROWS; i++)
                     y[i] = from_bits(0x12345678u);
-                int_matmul(ops, &w, r0, MAX_ROWS, x, T, y);
+                int_matmul(ops, wv, r0, MAX_ROWS, x, T, y);
                 for (uint32_t t = 0; t < T; t++)
                     for (uint32_t r = 0; r < MAX_ROWS; r++) {
                         const float got = y[t * MAX_ROWS + r];
@@ -331,12 +346,13 @@ START_TEST(test_paths_match_definition)
                             continue;
                         }
                         ck_assert_msg(same(got, want[t * MAX_ROWS + r]),
-                                      "%s type %u n=%u rows %u..%u tokens %u: token %u row %u: %08x, definition %08x",
-                                      ops->name, type, n, r0, MAX_ROWS, T, t, r, bits(got),
+                                      "%s%s type %u n=%u rows %u..%u tokens %u: token %u row %u: %08x, definition %08x",
+                                      ops->name, use_packed ? " (packed)" : "", type, n, r0, MAX_ROWS, T, t, r, bits(got),
                                       bits(want[t * MAX_ROWS + r]));
                     }
             }
         }
+        free(packed);
     }
     ck_assert_int_ge(paths, 1);
     free(data), free(x), free(want), free(y);

@@ -261,7 +261,7 @@ START_TEST(test_matmul_thread_invariance)
         w[i] = random_float(&rng);
     for (int i = 0; i < T * IN; i++)
         x[i] = random_float(&rng);
-    di_weight wt = {(const uint8_t *)w, 0 /* F32 */, IN, OUT, IN * sizeof(float)};
+    di_weight wt = {(const uint8_t *)w, 0 /* F32 */, IN, OUT, IN * sizeof(float), NULL, 0};
     for (uint32_t threads = 1; threads <= 8; threads++) {
         di_pool *pool;
         ck_assert_int_eq(di_pool_create(threads, &pool), DI_OK);

@@ -353,7 +353,7 @@ START_TEST(test_matmul_every_type_threads_and_tokens)
         random_rows(t, data + 1, (size_t)n_out * (n_in / t->elems), &rng); /* odd alignment */
         for (size_t i = 0; i < (size_t)max_tok * n_in; i++)
             x[i] = plain_float(&rng);
-        const di_weight w = {data + 1, t->id, n_in, n_out, row_bytes};
+        const di_weight w = {data + 1, t->id, n_in, n_out, row_bytes, NULL, 0};
         for (uint32_t nt = 1; nt <= max_tok; nt++) {
             di_pool *pool1;
             ck_assert_int_eq(di_pool_create(1, &pool1), DI_OK);

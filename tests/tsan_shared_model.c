@@ -4,9 +4,11 @@
  * library and this program with -fsanitize=thread). Every thread feeds the
  * same prompt in a different chunking, then decodes greedily; all must give
  * the digests of the first thread. TSan reports any data race and makes the
- * process fail.
+ * process fail. In the integer profile the sessions are created at once, so
+ * that one packs the model's weights (lib/forward/weight_pack.c, on the
+ * avx512 path) while the others wait for it and then read them.
  *
- *   tsan_shared_model MODEL.gguf PROMPT.tokens
+ *   tsan_shared_model MODEL.gguf PROMPT.tokens [portable|integer]
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 #define N_DECODE 4
 
 static di_model *model;
+static int profile = DI_PROFILE_PORTABLE;
 static int32_t prompt[MAX_TOKENS];
 static uint32_t n_prompt;
 
@@ -35,6 +38,7 @@ static void *run(void *arg)
     di_session *s = NULL;
     char err[256];
     if (di_config_create(&c) || di_config_set_int(c, DI_CONFIG_THREADS, 2) ||
+        di_config_set_int(c, DI_CONFIG_PROFILE, profile) ||
         di_session_create(model, c, &s, err, sizeof err)) {
         w->failed = 1;
         di_config_free(c);
@@ -65,8 +69,10 @@ static void *run(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s MODEL.gguf PROMPT.tokens\n", argv[0]);
+    if (argc == 4 && strcmp(argv[3], "integer") == 0)
+        profile = DI_PROFILE_INTEGER;
+    if (argc != 3 && !(argc == 4 && (profile == DI_PROFILE_INTEGER || strcmp(argv[3], "portable") == 0))) {
+        fprintf(stderr, "usage: %s MODEL.gguf PROMPT.tokens [portable|integer]\n", argv[0]);
         return 2;
     }
     FILE *f = fopen(argv[2], "r");

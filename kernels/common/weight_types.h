@@ -168,6 +168,11 @@ typedef struct di_weight {
     uint32_t n_in;      /* ne0: elements per row (the reduction length) */
     uint32_t n_out;     /* ne1: rows */
     size_t row_bytes;
+    /* The same rows in the layout of the CPU's avx512 integer kernel
+     * (kernels/cpu/cpu_int.h "Packed weights"), packed_row_bytes apart, or
+     * NULL: made once per model, for a session that runs that kernel. */
+    const uint8_t *packed;
+    size_t packed_row_bytes;
 } di_weight;
 
 #endif /* DI_WEIGHT_TYPES_H */

@@ -117,6 +117,8 @@ static void fill_int_tables(void)
     const int vnni = (di_cpu_features() & DI_CPU_AVX512VNNI) != 0;
     int_tables[2].int_quantize = vnni ? di_int_quantize_avx512 : di_int_quantize_avx2;
     int_tables[2].int_rows = vnni ? di_int_rows_avx512 : di_int_rows_avx2;
+    int_tables[2].int_packed_row_bytes = vnni ? di_int_packed_row_bytes_avx512 : NULL;
+    int_tables[2].int_pack_rows = vnni ? di_int_pack_rows_avx512 : NULL;
 #endif
 }
 

@@ -82,6 +82,13 @@ di_qa *di_qa_layout(void *buf, uint32_t n, uint32_t n_tokens, int grouped);
  * then tok from them when qa is grouped. */
 void di_qa_fill_scalar(di_qa *qa, const float *x);
 
+/* Packed weights: a path's own copy of a weight matrix, laid out for its
+ * kernel and made once per model (di_cpu_ops.int_pack_rows;
+ * lib/forward/weight_pack.c). Only the avx512 path has one (its layout is
+ * in cpu_int_avx512.c's head comment). A packed buffer has
+ * DI_INT_PACK_SLACK bytes after its last row, which the kernel may read. */
+#define DI_INT_PACK_SLACK 64u
+
 /* The integer-profile table of the path `base` is the float table of. */
 const di_cpu_ops *di_cpu_ops_integer(const di_cpu_ops *base);
 
@@ -96,6 +103,8 @@ void di_int_quantize_avx2(const di_weight *w, const float *x, uint32_t n_tokens,
 void di_int_rows_avx2(const di_weight *w, uint32_t r0, uint32_t r1, const void *qa, float *y, float *scratch);
 void di_int_quantize_avx512(const di_weight *w, const float *x, uint32_t n_tokens, void *qa);
 void di_int_rows_avx512(const di_weight *w, uint32_t r0, uint32_t r1, const void *qa, float *y, float *scratch);
+size_t di_int_packed_row_bytes_avx512(uint32_t type, uint32_t n_in);
+void di_int_pack_rows_avx512(const di_weight *w, uint32_t r0, uint32_t r1, uint8_t *dst, size_t stride);
 #endif
 
 #endif /* DI_CPU_INT_H */

@@ -24,6 +24,40 @@
  * so one register holds blocks (0, 2) and the next (1, 3): this path lays
  * the activation codes out in that order (qa->order = 1) and puts the sums
  * back in block order with one permute.
+ *
+ * Packed weights (cpu_int.h): a matrix of type Q8_0, Q5_0, Q4_K or Q6_K
+ * gets a copy, made once per model (di_int_pack_rows_avx512), in which a
+ * group of 16 blocks (in K types, 2 super-blocks) is laid out by word: word
+ * k (k = 0..7) of a block is its codes 4k..4k+3, and a group holds word k
+ * of all its blocks side by side. vpdpbusd of such a register with the
+ * activation codes laid out alike (qa->order = 2) gives the 16 block sums
+ * in 16 lanes, with nothing to fold, in block order. The values are the
+ * file's, so the sums and every float step are the same bits.
+ * A row of nb blocks is groups of c = min(16, nb - b0) blocks from b0 = 0,
+ * 16, ...; each region below holds a group's part at b0 times its bytes
+ * per block from its start, c blocks' worth (packed_layout):
+ *   Q8_0  U  32: for k = 0..7, c x 4 bytes: word k of each block, as
+ *                unsigned bytes u = v + 128;
+ *         D   2: each block's binary16 d, in block order.
+ *   Q5_0  N  16: for p = 0..3, c x 4 bytes: byte 4j + i holds the low 4
+ *                bits of u = v + 16 of byte i of word p of block j, and in
+ *                its high nibble those of word p + 4;
+ *         H  64 per group (whatever c): for k = 0..7 a little-endian
+ *                64-bit mask, bit 4j + i the fifth bit of u of byte i of
+ *                word k of block j;
+ *         D   2: each block's d.
+ *   Q4_K  N  16: as Q5_0's, of the 4-bit codes u = v;
+ *         S   2: each super-block's first 16 file bytes (d, dmin and the
+ *                12 scale bytes), 16 per super-block.
+ *   Q6_K  N  16: as Q5_0's, of the low 4 bits of u = v + 32;
+ *         H   8: for p = 0, 1, c x 4 bytes: bits 2s, 2s + 1 of byte
+ *                4j + i hold bits 4, 5 of u of byte i of word 4p + s of
+ *                block j;
+ *         K   2: the int8 scales of the blocks' first 16-weight groups,
+ *                then (c bytes on) of their second;
+ *         D   2 per super-block: its d.
+ * A packed row takes its blocks' file bytes (Q5_0: up to 64 more for a
+ * short last group), rounded up to 64; every row starts 64-byte aligned.
  */
 #include "cpu_int.h"
 
@@ -201,15 +235,15 @@ INLINE void decode_q5_0(const uint8_t *row, uint32_t b0, uint32_t count, vgroup 
     g->d = d_of_blocks(blk + DI_OFF_D_Q5_0, DI_BLOCK_BYTES_Q5_0, count);
 }
 
-/* The scales, D and mins of the group's one or two Q4_K / Q5_K super-blocks.
+/* The scales, D and mins of the group's one or two Q4_K / Q5_K super-blocks
+ * (`bytes` apart: the file's, or the packed layout's 16-byte heads).
  * Each super-block's 12 scale bytes are words w0, w1, w2 (ggml's 6-bit
  * packing, docs/QUANTS.md): sub-blocks 0-3 take sc = w0 & 0x3f.., m = w1 &
  * 0x3f..; sub-blocks 4-7 take sc = (w2 & 0x0f..) | (w0 >> 6 & 0x03..) << 4
  * and m = (w2 >> 4 & 0x0f..) | (w1 >> 6 & 0x03..) << 4. Both super-blocks
  * and both of (sc, m) are the four words of one register. */
-INLINE void k_factors(uint32_t type, const uint8_t *sb, uint32_t count, vgroup *g)
+INLINE void k_factors(uint32_t type, const uint8_t *sb, uint32_t bytes, uint32_t count, vgroup *g)
 {
-    const uint32_t bytes = di_weight_block_bytes(type);
     const int at_sc = di_weight_field(type, DI_FIELD_SC);
     /* 16 bytes from the scales on stay inside the block (qs follow them) */
     const __m128i x0 = _mm_loadu_si128((const void *)(sb + at_sc));
@@ -242,7 +276,7 @@ INLINE void decode_q4_k(const uint8_t *row, uint32_t b0, uint32_t count, vgroup 
             g->u[4 * s + 2 * h] = _mm512_and_si512(x, lo4);                           /* blocks 4h, 4h + 2 */
             g->u[4 * s + 2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(x, 4), lo4); /* 4h + 1, 4h + 3 */
         }
-    k_factors(DI_TYPE_Q4_K, sb, count, g);
+    k_factors(DI_TYPE_Q4_K, sb, DI_BLOCK_BYTES_Q4_K, count, g);
 }
 
 /* Q6_K: low nibbles of ql[64h..64h+64) are sub-blocks 4h, 4h + 1, high
@@ -271,6 +305,127 @@ INLINE void decode_q6_k(const uint8_t *row, uint32_t b0, uint32_t count, vgroup 
     }
     g->d = two_halves(sb, DI_BLOCK_BYTES_Q6_K, DI_OFF_D_Q6_K, count);
 }
+
+/* ---- decoders of the packed layout (cpu_int.h "Packed weights") ------------------------ */
+
+/* A decoded packed group: u[k] holds word k of each of its blocks (lane j:
+ * block b0 + j), k[h] the scale of group h of each block (k[0] alone for
+ * the types of one group), d and n0 the blocks' D and min factor. Lanes
+ * past the group's blocks are 0. */
+typedef struct pgroup {
+    __m512i u[8];
+    __m512i k[2];
+    __m512 d, n0;
+} pgroup;
+
+/* c x 4 bytes at p into lanes 0..c-1, 0 in the rest. A short group's
+ * registers are read whole and masked in the register: the packed buffer
+ * and the activations have slack after their ends, and a masked load whose
+ * masked-off part crosses a cache line took an assist costing about 100
+ * cycles on the Xeon (a 640-weight row's short group ran 10 times slower). */
+INLINE __m512i load_words(const uint8_t *p, __mmask16 live)
+{
+    const __m512i x = _mm512_loadu_si512((const void *)p);
+    return live == 0xffff ? x : _mm512_maskz_mov_epi32(live, x);
+}
+
+/* The N region's four registers of nibble pairs into u[0..7]. */
+INLINE void packed_nibbles(const uint8_t *n, uint32_t c, __mmask16 live, pgroup *g)
+{
+    const __m512i lo4 = _mm512_set1_epi8(0x0f);
+    for (uint32_t p = 0; p < 4; p++) {
+        const __m512i x = load_words(n + 4 * c * p, live);
+        g->u[p] = _mm512_and_si512(x, lo4);
+        g->u[p + 4] = _mm512_and_si512(_mm512_srli_epi16(x, 4), lo4);
+    }
+}
+
+/* The blocks' binary16 d in the D region. */
+INLINE __m512 packed_d(const uint8_t *d, __mmask16 live)
+{
+    return _mm512_maskz_mov_ps(live, _mm512_cvtph_ps(_mm256_loadu_si256((const void *)d)));
+}
+
+/* Where each region of a packed row of nb blocks starts (the head
+ * comment), and where the row's bytes end; 0 for a type with no packed
+ * layout. */
+typedef struct packed_layout {
+    size_t u, h, k, d, sb, end;
+    uint32_t u_bytes; /* of U (or N) per block */
+} packed_layout;
+
+static int packed_layout_of(uint32_t type, uint32_t nb, packed_layout *l)
+{
+    const size_t n = nb, groups = (n + GROUP - 1) / GROUP;
+    *l = (packed_layout){0, 0, 0, 0, 0, 0, 16};
+    switch (type) {
+    case DI_TYPE_Q8_0: l->u_bytes = 32, l->d = 32 * n, l->end = l->d + 2 * n; return 1;
+    case DI_TYPE_Q5_0: l->h = 16 * n, l->d = l->h + 64 * groups, l->end = l->d + 2 * n; return 1;
+    case DI_TYPE_Q4_K: l->sb = 16 * n, l->end = l->sb + 2 * n; return 1;
+    case DI_TYPE_Q6_K: l->h = 16 * n, l->k = l->h + 8 * n, l->sb = l->k + 2 * n, l->end = l->sb + n / 4; return 1;
+    default: return 0;
+    }
+}
+
+/* A packed row's regions, for reading. */
+typedef struct packed_row {
+    const uint8_t *u, *h, *k, *d, *sb;
+    uint32_t u_bytes;
+} packed_row;
+
+INLINE packed_row packed_regions(uint32_t type, const uint8_t *row, uint32_t nb)
+{
+    packed_layout l;
+    packed_layout_of(type, nb, &l);
+    return (packed_row){row + l.u, row + l.h, row + l.k, row + l.d, row + l.sb, l.u_bytes};
+}
+
+INLINE void packed_q8_0(const packed_row *r, uint32_t b0, uint32_t c, __mmask16 live, pgroup *g)
+{
+    for (uint32_t k = 0; k < 8; k++)
+        g->u[k] = load_words(r->u + 32 * (size_t)b0 + 4 * c * k, live);
+    g->d = packed_d(r->d + 2 * (size_t)b0, live);
+}
+
+INLINE void packed_q5_0(const packed_row *r, uint32_t b0, uint32_t c, __mmask16 live, pgroup *g)
+{
+    packed_nibbles(r->u + 16 * (size_t)b0, c, live, g);
+    const uint8_t *h = r->h + 64 * (size_t)(b0 / GROUP);
+    const __m512i sixteen = _mm512_set1_epi8(0x10);
+    for (uint32_t k = 0; k < 8; k++) {
+        uint64_t bits;
+        memcpy(&bits, h + 8 * k, 8);
+        g->u[k] = _mm512_mask_mov_epi8(g->u[k], (__mmask64)bits, _mm512_or_si512(g->u[k], sixteen));
+    }
+    g->d = packed_d(r->d + 2 * (size_t)b0, live);
+}
+
+INLINE void packed_q4_k(const packed_row *r, uint32_t b0, uint32_t c, __mmask16 live, pgroup *g)
+{
+    packed_nibbles(r->u + 16 * (size_t)b0, c, live, g);
+    vgroup f; /* the heads are the file's first 16 bytes of each super-block */
+    k_factors(DI_TYPE_Q4_K, r->sb + 2 * (size_t)b0, 16, c, &f);
+    g->k[0] = f.k[0], g->d = f.d, g->n0 = f.n0;
+}
+
+INLINE void packed_q6_k(const packed_row *r, uint32_t b0, uint32_t c, __mmask16 live, pgroup *g)
+{
+    packed_nibbles(r->u + 16 * (size_t)b0, c, live, g);
+    const __m512i top2 = _mm512_set1_epi8(0x30); /* bits 4, 5 of each byte */
+    for (uint32_t p = 0; p < 2; p++) {
+        const __m512i h = load_words(r->h + 8 * (size_t)b0 + 4 * c * p, live);
+        g->u[4 * p + 0] = _mm512_or_si512(g->u[4 * p + 0], _mm512_and_si512(_mm512_slli_epi16(h, 4), top2));
+        g->u[4 * p + 1] = _mm512_or_si512(g->u[4 * p + 1], _mm512_and_si512(_mm512_slli_epi16(h, 2), top2));
+        g->u[4 * p + 2] = _mm512_or_si512(g->u[4 * p + 2], _mm512_and_si512(h, top2));
+        g->u[4 * p + 3] = _mm512_or_si512(g->u[4 * p + 3], _mm512_and_si512(_mm512_srli_epi16(h, 2), top2));
+    }
+    const uint8_t *k = r->k + 2 * (size_t)b0;
+    g->k[0] = _mm512_maskz_mov_epi32(live, _mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)k)));
+    g->k[1] = _mm512_maskz_mov_epi32(live, _mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)(k + c))));
+    g->d = two_halves(r->sb + 2 * (size_t)(b0 / 8), 2, 0, c);
+}
+
+typedef void (*packed_fn)(const packed_row *r, uint32_t b0, uint32_t c, __mmask16 live, pgroup *g);
 
 /* ---- the product --------------------------------------------------------------------- */
 
@@ -321,19 +476,50 @@ INLINE __m512i block_sums(const int_kind *kd, const vgroup *g, const int8_t *cod
     return kd->has_k ? _mm512_mullo_epi32(u, g->k[0]) : u;
 }
 
-/* The definition's float steps for the group's blocks in `live` lanes. */
-INLINE __m512 block_terms(const int_kind *kd, const vgroup *g, __m512i P, const di_qa *qa, uint32_t t, uint32_t b0,
-                          __mmask16 live, __m512 lane)
+/* The 16 block sums P of a packed group against one token's codes in the
+ * same layout (act: the group's c x 32 bytes, word k at 4 c k), its code
+ * sums s16 (32 int16, block order): one vpdpbusd per word, no folding. */
+INLINE __m512i packed_sums(const int_kind *kd, const pgroup *g, const int8_t *act, const int16_t *s16, uint32_t c,
+                           __mmask16 live)
+{
+    __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    for (uint32_t k = 0; k < 8; k++) {
+        const int h = kd->groups == 2 ? (int)(k / 4) : (int)(k % 2); /* two chains either way */
+        acc[h] = _mm512_dpbusd_epi32(acc[h], g->u[k], load_words((const uint8_t *)act + 4 * c * k, live));
+    }
+    /* lane j: (S_j1 << 16) | S_j0, the code sums of block j's halves */
+    const __m512i s = load_words((const uint8_t *)s16, live);
+    if (kd->groups == 2) {
+        __m512i P = _mm512_setzero_si512();
+        const __m512i half[2] = {_mm512_srai_epi32(_mm512_slli_epi32(s, 16), 16), _mm512_srai_epi32(s, 16)};
+        for (int h = 0; h < 2; h++) {
+            __m512i x = acc[h];
+            if (kd->off_shift >= 0)
+                x = _mm512_sub_epi32(x, _mm512_slli_epi32(half[h], (unsigned)kd->off_shift));
+            P = _mm512_add_epi32(P, _mm512_mullo_epi32(x, g->k[h]));
+        }
+        return P;
+    }
+    __m512i x = _mm512_add_epi32(acc[0], acc[1]);
+    if (kd->off_shift >= 0)
+        x = _mm512_sub_epi32(x, _mm512_slli_epi32(_mm512_madd_epi16(s, _mm512_set1_epi16(1)), (unsigned)kd->off_shift));
+    return kd->has_k ? _mm512_mullo_epi32(x, g->k[0]) : x;
+}
+
+/* The definition's float steps for the group's blocks in `live` lanes, with
+ * their D and min factors n0, n1. */
+INLINE __m512 block_terms(const int_kind *kd, __m512 d, __m512 n0, __m512 n1, __m512i P, const di_qa *qa, uint32_t t,
+                          uint32_t b0, __mmask16 live, __m512 lane)
 {
     const uint32_t nb = qa->nb;
     const __m512 a = _mm512_maskz_loadu_ps(live, qa->scales + (size_t)t * nb + b0);
-    lane = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(g->d, a), lane, live);
+    lane = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(d, a), lane, live);
     if (kd->mins == 1)
-        lane = _mm512_mask3_fmadd_ps(g->n0, _mm512_maskz_loadu_ps(live, qa->as_full + (size_t)t * nb + b0), lane, live);
+        lane = _mm512_mask3_fmadd_ps(n0, _mm512_maskz_loadu_ps(live, qa->as_full + (size_t)t * nb + b0), lane, live);
     if (kd->mins == 2) {
         const float *h = qa->as_half + (size_t)t * 2 * nb + b0;
-        lane = _mm512_mask3_fmadd_ps(g->n0, _mm512_maskz_loadu_ps(live, h), lane, live);
-        lane = _mm512_mask3_fmadd_ps(g->n1, _mm512_maskz_loadu_ps(live, h + nb), lane, live);
+        lane = _mm512_mask3_fmadd_ps(n0, _mm512_maskz_loadu_ps(live, h), lane, live);
+        lane = _mm512_mask3_fmadd_ps(n1, _mm512_maskz_loadu_ps(live, h + nb), lane, live);
     }
     return lane;
 }
@@ -370,9 +556,44 @@ typedef struct token_lanes {
     __m512 acc[2], total[2];
 } token_lanes;
 
+/* Row r of w as the kernels read it: the file's blocks (span bytes per
+ * group), or, when the kernel has a packed decoder and w a packed copy, the
+ * packed row's regions. */
+typedef struct row_src {
+    const uint8_t *row;
+    uint32_t span;
+    int packed;
+    packed_row pr;
+} row_src;
+
+INLINE row_src row_source(const di_weight *w, uint32_t r, packed_fn pdecode)
+{
+    row_src src = {w->data + (size_t)r * w->row_bytes,
+                   GROUP * DI_QA_BLOCK * di_weight_block_bytes(w->type) / di_weight_block_elems(w->type), 0, {0}};
+    if (pdecode && w->packed) {
+        src.row = w->packed + (size_t)r * w->packed_row_bytes;
+        src.packed = 1;
+        src.pr = packed_regions(w->type, src.row, w->n_in / DI_QA_BLOCK);
+        src.span = GROUP * src.pr.u_bytes;
+    }
+    return src;
+}
+
+/* A packed group: decoded, and the U region asked for `ahead` bytes on
+ * (the small regions follow it row by row; the hardware prefetcher keeps
+ * up with them). */
+INLINE void packed_group(packed_fn pdecode, const row_src *src, uint32_t b0, uint32_t count, __mmask16 live,
+                         size_t ahead, pgroup *g)
+{
+    pdecode(&src->pr, b0, count, live, g);
+    const uint8_t *here = src->pr.u + (size_t)b0 * src->pr.u_bytes;
+    for (uint32_t o = 0; o < src->span; o += 64)
+        _mm_prefetch((const char *)(here + ahead + o), _MM_HINT_T0);
+}
+
 /* The dot of one row with tokens t0..t0 + tn of the activations: groups of
  * 16 blocks decoded once for the run (tn <= 16), the lanes in tl[0..tn). */
-INLINE void row_run(const int_kind *kd, decode_fn decode, const uint8_t *row, uint32_t span, const di_qa *qa,
+INLINE void row_run(const int_kind *kd, decode_fn decode, packed_fn pdecode, const row_src *src, const di_qa *qa,
                     uint32_t t0, uint32_t tn, token_lanes *tl, float *out, uint32_t stride)
 {
     const uint32_t n = qa->n, nb = qa->nb;
@@ -388,15 +609,27 @@ INLINE void row_run(const int_kind *kd, decode_fn decode, const uint8_t *row, ui
                 if (b0 >= end)
                     break;
                 const uint32_t count = end - b0 < GROUP ? end - b0 : GROUP;
-                vgroup g;
-                /* rows follow each other in memory: fetch ahead across their ends too */
-                decode_group(kd, decode, row, b0, count, span, PREFETCH_AHEAD, &g);
                 const __mmask16 live = (__mmask16)((1u << count) - 1);
+                /* rows follow each other in memory: fetch ahead across their ends too */
+                if (src->packed) {
+                    pgroup g;
+                    packed_group(pdecode, src, b0, count, live, PREFETCH_AHEAD, &g);
+                    for (uint32_t k = 0; k < tn; k++) {
+                        const uint32_t t = t0 + k;
+                        const __m512i P = packed_sums(kd, &g, qa->codes + (size_t)t * n + (size_t)b0 * DI_QA_BLOCK,
+                                                      qa->sums + (size_t)t * 2 * nb + 2 * (size_t)b0, count, live);
+                        tl[k].acc[half] = block_terms(kd, g.d, g.n0, _mm512_setzero_ps(), P, qa, t, b0, live,
+                                                      tl[k].acc[half]);
+                    }
+                    continue;
+                }
+                vgroup g;
+                decode_group(kd, decode, src->row, b0, count, src->span, PREFETCH_AHEAD, &g);
                 for (uint32_t k = 0; k < tn; k++) {
                     const uint32_t t = t0 + k;
                     const __m512i P = block_sums(kd, &g, qa->codes + (size_t)t * n + (size_t)b0 * DI_QA_BLOCK,
                                                  qa->sums + (size_t)t * 2 * nb + 2 * (size_t)b0, count);
-                    tl[k].acc[half] = block_terms(kd, &g, P, qa, t, b0, live, tl[k].acc[half]);
+                    tl[k].acc[half] = block_terms(kd, g.d, g.n0, g.n1, P, qa, t, b0, live, tl[k].acc[half]);
                 }
             }
         for (uint32_t k = 0; k < tn; k++)
@@ -411,14 +644,15 @@ INLINE void row_run(const int_kind *kd, decode_fn decode, const uint8_t *row, ui
  * 16 tokens is one vector: vpdpbusd of each 4-byte word of the weight
  * codes, broadcast, with the tokens' 4 codes at that place (di_qa_tblock),
  * so no lane folding; the 32 canonical lanes are 32 vectors over tokens. */
-INLINE __m512i token_sums(const int_kind *kd, const uint32_t *u, const int32_t *k, uint32_t j,
+INLINE __m512i token_sums(const int_kind *kd, const uint32_t *u, uint32_t u_stride, const int32_t *k, uint32_t j,
                           const di_qa_tblock *tb)
 {
     /* two chains: a 16-weight group is 4 words; one group's words alternate */
     __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
     for (int i = 0; i < 8; i++) {
         const int h = kd->groups == 2 ? i / 4 : i % 2;
-        acc[h] = _mm512_dpbusd_epi32(acc[h], _mm512_set1_epi32((int)u[i]), _mm512_load_si512(tb->codes[i]));
+        acc[h] = _mm512_dpbusd_epi32(acc[h], _mm512_set1_epi32((int)u[(uint32_t)i * u_stride]),
+                                     _mm512_load_si512(tb->codes[i]));
     }
     if (kd->groups == 1)
         acc[0] = _mm512_add_epi32(acc[0], acc[1]);
@@ -439,26 +673,32 @@ INLINE __m512i token_sums(const int_kind *kd, const uint32_t *u, const int32_t *
 }
 
 /* The decoded rows of a tile, whole (in the per-thread scratch): for row q
- * and block b, its 32 code bytes u, its scales k (k[2b + g] for the types of
- * two groups, else k[b]), D and min factors. */
+ * and block b, its 32 code bytes u (from the file's blocks: u[q nb + b][i]
+ * is word i; from packed ones, the groups as decoded: u[(q ng + g) 128 +
+ * 16 i + j] is word i of block 16 g + j, ng = the row's groups), its scales
+ * k (k[2b + g] for the types of two groups, else k[b]), D and min factors. */
 typedef struct tile_rows {
-    uint32_t (*u)[8]; /* [TILE_ROWS * nb][8] */
+    uint32_t *u;      /* [TILE_ROWS * nb][8], or [TILE_ROWS * ng][8][16] */
     int32_t *k;       /* [TILE_ROWS][2 nb] */
     float *d, *n0, *n1; /* [TILE_ROWS][nb] each */
 } tile_rows;
 
 #define TILE_ROWS 4u
 
-/* A tile takes TILE_ROWS * 52 bytes per block of 32 weights (+ alignment);
- * DI_MATMUL_SCRATCH gives DI_MATMUL_TILE_ROWS * 32 floats per block. */
-_Static_assert(TILE_ROWS * (32 + 2 * 4 + 3 * 4) <= DI_MATMUL_TILE_ROWS * 32 * sizeof(float),
+/* A tile takes TILE_ROWS * 52 bytes per block of 32 weights (+ alignment,
+ * and up to 15 blocks of u to round a packed row up to whole groups);
+ * DI_MATMUL_SCRATCH gives DI_MATMUL_TILE_ROWS * 32 floats per block and
+ * 64 * 32 floats more. */
+_Static_assert(TILE_ROWS * (32 + 2 * 4 + 3 * 4) <= DI_MATMUL_TILE_ROWS * 32 * sizeof(float) &&
+                   TILE_ROWS * 15 * 32 + 64 <= 64 * 32 * sizeof(float),
                "the tile's decoded rows fit the matmul scratch");
 
 static tile_rows tile_layout(void *scratch, uint32_t nb)
 {
     uint8_t *p = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     tile_rows t;
-    t.u = (uint32_t(*)[8])(void *)p, p += (size_t)TILE_ROWS * nb * 32;
+    const size_t blocks = (nb + GROUP - 1) / GROUP * GROUP; /* whole groups, for packed rows */
+    t.u = (uint32_t *)(void *)p, p += (size_t)TILE_ROWS * blocks * 32;
     t.k = (int32_t *)(void *)p, p += (size_t)TILE_ROWS * 2 * nb * 4;
     t.d = (float *)(void *)p, p += (size_t)TILE_ROWS * nb * 4;
     t.n0 = (float *)(void *)p, p += (size_t)TILE_ROWS * nb * 4;
@@ -483,7 +723,7 @@ INLINE void tile_decode(const int_kind *kd, decode_fn decode, const di_weight *w
                 for (int i = 0; i < 8; i++)
                     _mm512_store_si512(u[2 * i], g.u[i]);
                 for (uint32_t p = 0; p < count; p++) /* position p holds block pair_order(p) */
-                    memcpy(t->u[(size_t)q * nb + b0 + (uint32_t)pair_order((int)p, kd->order)], u[p], 32);
+                    memcpy(t->u + ((size_t)q * nb + b0 + (uint32_t)pair_order((int)p, kd->order)) * 8, u[p], 32);
                 const size_t at = (size_t)q * nb + b0;
                 _Alignas(64) float tmp[GROUP];
                 _mm512_store_ps(tmp, g.d);
@@ -509,14 +749,52 @@ INLINE void tile_decode(const int_kind *kd, decode_fn decode, const di_weight *w
     }
 }
 
+/* Packed rows r..r + nr decoded once: the words as decoded (tile_rows), the
+ * factors per block as tile_decode stores them. */
+INLINE void tile_decode_packed(const int_kind *kd, const di_weight *w, packed_fn pdecode, uint32_t r, uint32_t nr,
+                               uint32_t nb, const tile_rows *t)
+{
+    const uint32_t ng = (nb + GROUP - 1) / GROUP;
+    for (uint32_t q = 0; q < nr; q++) {
+        const row_src src = row_source(w, r + q, pdecode);
+        for (uint32_t b0 = 0; b0 < nb; b0 += GROUP) {
+            const uint32_t count = nb - b0 < GROUP ? nb - b0 : GROUP;
+            const __mmask16 live = (__mmask16)((1u << count) - 1);
+            pgroup g;
+            packed_group(pdecode, &src, b0, count, live, TILE_ROWS * w->packed_row_bytes, &g); /* the next tile */
+            uint32_t *u = t->u + ((size_t)q * ng + b0 / GROUP) * 8 * GROUP;
+            for (int i = 0; i < 8; i++)
+                _mm512_store_si512(u + 16 * i, g.u[i]);
+            const size_t at = (size_t)q * nb + b0;
+            _mm512_mask_storeu_ps(t->d + at, live, g.d);
+            if (kd->mins >= 1)
+                _mm512_mask_storeu_ps(t->n0 + at, live, g.n0);
+            if (kd->has_k && kd->groups == 1)
+                _mm512_mask_storeu_epi32(t->k + (size_t)q * 2 * nb + b0, live, g.k[0]);
+            if (kd->groups == 2) { /* k[2b + h] */
+                _Alignas(64) int32_t k[2][GROUP];
+                _mm512_store_si512(k[0], g.k[0]);
+                _mm512_store_si512(k[1], g.k[1]);
+                int32_t *dst = t->k + (size_t)q * 2 * nb + 2 * (size_t)b0;
+                for (uint32_t j = 0; j < count; j++)
+                    dst[2 * j] = k[0][j], dst[2 * j + 1] = k[1][j];
+            }
+        }
+    }
+}
+
 /* Rows r..r + nr (nr <= TILE_ROWS), decoded once, against every token
  * group: the rows share each load of the tokens' codes, so those are read
  * from L2 once per TILE_ROWS rows (a block of 16 tokens is 960 bytes). */
-INLINE void grouped_tile(const int_kind *kd, decode_fn decode, const di_weight *w, uint32_t r, uint32_t nr,
-                         const di_qa *qa, float *y, const tile_rows *t)
+INLINE void grouped_tile(const int_kind *kd, decode_fn decode, packed_fn pdecode, const di_weight *w, uint32_t r,
+                         uint32_t nr, const di_qa *qa, float *y, const tile_rows *t)
 {
-    const uint32_t nb = qa->nb, groups = di_qa_groups(qa->n_tokens);
-    tile_decode(kd, decode, w, r, nr, nb, t);
+    const uint32_t nb = qa->nb, groups = di_qa_groups(qa->n_tokens), ng = (nb + GROUP - 1) / GROUP;
+    const int packed = pdecode && w->packed;
+    if (packed)
+        tile_decode_packed(kd, w, pdecode, r, nr, nb, t);
+    else
+        tile_decode(kd, decode, w, r, nr, nb, t);
     __m512 lane[TILE_ROWS][DI_LANES], total[TILE_ROWS][DI_LANES];
     _Alignas(64) float out[DI_QA_TOKENS];
     for (uint32_t gi = 0; gi < groups; gi++) {
@@ -532,7 +810,10 @@ INLINE void grouped_tile(const int_kind *kd, decode_fn decode, const di_weight *
                 const di_qa_tblock *tb = tok + b;
                 for (uint32_t q = 0; q < nr; q++) {
                     const size_t at = (size_t)q * nb + b;
-                    const __m512i P = token_sums(kd, t->u[at], t->k + (size_t)q * 2 * nb, b, tb);
+                    const __m512i P =
+                        packed ? token_sums(kd, t->u + ((size_t)q * ng + b / GROUP) * 8 * GROUP + b % GROUP, GROUP,
+                                            t->k + (size_t)q * 2 * nb, b, tb)
+                               : token_sums(kd, t->u + at * 8, 1, t->k + (size_t)q * 2 * nb, b, tb);
                     __m512 x = acc[q][b % DI_LANES];
                     x = _mm512_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(_mm512_set1_ps(t->d[at]), _mm512_load_ps(tb->a)),
                                         x);
@@ -562,52 +843,51 @@ INLINE void grouped_tile(const int_kind *kd, decode_fn decode, const di_weight *
     }
 }
 
-INLINE void rows_grouped(const int_kind *kd, decode_fn decode, const di_weight *w, uint32_t r0, uint32_t r1,
-                         const di_qa *qa, float *y, float *scratch)
+INLINE void rows_grouped(const int_kind *kd, decode_fn decode, packed_fn pdecode, const di_weight *w, uint32_t r0,
+                         uint32_t r1, const di_qa *qa, float *y, float *scratch)
 {
     const tile_rows t = tile_layout(scratch, qa->nb);
     uint32_t r = r0;
     for (; r + TILE_ROWS <= r1; r += TILE_ROWS)
-        grouped_tile(kd, decode, w, r, TILE_ROWS, qa, y, &t);
+        grouped_tile(kd, decode, pdecode, w, r, TILE_ROWS, qa, y, &t);
     for (; r < r1; r++)
-        grouped_tile(kd, decode, w, r, 1, qa, y, &t);
+        grouped_tile(kd, decode, pdecode, w, r, 1, qa, y, &t);
 }
 
 /* Rows [r0, r1) for every token: one token's lanes stay in registers (the
  * decode step), runs of up to 16 keep theirs in the scratch. */
-INLINE void rows_body(const int_kind *kd, decode_fn decode, const di_weight *w, uint32_t r0, uint32_t r1,
-                      const di_qa *qa, float *y, float *scratch)
+INLINE void rows_body(const int_kind *kd, decode_fn decode, packed_fn pdecode, const di_weight *w, uint32_t r0,
+                      uint32_t r1, const di_qa *qa, float *y, float *scratch)
 {
     if (qa->grouped) {
-        rows_grouped(kd, decode, w, r0, r1, qa, y, scratch);
+        rows_grouped(kd, decode, pdecode, w, r0, r1, qa, y, scratch);
         return;
     }
     token_lanes *tl = (token_lanes *)(void *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    const uint32_t span = GROUP * DI_QA_BLOCK * di_weight_block_bytes(w->type) / di_weight_block_elems(w->type);
     for (uint32_t r = r0; r < r1; r++) {
-        const uint8_t *row = w->data + (size_t)r * w->row_bytes;
+        const row_src src = row_source(w, r, pdecode);
         if (qa->n_tokens == 1) {
             token_lanes one = {{_mm512_setzero_ps(), _mm512_setzero_ps()}, {_mm512_setzero_ps(), _mm512_setzero_ps()}};
-            row_run(kd, decode, row, span, qa, 0, 1, &one, y + r, 0);
+            row_run(kd, decode, pdecode, &src, qa, 0, 1, &one, y + r, 0);
             continue;
         }
         for (uint32_t t0 = 0; t0 < qa->n_tokens; t0 += DI_QA_TOKENS) {
             const uint32_t tn = qa->n_tokens - t0 < DI_QA_TOKENS ? qa->n_tokens - t0 : DI_QA_TOKENS;
-            row_run(kd, decode, row, span, qa, t0, tn, tl, y + (size_t)t0 * w->n_out + r, w->n_out);
+            row_run(kd, decode, pdecode, &src, qa, t0, tn, tl, y + (size_t)t0 * w->n_out + r, w->n_out);
         }
     }
 }
 
-#define ROWS_OF(name, kind, decoder)                                                                     \
-    static void rows_##name(const di_weight *w, uint32_t r0, uint32_t r1, const di_qa *qa, float *y, \
-                            float *scratch)                                                          \
-    {                                                                                                \
-        rows_body(&KINDS[kind], decoder, w, r0, r1, qa, y, scratch);                                 \
+#define ROWS_OF(name, kind, decoder, packed_decoder)                                                       \
+    static void rows_##name(const di_weight *w, uint32_t r0, uint32_t r1, const di_qa *qa, float *y,   \
+                            float *scratch)                                                            \
+    {                                                                                                  \
+        rows_body(&KINDS[kind], decoder, packed_decoder, w, r0, r1, qa, y, scratch);                   \
     }
-ROWS_OF(q8_0, K_Q8_0, decode_q8_0)
-ROWS_OF(q5_0, K_Q5_0, decode_q5_0)
-ROWS_OF(q4_k, K_Q4_K, decode_q4_k)
-ROWS_OF(q6_k, K_Q6_K, decode_q6_k)
+ROWS_OF(q8_0, K_Q8_0, decode_q8_0, packed_q8_0)
+ROWS_OF(q5_0, K_Q5_0, decode_q5_0, packed_q5_0)
+ROWS_OF(q4_k, K_Q4_K, decode_q4_k, packed_q4_k)
+ROWS_OF(q6_k, K_Q6_K, decode_q6_k, packed_q6_k)
 
 void di_int_rows_avx512(const di_weight *w, uint32_t r0, uint32_t r1, const void *buf, float *y, float *scratch)
 {
@@ -617,7 +897,104 @@ void di_int_rows_avx512(const di_weight *w, uint32_t r0, uint32_t r1, const void
     case DI_TYPE_Q5_0: rows_q5_0(w, r0, r1, qa, y, scratch); return;
     case DI_TYPE_Q4_K: rows_q4_k(w, r0, r1, qa, y, scratch); return;
     case DI_TYPE_Q6_K: rows_q6_k(w, r0, r1, qa, y, scratch); return;
-    default: rows_body(kind_of(w->type), NULL, w, r0, r1, qa, y, scratch); return;
+    default: rows_body(kind_of(w->type), NULL, NULL, w, r0, r1, qa, y, scratch); return;
+    }
+}
+
+/* ---- packing (the head comment's layout) ------------------------------------------------- */
+
+size_t di_int_packed_row_bytes_avx512(uint32_t type, uint32_t n_in)
+{
+    packed_layout l;
+    if (!di_int_type(type) || n_in % di_weight_block_elems(type) != 0 || !packed_layout_of(type, n_in / DI_QA_BLOCK, &l))
+        return 0;
+    return (l.end + 63) / 64 * 64;
+}
+
+/* c x 4 bytes of x (lanes 0..c-1) to p. */
+INLINE void store_words(uint8_t *p, __mmask16 live, __m512i x)
+{
+    if (live == 0xffff)
+        _mm512_storeu_si512((void *)p, x);
+    else
+        _mm512_mask_storeu_epi32((void *)p, live, x);
+}
+
+/* A group of a row from the file's blocks, through this kernel's decoder
+ * of the type (so the packed codes are the ones it multiplies unpacked). */
+INLINE void pack_group(const int_kind *kd, decode_fn decode, const uint8_t *row, uint32_t b0, uint32_t c,
+                       const packed_layout *l, uint8_t *dst)
+{
+    vgroup g;
+    decode(row, b0, c, &g);
+    _Alignas(64) uint8_t u[GROUP][32]; /* block j's 32 codes u */
+    for (int q = 0; q < 8; q++) {
+        _mm256_store_si256((void *)u[pair_order(2 * q, kd->order)], _mm512_castsi512_si256(g.u[q]));
+        _mm256_store_si256((void *)u[pair_order(2 * q + 1, kd->order)], _mm512_extracti64x4_epi64(g.u[q], 1));
+    }
+    const __mmask16 live = (__mmask16)((1u << c) - 1);
+    const __m512i first = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                             _mm512_set1_epi32(8)); /* word 0 of each block, in words */
+    __m512i w[8]; /* word k of each block */
+    for (int k = 0; k < 8; k++)
+        w[k] = _mm512_i32gather_epi32(_mm512_add_epi32(first, _mm512_set1_epi32(k)), (const void *)u, 4);
+    uint8_t *out = dst + l->u + (size_t)l->u_bytes * b0;
+    const __m512i lo4 = _mm512_set1_epi8(0x0f);
+    if (kd->type == DI_TYPE_Q8_0) {
+        for (uint32_t k = 0; k < 8; k++)
+            store_words(out + 4 * c * k, live, w[k]);
+    } else {
+        for (uint32_t p = 0; p < 4; p++)
+            store_words(out + 4 * c * p, live,
+                        _mm512_or_si512(_mm512_and_si512(w[p], lo4), _mm512_slli_epi16(_mm512_and_si512(w[p + 4], lo4), 4)));
+    }
+    if (kd->type == DI_TYPE_Q5_0)
+        for (uint32_t k = 0; k < 8; k++) {
+            const uint64_t bits = _mm512_test_epi8_mask(w[k], _mm512_set1_epi8(0x10));
+            memcpy(dst + l->h + 64 * (size_t)(b0 / GROUP) + 8 * k, &bits, 8);
+        }
+    if (kd->type == DI_TYPE_Q6_K) {
+        for (uint32_t p = 0; p < 2; p++) {
+            __m512i h = _mm512_setzero_si512();
+            for (uint32_t q = 0; q < 4; q++) {
+                const __m512i top = _mm512_and_si512(_mm512_srli_epi16(w[4 * p + q], 4), _mm512_set1_epi8(3));
+                h = _mm512_or_si512(h, _mm512_slli_epi16(top, 2 * q));
+            }
+            store_words(dst + l->h + 8 * (size_t)b0 + 4 * c * p, live, h);
+        }
+        _Alignas(64) int32_t k[2 * GROUP]; /* [k0, k1] of blocks 0-7, then 8-15 */
+        _mm512_store_si512(k, g.k[0]);
+        _mm512_store_si512(k + GROUP, g.k[1]);
+        uint8_t *kk = dst + l->k + 2 * (size_t)b0;
+        for (uint32_t j = 0; j < c; j++)
+            kk[j] = (uint8_t)(int8_t)k[2 * j], kk[c + j] = (uint8_t)(int8_t)k[2 * j + 1];
+    }
+}
+
+void di_int_pack_rows_avx512(const di_weight *w, uint32_t r0, uint32_t r1, uint8_t *dst, size_t stride)
+{
+    const uint32_t nb = w->n_in / DI_QA_BLOCK, bytes = di_weight_block_bytes(w->type);
+    decode_fn decode = w->type == DI_TYPE_Q8_0   ? decode_q8_0
+                       : w->type == DI_TYPE_Q5_0 ? decode_q5_0
+                       : w->type == DI_TYPE_Q4_K ? decode_q4_k
+                       : w->type == DI_TYPE_Q6_K ? decode_q6_k
+                                                 : NULL;
+    packed_layout l;
+    if (!decode || !packed_layout_of(w->type, nb, &l))
+        return;
+    const int_kind *kd = kind_of(w->type);
+    for (uint32_t r = r0; r < r1; r++) {
+        const uint8_t *row = w->data + (size_t)r * w->row_bytes;
+        uint8_t *out = dst + (size_t)r * stride;
+        memset(out + l.end, 0, stride - l.end);
+        for (uint32_t b0 = 0; b0 < nb; b0 += GROUP)
+            pack_group(kd, decode, row, b0, nb - b0 < GROUP ? nb - b0 : GROUP, &l, out);
+        for (uint32_t b = 0; b < nb && (w->type == DI_TYPE_Q8_0 || w->type == DI_TYPE_Q5_0); b++)
+            memcpy(out + l.d + 2 * (size_t)b, row + (size_t)b * bytes + di_weight_field(w->type, DI_FIELD_D), 2);
+        for (uint32_t sb = 0; sb < nb / 8 && w->type == DI_TYPE_Q4_K; sb++)
+            memcpy(out + l.sb + 16 * (size_t)sb, row + (size_t)sb * bytes, 16); /* d, dmin, the scales */
+        for (uint32_t sb = 0; sb < nb / 8 && w->type == DI_TYPE_Q6_K; sb++)
+            memcpy(out + l.sb + 2 * (size_t)sb, row + (size_t)sb * bytes + DI_OFF_D_Q6_K, 2);
     }
 }
 
@@ -627,8 +1004,24 @@ void di_int_quantize_avx512(const di_weight *w, const float *x, uint32_t n_token
 {
     di_qa *qa = di_qa_layout(buf, w->n_in, n_tokens, n_tokens >= DI_QA_GROUP_MIN);
     di_qa_fill_scalar(qa, x);
+    if (qa->grouped)
+        return;
+    if (w->packed) { /* word k of a group's blocks side by side, as the packed weights */
+        qa->order = 2;
+        for (uint32_t t = 0; t < n_tokens; t++)
+            for (uint32_t b0 = 0; b0 < qa->nb; b0 += GROUP) {
+                const uint32_t c = qa->nb - b0 < GROUP ? qa->nb - b0 : GROUP;
+                int8_t *codes = qa->codes + (size_t)t * qa->n + (size_t)b0 * DI_QA_BLOCK;
+                int8_t tmp[GROUP * DI_QA_BLOCK];
+                memcpy(tmp, codes, c * DI_QA_BLOCK);
+                for (uint32_t k = 0; k < 8; k++)
+                    for (uint32_t j = 0; j < c; j++)
+                        memcpy(codes + 4 * c * k + 4 * j, tmp + DI_QA_BLOCK * j + 4 * k, 4);
+            }
+        return;
+    }
     const int_kind *kd = kind_of(w->type);
-    if (kd && kd->order && !qa->grouped) { /* blocks 1 and 2 of every 4 swap places */
+    if (kd && kd->order) { /* blocks 1 and 2 of every 4 swap places */
         qa->order = 1;
         for (uint32_t t = 0; t < n_tokens; t++)
             for (uint32_t b = 0; b + 4 <= qa->nb; b += 4) {

@@ -54,6 +54,13 @@ typedef struct di_cpu_ops {
      * holds DI_MATMUL_SCRATCH(w->n_in) floats. */
     void (*int_quantize)(const di_weight *w, const float *x, uint32_t n_tokens, void *qa);
     void (*int_rows)(const di_weight *w, uint32_t r0, uint32_t r1, const void *qa, float *y, float *scratch);
+    /* A path whose int_rows reads a weight's packed copy where it has one
+     * (di_weight.packed, cpu_int.h "Packed weights"), NULL elsewhere: the
+     * bytes of one packed row of a type (0: the type has no packed layout),
+     * and the packing of rows [r0, r1) of w into dst, row r at r * stride.
+     * A session of such a table packs its model once (weight_pack.c). */
+    size_t (*int_packed_row_bytes)(uint32_t type, uint32_t n_in);
+    void (*int_pack_rows)(const di_weight *w, uint32_t r0, uint32_t r1, uint8_t *dst, size_t stride);
 } di_cpu_ops;
 
 /* CPU features the paths need (x86-64), as di_cpu_features reports them:

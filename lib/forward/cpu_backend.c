@@ -13,6 +13,7 @@
 #include "forward.h"
 #include "kv_cache.h"
 #include "threadpool.h"
+#include "weight_pack.h"
 
 typedef struct cpu_backend {
     di_backend_params params;
@@ -59,6 +60,8 @@ static di_status create(const di_model *m, const di_backend_params *p, void **ou
         destroy(b);
         return di_error(err, err_size, st, "cannot start %u threads", p->threads);
     }
+    if (ops->int_pack_rows)
+        di_weights_pack(m, ops, b->pool);
     snprintf(b->info, sizeof b->info, "backend=cpu path=%s%s threads=%u", ops->name,
              p->profile == DI_PROFILE_INTEGER ? " profile=integer" : "", p->threads);
     st = di_forward_init(&b->fwd, m, ops, b->pool, p->ctx_len, p->max_rows);

@@ -563,6 +563,7 @@ static di_status load_model(const char *path, di_model **out, char *errbuf, size
     di_model *m = calloc(1, sizeof *m);
     if (!m)
         return di_error(errbuf, errbuf_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
+    pthread_mutex_init(&m->pack_lock, NULL);
     loader L = {m, errbuf, errbuf_size, di_rope_scaling_none(), 1.0f, NULL};
     di_status st = map_file(&L, path);
     if (!st)
@@ -610,6 +611,8 @@ DI_API void di_model_free(di_model *m)
     for (size_t i = 0; i < m->n_vectors; i++)
         free(m->vectors[i]);
     free(m->vectors);
+    free(m->pack_mem);
+    pthread_mutex_destroy(&m->pack_lock);
     free(m);
 }
 

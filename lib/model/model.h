@@ -6,6 +6,7 @@
 #ifndef DI_MODEL_H
 #define DI_MODEL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "arch.h"
@@ -98,6 +99,14 @@ struct di_model {
     float **vectors;               /* every converted norm and bias vector */
     size_t n_vectors;
     struct di_tokenizer *tokenizer;/* never NULL once loaded (may be "none") */
+
+    /* The weights' packed copies (di_weight.packed), made at most once, by
+     * the first session whose kernels read them (lib/forward/weight_pack.c),
+     * under pack_lock; a model is otherwise read-only once loaded. */
+    pthread_mutex_t pack_lock;
+    int pack_tried;
+    uint8_t *pack_mem;
+    size_t pack_bytes;
 };
 
 /* The length a di_dim stands for in this model. */
