@@ -306,6 +306,15 @@ json_t *sv_fingerprint_object(const sv_server *s);
 char *sv_tokenize_json(sv_server *s, const char *body, size_t len, sv_error *e);
 char *sv_detokenize_json(sv_server *s, const char *body, size_t len, sv_error *e);
 
+/* ---- The model's facts (serve_main.c) ------------------------------------ */
+/* XXH3-128 of the file's bytes, as `xxh128sum FILE` prints it; 0 or -1. */
+int sv_file_digest(const char *path, char out[DI_DIGEST_HEX_SIZE]);
+/* The most text bytes one token stands for (at least 4); 0 without a tokenizer. */
+size_t sv_max_token_bytes(const di_model *model, int64_t n_vocab);
+/* The id of the template's end of turn (the library's table), -1 when the
+ * vocabulary lacks it or there is no template. */
+int32_t sv_turn_end_token(const di_model *model, const char *chat_template);
+
 /* ---- Engine (serve_engine.c) --------------------------------------------- */
 /* Creates the session and starts the engine thread. */
 int sv_engine_start(sv_server *s, char *err, size_t err_size);

@@ -109,8 +109,7 @@ static int apply_option(int k, const char *v, void *opts)
     return 1;
 }
 
-/* XXH3-128 of the file's bytes: what `xxh128sum FILE` prints. */
-static int file_digest(const char *path, char out[DI_DIGEST_HEX_SIZE])
+int sv_file_digest(const char *path, char out[DI_DIGEST_HEX_SIZE])
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -189,7 +188,7 @@ static int read_key(sv_server *s)
  * bytes, so a text of more than context x this many bytes cannot fit the
  * context, and is refused before it is tokenized (a 1 MiB text costs the
  * tokenizer about 30 MiB). 0 when the model has no tokenizer. */
-static size_t max_token_bytes(const di_model *model, int64_t n_vocab)
+size_t sv_max_token_bytes(const di_model *model, int64_t n_vocab)
 {
     size_t most = 0;
     char piece[512];
@@ -204,13 +203,22 @@ static size_t max_token_bytes(const di_model *model, int64_t n_vocab)
     return most > 4 ? most : 4;
 }
 
+int32_t sv_turn_end_token(const di_model *model, const char *chat_template)
+{
+    int32_t id = -1;
+    const char *turn_end = chat_template ? di_chat_turn_end(chat_template) : NULL;
+    if (!turn_end || di_model_token_lookup(model, turn_end, strlen(turn_end), &id))
+        return -1;
+    return id;
+}
+
 static int set_up_model(sv_server *s)
 {
     int rc = dt_load_model(&command, s->cfg.model_path, &s->model);
     if (rc)
         return rc;
     s->n_vocab = dt_model_int(s->model, DI_MODEL_N_VOCAB);
-    s->max_token_bytes = max_token_bytes(s->model, s->n_vocab);
+    s->max_token_bytes = sv_max_token_bytes(s->model, s->n_vocab);
     int64_t train = dt_model_int(s->model, DI_MODEL_N_CTX_TRAIN);
     s->context = s->cfg.context;
     if (train > 0 && s->context > train)
@@ -226,13 +234,10 @@ static int set_up_model(sv_server *s)
         if (st != DI_OK && st != DI_ERR_BUFFER_TOO_SMALL)
             return dt_usage(&command, "--chat-template %s: %s", s->cfg.chat_template, err[0] ? err : di_status_name(st));
     }
-    s->eot = -1; /* the template's end of turn (the library's table), when the vocabulary has it */
-    const char *turn_end = s->chat_template ? di_chat_turn_end(s->chat_template) : NULL;
-    if (turn_end && di_model_token_lookup(s->model, turn_end, strlen(turn_end), &s->eot))
-        s->eot = -1;
+    s->eot = sv_turn_end_token(s->model, s->chat_template);
     di_sampling_params p;
     s->sampling_available = di_sampling_params_init(&p) == DI_OK;
-    if (file_digest(s->cfg.model_path, s->model_digest)) {
+    if (sv_file_digest(s->cfg.model_path, s->model_digest)) {
         fprintf(stderr, "detinfer serve: cannot read %s to digest it\n", s->cfg.model_path);
         return DT_EXIT_FAIL;
     }
