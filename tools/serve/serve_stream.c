@@ -89,12 +89,17 @@ static int stream_collect_locked(stream *st)
         for (uint32_t j = 0; j < r->n; j++)
             stream_append(st, sv_chunk_json(st->s, r, j, "", 0, 0, 0, NULL, 1));
     st->opened = 1;
-    for (uint32_t k = 0; !error && k < r->n_computed; k++) {
-        for (; st->tokens_sent[k] < r->choices[k].n_out; st->tokens_sent[k]++)
-            choice_chunks(st, k, st->tokens_sent[k], 0);
-        if (r->choices[k].state == SV_DONE && !st->closed[k]) {
-            choice_chunks(st, k, 0, 1);
-            st->closed[k] = 1;
+    /* round by round, a token of each choice: the choices' chunks interleave */
+    for (int more = !error; more;) {
+        more = 0;
+        for (uint32_t k = 0; k < r->n_computed; k++) {
+            if (st->tokens_sent[k] < r->choices[k].n_out) {
+                choice_chunks(st, k, st->tokens_sent[k]++, 0);
+                more = 1;
+            } else if (r->choices[k].state == SV_DONE && !st->closed[k]) {
+                choice_chunks(st, k, 0, 1);
+                st->closed[k] = 1;
+            }
         }
     }
     if (sv_request_done(r)) {
