@@ -371,8 +371,13 @@ static int get_detinfer_options(json_t *root, sv_request *r, sv_error *e)
     json_t *value;
     json_object_foreach(d, key, value) if (strcmp(key, "logits_digests") && strcmp(key, "prompt_ids")) return sv_bad(
         e, "detinfer", "unknown field 'detinfer.%s' (known: logits_digests, prompt_ids)", key);
-    return get_bool(d, "logits_digests", &r->want_logits_digests, e) || get_bool(d, "prompt_ids", &r->want_prompt_ids, e)
-               ? -1 : 0;
+    if (get_bool(d, "logits_digests", &r->want_logits_digests, e) || get_bool(d, "prompt_ids", &r->want_prompt_ids, e))
+    {
+        char field[sizeof e->param];
+        snprintf(field, sizeof field, "%s", e->param);
+        return sv_bad(e, "detinfer", "'detinfer.%s' must be true or false", field);
+    }
+    return 0;
 }
 
 /* stream_options: {"include_usage": bool}, only with "stream": true. */
