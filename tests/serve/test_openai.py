@@ -60,6 +60,10 @@ def test_content_parts_and_developer_role(serve):
         with pytest.raises(openai.BadRequestError) as e:
             c.chat.completions.create(model="x", max_tokens=3, messages=[{"role": "user", "content": [part]}])
         assert part["type"] in str(e.value) and "text-only" in str(e.value)
+    # a field a message does not have (the empty name too)
+    for extra in ({"": 1}, {"audio": None}, {"tool_calls": []}):
+        with pytest.raises(openai.BadRequestError):
+            c.chat.completions.create(model="x", max_tokens=3, messages=[{"role": "user", "content": "x", **extra}])
     # null content only on an assistant message with tool_calls
     with pytest.raises(openai.BadRequestError) as e:
         c.chat.completions.create(model="x", max_tokens=3, messages=[{"role": "user", "content": None}])
@@ -79,6 +83,21 @@ def tool_messages(arguments="{}"):
 # Python's json.dumps(json.loads(text), ensure_ascii=False) writes them.
 ARGUMENTS = [r'{"a": 1.5e-7}', r'{"b":[1,2.0,-0.0]}', r'[1e16, 1e15, 0.0001, 1e-5]', r'{"c": "\u00e9\\"}',
              r'{"z": 1, "a": null}', r'{"x":"\u0001\t q\"\n"}', r'123456789.25', r'true']
+
+
+def test_neutral_chat_fields(serve):
+    s = serve(GEMMA_CHAT)
+    c = client(s)
+    msgs = [{"role": "user", "content": "Hi"}]
+    r = c.chat.completions.create(model="x", messages=msgs, max_tokens=2, store=False, metadata={},
+                                  service_tier="auto", parallel_tool_calls=True)
+    assert r.choices[0].message.role == "assistant"
+    for field, value in (("store", True), ("metadata", {"a": "b"}), ("service_tier", "flex"),
+                         ("tools", [{"type": "function", "function": {"name": "f"}}]), ("response_format",
+                                                                                     {"type": "json_object"})):
+        with pytest.raises(openai.BadRequestError) as e:
+            c.chat.completions.create(model="x", messages=msgs, max_tokens=2, extra_body={field: value})
+        assert field in str(e.value)
 
 
 def test_tool_turns(serve):

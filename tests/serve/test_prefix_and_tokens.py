@@ -89,3 +89,4 @@ def test_tokenize_and_detokenize(serve, tmp_path):
                               ("/detokenize", {"tokens": [1], "x": 1}, "x")):
         status, err = post(s, path, body, "secret-key-123")
         assert status == 400 and err["error"]["param"] == param, (path, body, err)
+    assert post(s, "/tokenize", {"": 1, "content": "x"}, "secret-key-123")[0] == 400  # an empty key

@@ -210,7 +210,7 @@ static int field_allowed(const struct role_rule *rule, const char *key)
     if (!strcmp(key, "role") || !strcmp(key, "content"))
         return 1;
     const size_t n = strlen(key);
-    for (const char *p = rule->fields; (p = strstr(p, key)); p += n)
+    for (const char *p = rule->fields; n && (p = strstr(p, key)); p += n)
         if ((p == rule->fields || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
             return 1;
     return 0;

@@ -51,6 +51,8 @@ static const struct field {
     {"user", FOR_BOTH},         {"detinfer", FOR_BOTH},
     /* OpenAI fields some clients always send: accepted with their neutral values only. */
     {"logit_bias", FOR_BOTH},   {"suffix", FOR_COMPLETION},    {"best_of", FOR_COMPLETION},
+    {"store", FOR_CHAT},        {"metadata", FOR_CHAT},        {"service_tier", FOR_CHAT},
+    {"parallel_tool_calls", FOR_CHAT},
     {NULL, 0},
 };
 
@@ -325,6 +327,20 @@ static int check_unsupported(json_t *root, sv_error *e)
     long long best_of = 1;
     if (get_int(root, "best_of", 1, 1, &best_of, e))
         return -1;
+    /* Chat fields that change nothing here: nothing is stored, there is one
+     * tier, and no tool call is generated. */
+    json_t *store = json_object_get(root, "store"), *meta = json_object_get(root, "metadata");
+    if (store && !json_is_null(store) && !json_is_false(store))
+        return sv_bad(e, "store", "'store' is not supported (only false or null: this server stores nothing)");
+    if (meta && !json_is_null(meta) && !(json_is_object(meta) && json_object_size(meta) == 0))
+        return sv_bad(e, "metadata", "'metadata' is not supported (only null or {}: it goes with 'store')");
+    json_t *tier = json_object_get(root, "service_tier");
+    if (tier && !json_is_null(tier) &&
+        !(json_is_string(tier) && (!strcmp(json_string_value(tier), "auto") || !strcmp(json_string_value(tier), "default"))))
+        return sv_bad(e, "service_tier", "'service_tier' is not supported (only null, \"auto\" or \"default\")");
+    json_t *parallel = json_object_get(root, "parallel_tool_calls");
+    if (parallel && !json_is_null(parallel) && !json_is_boolean(parallel))
+        return sv_bad(e, "parallel_tool_calls", "'parallel_tool_calls' must be true or false");
     json_t *model = json_object_get(root, "model");
     if (model && !json_is_string(model))
         return sv_bad(e, "model", "'model' must be a string");

@@ -22,8 +22,8 @@ static int only_fields(json_t *root, const char *names, const char *endpoint, sv
     json_object_foreach(root, key, value)
     {
         const size_t n = strlen(key);
-        const char *p = names;
-        while ((p = strstr(p, key)) && !((p == names || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')))
+        const char *p = n ? names : NULL; /* an empty key is no field */
+        while (p && (p = strstr(p, key)) && !((p == names || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')))
             p += n;
         if (!p)
             return sv_bad(e, key, "unknown field '%.40s' for %s (known: %s)", key, endpoint, names);
