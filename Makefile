@@ -284,7 +284,9 @@ TSAN_MODELS := gqa_untied_q8_0 gemma3_f32 mha_tied_q4_1
 # -fsanitize=thread, and the server tests that run its threads hardest (the
 # attacks, the load, the limits) against it; a race report fails the server's
 # exit status (TSAN_OPTIONS) and so the test. Models: the default build's.
-SERVE_TSAN_TESTS := tests/serve/test_attack.py tests/serve/test_load.py tests/serve/test_security.py
+# test_openai.py (choices, interleaved streams) and test_replay.py (replay runs the engine) take seconds
+SERVE_TSAN_TESTS := tests/serve/test_attack.py tests/serve/test_load.py tests/serve/test_security.py \
+                    tests/serve/test_openai.py tests/serve/test_replay.py
 .PHONY: check-serve-tsan
 check-serve-tsan: $(MODELS)/tokenizers.txt $(MODELS)/real.txt
 	$(MAKE) SANITIZE=thread build-tsan/tools/detinfer build-tsan/tests/serve_net_key
