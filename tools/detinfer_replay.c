@@ -408,7 +408,6 @@ int dt_cmd_replay(int argc, char **argv)
         json_decref(all);
         return rc < 0 ? DT_EXIT_OK : rc;
     }
-    sv_json_budget_install();
     sv_server s = {0};
     receipt head;
     char why[512] = "";

@@ -36,7 +36,6 @@ static sv_server server;
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
-    sv_json_budget_install();
     const char *path = getenv("DI_FUZZ_MODEL");
     char err[256];
     if (!path || di_model_load(path, &server.model, err, sizeof err) != DI_OK)

@@ -260,11 +260,9 @@ void sv_chat_free(sv_chat *c);
 char *sv_python_json(const json_t *v);
 
 /* ---- JSON in and out (serve_json.c) -------------------------------------- */
-/* Routes jansson's allocations through the per-parse budget of sv_json_load;
- * called once, before any JSON is made. */
-void sv_json_budget_install(void);
 /* A body's JSON, parsed strictly (duplicate keys refused) within the memory
- * budget: NULL with e set (413 past the budget, 400 otherwise). */
+ * budget (8 x its size + 64 KiB, checked before parsing on an upper bound of
+ * what its values cost): NULL with e set (413 past the budget, 400 otherwise). */
 json_t *sv_json_load(const char *body, size_t len, sv_error *e);
 /* A JSON text inside the body (a tool call's arguments), parsed within what
  * is left of the body's budget (same thread, after sv_json_load); NULL with

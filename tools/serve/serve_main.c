@@ -327,7 +327,6 @@ static int allowed_hosts(sv_server *s, char *buf, size_t size)
 
 int dt_cmd_serve(int argc, char **argv)
 {
-    sv_json_budget_install();
     sv_server s = {0};
     s.cfg = (sv_config){.host = "127.0.0.1", .port = 8080, .allow_text = "127.0.0.0/8,::1/128", .threads = 1,
                         .max_sequences = 8, .context = 2048, .max_tokens = 1024, .queue = 64, .timeout = 30,
