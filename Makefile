@@ -284,7 +284,9 @@ TSAN_MODELS := gqa_untied_q8_0 gemma3_f32 mha_tied_q4_1
 # -fsanitize=thread, and the server tests that run its threads hardest (the
 # attacks, the load, the limits) against it; a race report fails the server's
 # exit status (TSAN_OPTIONS) and so the test. Models: the default build's.
-SERVE_TSAN_TESTS := tests/serve/test_attack.py tests/serve/test_load.py tests/serve/test_security.py
+# test_openai.py (choices, interleaved streams) and test_replay.py (replay runs the engine) take seconds
+SERVE_TSAN_TESTS := tests/serve/test_attack.py tests/serve/test_load.py tests/serve/test_security.py \
+                    tests/serve/test_openai.py tests/serve/test_replay.py
 .PHONY: check-serve-tsan
 check-serve-tsan: $(MODELS)/tokenizers.txt $(MODELS)/real.txt
 	$(MAKE) SANITIZE=thread build-tsan/tools/detinfer build-tsan/tests/serve_net_key
@@ -360,6 +362,9 @@ check-ray: $(SHARED) $(MODELS)/tokenizers.txt
 # checked request to its response JSON; the library linked uninstrumented);
 # FUZZ_SECONDS of fuzzing per target (three targets).
 FUZZ_SECONDS ?= 60
+# the request path: parsing, the messages, the JSON budget, the responses
+FUZZ_REQUEST_SRC := $(addprefix tools/serve/,serve_request.c serve_json.c serve_messages.c serve_response.c) \
+                    tools/cli_digest.c tools/cli_options.c tools/cli_json.c tools/cli_text.c
 FUZZ_CC := clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude \
            $(addprefix -I,$(DI_SRC_DIRS))
 fuzz: $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(STATIC)
@@ -373,8 +378,8 @@ fuzz: $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(STATIC)
 	    -max_len=4096 -dict=tests/fuzz/chat.dict $(BUILD)/fuzz/corpus_chat
 	@mkdir -p $(BUILD)/fuzz/corpus_request
 	cp tests/fuzz/request_seeds/* $(BUILD)/fuzz/corpus_request/
-	$(FUZZ_CC) -std=c11 -Itools -Itools/serve tests/fuzz/fuzz_request.c tools/serve/serve_request.c \
-	    tools/cli_digest.c tools/cli_options.c $(STATIC) -o $(BUILD)/fuzz/fuzz_request \
+	$(FUZZ_CC) -std=c11 -Itools -Itools/serve tests/fuzz/fuzz_request.c $(FUZZ_REQUEST_SRC) \
+	    $(STATIC) -o $(BUILD)/fuzz/fuzz_request \
 	    -ljansson -lxxhash -lpcre2-8 -lm -lpthread -ldl
 	DI_FUZZ_MODEL=$(MODELS)/tok_chat_markers.gguf $(BUILD)/fuzz/fuzz_request -max_total_time=$(FUZZ_SECONDS) \
 	    -max_len=8192 -dict=tests/fuzz/request.dict $(BUILD)/fuzz/corpus_request

@@ -519,6 +519,10 @@ DI_API di_status di_model_meta_string(const di_model *model, const char *key, ch
 DI_API const char *di_model_chat_template(const di_model *model);
 
 /* Formats n_messages messages (roles[i]: "system", "user" or "assistant";
+ * in the chatml and llama3 templates also "tool", a tool's answer, and
+ * "tool_call", a call right after the assistant message that made it, its
+ * content the function's name, a newline and the arguments' JSON text:
+ * docs/CHAT.md, "Tool turns"; other templates refuse those two;
  * contents[i]: NUL-terminated UTF-8; both arrays may be NULL when n_messages
  * is 0) with the built-in chat template `template_name` into prompt text,
  * byte for byte the text llama.cpp's llama_chat_apply_template gives. With

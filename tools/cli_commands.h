@@ -12,5 +12,6 @@ int dt_cmd_verify_child(int argc, char **argv); /* hidden: the fresh-process axi
 int dt_cmd_doctor(int argc, char **argv);
 int dt_cmd_bench(int argc, char **argv);
 int dt_cmd_serve(int argc, char **argv); /* tools/serve/ */
+int dt_cmd_replay(int argc, char **argv); /* a served answer from its receipt */
 
 #endif /* CLI_COMMANDS_H */

@@ -7,6 +7,7 @@
  *   detinfer doctor  the environment fingerprint and its checks
  *   detinfer bench   prompt and generation tokens per second
  *   detinfer serve   an OpenAI-compatible HTTP service (tools/serve/)
+ *   detinfer replay  a served answer recomputed from its receipt
  *
  * Built only on the public API (include/detinfer.h). Exit status: 0 success,
  * 1 a mismatch, failed check or library error, 2 bad arguments.
@@ -30,6 +31,7 @@ static const subcommand subcommands[] = {
     {"doctor", dt_cmd_doctor, "environment fingerprint: library, CPU and SIMD path, OS, CUDA; OK/WARN checks"},
     {"bench", dt_cmd_bench, "prompt processing and generation tokens per second (pp N, tg N)"},
     {"serve", dt_cmd_serve, "HTTP service, OpenAI's API, continuous batching, digests in every response"},
+    {"replay", dt_cmd_replay, "recompute served answers from their receipts (request + response); exit 0 if all match"},
     {"__verify-child", dt_cmd_verify_child, NULL},
     {NULL, NULL, NULL},
 };

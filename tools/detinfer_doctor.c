@@ -31,6 +31,7 @@
 #include "cli_model.h"
 #include "cli_text.h"
 #include "detinfer_cuda.h"
+#include "detinfer_doctor.h"
 
 enum { OPT_PROFILE, OPT_JSON, OPT_SAVE, OPT_COMPARE, OPT_STRICT, OPT_MODEL, OPT_BACKEND, OPT_DEVICE };
 
@@ -467,6 +468,18 @@ static di_status fingerprint(const fact *facts, int n, di_profile profile, di_di
     while (len % 4)
         text[len++] = '\n'; /* so the text itself is what is hashed */
     return dt_digest_bytes(text, len, out);
+}
+
+di_status dt_doctor_fingerprint(di_profile profile, di_digest *out)
+{
+    doctor *d = calloc(1, sizeof *d);
+    if (!d)
+        return DI_ERR_OUT_OF_MEMORY;
+    d->profile = profile;
+    collect(d);
+    const di_status st = fingerprint(d->facts, d->n_facts, profile, out);
+    free(d);
+    return st;
 }
 
 static const char *fact_get(const fact *facts, int n, const char *key)

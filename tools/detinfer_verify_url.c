@@ -19,12 +19,13 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <xxhash.h>
 
 #include "detinfer_verify.h"
 
 enum { OPT_URL, OPT_MODEL, OPT_API_KEY_FILE, OPT_REPS, OPT_MAX_NEW, OPT_CONCURRENCY, OPT_TRAFFIC, OPT_TIES,
-       OPT_SEED, OPT_TIMEOUT };
+       OPT_SEED, OPT_TIMEOUT, OPT_SAVE };
 
 static const dt_option options[] = {
     [OPT_URL] = {"--url", "URL", "the server, e.g. http://127.0.0.1:8080 (required)"},
@@ -38,6 +39,8 @@ static const dt_option options[] = {
                   "near ties as `detinfer verify` finds them, each sent --reps/5 times (default 4; needs --model)"},
     [OPT_SEED] = {"--seed", "N", "seed of the prompts, the order and the sampled request (default 1)"},
     [OPT_TIMEOUT] = {"--timeout", "SECONDS", "per request (default 300)"},
+    [OPT_SAVE] = {"--save", "DIR",
+                  "write each request and its response as a receipt, DIR/receipt-P-R.json (`detinfer replay` checks them)"},
     {NULL, NULL, NULL},
 };
 
@@ -54,7 +57,7 @@ static const dt_command command = {
 };
 
 typedef struct vu_opts {
-    const char *url, *model, *key_file;
+    const char *url, *model, *key_file, *save_dir;
     long reps, max_new, concurrency, traffic, ties, seed, timeout;
 } vu_opts;
 
@@ -269,6 +272,20 @@ static void parse_response(json_t *root, outcome *o)
     o->ok = 1;
 }
 
+/* A receipt: the request and its response together (`detinfer replay`). */
+static void save_receipt(const vu *v, const job *j, const char *req, json_t *response)
+{
+    json_error_t je;
+    json_t *request = json_loads(req, 0, &je);
+    json_t *receipt = json_pack("{s:s, s:o, s:O}", "endpoint", "/v1/completions", "request", request, "response",
+                                response);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/receipt-%u-%u.json", v->o.save_dir, j->probe, j->rep);
+    if (!receipt || json_dump_file(receipt, path, JSON_INDENT(1) | JSON_REAL_PRECISION(17)))
+        fprintf(stderr, "detinfer verify --url: cannot write the receipt %s\n", path);
+    json_decref(receipt);
+}
+
 static void *worker(void *arg)
 {
     vu *v = arg;
@@ -283,6 +300,8 @@ static void *worker(void *arg)
         char *req = request_json(p);
         long status;
         json_t *root = req ? http(v, "/v1/completions", req, &status, o->error, sizeof o->error) : NULL;
+        if (root && v->o.save_dir)
+            save_receipt(v, &v->jobs[i], req, root);
         free(req);
         if (root)
             parse_response(root, o);
@@ -592,6 +611,7 @@ static int apply_option(int k, const char *val, void *opts)
     case OPT_TIES: return dt_parse_long(&command, options[k].name, val, 0, 64, &o->ties);
     case OPT_SEED: return dt_parse_long(&command, options[k].name, val, 0, 1L << 30, &o->seed);
     case OPT_TIMEOUT: return dt_parse_long(&command, options[k].name, val, 1, 86400, &o->timeout);
+    case OPT_SAVE: o->save_dir = val; return 1;
     }
     return 1;
 }
@@ -620,6 +640,9 @@ int dt_cmd_verify_url(int argc, char **argv)
         return dt_usage(&command, "--url is required");
     if (strncmp(v.o.url, "http://", 7) && strncmp(v.o.url, "https://", 8))
         return dt_usage(&command, "--url must start with http:// or https://");
+    struct stat sd;
+    if (v.o.save_dir && (stat(v.o.save_dir, &sd) || !S_ISDIR(sd.st_mode)))
+        return dt_usage(&command, "--save %s: not a directory", v.o.save_dir);
     if (v.o.traffic < 0)
         v.o.traffic = 2 * v.o.reps;
     if (v.o.key_file && !(v.key = read_key(v.o.key_file))) {

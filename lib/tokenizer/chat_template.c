@@ -13,6 +13,7 @@
  * llama.cpp takes for one of them is not taken for a later row.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,9 +25,13 @@
 
 /* ---- messages and the output text ---------------------------------------- */
 
-typedef enum chat_role { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT } chat_role;
+/* A tool's answer, and a call the assistant made ("tool_call": its content
+ * is NAME, a newline, then the arguments as the JSON text the template
+ * shows, right after the assistant message that carries it). Only the
+ * templates with tool_turns set in the table take these two. */
+typedef enum chat_role { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL, ROLE_TOOL_CALL, N_ROLES } chat_role;
 
-static const char *const role_names[] = {"system", "user", "assistant"};
+static const char *const role_names[N_ROLES] = {"system", "user", "assistant", "tool", "tool_call"};
 
 typedef struct chat_message {
     chat_role role;
@@ -129,17 +134,80 @@ typedef struct chat_template {
     chat_formatter format;         /* NULL: not built in */
     unsigned variant;
     const char *turn_end;          /* the text of the token that ends a turn (built-in rows) */
+    int tool_turns;                /* 1: the formatter writes the tool and tool_call roles */
 } chat_template;
 
+/* The tool calls that follow message i (its "tool_call" messages). */
+static size_t tool_calls_after(const chat_message *m, size_t n, size_t i)
+{
+    size_t k = 0;
+    while (i + 1 + k < n && m[i + 1 + k].role == ROLE_TOOL_CALL)
+        k++;
+    return k;
+}
+
+/* A call's name and arguments (read_messages checked the newline). */
+static void call_parts(const chat_message *c, const char **name, size_t *name_len, const char **args,
+                       size_t *args_len)
+{
+    const char *nl = memchr(c->text, '\n', c->len);
+    *name = c->text, *name_len = (size_t)(nl - c->text);
+    *args = nl + 1, *args_len = c->len - *name_len - 1;
+}
+
+/* {"name": "NAME", "KEY": ARGS}: a call as Qwen 2.5's and Llama 3.1's
+ * templates write it (the name as it is, the arguments as JSON). */
+static void put_call_json(out_text *o, const chat_message *c, const char *key)
+{
+    const char *name, *args;
+    size_t name_len, args_len;
+    call_parts(c, &name, &name_len, &args, &args_len);
+    put_z(o, "{\"name\": \"");
+    put_message_text(o, name, name_len);
+    put_z(o, "\", \"");
+    put_z(o, key);
+    put_z(o, "\": ");
+    put_message_text(o, args, args_len);
+    put_z(o, "}");
+}
+
+/* ChatML, with Qwen 2.5's tool turns (the Hermes layout): an assistant's
+ * calls as <tool_call> blocks in its turn, consecutive tool answers as
+ * <tool_response> blocks of one user turn. */
 static di_status format_chatml(const chat_template *tpl, const chat_message *m, size_t n,
                                int add_ass, out_text *o, char *err, size_t es)
 {
     (void)tpl, (void)err, (void)es;
     for (size_t i = 0; i < n; i++) {
+        const size_t calls = tool_calls_after(m, n, i);
+        if (m[i].role == ROLE_TOOL_CALL)
+            continue; /* written with its assistant message */
+        if (m[i].role == ROLE_TOOL) {
+            if (i == 0 || m[i - 1].role != ROLE_TOOL)
+                put_z(o, "<|im_start|>user");
+            put_z(o, "\n<tool_response>\n");
+            put_content(o, &m[i]);
+            put_z(o, "\n</tool_response>");
+            if (i + 1 == n || m[i + 1].role != ROLE_TOOL)
+                put_z(o, "<|im_end|>\n");
+            continue;
+        }
         put_z(o, "<|im_start|>");
         put_z(o, role_names[m[i].role]);
-        put_z(o, "\n");
-        put_content(o, &m[i]);
+        if (calls) {
+            if (m[i].len) {
+                put_z(o, "\n");
+                put_content(o, &m[i]);
+            }
+            for (size_t k = 1; k <= calls; k++) {
+                put_z(o, "\n<tool_call>\n");
+                put_call_json(o, &m[i + k], "arguments");
+                put_z(o, "\n</tool_call>");
+            }
+        } else {
+            put_z(o, "\n");
+            put_content(o, &m[i]);
+        }
         put_z(o, "<|im_end|>\n");
     }
     if (add_ass)
@@ -147,15 +215,62 @@ static di_status format_chatml(const chat_template *tpl, const chat_message *m, 
     return DI_OK;
 }
 
+/* A JSON string of the text, as Python's json.dumps(ensure_ascii=False)
+ * writes it (the `tojson` of the templates' reference rendering): '"', '\\'
+ * and control characters escaped, everything else as it is. Message text. */
+static void put_json_string(out_text *o, const char *s, size_t n)
+{
+    size_t cap = 2 + 6 * n, k = 0;
+    char *q = n < SIZE_MAX / 8 ? malloc(cap) : NULL;
+    if (!q) {
+        o->oom = 1;
+        return;
+    }
+    q[k++] = '"';
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        const char *short_form = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
+                                 : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+        if (short_form) {
+            memcpy(q + k, short_form, 2);
+            k += 2;
+        } else if (c < 0x20) {
+            k += (size_t)snprintf(q + k, cap - k, "\\u%04x", c);
+        } else {
+            q[k++] = (char)c;
+        }
+    }
+    q[k++] = '"';
+    put_message_text(o, q, k);
+    free(q);
+}
+
+/* Llama 3.x, with Llama 3.1's tool turns: a tool's answer in the ipython
+ * role as a JSON string, an assistant's call as {"name", "parameters"}.
+ * That template takes one call per assistant message and drops any text
+ * beside it: both are refused here rather than lost. */
 static di_status format_llama3(const chat_template *tpl, const chat_message *m, size_t n,
                                int add_ass, out_text *o, char *err, size_t es)
 {
-    (void)tpl, (void)err, (void)es;
+    (void)tpl;
     for (size_t i = 0; i < n; i++) {
+        const size_t calls = tool_calls_after(m, n, i);
+        if (m[i].role == ROLE_TOOL_CALL)
+            continue; /* written with its assistant message */
+        if (calls > 1 || (calls && m[i].len))
+            return di_error(err, es, DI_ERR_INVALID_ARGUMENT,
+                            "message %zu: the llama3 template takes one tool call per assistant message and "
+                            "no text beside it (this one has %zu call(s)%s)", i, calls,
+                            m[i].len ? " and text" : "");
         put_z(o, "<|start_header_id|>");
-        put_z(o, role_names[m[i].role]);
+        put_z(o, m[i].role == ROLE_TOOL ? "ipython" : role_names[m[i].role]);
         put_z(o, "<|end_header_id|>\n\n");
-        put_trimmed(o, m[i].text, m[i].len);
+        if (calls)
+            put_call_json(o, &m[i + 1], "parameters");
+        else if (m[i].role == ROLE_TOOL)
+            put_json_string(o, m[i].text, m[i].len);
+        else
+            put_trimmed(o, m[i].text, m[i].len);
         put_z(o, "<|eot_id|>");
     }
     if (add_ass)
@@ -253,6 +368,7 @@ static di_status format_llama2(const chat_template *tpl, const chat_message *m, 
             put_z(o, "</s>");
             inside_turn = 0;
             break;
+        default: break; /* no tool turns in this template: refused before */
         }
     }
     return DI_OK;
@@ -293,6 +409,7 @@ static di_status format_mistral(const chat_template *tpl, const chat_message *m,
             put_z(o, "</s>");
             inside_turn = 0;
             break;
+        default: break; /* no tool turns in this template: refused before */
         }
     }
     return DI_OK;
@@ -308,7 +425,7 @@ static di_status format_mistral_v7(const chat_template *tpl, const chat_message 
         switch (m[i].role) {
         case ROLE_SYSTEM: put_z(o, "[SYSTEM_PROMPT]"); break;
         case ROLE_USER: put_z(o, "[INST]"); break;
-        case ROLE_ASSISTANT: break;
+        default: break;
         }
         put_z(o, space);
         put_content(o, &m[i]);
@@ -316,6 +433,7 @@ static di_status format_mistral_v7(const chat_template *tpl, const chat_message 
         case ROLE_SYSTEM: put_z(o, "[/SYSTEM_PROMPT]"); break;
         case ROLE_USER: put_z(o, "[/INST]"); break;
         case ROLE_ASSISTANT: put_z(o, "</s>"); break;
+        default: break;
         }
     }
     return DI_OK;
@@ -329,39 +447,39 @@ static di_status format_mistral_v7(const chat_template *tpl, const chat_message 
 #define MISTRAL_V1_V3_MARKERS {"' [INST] ' + system_message", "[AVAILABLE_TOOLS]"}
 
 static const chat_template templates[] = {
-    {"phi4", ANY_TEXT, {"<|im_start|>", "<|im_sep|>"}, {NULL}, NULL, 0, NULL},
-    {"smolvlm", ANY_TEXT, {"<|im_start|>", "<end_of_utterance>"}, {NULL}, NULL, 0, NULL},
-    {"chatml", ANY_TEXT, {"<|im_start|>"}, {NULL}, format_chatml, 0, "<|im_end|>"},
-    {"mistral-v7", INST_TEXT, {"[SYSTEM_PROMPT]"}, {NULL}, format_mistral_v7, 0, "</s>"},
-    {"mistral-v1", INST_TEXT, {" [INST]"}, MISTRAL_V1_V3_MARKERS, format_mistral, MISTRAL_V1, "</s>"},
+    {"phi4", ANY_TEXT, {"<|im_start|>", "<|im_sep|>"}, {NULL}, NULL, 0, NULL, 0},
+    {"smolvlm", ANY_TEXT, {"<|im_start|>", "<end_of_utterance>"}, {NULL}, NULL, 0, NULL, 0},
+    {"chatml", ANY_TEXT, {"<|im_start|>"}, {NULL}, format_chatml, 0, "<|im_end|>", 1},
+    {"mistral-v7", INST_TEXT, {"[SYSTEM_PROMPT]"}, {NULL}, format_mistral_v7, 0, "</s>", 0},
+    {"mistral-v1", INST_TEXT, {" [INST]"}, MISTRAL_V1_V3_MARKERS, format_mistral, MISTRAL_V1, "</s>", 0},
     {"mistral-v3-tekken", INST_TEXT, {"\"[INST]\""}, MISTRAL_V1_V3_MARKERS, format_mistral,
-     MISTRAL_TEKKEN, "</s>"},
-    {"mistral-v3", INST_TEXT, {NULL}, MISTRAL_V1_V3_MARKERS, format_mistral, MISTRAL_TRIM, "</s>"},
+     MISTRAL_TEKKEN, "</s>", 0},
+    {"mistral-v3", INST_TEXT, {NULL}, MISTRAL_V1_V3_MARKERS, format_mistral, MISTRAL_TRIM, "</s>", 0},
     {"llama2-sys-strip", INST_TEXT, {"content.strip()"}, {NULL}, format_llama2,
-     LLAMA2_SYS | LLAMA2_STRIP, "</s>"},
+     LLAMA2_SYS | LLAMA2_STRIP, "</s>", 0},
     {"llama2-sys-bos", INST_TEXT, {"bos_token + '[INST]"}, {NULL}, format_llama2,
-     LLAMA2_SYS | LLAMA2_BOS, "</s>"},
-    {"llama2-sys", INST_TEXT, {"<<SYS>>"}, {NULL}, format_llama2, LLAMA2_SYS, "</s>"},
-    {"llama2", INST_TEXT, {NULL}, {NULL}, format_llama2, 0, "</s>"},
-    {"phi3", ANY_TEXT, {"<|assistant|>", "<|end|>"}, {NULL}, format_role_tags, 0, "<|end|>"},
-    {"chatglm4", ANY_TEXT, {"[gMASK]<sop>"}, {NULL}, NULL, 0, NULL},
-    {"exaone-moe", ANY_TEXT, {"<|assistant|>", "<|user|>", "<|tool_declare|>"}, {NULL}, NULL, 0, NULL},
-    {"falcon3", ANY_TEXT, {"<|assistant|>", "<|user|>", "</s>"}, {NULL}, NULL, 0, NULL},
-    {"glmedge", ANY_TEXT, {"<|assistant|>", "<|user|>"}, {NULL}, NULL, 0, NULL},
-    {"glmedge", ANY_TEXT, {"<|{{ item['role'] }}|>", "<|begin_of_image|>"}, {NULL}, NULL, 0, NULL},
+     LLAMA2_SYS | LLAMA2_BOS, "</s>", 0},
+    {"llama2-sys", INST_TEXT, {"<<SYS>>"}, {NULL}, format_llama2, LLAMA2_SYS, "</s>", 0},
+    {"llama2", INST_TEXT, {NULL}, {NULL}, format_llama2, 0, "</s>", 0},
+    {"phi3", ANY_TEXT, {"<|assistant|>", "<|end|>"}, {NULL}, format_role_tags, 0, "<|end|>", 0},
+    {"chatglm4", ANY_TEXT, {"[gMASK]<sop>"}, {NULL}, NULL, 0, NULL, 0},
+    {"exaone-moe", ANY_TEXT, {"<|assistant|>", "<|user|>", "<|tool_declare|>"}, {NULL}, NULL, 0, NULL, 0},
+    {"falcon3", ANY_TEXT, {"<|assistant|>", "<|user|>", "</s>"}, {NULL}, NULL, 0, NULL, 0},
+    {"glmedge", ANY_TEXT, {"<|assistant|>", "<|user|>"}, {NULL}, NULL, 0, NULL, 0},
+    {"glmedge", ANY_TEXT, {"<|{{ item['role'] }}|>", "<|begin_of_image|>"}, {NULL}, NULL, 0, NULL, 0},
     {"zephyr", ANY_TEXT, {"<|user|>", "<|endoftext|>"}, {NULL}, format_role_tags,
-     ROLE_TAGS_ENDOFTEXT, "<|endoftext|>"},
-    {"monarch", ANY_TEXT, {"bos_token + message['role']"}, {NULL}, NULL, 0, NULL},
-    {"gemma", ANY_TEXT, {"<start_of_turn>"}, {NULL}, format_gemma, 0, "<end_of_turn>"},
-    {"orion", ANY_TEXT, {"'\\n\\nAssistant: ' + eos_token"}, {NULL}, NULL, 0, NULL},
-    {"openchat", ANY_TEXT, {"GPT4 Correct "}, {NULL}, NULL, 0, NULL},
-    {"vicuna-orca", ANY_TEXT, {"USER: ", "ASSISTANT: ", "SYSTEM: "}, {NULL}, NULL, 0, NULL},
-    {"vicuna", ANY_TEXT, {"USER: ", "ASSISTANT: "}, {NULL}, NULL, 0, NULL},
-    {"deepseek", ANY_TEXT, {"### Instruction:", "<|EOT|>"}, {NULL}, NULL, 0, NULL},
-    {"command-r", ANY_TEXT, {"<|START_OF_TURN_TOKEN|>", "<|USER_TOKEN|>"}, {NULL}, NULL, 0, NULL},
-    {"llama3", ANY_TEXT, {"<|start_header_id|>", "<|end_header_id|>"}, {NULL}, format_llama3, 0, "<|eot_id|>"},
+     ROLE_TAGS_ENDOFTEXT, "<|endoftext|>", 0},
+    {"monarch", ANY_TEXT, {"bos_token + message['role']"}, {NULL}, NULL, 0, NULL, 0},
+    {"gemma", ANY_TEXT, {"<start_of_turn>"}, {NULL}, format_gemma, 0, "<end_of_turn>", 0},
+    {"orion", ANY_TEXT, {"'\\n\\nAssistant: ' + eos_token"}, {NULL}, NULL, 0, NULL, 0},
+    {"openchat", ANY_TEXT, {"GPT4 Correct "}, {NULL}, NULL, 0, NULL, 0},
+    {"vicuna-orca", ANY_TEXT, {"USER: ", "ASSISTANT: ", "SYSTEM: "}, {NULL}, NULL, 0, NULL, 0},
+    {"vicuna", ANY_TEXT, {"USER: ", "ASSISTANT: "}, {NULL}, NULL, 0, NULL, 0},
+    {"deepseek", ANY_TEXT, {"### Instruction:", "<|EOT|>"}, {NULL}, NULL, 0, NULL, 0},
+    {"command-r", ANY_TEXT, {"<|START_OF_TURN_TOKEN|>", "<|USER_TOKEN|>"}, {NULL}, NULL, 0, NULL, 0},
+    {"llama3", ANY_TEXT, {"<|start_header_id|>", "<|end_header_id|>"}, {NULL}, format_llama3, 0, "<|eot_id|>", 1},
     /* mistral-v7-tekken is only ever named, never detected (as in llama.cpp) */
-    {"mistral-v7-tekken", NAME_ONLY, {NULL}, {NULL}, format_mistral_v7, MISTRAL_TEKKEN, "</s>"},
+    {"mistral-v7-tekken", NAME_ONLY, {NULL}, {NULL}, format_mistral_v7, MISTRAL_TEKKEN, "</s>", 0},
 };
 
 #define N_TEMPLATES (sizeof templates / sizeof templates[0])
@@ -423,21 +541,21 @@ static di_status read_messages(const char *const *roles, const char *const *cont
             return di_error(err, es, DI_ERR_INVALID_ARGUMENT, "message %zu: NULL %s", i,
                             roles[i] ? "content" : "role");
         size_t r = 0;
-        while (r < 3 && strcmp(roles[i], role_names[r]) != 0)
+        while (r < N_ROLES && strcmp(roles[i], role_names[r]) != 0)
             r++;
-        if (r == 3) {
+        if (r == N_ROLES) {
             size_t bad;
             if (!di_utf8_valid(roles[i], strlen(roles[i]), &bad))
                 return di_error(err, es, DI_ERR_INVALID_ARGUMENT,
-                                "message %zu: unknown role (not UTF-8; expected system, user or "
-                                "assistant)", i);
+                                "message %zu: unknown role (not UTF-8; expected system, user, "
+                                "assistant, tool or tool_call)", i);
             size_t shown = strlen(roles[i]);
             if (shown > 40) /* at most 40 bytes, cut before a character, not inside one */
                 for (shown = 40; ((unsigned char)roles[i][shown] & 0xC0) == 0x80; shown--)
                     ;
             return di_error(err, es, DI_ERR_INVALID_ARGUMENT,
-                            "message %zu: unknown role '%.*s' (expected system, user or "
-                            "assistant)", i, (int)shown, roles[i]);
+                            "message %zu: unknown role '%.*s' (expected system, user, assistant, tool "
+                            "or tool_call)", i, (int)shown, roles[i]);
         }
         m[i].role = (chat_role)r;
         m[i].text = contents[i];
@@ -447,9 +565,23 @@ static di_status read_messages(const char *const *roles, const char *const *cont
             return di_error(err, es, DI_ERR_TEXT,
                             "message %zu: content is not valid UTF-8 at byte %zu (0x%02x)", i, bad,
                             (unsigned char)m[i].text[bad]);
+        if (m[i].role == ROLE_TOOL_CALL && (i == 0 || (m[i - 1].role != ROLE_ASSISTANT &&
+                                                       m[i - 1].role != ROLE_TOOL_CALL)))
+            return di_error(err, es, DI_ERR_INVALID_ARGUMENT,
+                            "message %zu: a tool_call follows the assistant message that made it", i);
+        const char *nl = m[i].role == ROLE_TOOL_CALL ? memchr(m[i].text, '\n', m[i].len) : NULL;
+        if (m[i].role == ROLE_TOOL_CALL && (!nl || nl == m[i].text))
+            return di_error(err, es, DI_ERR_INVALID_ARGUMENT,
+                            "message %zu: a tool_call's content is the function's name, a newline, then "
+                            "its arguments as JSON", i);
     }
     return DI_OK;
 }
+
+/* A template without tool turns refuses the tool and tool_call roles, naming
+ * itself and those that have them. */
+static di_status check_tool_turns(const chat_template *tpl, const chat_message *m, size_t n, char *err,
+                                  size_t es);
 
 static void list_names(char *buf, size_t size)
 {
@@ -468,6 +600,23 @@ static void list_names(char *buf, size_t size)
         memcpy(buf + n, templates[i].name, len + 1);
         n += len;
     }
+}
+
+static di_status check_tool_turns(const chat_template *tpl, const chat_message *m, size_t n, char *err,
+                                  size_t es)
+{
+    for (size_t i = 0; !tpl->tool_turns && i < n; i++)
+        if (m[i].role == ROLE_TOOL || m[i].role == ROLE_TOOL_CALL) {
+            char with[128] = "";
+            for (size_t k = 0; k < N_TEMPLATES; k++)
+                if (templates[k].tool_turns)
+                    snprintf(with + strlen(with), sizeof with - strlen(with), "%s%s", with[0] ? ", " : "",
+                             templates[k].name);
+            return di_error(err, es, DI_ERR_INVALID_ARGUMENT,
+                            "message %zu: the %s template has no tool turns (role %s); templates with "
+                            "them: %s", i, tpl->name, role_names[m[i].role], with);
+        }
+    return DI_OK;
 }
 
 /* Formats the messages with the built-in template (di_chat_format's rules)
@@ -495,6 +644,8 @@ di_status di_chat_render(const char *template_name, const char *const *roles, co
                         n_messages);
     out_text o = {0};
     di_status st = read_messages(roles, contents, n_messages, m, errbuf, errbuf_size);
+    if (!st)
+        st = check_tool_turns(tpl, m, n_messages, errbuf, errbuf_size);
     if (!st)
         st = tpl->format(tpl, m, n_messages, add_assistant != 0, &o, errbuf, errbuf_size);
     put(&o, "", 1); /* the NUL (put writes nothing for 0 bytes: an empty text gets its buffer) */

@@ -5,7 +5,7 @@
  * An input is read as: byte 0 picks a template name (one past the built-in
  * ones is an unknown name), byte 1 bit 0 is add_assistant, and the rest is a
  * message list, messages separated by 0x1E, each one role byte (0 system,
- * 1 user, 2 assistant, anything else an unknown role) then its content (cut
+ * 1 user, 2 assistant, 3 tool, 4 tool_call, anything else an unknown role) then its content (cut
  * at a NUL, as a C string is). The same rest is also given to template
  * recognition as a template text.
  *
@@ -135,19 +135,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *roles[MAX_MESSAGES], *contents[MAX_MESSAGES];
     size_t n = 0;
     di_status want = DI_OK;
+    int tool_turns = 0; /* a tool or tool_call message before any error: valid or refused by the template */
     for (size_t i = 0; i < rest_len && n < MAX_MESSAGES;) {
         size_t end = i;
         while (end < rest_len && copy[end] != '\x1e')
             end++;
         copy[end] = '\0';
-        static const char *const role_names[] = {"system", "user", "assistant", "tool"};
+        static const char *const role_names[] = {"system", "user", "assistant", "tool", "tool_call", "robot"};
         uint8_t r = (uint8_t)copy[i];
-        roles[n] = role_names[r < 3 ? r : 3];
+        roles[n] = role_names[r < 5 ? r : 5];
         contents[n] = copy + i + 1 <= copy + end ? copy + i + 1 : copy + end;
         size_t bad;
-        if (want == DI_OK && r >= 3)
+        if (want == DI_OK && !tool_turns && (r == 3 || r == 4))
+            tool_turns = 1;
+        else if (want == DI_OK && !tool_turns && r >= 5)
             want = DI_ERR_INVALID_ARGUMENT;
-        else if (want == DI_OK && !di_utf8_valid(contents[n], strlen(contents[n]), &bad))
+        else if (want == DI_OK && !tool_turns && !di_utf8_valid(contents[n], strlen(contents[n]), &bad))
             want = DI_ERR_TEXT;
         n++;
         i = end + 1;
@@ -160,6 +163,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     di_status st = di_chat_format(name, roles, contents, n, add_ass, NULL, 0, &need, err, sizeof err);
     if (want != DI_OK) {
         CHECK(st == want);
+    } else if (tool_turns && (st == DI_ERR_INVALID_ARGUMENT || st == DI_ERR_TEXT)) {
+        /* a template without tool turns, a misplaced or malformed call, a later bad message */
     } else if (st == DI_ERR_INVALID_ARGUMENT) {
         CHECK(strcmp(name, "gemma") == 0); /* a system message it cannot place */
     } else {
@@ -174,8 +179,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(len == need && text[len] == '\0' && strlen(text) == len);
         size_t bad;
         CHECK(di_utf8_valid(text, len, &bad));
-        for (size_t i = 0; i < n; i++)
-            CHECK(holds_trimmed(text, len, contents[i]));
+        for (size_t i = 0; i < n; i++) /* tool turns are rewritten: JSON strings, a call's name and arguments */
+            CHECK(holds_trimmed(text, len, contents[i]) || !strncmp(roles[i], "tool", 4));
         check_tokenize(text, len);
         free(text);
     }

@@ -3,17 +3,19 @@
  * (tools/serve/serve_request.c): a raw body becomes a parsed, checked
  * request, then the response JSON it would produce, with no model step.
  *
- * An input is byte 0 (bit 0: the chat endpoint, else completions) and the
- * body. The model is DI_FUZZ_MODEL (a generated one with a tokenizer:
- * make fuzz passes tok_chat_markers.gguf, whose context is 64), served with
- * the gemma chat template.
+ * An input is byte 0 (bit 0: the chat endpoint, else completions; bit 1: the
+ * chatml template, which has tool turns, else gemma) and the body. The model
+ * is DI_FUZZ_MODEL (a generated one with a tokenizer: make fuzz passes
+ * tok_chat_markers.gguf, whose context is 64).
  *
  * Checked promises (a broken one traps, which libFuzzer reports):
  *   - a refused body gets a 400 or 413 with an error JSON that parses back,
  *     its message non-empty;
  *   - an accepted one has 1..context prompt ids, each in [0, n_vocab);
  *     1 <= max_tokens <= the cap, and prompt + max_tokens - 1 <= context;
- *   - its response JSON, and its last stream chunk, parse back as objects.
+ *   - 1 <= n <= --max-n, with n computed choices when sampled, 1 when greedy;
+ *   - its response JSON, each choice's first and last stream chunks, and the
+ *     usage chunk parse back as objects.
  *
  * Build and run: make fuzz (tests/fuzz/README.md).
  */
@@ -34,7 +36,6 @@ static sv_server server;
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
-    sv_json_budget_install();
     const char *path = getenv("DI_FUZZ_MODEL");
     char err[256];
     if (!path || di_model_load(path, &server.model, err, sizeof err) != DI_OK)
@@ -43,6 +44,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     di_model_get_int(server.model, DI_MODEL_N_VOCAB, &server.n_vocab);
     server.context = 64;
     server.cfg.max_tokens = 63;
+    server.cfg.max_tokens_default = 16;
+    server.cfg.max_n = 8;
     server.cfg.max_body = 1 << 20;
     server.cfg.model_name = "fuzz";
     server.cfg.profile = DI_PROFILE_PORTABLE;
@@ -69,6 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     const sv_kind kind = (data[0] & 1) ? SV_CHAT : SV_COMPLETION;
+    server.chat_template = (data[0] & 2) ? "chatml" : "gemma";
     const char *body = (const char *)data + 1;
     const size_t len = size - 1;
     sv_request *r = NULL;
@@ -87,11 +91,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(r->prompt[i] >= 0 && r->prompt[i] < server.n_vocab);
     CHECK(r->max_tokens >= 1 && r->max_tokens <= (uint32_t)server.cfg.max_tokens);
     CHECK(r->n_prompt + r->max_tokens - 1 <= (uint32_t)server.context);
-    /* as if it finished at once, with no token */
-    r->state = SV_DONE;
-    r->finish_reason = "length";
+    CHECK(r->n >= 1 && r->n <= (uint32_t)server.cfg.max_n && r->n_computed == (r->sampled ? r->n : 1));
+    /* as if every choice finished at once, with no token */
+    for (uint32_t i = 0; i < r->n_computed; i++) {
+        r->choices[i].state = SV_DONE;
+        r->choices[i].finish_reason = "length";
+    }
     check_json_object(sv_response_json(&server, r));
-    check_json_object(sv_chunk_json(&server, r, "", 0, 0, 0, r->finish_reason, 1));
+    for (uint32_t i = 0; i < r->n; i++) {
+        check_json_object(sv_chunk_json(&server, r, i, "", 0, 0, 0, NULL, 1));
+        check_json_object(sv_chunk_json(&server, r, i, "", 0, 0, 0, "length", 0));
+    }
+    check_json_object(sv_usage_chunk_json(&server, r));
     sv_request_free(r);
     return 0;
 }

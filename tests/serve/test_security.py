@@ -85,7 +85,11 @@ CORPUS = [
     (b'{"prompt": "hi", "top_k": -3}', 400, "top_k"),
     (b'{"prompt": "hi", "presence_penalty": 1e300}', 400, "presence_penalty"),
     (b'{"prompt": "hi", "seed": "x"}', 400, "seed"),
-    (b'{"prompt": "hi", "n": 2}', 400, "n"),
+    (b'{"prompt": "hi", "n": 9}', 400, "n"),  # over --max-n (8)
+    (b'{"prompt": "hi", "n": 0}', 400, "n"),
+    (b'{"prompt": "hi", "stream_options": {"include_usage": true}}', 400, "stream_options"),
+    (b'{"prompt": "hi", "stream": true, "stream_options": {"x": 1}}', 400, "stream_options"),
+    (b'{"prompt": "hi", "detinfer": {"prompt_ids": 1}}', 400, "detinfer"),
     (b'{"prompt": "hi", "stream": "yes"}', 400, "stream"),
     (b'{"prompt": "hi", "stop": [1]}', 400, "stop"),
     (b'{"prompt": "hi", "stop": ["a", "b", "c", "d", "e"]}', 400, "stop"),

@@ -274,6 +274,11 @@ def add_chat(text):
 
 # ---- the set -------------------------------------------------------------------
 
+# Models whose shape differs from MODEL_SHAPE: the server's tool-turn tests
+# need room for a chat with tool calls spelled in this small vocabulary.
+SHAPE_OF = {"tok_chat_markers_ctx512": dict(ctx=512)}
+
+
 def models():
     """name -> (n_vocab, writer hook, canonical metadata)."""
     return {
@@ -285,6 +290,7 @@ def models():
         "tok_bpe_gpt2": add_bpe("gpt-2", add_bos=False),
         "tok_bpe_smollm": add_bpe("smollm", add_bos=False),
         "tok_chat_markers": add_spm(prefix=True, add_eos=False, markers=True),
+        "tok_chat_markers_ctx512": add_spm(prefix=True, add_eos=False, markers=True),
         **{"chat-" + stem: add_chat(text) for stem, text in chat_templates().items()},
     }
 
@@ -313,7 +319,7 @@ def main(argv=None):
     lines = []
     for name, (n_vocab, hook, meta) in models().items():
         make_model.write_model(os.path.join(a.outdir, name + ".gguf"), n_vocab=n_vocab,
-                               name=name, tokenizer=hook, **MODEL_SHAPE)
+                               name=name, tokenizer=hook, **{**MODEL_SHAPE, **SHAPE_OF.get(name, {})})
         lines.append(f"{name} {digest(meta)}\n")
     bad = []
     if a.check_goldens:

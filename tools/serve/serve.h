@@ -5,9 +5,16 @@
  *
  *   serve_main.c     options, start-up, signals, draining shutdown
  *   serve_allow.c    the client allowlist (CIDR) and the API key check
- *   serve_request.c  request JSON -> a checked sv_request; response JSON
- *   serve_engine.c   the engine thread: continuous batching over one session
- *   serve_http.c     libmicrohttpd handlers, routing, SSE streaming
+ *   serve_conns.c    open connections by network, the request deadline watchdog
+ *   serve_json.c     a body's JSON under a memory budget; text as JSON strings
+ *   serve_request.c  request JSON -> a checked sv_request
+ *   serve_messages.c a chat's messages -> roles and contents for di_chat_tokenize
+ *   serve_response.c response, stream chunk and error JSON; the detinfer object
+ *   serve_tokens.c   /tokenize and /detokenize
+ *   serve_engine.c   the engine thread: continuous batching over one session,
+ *                    the prefix cache of its slots
+ *   serve_http.c     libmicrohttpd handlers, routing
+ *   serve_stream.c   Server-Sent Events: a stream's chunks
  *   serve_metrics.c  counters and histograms, Prometheus text
  *
  * Built only on the public API (include/detinfer.h).
@@ -103,6 +110,8 @@ typedef struct sv_config {
     di_cpu_path cpu_path;
     const char *chat_template; /* --chat-template NAME, else the model's */
     const char *model_name;    /* the id /v1/models lists; default the file's base name */
+    long max_n;                /* --max-n: choices a request may ask for */
+    long max_tokens_default;   /* --max-tokens-default: a chat's max_tokens when it gives none */
 } sv_config;
 
 typedef struct sv_metrics sv_metrics;
@@ -124,6 +133,8 @@ typedef struct sv_server {
     /* The fingerprint every response carries. */
     char model_digest[DI_DIGEST_HEX_SIZE];
     char backend_info[256];
+    char system_fingerprint[DI_DIGEST_HEX_SIZE]; /* `detinfer doctor --profile P`'s digest */
+    long long created;         /* the model file's modification time, else the start time */
     sv_engine *engine;
     sv_metrics *metrics;
     sv_conns *conns;
@@ -141,23 +152,13 @@ static inline int sv_draining(const sv_server *s)
 /* ---- Requests (serve_request.c) ------------------------------------------ */
 typedef enum sv_kind { SV_COMPLETION, SV_CHAT } sv_kind;
 
-typedef struct sv_request {
-    /* Fixed once parsed. */
-    sv_kind kind;
-    int stream;
-    int want_logits_digests;
-    int32_t *prompt;
-    uint32_t n_prompt;
-    uint32_t max_tokens;
-    char **stops;
-    size_t n_stops, max_stop_len;
-    int sampled; /* 0: greedy */
-    di_sampling_params params;
-    int logprobs;             /* 1: each token's log-probability (di_session_logprobs) */
-    uint32_t n_top;           /* alternatives per token: completions' logprobs, chat's top_logprobs */
-    char id[48];
-    long long created;
+struct sv_request;
 
+/* One computed choice: a sequence of the session while it runs. */
+typedef struct sv_choice {
+    struct sv_request *req;
+    uint32_t index;           /* among the request's computed choices */
+    uint64_t seed;            /* a sampled request's seed + index */
     /* Progress, written by the engine under its lock. */
     int state;                /* SV_QUEUED, SV_RUNNING, SV_DONE */
     uint32_t slot, n_fed;     /* prompt tokens stepped so far */
@@ -167,22 +168,57 @@ typedef struct sv_request {
     int32_t *top_tokens;      /* with logprobs: [max_tokens][n_top] */
     float *top_logprobs;      /* [max_tokens][n_top] */
     size_t *text_offset;      /* with logprobs: bytes of text before each token, [max_tokens] */
-    size_t *visible_after;    /* with logprobs: text_visible once each token was added, [max_tokens]:
-                               * a stream's chunk per token, whenever the stream reads it */
+    size_t *visible_after;    /* text_visible once each token was added, [max_tokens]: a stream's
+                               * chunk per token, whenever the stream reads it */
     uint32_t n_out;
     char *text;               /* detokenized generated tokens (text_len bytes, NUL bytes possible), NUL-terminated */
     size_t text_len;
     size_t text_visible;      /* bytes of text that are final (stop strings held back) */
     const char *finish_reason;/* "stop" or "length" when done */
     di_digest sequence;       /* prompt + generated ids, when done */
+    char error[256];          /* non-empty: the engine failed this choice */
+    double t_first_token;
+} sv_choice;
+
+typedef struct sv_request {
+    /* Fixed once parsed. */
+    sv_kind kind;
+    int stream;
+    int include_usage;        /* stream_options.include_usage: a last chunk with the usage */
+    int want_logits_digests, want_prompt_ids;
+    int32_t *prompt;
+    uint32_t n_prompt;
+    uint32_t max_tokens;
+    char **stops;
+    size_t n_stops, max_stop_len;
+    int sampled; /* 0: greedy */
+    di_sampling_params params; /* choice i samples with seed params.seed + i */
+    int logprobs;             /* 1: each token's log-probability (di_session_logprobs) */
+    uint32_t n_top;           /* alternatives per token: completions' logprobs, chat's top_logprobs */
+    uint32_t n;               /* choices in the response */
+    uint32_t n_computed;      /* choices computed: n when sampled; 1 when greedy (the n are equal) */
+    sv_choice *choices;       /* [n_computed]; response choice i is choices[sampled ? i : 0] */
+    uint32_t n_admitted;      /* engine: choices given a slot so far */
+    char id[48];
+    long long created;
     int cancelled;            /* the client went away */
-    char error[256];          /* non-empty: the engine failed this request */
-    double t_queued, t_first_token;
-    pthread_cond_t changed;
+    double t_queued;
+    pthread_cond_t changed;   /* any choice changed */
     int refs;                 /* the HTTP side and the engine */
 } sv_request;
 
 enum { SV_QUEUED = 0, SV_RUNNING = 1, SV_DONE = 2 };
+
+/* The computed choice behind response choice i. */
+static inline sv_choice *sv_choice_of(const sv_request *r, uint32_t i)
+{
+    return &r->choices[r->sampled ? i : 0];
+}
+
+/* 1 when every computed choice is done (engine lock held). */
+int sv_request_done(const sv_request *r);
+/* The first choice's error, or NULL when none failed. */
+const char *sv_request_error(const sv_request *r);
 
 /* An HTTP error: status, OpenAI's error type and a message. */
 typedef struct sv_error {
@@ -192,39 +228,100 @@ typedef struct sv_error {
     char message[512];
 } sv_error;
 
+void sv_set_error(sv_error *e, int status, const char *type, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* sv_set_error with status 400 and invalid_request_error; returns -1. */
+int sv_bad(sv_error *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Parses and checks a request body; on success *out is a new request with
  * refs = 1. On failure fills e (status 400) and returns -1. */
 int sv_request_parse(sv_server *s, sv_kind kind, const char *body, size_t len, sv_request **out, sv_error *e);
 void sv_request_free(sv_request *r);
-/* Routes jansson's allocations through the per-parse budget of
- * sv_request_parse; called once, before any JSON is made. */
-void sv_json_budget_install(void);
-/* The complete (non-streaming) response body; caller frees. Call with the
- * request done. */
-char *sv_response_json(const sv_server *s, const sv_request *r);
-/* One SSE chunk's JSON for a text delta and, with logprobs, those of the
- * tokens [tok_from, tok_to) (finish NULL while running); the last one
- * (finish set) carries the detinfer object. Caller frees. */
-char *sv_chunk_json(const sv_server *s, const sv_request *r, const char *delta, size_t delta_len,
-                    uint32_t tok_from, uint32_t tok_to, const char *finish, int final);
-/* {"error": {...}} */
-char *sv_error_json(const sv_error *e);
-/* The detinfer object of a finished request (new reference). */
-json_t *sv_detinfer_object(const sv_server *s, const sv_request *r);
-/* Appends to the string a JSON string value of bytes that may end inside a
- * UTF-8 sequence or hold invalid bytes (replaced by U+FFFD). */
+/* 1 when a text of `bytes` bytes may fit the context (each token stands for
+ * at most max_token_bytes bytes); else e is set for param and 0. */
+int sv_text_may_fit(const sv_server *s, size_t bytes, const char *param, sv_error *e);
+
+/* ---- A chat's messages (serve_messages.c) -------------------------------- */
+/* What di_chat_tokenize takes: roles (static strings) and contents
+ * (malloc'd). */
+typedef struct sv_chat {
+    const char **roles;
+    char **contents;
+    size_t n;
+} sv_chat;
+/* OpenAI's messages (content as a string or text parts; developer as system;
+ * tool answers; assistant tool calls, arguments written as the templates'
+ * tojson writes them) into *out; 0, or -1 with e set (400). */
+int sv_chat_messages(json_t *messages, sv_chat *out, sv_error *e);
+void sv_chat_free(sv_chat *c);
+/* A JSON value as Python's json.dumps(v, ensure_ascii=False) writes it: ", "
+ * and ": " separators, keys in order, floats as repr(). malloc'd; NULL when
+ * out of memory. */
+char *sv_python_json(const json_t *v);
+
+/* ---- JSON in and out (serve_json.c) -------------------------------------- */
+/* A body's JSON, parsed strictly (duplicate keys refused) within the memory
+ * budget (8 x its size + 64 KiB, checked before parsing on an upper bound of
+ * what its values cost): NULL with e set (413 past the budget, 400 otherwise). */
+json_t *sv_json_load(const char *body, size_t len, sv_error *e);
+/* A JSON text inside the body (a tool call's arguments), parsed within what
+ * is left of the body's budget (same thread, after sv_json_load); NULL with
+ * e set, naming `what`. */
+json_t *sv_json_load_inner(const char *text, size_t len, const char *what, sv_error *e);
+/* A JSON string value of bytes that may end inside a UTF-8 sequence or hold
+ * invalid bytes (replaced by U+FFFD). */
 json_t *sv_json_text(const char *text, size_t len);
 /* Length of the longest prefix of text[0..len) that does not end inside a
  * UTF-8 sequence. */
 size_t sv_utf8_complete_prefix(const char *text, size_t len);
-void sv_set_error(sv_error *e, int status, const char *type, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+/* The compact text of root, which it releases; caller frees. */
+char *sv_json_dump(json_t *root);
+
+/* ---- Responses (serve_response.c) ---------------------------------------- */
+/* The complete (non-streaming) response body; caller frees. Call with the
+ * request done. */
+char *sv_response_json(const sv_server *s, const sv_request *r);
+/* One SSE chunk's JSON for response choice `index` (computed choice c): a
+ * text delta and, with logprobs, those of the tokens [tok_from, tok_to);
+ * finish set on the choice's last chunk, which carries its detinfer object.
+ * role: the chat's first chunk of the choice, {"role", "content": ""}.
+ * Caller frees. */
+char *sv_chunk_json(const sv_server *s, const sv_request *r, uint32_t index, const char *delta, size_t delta_len,
+                    uint32_t tok_from, uint32_t tok_to, const char *finish, int role);
+/* The last chunk with stream_options.include_usage: no choices, the usage. */
+char *sv_usage_chunk_json(const sv_server *s, const sv_request *r);
+/* {"error": {...}} */
+char *sv_error_json(const sv_error *e);
+/* The detinfer object: the request's facts, and response choice `index`'s
+ * (index < 0: every choice's, in "choices"). New reference. */
+json_t *sv_detinfer_object(const sv_server *s, const sv_request *r, int index);
+/* The fingerprint object (/v1/models and every detinfer object). */
+json_t *sv_fingerprint_object(const sv_server *s);
+
+/* ---- Token endpoints (serve_tokens.c) ------------------------------------ */
+/* /tokenize and /detokenize: the response body (caller frees), or NULL with
+ * e set. */
+char *sv_tokenize_json(sv_server *s, const char *body, size_t len, sv_error *e);
+char *sv_detokenize_json(sv_server *s, const char *body, size_t len, sv_error *e);
+
+/* ---- The model's facts (serve_main.c) ------------------------------------ */
+/* XXH3-128 of the file's bytes, as `xxh128sum FILE` prints it; 0 or -1. */
+int sv_file_digest(const char *path, char out[DI_DIGEST_HEX_SIZE]);
+/* The most text bytes one token stands for (at least 4); 0 without a tokenizer. */
+size_t sv_max_token_bytes(const di_model *model, int64_t n_vocab);
+/* The id of the template's end of turn (the library's table), -1 when the
+ * vocabulary lacks it or there is no template. */
+int32_t sv_turn_end_token(const di_model *model, const char *chat_template);
 
 /* ---- Engine (serve_engine.c) --------------------------------------------- */
 /* Creates the session and starts the engine thread. */
 int sv_engine_start(sv_server *s, char *err, size_t err_size);
 /* Hands r to the engine (adds a reference). 0, or -1 with e set (429 when
- * the queue is full, 503 while draining). */
+ * the queue is full, 503 while draining). The engine gives each computed
+ * choice a slot: the one whose whole cache is the longest prefix of the
+ * prompt, else the least recently used idle one; it starts from the longest
+ * prefix of the prompt any slot holds (choices after the first, once the
+ * first has read the prompt: theirs). */
 int sv_engine_submit(sv_server *s, sv_request *r, sv_error *e);
 /* Waits until r changes or `seconds` pass; returns with the lock held for the
  * caller to read r: call sv_engine_unlock after. */
@@ -252,8 +349,16 @@ void sv_metrics_prefix(sv_server *s, uint32_t tokens);
  * taken by the caller before: the metrics never call into the engine); caller frees. */
 char *sv_metrics_text(sv_server *s, int queued, int running);
 
-/* ---- HTTP (serve_http.c) ------------------------------------------------- */
+/* ---- HTTP (serve_http.c, serve_stream.c) -------------------------------- */
 struct MHD_Daemon;
+struct MHD_Connection;
+struct MHD_Response;
+/* A streaming response for r (whose reference it takes over), or NULL. */
+struct MHD_Response *sv_stream_response(sv_server *s, struct MHD_Connection *c, sv_request *r);
+/* The connection's socket, or -1. */
+int sv_connection_fd(struct MHD_Connection *c);
+/* 1 when the client has closed its end (checked without reading). */
+int sv_client_gone(int fd);
 struct MHD_Daemon *sv_http_start(sv_server *s, char *err, size_t err_size);
 /* Requests received and not yet completed (their response sent or abandoned). */
 int sv_http_in_flight(void);

@@ -6,10 +6,15 @@
  * sequence's logits independent of the rest of the step, so a request gets
  * exactly the tokens and digests it would get alone (tests/serve proves it).
  *
- * A new request starts from the longest prefix of its prompt that a slot
- * already holds (another request's, running or finished): di_session_seq_copy
- * (or truncate, for the slot's own leftovers) instead of recomputing it. The
- * library makes the copy's logits equal to a fresh computation's.
+ * Each computed choice of a request runs in a slot of its own. Idle slots
+ * keep their caches: a choice takes the idle slot whose whole cache is the
+ * longest prefix of its prompt (nothing is lost when it is overwritten),
+ * else the least recently used idle slot, and starts from the longest prefix
+ * of its prompt that any slot holds (another request's, running or
+ * finished): di_session_seq_copy (or truncate, for the slot's own) instead
+ * of recomputing it. The library makes the copy's logits equal to a fresh
+ * computation's. A request's later choices are given slots once its first
+ * has read the prompt, so they copy it.
  *
  * One mutex guards the queue, the slots and every request's progress; the
  * session itself is used by this thread only. HTTP threads wait on each
@@ -29,17 +34,19 @@ struct sv_engine {
     int thread_started;
     di_session *session;
     uint32_t n_slots;
-    sv_request **slots;
+    sv_choice **slots;
     int32_t **held;      /* per slot: the tokens whose KV cache it holds */
     uint32_t *n_held;
-    sv_request **queue; /* ring of cap entries */
+    uint64_t *last_use;  /* per slot: when it was last taken or freed (use_clock) */
+    uint64_t use_clock;
+    sv_request **queue; /* ring of cap entries; a request leaves it when its last choice has a slot */
     int q_head, q_len, q_cap;
     int stop;
     long step_delay_ms; /* TEST ONLY: DETINFER_TEST_STEP_DELAY_MS */
     /* One step's entries. */
     uint32_t *seq_ids, *n_tokens;
     int32_t *tokens;
-    sv_request **stepped;
+    sv_choice **stepped;
 };
 
 static void release_locked(sv_request *r)
@@ -50,40 +57,46 @@ static void release_locked(sv_request *r)
     }
 }
 
-/* Marks r done, frees its slot and drops the engine's reference. */
-static void finish_locked(sv_engine *g, sv_request *r)
+/* Marks choice c done, frees its slot, and drops the engine's reference to
+ * its request once every choice is done. */
+static void finish_locked(sv_engine *g, sv_choice *c)
 {
-    r->state = SV_DONE;
-    g->slots[r->slot] = NULL;
+    sv_request *r = c->req;
+    if (c->state == SV_RUNNING) {
+        g->slots[c->slot] = NULL;
+        g->last_use[c->slot] = ++g->use_clock;
+    }
+    c->state = SV_DONE;
     pthread_cond_broadcast(&r->changed);
-    release_locked(r);
+    if (sv_request_done(r))
+        release_locked(r);
 }
 
-static void fail_locked(sv_engine *g, sv_request *r, const char *what, di_status st, const char *detail)
+static void fail_locked(sv_engine *g, sv_choice *c, const char *what, di_status st, const char *detail)
 {
-    snprintf(r->error, sizeof r->error, "%s: %s: %s", what, di_status_name(st), detail);
+    snprintf(c->error, sizeof c->error, "%s: %s: %s", what, di_status_name(st), detail);
     /* A failed step leaves the sequence undefined: it is reset when the slot
      * is next taken. */
-    finish_locked(g, r);
+    finish_locked(g, c);
 }
 
 /* Detokenizes the generated tokens and looks for the stop strings; sets
  * text_visible to what may be sent: everything up to a stop string, or,
  * while running, all but the bytes that could still begin one. Returns 1
  * when a stop string was found. */
-static int update_text_locked(sv_server *s, sv_request *r)
+static int update_text_locked(sv_server *s, const sv_request *r, sv_choice *c)
 {
     size_t all = 0; /* lengths, not strlen: a token may decode to a NUL byte */
-    char *text = dt_detokenize(s->model, r->out, r->n_out, &all);
+    char *text = dt_detokenize(s->model, c->out, c->n_out, &all);
     if (!text) {
         text = strdup("");
         all = 0;
     }
     if (!text)
         return 0;
-    free(r->text);
-    r->text = text;
-    r->text_len = all;
+    free(c->text);
+    c->text = text;
+    c->text_len = all;
     size_t len = all;
     for (size_t i = 0; i < r->n_stops; i++) {
         const char *hit = memmem(text, all, r->stops[i], strlen(r->stops[i]));
@@ -91,12 +104,12 @@ static int update_text_locked(sv_server *s, sv_request *r)
             len = (size_t)(hit - text);
     }
     if (len < all) {
-        r->text_visible = len;
+        c->text_visible = len;
         return 1;
     }
     size_t hold = r->max_stop_len ? r->max_stop_len - 1 : 0;
     size_t visible = len > hold ? len - hold : 0;
-    r->text_visible = sv_utf8_complete_prefix(text, visible);
+    c->text_visible = sv_utf8_complete_prefix(text, visible);
     return 0;
 }
 
@@ -106,11 +119,15 @@ static int is_end_token(const sv_server *s, const sv_request *r, int32_t token)
     return (s->eos >= 0 && token == s->eos) || (r->kind == SV_CHAT && s->eot >= 0 && token == s->eot);
 }
 
-/* After a step that ended r's prompt or fed its last token: choose the next
- * token, record it, and finish r when it is done. */
-static void advance_locked(sv_server *s, sv_engine *g, sv_request *r)
+/* After a step that ended c's prompt or fed its last token: choose the next
+ * token, record it, and finish c when it is done. The token that ends the
+ * generation (EOS, the end of the turn) counts as a generated token:
+ * completion_token_ids, usage, the sequence digest and the stream's chunks
+ * (one per token) all hold it. */
+static void advance_locked(sv_server *s, sv_engine *g, sv_choice *c)
 {
-    uint32_t seq = r->slot;
+    sv_request *r = c->req;
+    uint32_t seq = c->slot;
     const float *logits;
     di_digest digest;
     int32_t token;
@@ -121,39 +138,37 @@ static void advance_locked(sv_server *s, sv_engine *g, sv_request *r)
     /* the chosen token's log-probability in the model's raw distribution,
      * whatever chose it (greedy or sampled) */
     if (!st && r->logprobs) {
-        const size_t at = (size_t)r->n_out * r->n_top;
-        st = di_session_logprobs(g->session, seq, token, &r->token_logprob[r->n_out], r->n_top,
-                                 r->n_top ? &r->top_tokens[at] : NULL, r->n_top ? &r->top_logprobs[at] : NULL);
-        r->text_offset[r->n_out] = r->text ? r->text_len : 0;
+        const size_t at = (size_t)c->n_out * r->n_top;
+        st = di_session_logprobs(g->session, seq, token, &c->token_logprob[c->n_out], r->n_top,
+                                 r->n_top ? &c->top_tokens[at] : NULL, r->n_top ? &c->top_logprobs[at] : NULL);
+        c->text_offset[c->n_out] = c->text ? c->text_len : 0;
     }
     if (st) {
-        fail_locked(g, r, "choosing a token", st, di_session_errmsg(g->session));
+        fail_locked(g, c, "choosing a token", st, di_session_errmsg(g->session));
         return;
     }
-    if (r->n_out == 0)
-        r->t_first_token = dt_now();
-    r->digests[r->n_out] = digest;
-    r->out[r->n_out++] = token;
-    int stopped = update_text_locked(s, r);
-    const char *finish = stopped || is_end_token(s, r, token) ? "stop" : r->n_out == r->max_tokens ? "length" : NULL;
+    if (c->n_out == 0)
+        c->t_first_token = dt_now();
+    c->digests[c->n_out] = digest;
+    c->out[c->n_out++] = token;
+    int stopped = update_text_locked(s, r, c);
+    const char *finish = stopped || is_end_token(s, r, token) ? "stop" : c->n_out == r->max_tokens ? "length" : NULL;
     if (finish) {
         /* The last token was chosen but never stepped. */
-        st = di_session_seq_digest_extra(g->session, seq, &r->out[r->n_out - 1], 1, &r->sequence);
+        st = di_session_seq_digest_extra(g->session, seq, &c->out[c->n_out - 1], 1, &c->sequence);
         if (st) {
-            fail_locked(g, r, "sequence digest", st, di_session_errmsg(g->session));
+            fail_locked(g, c, "sequence digest", st, di_session_errmsg(g->session));
             return;
         }
         if (!stopped)
-            r->text_visible = r->text_len;
-        if (r->logprobs)
-            r->visible_after[r->n_out - 1] = r->text_visible;
-        r->finish_reason = finish;
-        sv_metrics_tokens(s, r->n_prompt, r->n_out);
-        finish_locked(g, r);
+            c->text_visible = c->text_len;
+        c->visible_after[c->n_out - 1] = c->text_visible;
+        c->finish_reason = finish;
+        sv_metrics_tokens(s, c->index == 0 ? r->n_prompt : 0, c->n_out);
+        finish_locked(g, c);
         return;
     }
-    if (r->logprobs)
-        r->visible_after[r->n_out - 1] = r->text_visible;
+    c->visible_after[c->n_out - 1] = c->text_visible;
     pthread_cond_broadcast(&r->changed);
 }
 
@@ -165,11 +180,34 @@ static uint32_t common_prefix(const int32_t *a, uint32_t na, const int32_t *b, u
     return i;
 }
 
-/* Gives r's slot the longest prefix of r's prompt held by any slot (at least
- * one prompt token is left to step, for the logits), or empties it. */
-static di_status start_from_prefix(sv_server *s, sv_engine *g, sv_request *r)
+/* The idle slot for a prompt of n tokens: the one whose whole cache is the
+ * longest prefix of the prompt (an empty one counts), else the least
+ * recently used; -1 when every slot is busy. */
+static int choose_slot(const sv_engine *g, const int32_t *prompt, uint32_t n)
 {
-    uint32_t slot = r->slot, best = 0, donor = slot;
+    int slot = -1, lru = -1;
+    uint32_t best = 0;
+    for (uint32_t i = 0; i < g->n_slots; i++) {
+        if (g->slots[i])
+            continue;
+        if (lru < 0 || g->last_use[i] < g->last_use[lru])
+            lru = (int)i;
+        const int whole = common_prefix(prompt, n, g->held[i], g->n_held[i]) == g->n_held[i];
+        if (whole && (slot < 0 || g->n_held[i] > best ||
+                      (g->n_held[i] == best && g->last_use[i] < g->last_use[slot]))) {
+            slot = (int)i;
+            best = g->n_held[i];
+        }
+    }
+    return slot >= 0 ? slot : lru;
+}
+
+/* Gives c's slot the longest prefix of the prompt held by any slot (at least
+ * one prompt token is left to step, for the logits), or empties it. */
+static di_status start_from_prefix(sv_server *s, sv_engine *g, sv_choice *c)
+{
+    const sv_request *r = c->req;
+    uint32_t slot = c->slot, best = 0, donor = slot;
     for (uint32_t i = 0; i < g->n_slots; i++) {
         uint32_t n = common_prefix(r->prompt, r->n_prompt - 1, g->held[i], g->n_held[i]);
         if (n > best || (n == best && i == slot)) {
@@ -190,35 +228,56 @@ static di_status start_from_prefix(sv_server *s, sv_engine *g, sv_request *r)
     }
     memcpy(g->held[slot], r->prompt, best * sizeof *r->prompt);
     g->n_held[slot] = best;
-    r->n_fed = best;
+    c->n_fed = best;
     if (best)
         sv_metrics_prefix(s, best);
     return DI_OK;
 }
 
+/* Marks the choices of a cancelled request that have no slot yet done. */
+static void drop_unadmitted_locked(sv_engine *g, sv_request *r)
+{
+    r->refs++; /* held while its choices finish */
+    for (uint32_t i = r->n_admitted; i < r->n_computed; i++)
+        finish_locked(g, &r->choices[i]);
+    r->n_admitted = r->n_computed;
+    release_locked(r);
+}
+
 static void admit_locked(sv_server *s, sv_engine *g)
 {
-    for (uint32_t slot = 0; slot < g->n_slots && g->q_len > 0; slot++) {
-        if (g->slots[slot])
-            continue;
+    while (g->q_len > 0) {
         sv_request *r = g->queue[g->q_head];
-        g->q_head = (g->q_head + 1) % g->q_cap;
-        g->q_len--;
         if (r->cancelled) {
-            r->state = SV_DONE;
-            pthread_cond_broadcast(&r->changed);
-            release_locked(r);
-            slot--; /* try the slot again */
+            g->q_head = (g->q_head + 1) % g->q_cap;
+            g->q_len--;
+            drop_unadmitted_locked(g, r);
             continue;
         }
-        r->slot = slot;
-        r->state = SV_RUNNING;
-        g->slots[slot] = r;
-        di_status st = start_from_prefix(s, g, r);
-        if (!st && s->sampling_available)
-            st = di_session_seq_set_sampling(g->session, slot, r->sampled ? &r->params : NULL);
+        /* later choices wait until the first holds the prompt, to copy it */
+        const sv_choice *first = &r->choices[0];
+        if (r->n_admitted > 0 && first->state != SV_DONE && first->n_fed + 1 < r->n_prompt)
+            return;
+        const int slot = choose_slot(g, r->prompt, r->n_prompt - 1);
+        if (slot < 0)
+            return;
+        sv_choice *c = &r->choices[r->n_admitted++];
+        if (r->n_admitted == r->n_computed) {
+            g->q_head = (g->q_head + 1) % g->q_cap;
+            g->q_len--;
+        }
+        c->slot = (uint32_t)slot;
+        c->state = SV_RUNNING;
+        g->slots[slot] = c;
+        g->last_use[slot] = ++g->use_clock;
+        di_status st = start_from_prefix(s, g, c);
+        if (!st && s->sampling_available) {
+            di_sampling_params p = r->params;
+            p.seed = c->seed;
+            st = di_session_seq_set_sampling(g->session, (uint32_t)slot, r->sampled ? &p : NULL);
+        }
         if (st)
-            fail_locked(g, r, "preparing the sequence", st, di_session_errmsg(g->session));
+            fail_locked(g, c, "preparing the sequence", st, di_session_errmsg(g->session));
     }
 }
 
@@ -229,27 +288,28 @@ static void *engine_main(void *arg)
     pthread_mutex_lock(&g->lock);
     for (;;) {
         for (uint32_t i = 0; i < g->n_slots; i++)
-            if (g->slots[i] && g->slots[i]->cancelled)
+            if (g->slots[i] && g->slots[i]->req->cancelled)
                 finish_locked(g, g->slots[i]);
         admit_locked(s, g);
         uint32_t n = 0, n_tok = 0;
         for (uint32_t i = 0; i < g->n_slots; i++) {
-            sv_request *r = g->slots[i];
-            if (!r)
+            sv_choice *c = g->slots[i];
+            if (!c)
                 continue;
+            const sv_request *r = c->req;
             uint32_t take;
-            if (r->n_fed < r->n_prompt) {
-                take = r->n_prompt - r->n_fed;
+            if (c->n_fed < r->n_prompt) {
+                take = r->n_prompt - c->n_fed;
                 if (take > (uint32_t)s->cfg.chunk)
                     take = (uint32_t)s->cfg.chunk;
-                memcpy(&g->tokens[n_tok], &r->prompt[r->n_fed], take * sizeof *g->tokens);
+                memcpy(&g->tokens[n_tok], &r->prompt[c->n_fed], take * sizeof *g->tokens);
             } else {
                 take = 1;
-                g->tokens[n_tok] = r->out[r->n_out - 1];
+                g->tokens[n_tok] = c->out[c->n_out - 1];
             }
             g->seq_ids[n] = i;
             g->n_tokens[n] = take;
-            g->stepped[n] = r;
+            g->stepped[n] = c;
             n_tok += take;
             n++;
         }
@@ -281,17 +341,17 @@ static void *engine_main(void *arg)
             at += g->n_tokens[k];
         }
         for (uint32_t k = 0; k < n; k++) {
-            sv_request *r = g->stepped[k];
+            sv_choice *c = g->stepped[k];
             if (st) {
-                fail_locked(g, r, "step", st, di_session_errmsg(g->session));
+                fail_locked(g, c, "step", st, di_session_errmsg(g->session));
                 continue;
             }
-            if (r->n_fed < r->n_prompt) {
-                r->n_fed += g->n_tokens[k];
-                if (r->n_fed < r->n_prompt)
+            if (c->n_fed < c->req->n_prompt) {
+                c->n_fed += g->n_tokens[k];
+                if (c->n_fed < c->req->n_prompt)
                     continue; /* more prompt to read */
             }
-            advance_locked(s, g, r);
+            advance_locked(s, g, c);
         }
     }
     pthread_mutex_unlock(&g->lock);
@@ -323,6 +383,7 @@ int sv_engine_start(sv_server *s, char *err, size_t err_size)
     g->slots = calloc(g->n_slots, sizeof *g->slots);
     g->held = calloc(g->n_slots, sizeof *g->held);
     g->n_held = calloc(g->n_slots, sizeof *g->n_held);
+    g->last_use = calloc(g->n_slots, sizeof *g->last_use);
     for (uint32_t i = 0; g->held && i < g->n_slots; i++)
         if (!(g->held[i] = calloc((size_t)s->context, sizeof **g->held))) {
             snprintf(err, err_size, "out of memory");
@@ -333,7 +394,7 @@ int sv_engine_start(sv_server *s, char *err, size_t err_size)
     g->n_tokens = calloc(g->n_slots, sizeof *g->n_tokens);
     g->stepped = calloc(g->n_slots, sizeof *g->stepped);
     g->tokens = calloc(max_tokens, sizeof *g->tokens);
-    if (!g->slots || !g->held || !g->n_held || !g->queue || !g->seq_ids || !g->n_tokens || !g->stepped || !g->tokens) {
+    if (!g->slots || !g->held || !g->n_held || !g->last_use || !g->queue || !g->seq_ids || !g->n_tokens || !g->stepped || !g->tokens) {
         snprintf(err, err_size, "out of memory");
         return -1;
     }
@@ -378,7 +439,6 @@ int sv_engine_submit(sv_server *s, sv_request *r, sv_error *e)
         rc = -1;
     } else {
         r->refs++;
-        r->state = SV_QUEUED;
         g->queue[(g->q_head + g->q_len) % g->q_cap] = r;
         g->q_len++;
         pthread_cond_signal(&g->work);
@@ -404,7 +464,7 @@ void sv_engine_cancel(sv_server *s, sv_request *r)
 {
     sv_engine *g = s->engine;
     pthread_mutex_lock(&g->lock);
-    if (r->state != SV_DONE) {
+    if (!sv_request_done(r)) {
         r->cancelled = 1;
         pthread_cond_signal(&g->work);
     }
@@ -448,6 +508,7 @@ void sv_engine_stop(sv_server *s)
         free(g->held[i]);
     free(g->held);
     free(g->n_held);
+    free(g->last_use);
     free(g->slots);
     free(g->queue);
     free(g->seq_ids);

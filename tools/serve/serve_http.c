@@ -7,13 +7,11 @@
  * (403), the route (404/405, and CORS preflights), the API key (401),
  * draining (503), the content type (415), the body size (413, as soon as a
  * body passes it); then the body is parsed (400) and queued (429). A 401,
- * 403, 413 or 421 closes the connection. Streams are Server-Sent Events in
- * OpenAI's chunk format.
+ * 403, 413 or 421 closes the connection. Streams are serve_stream.c's.
  */
 #include <microhttpd.h>
 #include <netdb.h>
 #include <strings.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -27,18 +25,24 @@ typedef enum MHD_Result MHD_Result_t;
 #endif
 
 /* ---- Routes (one table) -------------------------------------------------- */
-typedef enum route_id { R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_NONE } route_id;
+typedef enum route_id {
+    R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_TOKENIZE, R_DETOKENIZE, R_HEALTH, R_METRICS, R_NONE
+} route_id;
 static const struct route {
     const char *path;
     const char *method;
     int needs_key;
+    int prefix; /* 1: the path is a prefix, the rest an id (/v1/models/{id}) */
 } routes[] = {
-    [R_COMPLETIONS] = {"/v1/completions", "POST", 1},
-    [R_CHAT] = {"/v1/chat/completions", "POST", 1},
-    [R_MODELS] = {"/v1/models", "GET", 1},
-    [R_HEALTH] = {"/health", "GET", 0},
-    [R_METRICS] = {"/metrics", "GET", 1},
-    [R_NONE] = {"other", NULL, 0},
+    [R_COMPLETIONS] = {"/v1/completions", "POST", 1, 0},
+    [R_CHAT] = {"/v1/chat/completions", "POST", 1, 0},
+    [R_MODELS] = {"/v1/models", "GET", 1, 0},
+    [R_MODEL] = {"/v1/models/", "GET", 1, 1},
+    [R_TOKENIZE] = {"/tokenize", "POST", 1, 0},
+    [R_DETOKENIZE] = {"/detokenize", "POST", 1, 0},
+    [R_HEALTH] = {"/health", "GET", 0, 0},
+    [R_METRICS] = {"/metrics", "GET", 1, 0},
+    [R_NONE] = {"other", NULL, 0, 0},
 };
 
 typedef struct conn {
@@ -48,19 +52,6 @@ typedef struct conn {
     int status;         /* of the response queued; for metrics */
     const char *origin; /* an allowed Origin, echoed in the CORS headers; NULL for none */
 } conn;
-
-/* A streaming response's state (the content reader's). */
-typedef struct stream {
-    sv_server *s;
-    sv_request *r;
-    struct MHD_Connection *connection;
-    int fd;
-    char *pending; /* SSE bytes not yet handed to MHD */
-    size_t pending_len, pending_off;
-    size_t text_sent;
-    uint32_t tokens_sent; /* tokens whose logprobs went out */
-    int finished; /* [DONE] queued */
-} stream;
 
 static int in_flight; /* requests between their first call and completion (atomic) */
 
@@ -130,12 +121,6 @@ static MHD_Result_t too_big(sv_server *s, struct MHD_Connection *c, conn *k)
     return queue_error(c, k, &e);
 }
 
-static int connection_fd(struct MHD_Connection *c)
-{
-    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    return info ? info->connect_fd : -1;
-}
-
 /* A body past --max-body while it is still arriving (chunked): this
  * libmicrohttpd takes no response until the body ends, and an endless body
  * never ends. So the 413 is written on the socket here, the write side shut
@@ -147,7 +132,7 @@ static MHD_Result_t too_big_now(sv_server *s, struct MHD_Connection *c, conn *k)
     sv_set_error(&e, 413, "invalid_request_error", NULL, "the body is larger than %ld bytes (--max-body)",
                  s->cfg.max_body);
     char *body = sv_error_json(&e);
-    const int fd = connection_fd(c);
+    const int fd = sv_connection_fd(c);
     if (body && fd >= 0) {
         char head[256];
         const int n = snprintf(head, sizeof head,
@@ -165,9 +150,11 @@ static MHD_Result_t too_big_now(sv_server *s, struct MHD_Connection *c, conn *k)
 
 static route_id find_route(const char *url)
 {
-    for (int i = 0; i < R_NONE; i++)
-        if (!strcmp(url, routes[i].path))
+    for (int i = 0; i < R_NONE; i++) {
+        const size_t n = strlen(routes[i].path);
+        if (routes[i].prefix ? !strncmp(url, routes[i].path, n) && url[n] : !strcmp(url, routes[i].path))
             return (route_id)i;
+    }
     return R_NONE;
 }
 
@@ -193,161 +180,6 @@ static int key_ok(sv_server *s, struct MHD_Connection *c)
     return equal && n == s->api_key_len;
 }
 
-/* 1 when the client has closed its end (checked without reading). */
-static int client_gone(int fd)
-{
-    if (fd < 0)
-        return 0;
-    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
-}
-
-
-/* ---- Streaming ------------------------------------------------------------ */
-
-static int stream_append(stream *st, const char *event)
-{
-    size_t n = strlen(event);
-    char *p = realloc(st->pending, st->pending_len + n + 8);
-    if (!p)
-        return -1;
-    st->pending = p;
-    memcpy(p + st->pending_len, "data: ", 6);
-    memcpy(p + st->pending_len + 6, event, n);
-    memcpy(p + st->pending_len + 6 + n, "\n\n", 2);
-    st->pending_len += n + 8;
-    return 0;
-}
-
-/* Appends one chunk of text up to byte `upto` (when it is further than what
- * was sent) with the logprobs of tokens [tok_from, tok_to). */
-static void stream_chunk(stream *st, size_t upto, uint32_t tok_from, uint32_t tok_to)
-{
-    sv_request *r = st->r;
-    size_t from = st->text_sent < upto ? st->text_sent : upto;
-    char *ev = sv_chunk_json(st->s, r, r->text ? r->text + from : "", upto - from, tok_from, tok_to, NULL, 0);
-    if (ev) {
-        stream_append(st, ev);
-        free(ev);
-    }
-    if (upto > st->text_sent)
-        st->text_sent = upto;
-}
-
-/* Builds the next events from r's progress; 0 when nothing new yet. Called
- * with the engine lock held. Without logprobs a chunk carries the new
- * visible text; with them, one chunk per token (as OpenAI sends), each with
- * the text that became visible when that token was added (text may lag
- * behind while a stop string could still begin): the same chunks however
- * late the stream reads them. */
-static int stream_collect_locked(stream *st)
-{
-    sv_request *r = st->r;
-    int produced = 0;
-    if (r->state == SV_DONE && r->error[0]) {
-        /* the error event below */
-    } else if (!r->logprobs) {
-        if (r->text_visible > st->text_sent) {
-            stream_chunk(st, r->text_visible, 0, 0);
-            produced = 1;
-        }
-    } else {
-        for (; st->tokens_sent < r->n_out; st->tokens_sent++) {
-            const uint32_t i = st->tokens_sent;
-            stream_chunk(st, r->visible_after[i], i, i + 1);
-            produced = 1;
-        }
-        if (r->text_visible > st->text_sent) { /* text released after the last token's chunk */
-            stream_chunk(st, r->text_visible, 0, 0);
-            produced = 1;
-        }
-    }
-    if (r->state == SV_DONE) {
-        char *ev;
-        if (r->error[0]) {
-            sv_error e;
-            sv_set_error(&e, 500, "server_error", NULL, "%s", r->error);
-            ev = sv_error_json(&e);
-        } else {
-            ev = sv_chunk_json(st->s, r, "", 0, 0, 0, r->finish_reason, 1);
-        }
-        if (ev) {
-            stream_append(st, ev);
-            free(ev);
-        }
-        st->pending = realloc(st->pending, st->pending_len + 16);
-        if (st->pending) {
-            memcpy(st->pending + st->pending_len, "data: [DONE]\n\n", 14);
-            st->pending_len += 14;
-        }
-        st->finished = 1;
-        produced = 1;
-    }
-    return produced;
-}
-
-static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
-{
-    (void)pos;
-    stream *st = cls;
-    while (st->pending_off == st->pending_len) {
-        if (st->finished)
-            return MHD_CONTENT_READER_END_OF_STREAM;
-        st->pending_len = st->pending_off = 0;
-        sv_engine_lock(st->s);
-        while (!stream_collect_locked(st)) {
-            sv_engine_wait(st->s, st->r, 0.1);
-            if (st->r->state != SV_DONE && client_gone(st->fd)) {
-                sv_engine_unlock(st->s);
-                return MHD_CONTENT_READER_END_WITH_ERROR;
-            }
-        }
-        sv_engine_unlock(st->s);
-        if (!st->pending)
-            return MHD_CONTENT_READER_END_WITH_ERROR;
-    }
-    size_t n = st->pending_len - st->pending_off;
-    if (n > max)
-        n = max;
-    memcpy(out, st->pending + st->pending_off, n);
-    st->pending_off += n;
-    return (ssize_t)n;
-}
-
-/* The response is over (sent, or the client went away): the engine frees
- * the sequence if it still runs. */
-static void stream_free(void *cls)
-{
-    stream *st = cls;
-    sv_engine_cancel(st->s, st->r);
-    sv_engine_release(st->s, st->r);
-    free(st->pending);
-    free(st);
-}
-
-static MHD_Result_t start_stream(sv_server *s, struct MHD_Connection *c, conn *k, sv_request *r)
-{
-    stream *st = calloc(1, sizeof *st);
-    if (!st) {
-        sv_engine_cancel(s, r);
-        sv_engine_release(s, r);
-        return fail(c, k, 500, "server_error", "%s", "out of memory");
-    }
-    *st = (stream){.s = s, .r = r, .connection = c, .fd = connection_fd(c)};
-    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
-    if (!resp) {
-        stream_free(st);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    add_cors(resp, k);
-    k->status = 200;
-    MHD_Result_t ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
-    MHD_destroy_response(resp);
-    return ret;
-}
-
 /* ---- Handlers --------------------------------------------------------------- */
 
 static MHD_Result_t handle_generation(sv_server *s, struct MHD_Connection *c, conn *k)
@@ -361,13 +193,23 @@ static MHD_Result_t handle_generation(sv_server *s, struct MHD_Connection *c, co
         return queue_error(c, k, &e);
     }
     /* Two references now: this side's (from sv_request_parse) and the engine's. */
-    if (r->stream)
-        return start_stream(s, c, k, r);
-    int fd = connection_fd(c);
+    if (r->stream) {
+        struct MHD_Response *resp = sv_stream_response(s, c, r);
+        if (!resp)
+            return fail(c, k, 500, "server_error", "%s", "out of memory");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        add_cors(resp, k);
+        k->status = 200;
+        MHD_Result_t ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp);
+        return ret;
+    }
+    int fd = sv_connection_fd(c);
     sv_engine_lock(s);
-    while (r->state != SV_DONE) {
+    while (!sv_request_done(r)) {
         sv_engine_wait(s, r, 0.1);
-        if (r->state != SV_DONE && client_gone(fd)) {
+        if (!sv_request_done(r) && sv_client_gone(fd)) {
             r->cancelled = 1;
             sv_engine_unlock(s);
             sv_engine_cancel(s, r);
@@ -378,8 +220,9 @@ static MHD_Result_t handle_generation(sv_server *s, struct MHD_Connection *c, co
     }
     sv_engine_unlock(s);
     MHD_Result_t ret;
-    if (r->error[0]) {
-        sv_set_error(&e, 500, "server_error", NULL, "%s", r->error);
+    const char *error = sv_request_error(r);
+    if (error) {
+        sv_set_error(&e, 500, "server_error", NULL, "%s", error);
         ret = queue_error(c, k, &e);
     } else {
         ret = queue_json(c, k, 200, sv_response_json(s, r));
@@ -388,28 +231,49 @@ static MHD_Result_t handle_generation(sv_server *s, struct MHD_Connection *c, co
     return ret;
 }
 
-static MHD_Result_t handle_models(sv_server *s, struct MHD_Connection *c, conn *k)
+/* /v1/models' one model object. */
+static json_t *model_object(sv_server *s)
 {
     json_t *model = json_pack("{s:s, s:s, s:I, s:s}", "id", s->cfg.model_name, "object", "model", "created",
-                              (json_int_t)0, "owned_by", "detinfer");
+                              (json_int_t)s->created, "owned_by", "detinfer");
     json_t *d = json_object();
-    json_object_set_new(d, "fingerprint",
-                        json_pack("{s:s, s:s, s:s, s:s}", "library_version", di_version_string(), "backend",
-                                  s->backend_info, "profile", dt_profile_name(s->cfg.profile), "model_digest",
-                                  s->model_digest));
+    json_object_set_new(d, "fingerprint", sv_fingerprint_object(s));
+    json_object_set_new(d, "system_fingerprint", json_string(s->system_fingerprint));
     json_object_set_new(d, "context", json_integer(s->context));
     json_object_set_new(d, "n_vocab", json_integer(s->n_vocab));
     int32_t bos;
     json_object_set_new(d, "bos_token",
                         di_model_special_token(s->model, DI_TOKEN_BOS, &bos) == DI_OK ? json_integer(bos) : json_null());
     json_object_set_new(d, "max_tokens", json_integer(s->cfg.max_tokens));
+    json_object_set_new(d, "max_tokens_default", json_integer(s->cfg.max_tokens_default));
+    json_object_set_new(d, "max_n", json_integer(s->cfg.max_n));
     json_object_set_new(d, "chat_template", s->chat_template ? json_string(s->chat_template) : json_null());
     json_object_set_new(d, "sampling", json_boolean(s->sampling_available));
     json_object_set_new(model, "detinfer", d);
-    json_t *root = json_pack("{s:s, s:[o]}", "object", "list", "data", model);
-    char *body = json_dumps(root, JSON_COMPACT);
-    json_decref(root);
-    return queue_json(c, k, 200, body);
+    return model;
+}
+
+static MHD_Result_t handle_models(sv_server *s, struct MHD_Connection *c, conn *k, const char *url)
+{
+    if (k->route == R_MODEL) {
+        const char *id = url + strlen(routes[R_MODEL].path);
+        if (strcmp(id, s->cfg.model_name)) {
+            sv_error e;
+            sv_set_error(&e, 404, "invalid_request_error", "model", "The model '%.200s' does not exist (this server "
+                         "serves '%.200s')", id, s->cfg.model_name);
+            return queue_error(c, k, &e);
+        }
+        return queue_json(c, k, 200, sv_json_dump(model_object(s)));
+    }
+    return queue_json(c, k, 200, sv_json_dump(json_pack("{s:s, s:[o]}", "object", "list", "data", model_object(s))));
+}
+
+static MHD_Result_t handle_tokens(sv_server *s, struct MHD_Connection *c, conn *k)
+{
+    sv_error e;
+    const char *body = k->body ? k->body : "";
+    char *out = k->route == R_TOKENIZE ? sv_tokenize_json(s, body, k->len, &e) : sv_detokenize_json(s, body, k->len, &e);
+    return out ? queue_json(c, k, 200, out) : queue_error(c, k, &e);
 }
 
 static MHD_Result_t handle_health(sv_server *s, struct MHD_Connection *c, conn *k)
@@ -600,7 +464,10 @@ static MHD_Result_t on_request(void *cls, struct MHD_Connection *c, const char *
     switch (k->route) {
     case R_COMPLETIONS:
     case R_CHAT: return handle_generation(s, c, k);
-    case R_MODELS: return handle_models(s, c, k);
+    case R_MODELS:
+    case R_MODEL: return handle_models(s, c, k, url);
+    case R_TOKENIZE:
+    case R_DETOKENIZE: return handle_tokens(s, c, k);
     case R_HEALTH: return handle_health(s, c, k);
     case R_METRICS: return handle_metrics(s, c, k);
     default: return MHD_NO;
@@ -649,7 +516,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     sv_server *s = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-        const int fd = connection_fd(c);
+        const int fd = sv_connection_fd(c);
         if (s->test_sndbuf > 0 && fd >= 0)
             setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &s->test_sndbuf, sizeof s->test_sndbuf);
         sv_conns_opened(s->conns, c, fd, ci ? ci->client_addr : NULL);

@@ -15,12 +15,13 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "detinfer_doctor.h"
 #include "serve.h"
 
 enum { OPT_MODEL, OPT_HOST, OPT_PORT, OPT_ALLOW, OPT_API_KEY_FILE, OPT_THREADS, OPT_MAX_SEQUENCES, OPT_CONTEXT,
        OPT_MAX_TOKENS, OPT_QUEUE, OPT_TIMEOUT, OPT_CHUNK, OPT_MAX_BODY, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE,
        OPT_CPU_PATH, OPT_CHAT_TEMPLATE, OPT_MODEL_NAME, OPT_MAX_CONNECTIONS_PER_IP, OPT_REQUEST_TIMEOUT,
-       OPT_DRAIN_TIMEOUT, OPT_ALLOWED_HOSTS, OPT_CORS_ORIGIN };
+       OPT_DRAIN_TIMEOUT, OPT_ALLOWED_HOSTS, OPT_CORS_ORIGIN, OPT_MAX_N, OPT_MAX_TOKENS_DEFAULT };
 
 static const dt_option options[] = {
     [OPT_MODEL] = {"--model", "FILE", "GGUF model file (required)"},
@@ -53,6 +54,8 @@ static const dt_option options[] = {
                            "elsewhere none checked; * for any)"},
     [OPT_CORS_ORIGIN] = {"--cors-origin", "ORIGINS",
                          "web origins whose pages may call, e.g. https://app.example (default none: Origin gets 403)"},
+    [OPT_MAX_N] = {"--max-n", "N", "choices a request may ask for with n, 1..64 (default 8)"},
+    [OPT_MAX_TOKENS_DEFAULT] = {"--max-tokens-default", "N", "a chat's max_tokens when it gives none (default 256)"},
     {NULL, NULL, NULL},
 };
 
@@ -60,7 +63,8 @@ static const dt_command command = {
     "serve",
     "--model FILE [options]",
     "An HTTP service with OpenAI's /v1/completions and /v1/chat/completions (and\n"
-    "\"stream\": true), /v1/models, /health and /metrics. Requests are batched\n"
+    "\"stream\": true), /v1/models, llama.cpp's /tokenize and /detokenize, /health\n"
+    "and /metrics. Requests are batched\n"
     "continuously and each gets exactly the tokens and digests it would get alone;\n"
     "every response carries a \"detinfer\" object with the sequence digest and the\n"
     "fingerprint. Only clients in --allow may connect. SIGTERM, SIGINT or SIGHUP:\n"
@@ -82,6 +86,9 @@ static int apply_option(int k, const char *v, void *opts)
     case OPT_MAX_SEQUENCES: return dt_parse_long(&command, options[k].name, v, 1, 4096, &o->max_sequences);
     case OPT_CONTEXT: return dt_parse_long(&command, options[k].name, v, 2, 1 << 24, &o->context);
     case OPT_MAX_TOKENS: return dt_parse_long(&command, options[k].name, v, 1, 1 << 24, &o->max_tokens);
+    case OPT_MAX_TOKENS_DEFAULT:
+        return dt_parse_long(&command, options[k].name, v, 1, 1 << 24, &o->max_tokens_default);
+    case OPT_MAX_N: return dt_parse_long(&command, options[k].name, v, 1, 64, &o->max_n);
     case OPT_QUEUE: return dt_parse_long(&command, options[k].name, v, 1, 1 << 20, &o->queue);
     case OPT_TIMEOUT: return dt_parse_long(&command, options[k].name, v, 1, 86400, &o->timeout);
     case OPT_CHUNK: return dt_parse_long(&command, options[k].name, v, 1, 1 << 16, &o->chunk);
@@ -102,8 +109,7 @@ static int apply_option(int k, const char *v, void *opts)
     return 1;
 }
 
-/* XXH3-128 of the file's bytes: what `xxh128sum FILE` prints. */
-static int file_digest(const char *path, char out[DI_DIGEST_HEX_SIZE])
+int sv_file_digest(const char *path, char out[DI_DIGEST_HEX_SIZE])
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -182,7 +188,7 @@ static int read_key(sv_server *s)
  * bytes, so a text of more than context x this many bytes cannot fit the
  * context, and is refused before it is tokenized (a 1 MiB text costs the
  * tokenizer about 30 MiB). 0 when the model has no tokenizer. */
-static size_t max_token_bytes(const di_model *model, int64_t n_vocab)
+size_t sv_max_token_bytes(const di_model *model, int64_t n_vocab)
 {
     size_t most = 0;
     char piece[512];
@@ -197,13 +203,22 @@ static size_t max_token_bytes(const di_model *model, int64_t n_vocab)
     return most > 4 ? most : 4;
 }
 
+int32_t sv_turn_end_token(const di_model *model, const char *chat_template)
+{
+    int32_t id = -1;
+    const char *turn_end = chat_template ? di_chat_turn_end(chat_template) : NULL;
+    if (!turn_end || di_model_token_lookup(model, turn_end, strlen(turn_end), &id))
+        return -1;
+    return id;
+}
+
 static int set_up_model(sv_server *s)
 {
     int rc = dt_load_model(&command, s->cfg.model_path, &s->model);
     if (rc)
         return rc;
     s->n_vocab = dt_model_int(s->model, DI_MODEL_N_VOCAB);
-    s->max_token_bytes = max_token_bytes(s->model, s->n_vocab);
+    s->max_token_bytes = sv_max_token_bytes(s->model, s->n_vocab);
     int64_t train = dt_model_int(s->model, DI_MODEL_N_CTX_TRAIN);
     s->context = s->cfg.context;
     if (train > 0 && s->context > train)
@@ -219,16 +234,21 @@ static int set_up_model(sv_server *s)
         if (st != DI_OK && st != DI_ERR_BUFFER_TOO_SMALL)
             return dt_usage(&command, "--chat-template %s: %s", s->cfg.chat_template, err[0] ? err : di_status_name(st));
     }
-    s->eot = -1; /* the template's end of turn (the library's table), when the vocabulary has it */
-    const char *turn_end = s->chat_template ? di_chat_turn_end(s->chat_template) : NULL;
-    if (turn_end && di_model_token_lookup(s->model, turn_end, strlen(turn_end), &s->eot))
-        s->eot = -1;
+    s->eot = sv_turn_end_token(s->model, s->chat_template);
     di_sampling_params p;
     s->sampling_available = di_sampling_params_init(&p) == DI_OK;
-    if (file_digest(s->cfg.model_path, s->model_digest)) {
+    if (sv_file_digest(s->cfg.model_path, s->model_digest)) {
         fprintf(stderr, "detinfer serve: cannot read %s to digest it\n", s->cfg.model_path);
         return DT_EXIT_FAIL;
     }
+    struct stat st;
+    s->created = stat(s->cfg.model_path, &st) == 0 ? (long long)st.st_mtime : (long long)time(NULL);
+    di_digest fp;
+    if (dt_doctor_fingerprint(s->cfg.profile, &fp) != DI_OK) {
+        fprintf(stderr, "detinfer serve: cannot compute the environment fingerprint (out of memory)\n");
+        return DT_EXIT_FAIL;
+    }
+    dt_hex(&fp, s->system_fingerprint);
     if (!s->cfg.model_name) {
         const char *base = strrchr(s->cfg.model_path, '/');
         static char name[256];
@@ -307,12 +327,12 @@ static int allowed_hosts(sv_server *s, char *buf, size_t size)
 
 int dt_cmd_serve(int argc, char **argv)
 {
-    sv_json_budget_install();
     sv_server s = {0};
     s.cfg = (sv_config){.host = "127.0.0.1", .port = 8080, .allow_text = "127.0.0.0/8,::1/128", .threads = 1,
                         .max_sequences = 8, .context = 2048, .max_tokens = 1024, .queue = 64, .timeout = 30,
                         .chunk = 64, .max_body = 1 << 20, .max_connections_per_ip = 32, .request_timeout = 10,
-                        .drain_timeout = 30, .backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE};
+                        .drain_timeout = 30, .backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE,
+                        .max_n = 8, .max_tokens_default = 256};
     int rc = dt_parse_options(&command, argc, argv, apply_option, &s.cfg, NULL);
     if (rc)
         return rc < 0 ? DT_EXIT_OK : rc;
