@@ -9,6 +9,7 @@ import sys
 from setuptools import setup
 from setuptools.command.build_py import build_py
 from setuptools.command.sdist import sdist
+from setuptools.dist import Distribution
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -24,8 +25,8 @@ except ImportError:
 def _root() -> str:
     root = csources.find_root(HERE)
     if root is None:
-        raise RuntimeError("libdetinfer: the C sources are missing: build from the repository "
-                           "(pip install ./bindings/python) or from its sdist (which carries them in csrc/)")
+        raise SystemExit("libdetinfer: the C sources are missing: build from the repository "
+                         "(pip install ./bindings/python) or from its sdist (which carries them in csrc/)")
     return root
 
 
@@ -46,17 +47,21 @@ class SdistWithSources(sdist):
         print(f"libdetinfer: {n} C source files in {csources.SDIST_DIR}/")
 
 
-class PlatformWheel(bdist_wheel):
-    """The package holds native code but no Python extension: any Python 3,
-    this platform (py3-none-linux_x86_64; auditwheel repair makes it manylinux)."""
+class NativeDistribution(Distribution):
+    """Native code inside: installed to platlib, in a platform wheel."""
 
-    def finalize_options(self) -> None:
-        super().finalize_options()
-        self.root_is_pure = False
+    def has_ext_modules(self) -> bool:
+        return True
+
+
+class PlatformWheel(bdist_wheel):
+    """No Python extension, so any Python 3 on this platform
+    (py3-none-linux_x86_64; auditwheel repair makes it manylinux)."""
 
     def get_tag(self) -> tuple:
         _, _, plat = super().get_tag()
         return "py3", "none", plat
 
 
-setup(cmdclass={"build_py": BuildPyWithNative, "sdist": SdistWithSources, "bdist_wheel": PlatformWheel})
+setup(distclass=NativeDistribution,
+      cmdclass={"build_py": BuildPyWithNative, "sdist": SdistWithSources, "bdist_wheel": PlatformWheel})
