@@ -169,6 +169,8 @@ check: $(TEST_BIN) $(EXAMPLE) $(FASTMATH) $(DIGESTS) $(SHARED) $(MODELS)/models.
        cuda-numerics cuda-emu
 	$(PYTHON) tests/tools/check_layers.py --self-test
 	$(PYTHON) tests/tools/check_layers.py . $(DI_SRC_DIRS)
+	$(PYTHON) tests/tools/check_versions.py --self-test
+	$(PYTHON) tests/tools/check_versions.py .
 	$(TEST_ENV) $(TEST_BIN)
 	@echo "== the integer profile: the determinism axes and the float64 bound (DI_TEST_PROFILE=integer)"
 	$(TEST_ENV) DI_TEST_PROFILE=integer CK_RUN_SUITE=determinism $(TEST_BIN)
