@@ -76,13 +76,10 @@ class LLM:
     # -- checks before anything runs --------------------------------------------
 
     def _prompt_ids(self, prompt: Prompt, where: str) -> List[int]:
-        if isinstance(prompt, str):
-            ids = self.model.tokenize(prompt, add_bos=True)
-        elif isinstance(prompt, (bytes, bytearray)) or not isinstance(prompt, Seq):
+        if isinstance(prompt, (bytes, bytearray)) or not isinstance(prompt, (str, Seq)):
             raise TypeError(f"{where}: a prompt is text (str) or token ids (a list of int), "
                             f"not {type(prompt).__name__}")
-        else:
-            ids = list(prompt)
+        ids = self.model.tokenize(prompt, add_bos=True) if isinstance(prompt, str) else list(prompt)
         if not ids:
             raise ValueError(f"{where}: the prompt has no tokens")
         for t in ids:
@@ -109,24 +106,23 @@ class LLM:
     def _jobs(self, prompts: Union[Prompt, Seq[Prompt]],
               sampling: Union[None, SamplingParams, Seq[Optional[SamplingParams]]], max_new: int,
               stop: Set[int], logprobs: Optional[int]) -> List[Job]:
-        if isinstance(prompts, str):
-            prompts = [prompts]
-        elif prompts and all(isinstance(p, int) for p in prompts):
+        items: List[Any] = [prompts] if isinstance(prompts, str) else list(prompts)
+        if items and all(isinstance(p, int) for p in items):
             raise TypeError("prompts is a list of prompts: put one prompt of token ids in a list, "
                             "generate([[1, 2, 3]])")
-        prompts = list(prompts)  # type: ignore[arg-type]
+        per: List[Optional[SamplingParams]]
         if isinstance(sampling, (list, tuple)):
-            if len(sampling) != len(prompts):
-                raise ValueError(f"{len(sampling)} sampling parameters for {len(prompts)} prompts")
+            if len(sampling) != len(items):
+                raise ValueError(f"{len(sampling)} sampling parameters for {len(items)} prompts")
             per = list(sampling)
         else:
-            per = [sampling] * len(prompts)  # type: ignore[list-item]
+            per = [sampling] * len(items)  # type: ignore[list-item]
         if not isinstance(max_new, int) or max_new < 0:
             raise ValueError(f"max_new is {max_new!r}: an int >= 0")
         if logprobs is not None and not 0 <= logprobs <= self.model.n_vocab:
             raise ValueError(f"logprobs is {logprobs}: 0 .. the vocabulary's size")
         jobs = []
-        for i, (p, s) in enumerate(zip(prompts, per)):
+        for i, (p, s) in enumerate(zip(items, per)):
             where = f"prompt {i}"
             jobs.append(Job(self._prompt_ids(p, where), max_new, stop, s, logprobs))
             self._check_sampling(s, where)
