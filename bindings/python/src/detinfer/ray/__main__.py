@@ -10,6 +10,7 @@ import os
 import sys
 from typing import List, Optional
 
+from . import quiet
 from .records import RequestError, WorkerConfig, read_requests
 from .validate import ModelRefused, validate
 
@@ -89,7 +90,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     init = {"runtime_env": {"env_vars": env}} if env else {}
     if not args.address and not os.environ.get("RAY_ADDRESS"):
         init["include_dashboard"] = False  # a local Ray for this run only
-    ray.init(address=args.address, **init)
+    ray.init(address=args.address, **init, **quiet.init_options())
+    quiet.after_init(progress=not args.no_progress)
     summary = run(args.model, requests, args.output, workers=configs, n_workers=args.workers,
                   fmt=args.format, batch_size=args.batch_size, logits_digests=args.logits_digests,
                   provenance=args.provenance, cpus_per_worker=args.cpus_per_worker,
