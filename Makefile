@@ -15,6 +15,7 @@
 #   make deps            install build and test dependencies (apt-get, pip)
 #   make check-ray       detinfer.ray on a local two-node Ray cluster (RAY_REAL=1 adds the real model)
 #   make check-wheel     the Python wheel: from its sdist, repaired, in a venv and in a bare Debian 12 chroot
+#   make check-deploy    deploy/: the systemd unit (systemd-analyze) and the container image (podman)
 
 VERSION := $(shell sed -n 's/^\#define DI_VERSION_STRING "\(.*\)"/\1/p' include/detinfer.h)
 ABI     := $(shell sed -n 's/^\#define DI_ABI_VERSION \([0-9]*\)/\1/p' include/detinfer.h)
@@ -229,6 +230,14 @@ check-bindings: $(SHARED) $(STATIC) $(MODELS)/models.txt $(MODELS)/tokenizers.tx
 .PHONY: check-wheel
 check-wheel: all $(MODELS)/real.txt
 	bash tests/wheel/run.sh $(CURDIR) $(BUILD) "$$(cat $(MODELS)/real.txt)" $(CACHE)
+
+# deploy/: the systemd unit (systemd-analyze verify and security) and the
+# container image (podman, where it can run containers: built on the
+# debootstrap base, run as non-root, healthy, answering, stopped by SIGTERM;
+# tests/deploy/run.sh; root or sudo).
+.PHONY: check-deploy
+check-deploy: all $(MODELS)/real.txt
+	bash tests/deploy/run.sh $(CURDIR) $(BUILD) "$$(cat $(MODELS)/real.txt)" $(CACHE)
 
 # The main job: the real model (or, offline, a generated one), greedy
 # continuations of a few prompts with their digests, then a short verification:
