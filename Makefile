@@ -229,7 +229,7 @@ check-bindings: $(SHARED) $(STATIC) $(MODELS)/models.txt $(MODELS)/tokenizers.tx
 # root or sudo). About 4 minutes on 2 cores, 1 more the first time.
 .PHONY: check-wheel
 check-wheel: all $(MODELS)/real.txt
-	bash tests/wheel/run.sh $(CURDIR) $(BUILD) "$$(cat $(MODELS)/real.txt)" $(CACHE)
+	bash tests/wheel/run.sh $(CURDIR) $(abspath $(BUILD)) "$$(cat $(MODELS)/real.txt)" $(CACHE)
 
 # deploy/: the systemd unit (systemd-analyze verify and security) and the
 # container image (podman, where it can run containers: built on the
@@ -237,7 +237,7 @@ check-wheel: all $(MODELS)/real.txt
 # tests/deploy/run.sh; root or sudo).
 .PHONY: check-deploy
 check-deploy: all $(MODELS)/real.txt
-	bash tests/deploy/run.sh $(CURDIR) $(BUILD) "$$(cat $(MODELS)/real.txt)" $(CACHE)
+	bash tests/deploy/run.sh $(CURDIR) $(abspath $(BUILD)) "$$(cat $(MODELS)/real.txt)" $(CACHE)
 
 # The main job: the real model (or, offline, a generated one), greedy
 # continuations of a few prompts with their digests, then a short verification:

@@ -9,8 +9,8 @@
 # binding's logprobs call). Batches: each binding's batch call
 # (LLM.generate, LLM.Generate, Llm::generate) on several prompts over 2
 # sequences must print what C prints for each prompt alone. Last, a fresh venv
-# with only the wheel runs LLM.generate on the real model and detinfer serve
-# (tests/wheel/smoke.py). A language is reported as skipped only where its
+# with only pip install ./bindings/python runs LLM.generate on the real model
+# and detinfer serve (tests/wheel/smoke.py). A language is reported as skipped only where its
 # toolchain is absent; anything else that fails, fails the run.
 #   tests/bindings/run.sh ROOT MODELS_DIR [REAL_MODEL]
 set -euo pipefail
@@ -202,13 +202,18 @@ done
 # ---- the one-command install ---------------------------------------------------------
 if [ -n "$real" ] && [ -f "$real" ]; then
     echo
-    echo "== a fresh venv with only the wheel of ./bindings/python: LLM.generate on the real model, detinfer serve"
+    echo "== a fresh venv with only pip install ./bindings/python: LLM.generate on the real model, detinfer serve"
     "${PYTHON:-python3}" "$root/tests/wheel/expect.py" "$prefix/bin/detinfer" "$real" "$stage/expect.json"
     "${PYTHON:-python3}" -m venv "$stage/fresh"
-    "$stage/fresh/bin/pip" install -q --no-index "$wheel"
+    how="pip install ./bindings/python"
+    if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL "$stage/fresh/bin/pip" install -q "$root/bindings/python" \
+            >"$stage/pip-fresh.log" 2>&1; then
+        how="the wheel of ./bindings/python (no index for the build's setuptools)"
+        "$stage/fresh/bin/pip" install -q --no-index "$wheel"
+    fi
     (cd "$stage" && env -u DETINFER_LIB -u LD_LIBRARY_PATH -u PKG_CONFIG_PATH "$stage/fresh/bin/python" \
         "$root/tests/wheel/smoke.py" "$real" "$stage/expect.json")
-    summary+=("the wheel in a fresh venv: LLM.generate and detinfer serve gave the installed detinfer's digests")
+    summary+=("$how in a fresh venv: LLM.generate and detinfer serve gave the installed detinfer's digests")
 fi
 
 echo

@@ -66,7 +66,7 @@ done
 echo "platform tag $tag; $(basename "$repaired") ($(du -h "$repaired" | cut -f1))"
 
 echo "== the digests of the make build and of a make install copy"
-"$py" "$here/expect.py" "$root/build/tools/detinfer" "$real" "$work/expect.json"
+"$py" "$here/expect.py" "$build/tools/detinfer" "$real" "$work/expect.json"
 stage=$(mktemp -d)
 trap 'rm -rf "$empty" "$stage"' EXIT
 make -s -C "$root" install PREFIX="$stage" >/dev/null

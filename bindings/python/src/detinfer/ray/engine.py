@@ -15,7 +15,7 @@ from .._batch import Batch, Job, Outcome
 from .records import Request, WorkerConfig, empty_record
 
 # The records' finish reasons (docs/SCALE.md) for the batch's.
-_FINISH = {"stop": "eos", "length": "length", "error": "error"}
+_FINISH = {"stop": "eos", "length": "length"}
 
 
 class Generator:
