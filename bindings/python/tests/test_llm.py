@@ -103,6 +103,9 @@ def test_everything_is_checked_before_anything_runs(llama_path):
             llm.generate([[]])
         with pytest.raises(ValueError, match="max_new"):
             llm.generate([[1]], max_new=-1)
+        with pytest.raises(DetinferError) as e:  # this model file has no tokenizer
+            llm.generate([[1, 2], "text"])
+        assert e.value.status == Status.ERR_UNSUPPORTED and e.value.message.startswith("prompt 1: ")
         # nothing ran: every sequence is empty and the next call works
         assert all(llm.session.length(i) == 0 for i in range(2))
         assert llm.generate([[1, 2]], max_new=2)[0].digest == alone(llama_path, [1, 2], 2)[1]

@@ -79,7 +79,10 @@ class LLM:
         if isinstance(prompt, (bytes, bytearray)) or not isinstance(prompt, (str, Seq)):
             raise TypeError(f"{where}: a prompt is text (str) or token ids (a list of int), "
                             f"not {type(prompt).__name__}")
-        ids = self.model.tokenize(prompt, add_bos=True) if isinstance(prompt, str) else list(prompt)
+        try:
+            ids = self.model.tokenize(prompt, add_bos=True) if isinstance(prompt, str) else list(prompt)
+        except DetinferError as e:  # a model file without a tokenizer, text it cannot take
+            raise DetinferError(e.status, f"{where}: {e.message}") from None
         if not ids:
             raise ValueError(f"{where}: the prompt has no tokens")
         for t in ids:
