@@ -94,4 +94,5 @@ PY
 status=$("${run[@]}" inspect "$name" --format '{{.State.ExitCode}}')
 [ "$status" = 0 ] || { "${run[@]}" logs "$name" | tail; echo "check-deploy: exit status $status after SIGTERM"; exit 1; }
 echo "the container ran as uid $uid, was healthy, answered, and stopped with status 0 on SIGTERM"
+"${run[@]}" image prune -f >/dev/null  # the build stage's and earlier builds' untagged images
 echo "check-deploy: OK"
