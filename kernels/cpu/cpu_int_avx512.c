@@ -643,9 +643,12 @@ INLINE void row_run(const int_kind *kd, decode_fn decode, packed_fn pdecode, con
 /* The many-token product (qa grouped): lanes are tokens. Block b's sum for
  * 16 tokens is one vector: vpdpbusd of each 4-byte word of the weight
  * codes, broadcast, with the tokens' 4 codes at that place (di_qa_tblock),
- * so no lane folding; the 32 canonical lanes are 32 vectors over tokens. */
-INLINE __m512i token_sums(const int_kind *kd, const uint32_t *u, uint32_t u_stride, const int32_t *k, uint32_t j,
-                          const di_qa_tblock *tb)
+ * so no lane folding; the 32 canonical lanes are 32 vectors over tokens.
+ * Returned as the float P_b: a group sum times its scale k is below 2^24
+ * (int_dot.h's bounds), so converting the sum and multiplying by (float)k
+ * is exact, and so is adding the two groups' products (no vpmulld). */
+INLINE __m512 token_sums(const int_kind *kd, const uint32_t *u, uint32_t u_stride, const float *k, uint32_t j,
+                         const di_qa_tblock *tb)
 {
     /* two chains: a 16-weight group is 4 words; one group's words alternate */
     __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
@@ -654,22 +657,20 @@ INLINE __m512i token_sums(const int_kind *kd, const uint32_t *u, uint32_t u_stri
         acc[h] = _mm512_dpbusd_epi32(acc[h], _mm512_set1_epi32((int)u[(uint32_t)i * u_stride]),
                                      _mm512_load_si512(tb->codes[i]));
     }
-    if (kd->groups == 1)
-        acc[0] = _mm512_add_epi32(acc[0], acc[1]);
     if (kd->groups == 2) {
-        __m512i P = _mm512_setzero_si512();
+        __m512 P = _mm512_setzero_ps();
         for (int h = 0; h < 2; h++) {
             __m512i x = acc[h];
             if (kd->off_shift >= 0)
                 x = _mm512_sub_epi32(x, _mm512_slli_epi32(_mm512_load_si512(tb->s_half[h]), (unsigned)kd->off_shift));
-            P = _mm512_add_epi32(P, _mm512_mullo_epi32(x, _mm512_set1_epi32(k[2 * j + (uint32_t)h])));
+            P = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x), _mm512_set1_ps(k[2 * j + (uint32_t)h]), P);
         }
         return P;
     }
-    __m512i x = acc[0];
+    __m512i x = _mm512_add_epi32(acc[0], acc[1]);
     if (kd->off_shift >= 0)
         x = _mm512_sub_epi32(x, _mm512_slli_epi32(_mm512_load_si512(tb->s), (unsigned)kd->off_shift));
-    return kd->has_k ? _mm512_mullo_epi32(x, _mm512_set1_epi32(k[j])) : x;
+    return kd->has_k ? _mm512_mul_ps(_mm512_cvtepi32_ps(x), _mm512_set1_ps(k[j])) : _mm512_cvtepi32_ps(x);
 }
 
 /* The decoded rows of a tile, whole (in the per-thread scratch): for row q
@@ -679,7 +680,7 @@ INLINE __m512i token_sums(const int_kind *kd, const uint32_t *u, uint32_t u_stri
  * k (k[2b + g] for the types of two groups, else k[b]), D and min factors. */
 typedef struct tile_rows {
     uint32_t *u;      /* [TILE_ROWS * nb][8], or [TILE_ROWS * ng][8][16] */
-    int32_t *k;       /* [TILE_ROWS][2 nb] */
+    float *k;         /* [TILE_ROWS][2 nb], as floats (exact: |k| <= 128) */
     float *d, *n0, *n1; /* [TILE_ROWS][nb] each */
 } tile_rows;
 
@@ -699,7 +700,7 @@ static tile_rows tile_layout(void *scratch, uint32_t nb)
     tile_rows t;
     const size_t blocks = (nb + GROUP - 1) / GROUP * GROUP; /* whole groups, for packed rows */
     t.u = (uint32_t *)(void *)p, p += (size_t)TILE_ROWS * blocks * 32;
-    t.k = (int32_t *)(void *)p, p += (size_t)TILE_ROWS * 2 * nb * 4;
+    t.k = (float *)(void *)p, p += (size_t)TILE_ROWS * 2 * nb * 4;
     t.d = (float *)(void *)p, p += (size_t)TILE_ROWS * nb * 4;
     t.n0 = (float *)(void *)p, p += (size_t)TILE_ROWS * nb * 4;
     t.n1 = (float *)(void *)p;
@@ -737,12 +738,12 @@ INLINE void tile_decode(const int_kind *kd, decode_fn decode, const di_weight *w
                     memcpy(t->n1 + at, tmp, count * sizeof(float));
                 }
                 if (kd->has_k) {
-                    _Alignas(64) int32_t k[2 * GROUP];
-                    _mm512_store_si512(k, g.k[0]);
+                    _Alignas(64) float k[2 * GROUP];
+                    _mm512_store_ps(k, _mm512_cvtepi32_ps(g.k[0]));
                     if (kd->groups == 2)
-                        _mm512_store_si512(k + GROUP, g.k[1]);
+                        _mm512_store_ps(k + GROUP, _mm512_cvtepi32_ps(g.k[1]));
                     const uint32_t per = (uint32_t)kd->groups; /* scales per block */
-                    memcpy(t->k + (size_t)q * 2 * nb + per * b0, k, per * count * sizeof(int32_t));
+                    memcpy(t->k + (size_t)q * 2 * nb + per * b0, k, per * count * sizeof(float));
                 }
             }
         }
@@ -770,12 +771,12 @@ INLINE void tile_decode_packed(const int_kind *kd, const di_weight *w, packed_fn
             if (kd->mins >= 1)
                 _mm512_mask_storeu_ps(t->n0 + at, live, g.n0);
             if (kd->has_k && kd->groups == 1)
-                _mm512_mask_storeu_epi32(t->k + (size_t)q * 2 * nb + b0, live, g.k[0]);
+                _mm512_mask_storeu_ps(t->k + (size_t)q * 2 * nb + b0, live, _mm512_cvtepi32_ps(g.k[0]));
             if (kd->groups == 2) { /* k[2b + h] */
-                _Alignas(64) int32_t k[2][GROUP];
-                _mm512_store_si512(k[0], g.k[0]);
-                _mm512_store_si512(k[1], g.k[1]);
-                int32_t *dst = t->k + (size_t)q * 2 * nb + 2 * (size_t)b0;
+                _Alignas(64) float k[2][GROUP];
+                _mm512_store_ps(k[0], _mm512_cvtepi32_ps(g.k[0]));
+                _mm512_store_ps(k[1], _mm512_cvtepi32_ps(g.k[1]));
+                float *dst = t->k + (size_t)q * 2 * nb + 2 * (size_t)b0;
                 for (uint32_t j = 0; j < count; j++)
                     dst[2 * j] = k[0][j], dst[2 * j + 1] = k[1][j];
             }
@@ -810,13 +811,12 @@ INLINE void grouped_tile(const int_kind *kd, decode_fn decode, packed_fn pdecode
                 const di_qa_tblock *tb = tok + b;
                 for (uint32_t q = 0; q < nr; q++) {
                     const size_t at = (size_t)q * nb + b;
-                    const __m512i P =
+                    const __m512 P =
                         packed ? token_sums(kd, t->u + ((size_t)q * ng + b / GROUP) * 8 * GROUP + b % GROUP, GROUP,
                                             t->k + (size_t)q * 2 * nb, b, tb)
                                : token_sums(kd, t->u + at * 8, 1, t->k + (size_t)q * 2 * nb, b, tb);
                     __m512 x = acc[q][b % DI_LANES];
-                    x = _mm512_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(_mm512_set1_ps(t->d[at]), _mm512_load_ps(tb->a)),
-                                        x);
+                    x = _mm512_fmadd_ps(P, _mm512_mul_ps(_mm512_set1_ps(t->d[at]), _mm512_load_ps(tb->a)), x);
                     if (kd->mins == 1)
                         x = _mm512_fmadd_ps(_mm512_set1_ps(t->n0[at]), _mm512_load_ps(tb->as_full), x);
                     if (kd->mins == 2) {
