@@ -63,7 +63,6 @@ BUILD   ?= build
 endif
 
 LIB_SRC := $(wildcard $(addsuffix /*.c,$(DI_SRC_DIRS)))
-LIB_HDR := $(wildcard $(addsuffix /*.h,$(DI_SRC_DIRS)))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 SONAME  := libdetinfer.so.$(ABI)
 SHARED  := lib/libdetinfer.so.$(LIBFILE_VERSION)
@@ -74,7 +73,7 @@ SHARED  := $(BUILD)/libdetinfer.so.$(LIBFILE_VERSION)
 endif
 STATIC  := $(BUILD)/libdetinfer.a
 
-TEST_SRC := $(wildcard tests/check_*.c) tests/gguf_builder.c tests/test_util.c
+TEST_SRC := $(wildcard tests/check_*.c) tests/gguf_builder.c tests/test_util.c tests/format_util.c
 TEST_BIN := $(BUILD)/tests/check_detinfer
 MODELS   := $(BUILD)/models
 EXAMPLE  := $(BUILD)/examples/generate
@@ -83,9 +82,13 @@ CACHE    ?= $(HOME)/.cache/detinfer
 .PHONY: all check check-integer check-ray check-tsan check-baseline check-portability golden-digests check-peer peer-venv bench-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
 all: $(SHARED) $(EXAMPLE) detinfer
 
-$(BUILD)/%.o: %.c $(LIB_HDR) include/detinfer.h
+# Each object's headers are its .d file (-MMD -MP: written by the compile,
+# read back below); an object without one (a tree built before) is rebuilt.
+$(BUILD)/%.o: %.c $(BUILD)/%.d
 	@mkdir -p $(dir $@)
-	$(CC) $(DI_CFLAGS) $(CFLAGS) -DDI_BUILD_FLAGS='"$(CFLAGS) -ffp-contract=off"' -c $< -o $@
+	$(CC) $(DI_CFLAGS) $(CFLAGS) -MMD -MP -DDI_BUILD_FLAGS='"$(CFLAGS) -ffp-contract=off"' -c $< -o $@
+$(BUILD)/%.d: ;
+-include $(LIB_OBJ:.o=.d)
 
 $(SHARED): $(LIB_OBJ) lib/detinfer.map
 	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=lib/detinfer.map -Wl,-z,defs \

@@ -36,9 +36,10 @@ $(SERVE_NET_KEY_TEST): tests/serve/net_key_test.c tools/serve/serve_conns.c tool
 	$(CC) $(DETINFER_CFLAGS) $(CFLAGS) tests/serve/net_key_test.c tools/serve/serve_conns.c \
 	    tools/serve/serve_allow.c -o $@ $(LDFLAGS) -lpthread
 
-$(BUILD)/tools/%.o: tools/%.c $(wildcard tools/detinfer*.h tools/cli_*.h tools/serve/*.h) include/detinfer.h
+$(BUILD)/tools/%.o: tools/%.c $(BUILD)/tools/%.d
 	@mkdir -p $(dir $@)
-	$(CC) $(DETINFER_CFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(DETINFER_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+-include $(DETINFER_OBJ:.o=.d)
 
 $(DETINFER): $(DETINFER_OBJ) $(SHARED)
 	$(CC) $(DETINFER_OBJ) -o $@ $(LDFLAGS) -L$(dir $(SHARED)) -ldetinfer \
