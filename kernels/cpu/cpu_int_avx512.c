@@ -73,7 +73,7 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
 #endif
 
-#include "cpu_int_avx512_weights.h" /* under the pragma: it defines functions */
+#include "cpu_int_avx512_common.h" /* under the pragma: it defines functions */
 
 /* ---- the product --------------------------------------------------------------------- */
 
@@ -237,149 +237,22 @@ INLINE void row_run(const int_kind *kd, decode_fn decode, packed_fn pdecode, con
         out[(size_t)k * stride] = lane_tree(tl[k].total[0], tl[k].total[1]);
 }
 
-/* The many-token product (qa grouped): lanes are tokens. Block b's sum for
- * 16 tokens is one vector: vpdpbusd of each 4-byte word of the weight
- * codes, broadcast, with the tokens' 4 codes at that place (di_qa_tblock),
- * so no lane folding; the 32 canonical lanes are 32 vectors over tokens.
- * Returned as the float P_b: a group sum times its scale k is below 2^24
- * (int_dot.h's bounds), so converting the sum and multiplying by (float)k
- * is exact, and so is adding the two groups' products (no vpmulld). */
-INLINE __m512 token_sums(const int_kind *kd, const uint32_t *u, uint32_t u_stride, const float *k, uint32_t j,
-                         const di_qa_tblock *tb)
+/* The many-token product (qa grouped), lanes = tokens: block b's sum for 16
+ * tokens is one vector: vpdpbusd of each 4-byte word of the weight codes,
+ * broadcast, with the tokens' 4 codes at that place (di_qa_tblock), so no
+ * lane folding; the 32 canonical lanes are 32 vectors over tokens. Two
+ * chains: a 16-weight group is 4 words; one group's words alternate. */
+INLINE __m512 token_sums(const int_kind *kd, const uint32_t *u, const float *k, uint32_t j, const di_qa_tblock *tb)
 {
-    /* two chains: a 16-weight group is 4 words; one group's words alternate */
-    __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    __m512i x[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
     for (int i = 0; i < 8; i++) {
         const int h = kd->groups == 2 ? i / 4 : i % 2;
-        acc[h] = _mm512_dpbusd_epi32(acc[h], _mm512_set1_epi32((int)u[(uint32_t)i * u_stride]),
-                                     _mm512_load_si512(tb->codes[i]));
+        x[h] = _mm512_dpbusd_epi32(x[h], _mm512_set1_epi32((int)u[i]), _mm512_load_si512(tb->codes[i]));
     }
-    if (kd->groups == 2) {
-        __m512 P = _mm512_setzero_ps();
-        for (int h = 0; h < 2; h++) {
-            __m512i x = acc[h];
-            if (kd->off_shift >= 0)
-                x = _mm512_sub_epi32(x, _mm512_slli_epi32(_mm512_load_si512(tb->s_half[h]), (unsigned)kd->off_shift));
-            P = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x), _mm512_set1_ps(k[2 * j + (uint32_t)h]), P);
-        }
-        return P;
-    }
-    __m512i x = _mm512_add_epi32(acc[0], acc[1]);
-    if (kd->off_shift >= 0)
-        x = _mm512_sub_epi32(x, _mm512_slli_epi32(_mm512_load_si512(tb->s), (unsigned)kd->off_shift));
-    return kd->has_k ? _mm512_mul_ps(_mm512_cvtepi32_ps(x), _mm512_set1_ps(k[j])) : _mm512_cvtepi32_ps(x);
+    return token_P(kd, x, k, j, tb);
 }
 
-/* The decoded rows of a tile, whole (in the per-thread scratch): for row q
- * and block b, its 32 code bytes u (from the file's blocks: u[q nb + b][i]
- * is word i; from packed ones, the groups as decoded: u[(q ng + g) 128 +
- * 16 i + j] is word i of block 16 g + j, ng = the row's groups), its scales
- * k (k[2b + g] for the types of two groups, else k[b]), D and min factors. */
-typedef struct tile_rows {
-    uint32_t *u;      /* [TILE_ROWS * nb][8], or [TILE_ROWS * ng][8][16] */
-    float *k;         /* [TILE_ROWS][2 nb], as floats (exact: |k| <= 128) */
-    float *d, *n0, *n1; /* [TILE_ROWS][nb] each */
-} tile_rows;
-
-#define TILE_ROWS 4u
-
-/* A tile takes TILE_ROWS * 52 bytes per block of 32 weights (+ alignment,
- * and up to 15 blocks of u to round a packed row up to whole groups);
- * DI_MATMUL_SCRATCH gives DI_MATMUL_TILE_ROWS * 32 floats per block and
- * 64 * 32 floats more. */
-_Static_assert(TILE_ROWS * (32 + 2 * 4 + 3 * 4) <= DI_MATMUL_TILE_ROWS * 32 * sizeof(float) &&
-                   TILE_ROWS * 15 * 32 + 64 <= 64 * 32 * sizeof(float),
-               "the tile's decoded rows fit the matmul scratch");
-
-static tile_rows tile_layout(void *scratch, uint32_t nb)
-{
-    uint8_t *p = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    tile_rows t;
-    const size_t blocks = (nb + GROUP - 1) / GROUP * GROUP; /* whole groups, for packed rows */
-    t.u = (uint32_t *)(void *)p, p += (size_t)TILE_ROWS * blocks * 32;
-    t.k = (float *)(void *)p, p += (size_t)TILE_ROWS * 2 * nb * 4;
-    t.d = (float *)(void *)p, p += (size_t)TILE_ROWS * nb * 4;
-    t.n0 = (float *)(void *)p, p += (size_t)TILE_ROWS * nb * 4;
-    t.n1 = (float *)(void *)p;
-    return t;
-}
-
-/* Decodes rows r..r + nr once, every block in block order. */
-INLINE void tile_decode(const int_kind *kd, decode_fn decode, const di_weight *w, uint32_t r, uint32_t nr,
-                        uint32_t nb, const tile_rows *t)
-{
-    const uint32_t span = GROUP * DI_QA_BLOCK * di_weight_block_bytes(w->type) / di_weight_block_elems(w->type);
-    for (uint32_t q = 0; q < nr; q++) {
-        const uint8_t *row = w->data + (size_t)(r + q) * w->row_bytes;
-        for (uint32_t c0 = 0; c0 < nb; c0 += DI_CHUNK) {
-            const uint32_t end = di_chunk_end(nb, c0);
-            for (uint32_t b0 = c0; b0 < end; b0 += GROUP) {
-                const uint32_t count = end - b0 < GROUP ? end - b0 : GROUP;
-                vgroup g;
-                decode_group(kd, decode, row, b0, count, span, TILE_ROWS * w->row_bytes, &g); /* the next tile */
-                _Alignas(64) uint32_t u[GROUP][8];
-                for (int i = 0; i < 8; i++)
-                    _mm512_store_si512(u[2 * i], g.u[i]);
-                for (uint32_t p = 0; p < count; p++) /* position p holds block pair_order(p) */
-                    memcpy(t->u + ((size_t)q * nb + b0 + (uint32_t)pair_order((int)p, kd->order)) * 8, u[p], 32);
-                const size_t at = (size_t)q * nb + b0;
-                _Alignas(64) float tmp[GROUP];
-                _mm512_store_ps(tmp, g.d);
-                memcpy(t->d + at, tmp, count * sizeof(float));
-                if (kd->mins >= 1) { /* the decoders set only the fields their type has */
-                    _mm512_store_ps(tmp, g.n0);
-                    memcpy(t->n0 + at, tmp, count * sizeof(float));
-                }
-                if (kd->mins == 2) {
-                    _mm512_store_ps(tmp, g.n1);
-                    memcpy(t->n1 + at, tmp, count * sizeof(float));
-                }
-                if (kd->has_k) {
-                    _Alignas(64) float k[2 * GROUP];
-                    _mm512_store_ps(k, _mm512_cvtepi32_ps(g.k[0]));
-                    if (kd->groups == 2)
-                        _mm512_store_ps(k + GROUP, _mm512_cvtepi32_ps(g.k[1]));
-                    const uint32_t per = (uint32_t)kd->groups; /* scales per block */
-                    memcpy(t->k + (size_t)q * 2 * nb + per * b0, k, per * count * sizeof(float));
-                }
-            }
-        }
-    }
-}
-
-/* Packed rows r..r + nr decoded once: the words as decoded (tile_rows), the
- * factors per block as tile_decode stores them. */
-INLINE void tile_decode_packed(const int_kind *kd, const di_weight *w, packed_fn pdecode, uint32_t r, uint32_t nr,
-                               uint32_t nb, const tile_rows *t)
-{
-    const uint32_t ng = (nb + GROUP - 1) / GROUP;
-    for (uint32_t q = 0; q < nr; q++) {
-        const row_src src = row_source(w, r + q, pdecode);
-        for (uint32_t b0 = 0; b0 < nb; b0 += GROUP) {
-            const uint32_t count = nb - b0 < GROUP ? nb - b0 : GROUP;
-            const __mmask16 live = (__mmask16)((1u << count) - 1);
-            pgroup g;
-            packed_group(pdecode, &src, b0, count, live, TILE_ROWS * w->packed_row_bytes, &g); /* the next tile */
-            uint32_t *u = t->u + ((size_t)q * ng + b0 / GROUP) * 8 * GROUP;
-            for (int i = 0; i < 8; i++)
-                _mm512_store_si512(u + 16 * i, g.u[i]);
-            const size_t at = (size_t)q * nb + b0;
-            _mm512_mask_storeu_ps(t->d + at, live, g.d);
-            if (kd->mins >= 1)
-                _mm512_mask_storeu_ps(t->n0 + at, live, g.n0);
-            if (kd->has_k && kd->groups == 1)
-                _mm512_mask_storeu_ps(t->k + (size_t)q * 2 * nb + b0, live, _mm512_cvtepi32_ps(g.k[0]));
-            if (kd->groups == 2) { /* k[2b + h] */
-                _Alignas(64) float k[2][GROUP];
-                _mm512_store_ps(k[0], _mm512_cvtepi32_ps(g.k[0]));
-                _mm512_store_ps(k[1], _mm512_cvtepi32_ps(g.k[1]));
-                float *dst = t->k + (size_t)q * 2 * nb + 2 * (size_t)b0;
-                for (uint32_t j = 0; j < count; j++)
-                    dst[2 * j] = k[0][j], dst[2 * j + 1] = k[1][j];
-            }
-        }
-    }
-}
+#define TILE_ROWS 4u /* rows sharing each load of the tokens' codes */
 
 /* Rows r..r + nr (nr <= TILE_ROWS), decoded once, against every token
  * group: the rows share each load of the tokens' codes, so those are read
@@ -387,14 +260,9 @@ INLINE void tile_decode_packed(const int_kind *kd, const di_weight *w, packed_fn
 INLINE void grouped_tile(const int_kind *kd, decode_fn decode, packed_fn pdecode, const di_weight *w, uint32_t r,
                          uint32_t nr, const di_qa *qa, float *y, const tile_rows *t)
 {
-    const uint32_t nb = qa->nb, groups = di_qa_groups(qa->n_tokens), ng = (nb + GROUP - 1) / GROUP;
-    const int packed = pdecode && w->packed;
-    if (packed)
-        tile_decode_packed(kd, w, pdecode, r, nr, nb, t);
-    else
-        tile_decode(kd, decode, w, r, nr, nb, t);
+    const uint32_t nb = qa->nb, groups = di_qa_groups(qa->n_tokens);
+    tile_decode(kd, decode, pdecode, w, r, nr, TILE_ROWS, nb, t);
     __m512 lane[TILE_ROWS][DI_LANES], total[TILE_ROWS][DI_LANES];
-    _Alignas(64) float out[DI_QA_TOKENS];
     for (uint32_t gi = 0; gi < groups; gi++) {
         const di_qa_tblock *tok = qa->tok + (size_t)gi * nb;
         for (uint32_t c0 = 0; c0 < nb; c0 += DI_CHUNK) {
@@ -408,19 +276,8 @@ INLINE void grouped_tile(const int_kind *kd, decode_fn decode, packed_fn pdecode
                 const di_qa_tblock *tb = tok + b;
                 for (uint32_t q = 0; q < nr; q++) {
                     const size_t at = (size_t)q * nb + b;
-                    const __m512 P =
-                        packed ? token_sums(kd, t->u + ((size_t)q * ng + b / GROUP) * 8 * GROUP + b % GROUP, GROUP,
-                                            t->k + (size_t)q * 2 * nb, b, tb)
-                               : token_sums(kd, t->u + at * 8, 1, t->k + (size_t)q * 2 * nb, b, tb);
-                    __m512 x = acc[q][b % DI_LANES];
-                    x = _mm512_fmadd_ps(P, _mm512_mul_ps(_mm512_set1_ps(t->d[at]), _mm512_load_ps(tb->a)), x);
-                    if (kd->mins == 1)
-                        x = _mm512_fmadd_ps(_mm512_set1_ps(t->n0[at]), _mm512_load_ps(tb->as_full), x);
-                    if (kd->mins == 2) {
-                        x = _mm512_fmadd_ps(_mm512_set1_ps(t->n0[at]), _mm512_load_ps(tb->as_half[0]), x);
-                        x = _mm512_fmadd_ps(_mm512_set1_ps(t->n1[at]), _mm512_load_ps(tb->as_half[1]), x);
-                    }
-                    acc[q][b % DI_LANES] = x;
+                    const __m512 P = token_sums(kd, t->u + at * 8, t->k + (size_t)q * 2 * nb, b, tb);
+                    acc[q][b % DI_LANES] = token_step(kd, t, at, P, tb, acc[q][b % DI_LANES]);
                 }
             }
             for (uint32_t q = 0; q < nr && c0 > 0; q++)
@@ -429,21 +286,15 @@ INLINE void grouped_tile(const int_kind *kd, decode_fn decode, packed_fn pdecode
         }
         const uint32_t tn = qa->n_tokens - gi * DI_QA_TOKENS < DI_QA_TOKENS ? qa->n_tokens - gi * DI_QA_TOKENS
                                                                              : DI_QA_TOKENS;
-        for (uint32_t q = 0; q < nr; q++) {
-            for (uint32_t s = DI_LANES / 2; s >= 1; s /= 2) /* di_lane_tree, token by token */
-                for (uint32_t l = 0; l < s; l++)
-                    total[q][l] = _mm512_add_ps(total[q][l], total[q][l + s]);
-            _mm512_store_ps(out, total[q][0]);
-            for (uint32_t i = 0; i < tn; i++)
-                y[(size_t)(gi * DI_QA_TOKENS + i) * w->n_out + r + q] = out[i];
-        }
+        for (uint32_t q = 0; q < nr; q++)
+            tile_row_out(total[q], tn, y, w->n_out, gi * DI_QA_TOKENS, r + q);
     }
 }
 
 INLINE void rows_grouped(const int_kind *kd, decode_fn decode, packed_fn pdecode, const di_weight *w, uint32_t r0,
                          uint32_t r1, const di_qa *qa, float *y, float *scratch)
 {
-    const tile_rows t = tile_layout(scratch, qa->nb);
+    const tile_rows t = tile_layout(scratch, qa->nb, TILE_ROWS);
     uint32_t r = r0;
     for (; r + TILE_ROWS <= r1; r += TILE_ROWS)
         grouped_tile(kd, decode, pdecode, w, r, TILE_ROWS, qa, y, &t);

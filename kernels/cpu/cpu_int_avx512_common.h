@@ -1,13 +1,14 @@
 /*
- * cpu_int_avx512_weights.h — the weight side of the avx512 integer kernels
- * (cpu_int_avx512.c, cpu_int_amx.c): the kinds of weight, the decoders of
- * the file's blocks and of the packed layout (cpu_int_avx512.c's head comment
- * describes both), and where a row is read from. Not a normal header: it
- * defines static functions, compiled under the target pragma of the file
- * that includes it.
+ * cpu_int_avx512_common.h — what the avx512 integer kernels share
+ * (cpu_int_avx512.c with VNNI, cpu_int_amx.c with AMX): the kinds of
+ * weight, the decoders of the file's blocks and of the packed layout
+ * (cpu_int_avx512.c's head comment describes both), where a row is read
+ * from, and the many-token product's tile of decoded rows and its float
+ * steps. Not a normal header: it defines static functions, compiled under
+ * the target pragma of the file that includes it.
  */
-#ifndef DI_CPU_INT_AVX512_WEIGHTS_H
-#define DI_CPU_INT_AVX512_WEIGHTS_H
+#ifndef DI_CPU_INT_AVX512_COMMON_H
+#define DI_CPU_INT_AVX512_COMMON_H
 
 #include <immintrin.h>
 #include <string.h>
@@ -420,4 +421,177 @@ INLINE void packed_group(packed_fn pdecode, const row_src *src, uint32_t b0, uin
         _mm_prefetch((const char *)(here + ahead + o), _MM_HINT_T0);
 }
 
-#endif /* DI_CPU_INT_AVX512_WEIGHTS_H */
+/* ---- the many-token product's tile ---------------------------------------------------- */
+
+/* A group's words as decoded from the packed layout (w[k]: word k of block
+ * j in lane j) as the blocks' 32 bytes each, two blocks to a register
+ * (out[m]: blocks 2m, 2m + 1, as the file's decoders give them): a
+ * transposition of 8 x 16 words in three rounds of two-source permutes. */
+INLINE void words_to_blocks(const __m512i w[8], __m512i out[8])
+{
+    const __m512i pair_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i pair_hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    __m512i two[2][4]; /* [blocks 0-7 | 8-15][p]: 64-bit unit j: words 2p, 2p + 1 of block j */
+    for (int p = 0; p < 4; p++) {
+        two[0][p] = _mm512_permutex2var_epi32(w[2 * p], pair_lo, w[2 * p + 1]);
+        two[1][p] = _mm512_permutex2var_epi32(w[2 * p], pair_hi, w[2 * p + 1]);
+    }
+    const __m512i quad_lo = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
+    const __m512i quad_hi = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
+    const __m512i half_0 = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+    const __m512i half_1 = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+    for (int side = 0; side < 2; side++)
+        for (int q = 0; q < 2; q++) { /* blocks 8 side + 4 q .. + 3 */
+            const __m512i idx = q ? quad_hi : quad_lo;
+            /* 128-bit unit j: words 0-3 (w03) or 4-7 (w47) of block 4 q + j */
+            const __m512i w03 = _mm512_permutex2var_epi64(two[side][0], idx, two[side][1]);
+            const __m512i w47 = _mm512_permutex2var_epi64(two[side][2], idx, two[side][3]);
+            out[4 * side + 2 * q] = _mm512_permutex2var_epi64(w03, half_0, w47);
+            out[4 * side + 2 * q + 1] = _mm512_permutex2var_epi64(w03, half_1, w47);
+        }
+}
+
+/* The decoded rows of a tile, whole (in the per-thread scratch): for row q
+ * and block b, its 32 code bytes u (u[(q nb + b) 8 + i] is word i), its
+ * scales k as floats (k[q 2nb + 2b + g] for the types of two groups, else
+ * k[q 2nb + b]; exact: |k| <= 128), D and min factors. */
+typedef struct tile_rows {
+    uint32_t *u;      /* [rows][nb][8] */
+    float *k;         /* [rows][2 nb] */
+    float *d, *n0, *n1; /* [rows][nb] each */
+} tile_rows;
+
+/* A tile takes 52 bytes per row and block of 32 weights, plus alignment;
+ * DI_MATMUL_SCRATCH gives DI_MATMUL_TILE_ROWS (16) rows of 32 floats per
+ * block and 64 x 32 floats more. */
+_Static_assert(32 + 2 * 4 + 3 * 4 <= 32 * sizeof(float), "a tile of up to 16 rows fits the matmul scratch");
+
+static inline tile_rows tile_layout(void *scratch, uint32_t nb, uint32_t rows)
+{
+    uint8_t *p = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    tile_rows t;
+    t.u = (uint32_t *)(void *)p, p += (size_t)rows * nb * 32;
+    t.k = (float *)(void *)p, p += (size_t)rows * 2 * nb * 4;
+    t.d = (float *)(void *)p, p += (size_t)rows * nb * 4;
+    t.n0 = (float *)(void *)p, p += (size_t)rows * nb * 4;
+    t.n1 = (float *)(void *)p;
+    return t;
+}
+
+/* Stores a group's decoded codes (u[m]: blocks 2m, 2m + 1 in the order
+ * `order` gives them) and factors (k: [k0, k1] of blocks 0-7 in k[0] and
+ * 8-15 in k[1] for two groups, else one per block in k[0]) as tile row q's
+ * blocks b0.. b0 + count. */
+INLINE void tile_store_group(const int_kind *kd, const tile_rows *t, uint32_t nb, uint32_t q, uint32_t b0,
+                             uint32_t count, const __m512i u[8], int order, const __m512i k[2], __m512 d, __m512 n0,
+                             __m512 n1)
+{
+    _Alignas(64) uint32_t words[GROUP][8];
+    for (int i = 0; i < 8; i++)
+        _mm512_store_si512(words[2 * i], u[i]);
+    for (uint32_t p = 0; p < count; p++) /* position p holds block pair_order(p) */
+        memcpy(t->u + ((size_t)q * nb + b0 + (uint32_t)pair_order((int)p, order)) * 8, words[p], 32);
+    const size_t at = (size_t)q * nb + b0;
+    const __mmask16 live = (__mmask16)((1u << count) - 1);
+    _mm512_mask_storeu_ps(t->d + at, live, d);
+    if (kd->mins >= 1) /* the decoders set only the fields their type has */
+        _mm512_mask_storeu_ps(t->n0 + at, live, n0);
+    if (kd->mins == 2)
+        _mm512_mask_storeu_ps(t->n1 + at, live, n1);
+    if (kd->has_k) {
+        _Alignas(64) float kf[2 * GROUP];
+        _mm512_store_ps(kf, _mm512_cvtepi32_ps(k[0]));
+        if (kd->groups == 2)
+            _mm512_store_ps(kf + GROUP, _mm512_cvtepi32_ps(k[1]));
+        const uint32_t per = (uint32_t)kd->groups; /* scales per block */
+        memcpy(t->k + (size_t)q * 2 * nb + per * b0, kf, per * count * sizeof(float));
+    }
+}
+
+/* Rows r..r + nr of w decoded once into the tile, every block in block
+ * order, from the packed copy where the kernel has a packed decoder and w
+ * one, else from the file's blocks; the next `rows` rows are asked for. */
+INLINE void tile_decode(const int_kind *kd, decode_fn decode, packed_fn pdecode, const di_weight *w, uint32_t r,
+                        uint32_t nr, uint32_t rows, uint32_t nb, const tile_rows *t)
+{
+    for (uint32_t q = 0; q < nr; q++) {
+        const row_src src = row_source(w, r + q, pdecode);
+        for (uint32_t c0 = 0; c0 < nb; c0 += DI_CHUNK) {
+            const uint32_t end = di_chunk_end(nb, c0);
+            for (uint32_t b0 = c0; b0 < end; b0 += GROUP) {
+                const uint32_t count = end - b0 < GROUP ? end - b0 : GROUP;
+                if (src.packed) {
+                    const __mmask16 live = (__mmask16)((1u << count) - 1);
+                    pgroup g;
+                    packed_group(pdecode, &src, b0, count, live, rows * w->packed_row_bytes, &g);
+                    __m512i u[8], k[2] = {g.k[0], g.k[1]};
+                    words_to_blocks(g.u, u);
+                    if (kd->groups == 2) { /* [k0 of blocks 0-15], [k1 ...] as [k0, k1] per block */
+                        const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+                        const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+                        k[0] = _mm512_permutex2var_epi32(g.k[0], lo, g.k[1]);
+                        k[1] = _mm512_permutex2var_epi32(g.k[0], hi, g.k[1]);
+                    }
+                    tile_store_group(kd, t, nb, q, b0, count, u, 0, k, g.d, g.n0, _mm512_setzero_ps());
+                } else {
+                    vgroup g;
+                    decode_group(kd, decode, src.row, b0, count, src.span, rows * w->row_bytes, &g);
+                    tile_store_group(kd, t, nb, q, b0, count, g.u, kd->order, g.k, g.d, g.n0, g.n1);
+                }
+            }
+        }
+    }
+}
+
+/* The float P_b of 16 tokens from their exact int32 sums x[h] over the
+ * block's 16-weight groups (one group: x[0] + x[1] is the block's sum, as
+ * two chains leave it): less the offset times the code sums, times the
+ * integer scale. A group sum times its k is below 2^24 (int_dot.h's bounds),
+ * so converting and multiplying by (float)k is exact, and so is adding the
+ * two groups' products. */
+INLINE __m512 token_P(const int_kind *kd, const __m512i x[2], const float *k, uint32_t j, const di_qa_tblock *tb)
+{
+    if (kd->groups == 2) {
+        __m512 P = _mm512_setzero_ps();
+        for (int h = 0; h < 2; h++) {
+            __m512i s = x[h];
+            if (kd->off_shift >= 0)
+                s = _mm512_sub_epi32(s, _mm512_slli_epi32(_mm512_load_si512(tb->s_half[h]), (unsigned)kd->off_shift));
+            P = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(k[2 * j + (uint32_t)h]), P);
+        }
+        return P;
+    }
+    __m512i s = _mm512_add_epi32(x[0], x[1]);
+    if (kd->off_shift >= 0)
+        s = _mm512_sub_epi32(s, _mm512_slli_epi32(_mm512_load_si512(tb->s), (unsigned)kd->off_shift));
+    return kd->has_k ? _mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(k[j])) : _mm512_cvtepi32_ps(s);
+}
+
+/* The definition's float steps of block b of tile row q for 16 tokens,
+ * added to their lane x (vectors over the tokens). */
+INLINE __m512 token_step(const int_kind *kd, const tile_rows *t, size_t at, __m512 P, const di_qa_tblock *tb, __m512 x)
+{
+    x = _mm512_fmadd_ps(P, _mm512_mul_ps(_mm512_set1_ps(t->d[at]), _mm512_load_ps(tb->a)), x);
+    if (kd->mins == 1)
+        x = _mm512_fmadd_ps(_mm512_set1_ps(t->n0[at]), _mm512_load_ps(tb->as_full), x);
+    if (kd->mins == 2) {
+        x = _mm512_fmadd_ps(_mm512_set1_ps(t->n0[at]), _mm512_load_ps(tb->as_half[0]), x);
+        x = _mm512_fmadd_ps(_mm512_set1_ps(t->n1[at]), _mm512_load_ps(tb->as_half[1]), x);
+    }
+    return x;
+}
+
+/* di_lane_tree of one row's 32 lanes (vectors over tokens), token by token,
+ * and its tn outputs, output column `col` of token rows t0.. t0 + tn. */
+INLINE void tile_row_out(__m512 *lane, uint32_t tn, float *y, uint32_t n_out, uint32_t t0, uint32_t col)
+{
+    for (uint32_t s = DI_LANES / 2; s >= 1; s /= 2)
+        for (uint32_t l = 0; l < s; l++)
+            lane[l] = _mm512_add_ps(lane[l], lane[l + s]);
+    _Alignas(64) float out[DI_QA_TOKENS];
+    _mm512_store_ps(out, lane[0]);
+    for (uint32_t i = 0; i < tn; i++)
+        y[(size_t)(t0 + i) * n_out + col] = out[i];
+}
+
+#endif /* DI_CPU_INT_AVX512_COMMON_H */
