@@ -486,11 +486,15 @@ INLINE void tile_store_group(const int_kind *kd, const tile_rows *t, uint32_t nb
                              uint32_t count, const __m512i u[8], int order, const __m512i k[2], __m512 d, __m512 n0,
                              __m512 n1)
 {
-    _Alignas(64) uint32_t words[GROUP][8];
-    for (int i = 0; i < 8; i++)
-        _mm512_store_si512(words[2 * i], u[i]);
-    for (uint32_t p = 0; p < count; p++) /* position p holds block pair_order(p) */
-        memcpy(t->u + ((size_t)q * nb + b0 + (uint32_t)pair_order((int)p, order)) * 8, words[p], 32);
+    /* straight from the registers: through a copy on the stack, each block's
+     * reload missed store forwarding and cost the AMX product a third */
+    uint32_t *row = t->u + ((size_t)q * nb + b0) * 8;
+    for (uint32_t m = 0; m < 8 && 2 * m < count; m++) { /* position p holds block pair_order(p) */
+        _mm256_storeu_si256((void *)(row + 8 * (uint32_t)pair_order((int)(2 * m), order)), _mm512_castsi512_si256(u[m]));
+        if (2 * m + 1 < count)
+            _mm256_storeu_si256((void *)(row + 8 * (uint32_t)pair_order((int)(2 * m + 1), order)),
+                                _mm512_extracti64x4_epi64(u[m], 1));
+    }
     const size_t at = (size_t)q * nb + b0;
     const __mmask16 live = (__mmask16)((1u << count) - 1);
     _mm512_mask_storeu_ps(t->d + at, live, d);
@@ -498,13 +502,15 @@ INLINE void tile_store_group(const int_kind *kd, const tile_rows *t, uint32_t nb
         _mm512_mask_storeu_ps(t->n0 + at, live, n0);
     if (kd->mins == 2)
         _mm512_mask_storeu_ps(t->n1 + at, live, n1);
-    if (kd->has_k) {
-        _Alignas(64) float kf[2 * GROUP];
-        _mm512_store_ps(kf, _mm512_cvtepi32_ps(k[0]));
-        if (kd->groups == 2)
-            _mm512_store_ps(kf + GROUP, _mm512_cvtepi32_ps(k[1]));
-        const uint32_t per = (uint32_t)kd->groups; /* scales per block */
-        memcpy(t->k + (size_t)q * 2 * nb + per * b0, kf, per * count * sizeof(float));
+    /* straight from the registers too (a copy through the stack missed store forwarding) */
+    float *kq = t->k + (size_t)q * 2 * nb;
+    if (kd->has_k && kd->groups == 1)
+        _mm512_mask_storeu_ps(kq + b0, live, _mm512_cvtepi32_ps(k[0]));
+    if (kd->groups == 2) { /* [k0, k1] of blocks 0-7, then 8-15: 2 count floats */
+        const uint32_t lo = count < 8 ? 2 * count : 16, hi = count > 8 ? 2 * (count - 8) : 0;
+        _mm512_mask_storeu_ps(kq + 2 * b0, (__mmask16)((1u << lo) - 1), _mm512_cvtepi32_ps(k[0]));
+        if (hi)
+            _mm512_mask_storeu_ps(kq + 2 * b0 + 16, (__mmask16)((1u << hi) - 1), _mm512_cvtepi32_ps(k[1]));
     }
 }
 
