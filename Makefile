@@ -79,7 +79,7 @@ MODELS   := $(BUILD)/models
 EXAMPLE  := $(BUILD)/examples/generate
 CACHE    ?= $(HOME)/.cache/detinfer
 
-.PHONY: all check check-integer check-ray check-tsan check-baseline check-portability golden-digests check-peer peer-venv bench-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
+.PHONY: all check check-compiler check-integer check-ray check-tsan check-baseline check-portability golden-digests check-peer peer-venv bench-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
 all: $(SHARED) $(EXAMPLE) detinfer
 
 # Each object's headers are its .d file (-MMD -MP: written by the compile,
@@ -179,6 +179,18 @@ check: $(TEST_BIN) $(EXAMPLE) $(FASTMATH) $(DIGESTS) $(SHARED) $(MODELS)/models.
 	@echo "== the integer profile: the determinism axes and the float64 bound (DI_TEST_PROFILE=integer)"
 	$(TEST_ENV) DI_TEST_PROFILE=integer CK_RUN_SUITE=determinism $(TEST_BIN)
 	$(TEST_ENV) DI_TEST_PROFILE=integer CK_RUN_SUITE=reference $(TEST_BIN)
+
+# The suites whose results hang on the compiler's code (kernels, paths, digests,
+# the float64 bounds, parsers, tokenizers, the API's checks), for a second
+# compiler: CI runs them built with clang (make check-compiler CC=clang
+# BUILD=build-clang); the command's, the server's and the install's suites
+# exercise the same library and run once, with gcc, in make check.
+COMPILER_SUITES := kernels paths quants rope golden reference determinism intdot fpenv format model \
+                   architectures tokenizer chat api sampling logprobs real-model
+check-compiler: $(TEST_BIN) $(EXAMPLE) $(FASTMATH) $(DIGESTS) $(SHARED) $(MODELS)/models.txt \
+                $(MODELS)/rope_reference.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt
+	@for s in $(COMPILER_SUITES); do $(TEST_ENV) CK_RUN_SUITE=$$s $(TEST_BIN) || exit 1; done
+	$(TEST_ENV) DI_TEST_PROFILE=integer CK_RUN_SUITE=determinism $(TEST_BIN)
 
 # The integer profile's determinism suites once per CPU path (about 3 minutes; CI).
 check-integer: $(TEST_BIN) $(EXAMPLE) $(DIGESTS) $(SHARED) $(MODELS)/models.txt $(MODELS)/real.txt detinfer
