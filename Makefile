@@ -32,7 +32,7 @@ DESTDIR     ?=
 
 # The library's folders, lowest layer first (docs/ARCHITECTURE.md; the
 # layer check tests/tools/check_layers.py reads the same order).
-DI_SRC_DIRS := kernels/common lib/base kernels/cpu lib/format lib/tokenizer lib/model \
+DI_SRC_DIRS := kernels/common lib/base kernels/cpu lib/format lib/tokenizer lib/grammar lib/model \
                lib/forward lib/api
 
 CC      ?= cc
@@ -330,7 +330,9 @@ bench-peer: all $(PEER_VENV)/ok $(BIG_MODEL)
 
 # libdetinfer against llama.cpp (docs/MODELS.md): the generated F32 models
 # teacher-forced within the documented tolerance, then the real models (Gemma 3
-# 270M, SmolLM2 135M). Needs the venv of make peer-venv; says it skips without.
+# 270M, SmolLM2 135M), then constrained decoding on both against llama.cpp's
+# grammar sampler (tests/peer/grammar_peer.py, docs/STRUCTURED.md). Needs the
+# venv of make peer-venv; says it skips without.
 check-peer: $(SHARED) $(MODELS)/models.txt
 	@if [ ! -f $(PEER_VENV)/ok ]; then \
 	    echo "check-peer: SKIPPED: no llama-cpp-python venv in $(PEER_VENV) (make peer-venv builds it, ~20 min)"; \
@@ -340,7 +342,8 @@ check-peer: $(SHARED) $(MODELS)/models.txt
 	gemma=$$(tools/fetch-model.sh); smollm2=$$(tools/fetch-smollm2.sh); \
 	for model in "$$gemma" "$$smollm2"; do \
 	    $(PEER_VENV)/bin/python tests/peer/compare_llamacpp.py "$$model" --lib $(SHARED) --new 32 --threads 2; \
-	done
+	done; \
+	$(PEER_VENV)/bin/python tests/peer/grammar_peer.py "$$gemma" "$$smollm2" --lib $(SHARED) --threads 2
 
 # detinfer.ray (docs/SCALE.md) on a local Ray cluster: installs Ray from
 # tests/requirements-ray.txt when it is missing, and says it skips only when
@@ -358,12 +361,14 @@ check-ray: $(SHARED) $(MODELS)/tokenizers.txt
 	timeout 900 $(PYTHON) -m pytest -p no:cacheprovider -W ignore::DeprecationWarning -q -s -rs bindings/python/tests/ray
 
 # libFuzzer (clang) over the GGUF parser, over the chat templates with
-# PARSE_SPECIAL tokenizing, and over the server's request path (a body to a
-# checked request to its response JSON; the library linked uninstrumented);
-# FUZZ_SECONDS of fuzzing per target (three targets).
+# PARSE_SPECIAL tokenizing, over the server's request path (a body to a
+# checked request to its response JSON; the library linked uninstrumented),
+# and over the grammar compilers (GBNF, JSON schemas) and their automaton;
+# FUZZ_SECONDS of fuzzing per target (four targets).
 FUZZ_SECONDS ?= 60
 # the request path: parsing, the messages, the JSON budget, the responses
-FUZZ_REQUEST_SRC := $(addprefix tools/serve/,serve_request.c serve_json.c serve_messages.c serve_response.c) \
+FUZZ_REQUEST_SRC := $(addprefix tools/serve/,serve_request.c serve_json.c serve_messages.c serve_response.c \
+                    serve_grammar.c) \
                     tools/cli_digest.c tools/cli_options.c tools/cli_json.c tools/cli_text.c
 FUZZ_CC := clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude \
            $(addprefix -I,$(DI_SRC_DIRS))
@@ -383,6 +388,12 @@ fuzz: $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(STATIC)
 	    -ljansson -lxxhash -lpcre2-8 -lm -lpthread -ldl
 	DI_FUZZ_MODEL=$(MODELS)/tok_chat_markers.gguf $(BUILD)/fuzz/fuzz_request -max_total_time=$(FUZZ_SECONDS) \
 	    -max_len=8192 -dict=tests/fuzz/request.dict $(BUILD)/fuzz/corpus_request
+	@mkdir -p $(BUILD)/fuzz/corpus_grammar
+	cp tests/fuzz/grammar_seeds/* $(BUILD)/fuzz/corpus_grammar/
+	$(FUZZ_CC) -std=c11 tests/fuzz/fuzz_grammar.c lib/grammar/*.c lib/tokenizer/*.c lib/format/*.c lib/base/*.c \
+	    -o $(BUILD)/fuzz/fuzz_grammar -lpcre2-8 -lm
+	$(BUILD)/fuzz/fuzz_grammar -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -dict=tests/fuzz/grammar.dict \
+	    $(BUILD)/fuzz/corpus_grammar
 
 # ABI: the committed baseline abi/libdetinfer.abi is compared with the built library.
 abi-dump: $(SHARED)
