@@ -524,7 +524,7 @@ class Grammar(_Handle):
 
     _free_name = "di_grammar_free"
 
-    def __init__(self, handle: int) -> None:
+    def __init__(self, handle: Optional[int]) -> None:
         self._handle = handle
 
     @classmethod

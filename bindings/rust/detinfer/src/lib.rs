@@ -29,7 +29,9 @@ use std::ptr::{self, NonNull};
 pub use detinfer_sys as sys;
 
 mod generate;
+mod grammar;
 pub use generate::{Generated, Generation};
+pub use grammar::{Grammar, GrammarState};
 
 // ---- Errors -------------------------------------------------------------------
 
@@ -54,6 +56,10 @@ pub enum Status {
     Internal,
     BufferTooSmall,
     Text,
+    /// A malformed grammar or JSON schema (the message names the place).
+    Grammar,
+    /// A token the sequence's grammar does not allow.
+    GrammarRejected,
     /// A code this binding does not know (from a newer library).
     Other(i32),
 }
@@ -80,6 +86,8 @@ impl Status {
             15 => Internal,
             16 => BufferTooSmall,
             17 => Text,
+            18 => Grammar,
+            19 => GrammarRejected,
             other => Other(other),
         }
     }
@@ -105,6 +113,8 @@ impl Status {
             Internal => 15,
             BufferTooSmall => 16,
             Text => 17,
+            Grammar => 18,
+            GrammarRejected => 19,
             Other(code) => code,
         }
     }

@@ -5,11 +5,12 @@ Sequence.generate() gives alone; the tests check exactly that. No Ray here."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from typing import Any, Dict, List, Optional
 
-from .._api import Backend, CpuPath, DetinferError, Model, Session, Status
+from .._api import Backend, CpuPath, DetinferError, Grammar, Model, Session, Status
 from .records import Request, WorkerConfig, empty_record
 
 
@@ -24,6 +25,7 @@ class _Slot:
         self.tokens: List[int] = []
         self.logits_digests: List[str] = []
         self.finish: Optional[str] = None
+        self.grammar: Optional[Grammar] = None  # set once the prompt is in
 
 
 class Generator:
@@ -46,12 +48,25 @@ class Generator:
             self.model.close()
             raise
         self.eos = self.model.eos
+        self.grammars: Dict[str, Grammar] = {}  # compiled once per text in this worker
         self.backend_info = self.session.backend_info
         self.worker = (f"{socket.gethostname()}:{os.getpid()} {self.backend_info}"
                        if provenance else None)
 
     def close(self) -> None:
+        for g in self.grammars.values():
+            g.close()
         self.model.close()  # closes the session too
+
+    def _grammar(self, req: Request) -> Optional[Grammar]:
+        if req.json_schema is None and req.grammar is None:
+            return None
+        key = ("s" + json.dumps(req.json_schema, ensure_ascii=False) if req.json_schema is not None
+               else "g" + (req.grammar or ""))
+        if key not in self.grammars:
+            self.grammars[key] = (Grammar.from_json_schema(req.json_schema) if req.json_schema is not None
+                                  else Grammar.from_gbnf(req.grammar or ""))
+        return self.grammars[key]
 
     # -- one request --------------------------------------------------------------
 
@@ -118,6 +133,7 @@ class Generator:
                         raise ValueError("the prompt has no tokens")
                     if req.sampling is not None:
                         self.session.set_sampling(seq, req.sampling)
+                    slot.grammar = self._grammar(req)
                 except (DetinferError, ValueError) as e:
                     finish(seq, str(e))
                     continue
@@ -149,6 +165,12 @@ class Generator:
                     finish(entry[0], str(err))
         for seq in stepped:
             slot = active[seq]
+            if slot.grammar is not None and not slot.tokens:
+                try:
+                    self.session.set_grammar(seq, slot.grammar)  # the prompt is in: it starts here
+                except DetinferError as e:
+                    finish(seq, str(e))
+                    continue
             if self.logits_digests:
                 slot.logits_digests.append(self.session.logits_digest(seq))
             token = (self.session.sample_token(seq) if slot.req.sampling is not None
