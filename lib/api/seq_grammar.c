@@ -181,6 +181,8 @@ static di_status next_state(di_grammars *gs, di_seq_grammar *q, uint32_t from, i
     di_status st = di_matcher_step_bytes(m, from, trie->piece_bytes + off, len, next);
     if (st)
         return di_error(err, err_size, st, "the grammar: %s", m->err);
+    if (*next != DI_MATCH_DEAD && !m->states[*next].end_ok)
+        *next = DI_MATCH_DEAD; /* it ends inside a character the grammar may refuse */
     return DI_OK;
 }
 

@@ -300,9 +300,15 @@ static size_t normalize(const uint32_t *in, size_t n, int negated, uint32_t *out
     return k;
 }
 
-static int same_set(const di_gram_builder *b, uint32_t id, const uint32_t *r, size_t n)
+static int same_set(const di_gram_builder *b, uint32_t id, const uint32_t *r, size_t n, int negated)
 {
-    return b->sets[id].n == n && memcmp(b->ranges + 2 * b->sets[id].first, r, n * 2 * sizeof *r) == 0;
+    return b->sets[id].n == n && b->sets[id].negated == (uint32_t)negated &&
+           memcmp(b->ranges + 2 * b->sets[id].first, r, n * 2 * sizeof *r) == 0;
+}
+
+static uint64_t set_hash(const uint32_t *r, size_t n, int negated)
+{
+    return hash_bytes(r, n * 2 * sizeof *r) ^ (uint64_t)negated;
 }
 
 static int grow_set_table(di_gram_builder *b)
@@ -313,7 +319,7 @@ static int grow_set_table(di_gram_builder *b)
         return 0;
     for (size_t s = 0; s < b->n_sets; s++) {
         const di_charset *c = &b->sets[s];
-        size_t i = hash_bytes(b->ranges + 2 * c->first, c->n * 2 * sizeof(uint32_t)) & (cap - 1);
+        size_t i = set_hash(b->ranges + 2 * c->first, c->n, (int)c->negated) & (cap - 1);
         while (t[i])
             i = (i + 1) & (cap - 1);
         t[i] = (uint32_t)s + 1;
@@ -324,18 +330,19 @@ static int grow_set_table(di_gram_builder *b)
     return 1;
 }
 
-/* The id of the set of the n normalized ranges r, added when new; -1 on failure. */
-static int64_t intern_set(di_gram_builder *b, const uint32_t *r, size_t n)
+/* The id of the set of the n normalized ranges r (written negated or not),
+ * added when new; -1 on failure. */
+static int64_t intern_set(di_gram_builder *b, const uint32_t *r, size_t n, int negated)
 {
-    const uint64_t h = hash_bytes(r, n * 2 * sizeof *r);
+    const uint64_t h = set_hash(r, n, negated);
     size_t i = h & (b->set_table_cap - 1);
     for (; b->set_table[i]; i = (i + 1) & (b->set_table_cap - 1))
-        if (same_set(b, b->set_table[i] - 1, r, n))
+        if (same_set(b, b->set_table[i] - 1, r, n, negated))
             return b->set_table[i] - 1;
     if ((b->n_sets + 1) * 2 > b->set_table_cap) {
         if (!grow_set_table(b))
             return oom(b) - 1;
-        return intern_set(b, r, n);
+        return intern_set(b, r, n, negated);
     }
     if (!DI_GROW(b->sets, b->n_sets, b->cap_sets, 1, 16) ||
         !DI_GROW(b->ranges, b->n_ranges, b->cap_ranges, 2 * n, 64))
@@ -344,6 +351,7 @@ static int64_t intern_set(di_gram_builder *b, const uint32_t *r, size_t n)
     memset(c, 0, sizeof *c);
     c->first = (uint32_t)(b->n_ranges / 2);
     c->n = (uint32_t)n;
+    c->negated = (uint32_t)negated;
     memcpy(b->ranges + b->n_ranges, r, n * 2 * sizeof *r);
     b->n_ranges += 2 * n;
     for (size_t k = 0; k < n; k++)
@@ -367,7 +375,7 @@ int di_gram_build_chars(di_gram_builder *b, uint32_t r, const uint32_t *ranges, 
         }
     }
     const size_t m = normalize(ranges, n, negated, out, tmp);
-    const int64_t id = intern_set(b, out, m);
+    const int64_t id = intern_set(b, out, m, negated != 0);
     if (out != small) {
         free(out);
         free(tmp);
@@ -608,11 +616,10 @@ int di_gram_charset_has(const di_gram *g, uint32_t set, uint32_t c)
     return di_gram_charset_meets(g, set, c, c);
 }
 
-int di_gram_charset_meets(const di_gram *g, uint32_t set, uint32_t lo, uint32_t hi)
+/* The first range of `set` whose hi >= lo (its count when none), by binary search. */
+static uint32_t first_range(const di_gram *g, const di_charset *s, uint32_t lo)
 {
-    const di_charset *s = &g->sets[set];
     const uint32_t *r = g->ranges + 2 * s->first;
-    /* the first range whose hi >= lo, by binary search */
     uint32_t a = 0, z = s->n;
     while (a < z) {
         const uint32_t m = a + (z - a) / 2;
@@ -621,5 +628,19 @@ int di_gram_charset_meets(const di_gram *g, uint32_t set, uint32_t lo, uint32_t 
         else
             z = m;
     }
-    return a < s->n && r[2 * a] <= hi;
+    return a;
+}
+
+int di_gram_charset_meets(const di_gram *g, uint32_t set, uint32_t lo, uint32_t hi)
+{
+    const di_charset *s = &g->sets[set];
+    const uint32_t a = first_range(g, s, lo);
+    return a < s->n && g->ranges[2 * (s->first + a)] <= hi;
+}
+
+int di_gram_charset_holds(const di_gram *g, uint32_t set, uint32_t lo, uint32_t hi)
+{
+    const di_charset *s = &g->sets[set];
+    const uint32_t a = first_range(g, s, lo); /* the ranges are not adjacent: one must hold them all */
+    return a < s->n && g->ranges[2 * (s->first + a)] <= lo && hi <= g->ranges[2 * (s->first + a) + 1];
 }

@@ -38,6 +38,8 @@ enum { DI_GRAM_END = 0, DI_GRAM_CHARS = 1, DI_GRAM_RULE = 2 };
 typedef struct di_charset {
     uint32_t first, n;      /* ranges[2*first .. 2*(first+n)) of the grammar: lo, hi pairs */
     uint32_t ascii[4];      /* bit c of the 128: code point c is in the set */
+    uint32_t negated;       /* written [^...]: a token may end inside a character only when
+                               the set holds every code point its bytes may begin (gram_match.h) */
 } di_charset;
 
 typedef struct di_gram {
@@ -59,6 +61,8 @@ void di_gram_free(di_gram *g);
 int di_gram_charset_has(const di_gram *g, uint32_t set, uint32_t c);
 /* 1 when some code point in [lo, hi] is in charset `set`. */
 int di_gram_charset_meets(const di_gram *g, uint32_t set, uint32_t lo, uint32_t hi);
+/* 1 when every code point in [lo, hi] is in charset `set`. */
+int di_gram_charset_holds(const di_gram *g, uint32_t set, uint32_t lo, uint32_t hi);
 
 /* ---- Building one (gram_build.c) ------------------------------------------
  * Rules are named; a reference may come before the definition. Each rule's

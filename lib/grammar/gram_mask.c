@@ -202,8 +202,9 @@ static di_status walk(di_mask_cache *c, di_matcher *m, const di_token_trie *t, u
         }
         c->st[d] = s;
         c->esc[d] = c->esc[d - 1] | m->states[s].has_hole;
-        for (uint32_t k = t->sub_lo[i], e = k + t->n_here[i]; k < e; k++)
-            bits[t->order[k] / 32] |= 1u << (t->order[k] % 32);
+        if (m->states[s].end_ok)
+            for (uint32_t k = t->sub_lo[i], e = k + t->n_here[i]; k < e; k++)
+                bits[t->order[k] / 32] |= 1u << (t->order[k] % 32);
         i++;
     }
     return DI_OK;
@@ -217,7 +218,7 @@ di_status di_mask_token_ok(di_matcher *m, const di_token_trie *t, uint32_t state
     if (len == 0 || len > DI_TRIE_MAX_PIECE)
         return DI_OK;
     di_status st = di_matcher_step_bytes(m, state, t->piece_bytes + off, len, &s);
-    *ok = s != DI_MATCH_DEAD;
+    *ok = s != DI_MATCH_DEAD && m->states[s].end_ok;
     return st;
 }
 

@@ -185,6 +185,24 @@ static int cmp_u32(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* 1 when a token may end with these tops and partial character: none, or
+ * a top whose set, when written negated, holds the whole range of code
+ * points the bits may begin (those written plainly passed the filter of
+ * partial_range already). */
+static int end_ok(const di_matcher *m, const uint32_t *tops, uint32_t n, uint32_t partial, uint32_t remaining)
+{
+    if (remaining == 0)
+        return 1;
+    const uint32_t lo = partial << (6 * remaining), hi = lo | ((1u << (6 * remaining)) - 1);
+    for (uint32_t t = 0; t < n; t++) {
+        const uint32_t set = DI_GRAM_VALUE(m->g->elems[m->node_pos[tops[t]]]);
+        if (!m->g->sets[set].negated ||
+            di_gram_charset_holds(m->g, set, lo, hi < DI_GRAM_MAX_CODEPOINT ? hi : DI_GRAM_MAX_CODEPOINT))
+            return 1;
+    }
+    return 0;
+}
+
 /* The state of n tops (sorted and deduplicated here, in place) and a
  * partial code point; DEAD when there is no top. */
 static di_status state(di_matcher *m, uint32_t *tops, uint32_t n, uint32_t partial, uint32_t remaining,
@@ -241,6 +259,7 @@ static di_status state(di_matcher *m, uint32_t *tops, uint32_t n, uint32_t parti
         s->can_end |= tops[t] == DI_NODE_EMPTY && remaining == 0;
         s->has_hole |= tops[t] == DI_NODE_HOLE;
     }
+    s->end_ok = (uint8_t)end_ok(m, tops, n, partial, remaining);
     m->rows[m->n_states] = NULL;
     *id = (uint32_t)m->n_states++;
     m->state_table[i] = *id + 1;

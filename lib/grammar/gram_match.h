@@ -16,6 +16,11 @@
  * state, so a byte string the automaton has seen costs one lookup per byte.
  * The text is read as UTF-8: a byte sequence that is not valid UTF-8
  * (overlong, a surrogate, past U+10FFFF, a stray continuation) is DEAD.
+ * A token may end inside a character (a state with a partial one) when some
+ * stack's set holds a valid completion of it and, when that set was written
+ * negated ([^...]), every code point its bits may begin: the range from the
+ * bits followed by zeros to the bits followed by ones (llama.cpp's rule for
+ * such a token, so that what is allowed here llama.cpp allows too).
  *
  * The local state of a state: its stacks with the deepest node that lies
  * below every top replaced by the HOLE. Two states that differ only below
@@ -50,6 +55,7 @@ typedef struct di_match_state {
     uint8_t length;          /* bytes of that code point */
     uint8_t can_end;         /* the empty stack is a top, no partial code point */
     uint8_t has_hole;        /* the HOLE is a top */
+    uint8_t end_ok;          /* a token may end here (see the partial character above) */
 } di_match_state;
 
 typedef struct di_matcher {

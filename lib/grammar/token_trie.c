@@ -62,6 +62,8 @@ static di_status collect_pieces(const di_tokenizer *tok, di_token_trie *t, char 
             return di_error(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory for the vocabulary's texts");
         }
         t->piece_off[id] = (uint32_t)n;
+        if (memchr(text, '\0', len))
+            len = 0; /* a text holding a NUL byte counts as none (llama.cpp refuses it too) */
         memcpy(t->piece_bytes + n, text, len);
         n += len;
         free(text);

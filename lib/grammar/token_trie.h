@@ -3,7 +3,7 @@
  * allowed-token walk (gram_mask.c): the text each token stands for inside
  * decoded text (the tokenizer's piece: SentencePiece's U+2581 as a space,
  * byte tokens as their byte), tokens with no text (control, unknown, unused)
- * left out. Nodes are in preorder, so a subtree is a run of nodes and its
+ * or one holding a NUL byte left out. Nodes are in preorder, so a subtree is a run of nodes and its
  * tokens a run of `order`; a walk skips a dead subtree in one jump.
  */
 #ifndef DI_TOKEN_TRIE_H

@@ -8,7 +8,12 @@ already generated and a vocabulary of token texts, which tokens may come next:
 a token is allowed when the text followed by the token's bytes is the start of
 some sentence of the grammar; when those bytes end inside a UTF-8 character,
 some well-formed completion of that character must be allowed (Unicode's
-table 3-7 of well-formed byte sequences decides which completions exist).
+table 3-7 of well-formed byte sequences decides which completions exist),
+and when the class expecting it was written negated ([^...]), none of the code
+points the character's bits may begin (the bits followed by all zeros to all
+ones, up to U+10FFFF) may be one it excludes: llama.cpp's rule for such a
+token. A token whose text holds a NUL byte is never allowed (llama.cpp's
+rule too).
 
     Grammar(text)                      parse (ValueError on a malformed text)
     g.allowed(prefix, pieces)          -> (set of token ids, complete)
@@ -24,8 +29,8 @@ MAX_CP = 0x10FFFF
 
 class Parser:
     """GBNF text -> {rule name: expression}. Expressions are tuples:
-    ('alt', [e...]), ('seq', [e...]), ('set', [(lo, hi)...]) with the ranges
-    already complemented for [^...], ('ref', name), ('rep', e, lo, hi|None)."""
+    ('alt', [e...]), ('seq', [e...]), ('set', [(lo, hi)...], negated) with the
+    ranges already complemented for [^...], ('ref', name), ('rep', e, lo, hi|None)."""
 
     def __init__(self, text):
         self.s = text
@@ -89,7 +94,7 @@ class Parser:
                     self.error("open literal")
                 chars.append(self.char())
             self.i += 1
-            return ("seq", [("set", [(x, x)]) for x in chars])
+            return ("seq", [("set", [(x, x)], False) for x in chars])
         if c == "[":
             self.i += 1
             neg = self.peek() == "^"
@@ -110,10 +115,10 @@ class Parser:
             self.i += 1
             if neg:
                 ranges = complement(ranges)
-            return ("set", ranges)
+            return ("set", ranges, neg)
         if c == ".":
             self.i += 1
-            return ("set", [(0, MAX_CP)])
+            return ("set", [(0, MAX_CP)], False)
         if c == "(":
             self.i += 1
             self.space(True)
@@ -203,6 +208,15 @@ def meets(ranges, lo, hi):
     return any(a <= hi and lo <= b for a, b in ranges)
 
 
+def holds(ranges, lo, hi):
+    """Every code point of [lo, hi] is in the ranges."""
+    nxt = lo
+    for a, b in sorted(ranges):
+        if a <= nxt <= b:
+            nxt = b + 1
+    return nxt > hi
+
+
 # ---- plain BNF and Earley ---------------------------------------------------------
 
 class Grammar:
@@ -248,7 +262,7 @@ class Grammar:
     def symbol(self, e):
         kind = e[0]
         if kind == "set":
-            return ("T", tuple(e[1]))
+            return ("T", tuple(e[1]), e[2])
         if kind == "ref":
             return ("N", e[1])
         name = self.new_name()
@@ -316,10 +330,11 @@ class Grammar:
         return chart + [self.closure(chart, moved)]
 
     def expected(self, chart):
+        """The terminals expected next: (ranges, written negated)."""
         for (p, dot, _) in chart[-1]:
             body = self.prods[p][1]
             if dot < len(body) and body[dot][0] == "T":
-                yield body[dot][1]
+                yield body[dot][1], body[dot][2]
 
     def complete(self, chart):
         return any(self.prods[p][0] == "root" and dot == len(self.prods[p][1]) and origin == 0
@@ -336,6 +351,8 @@ class Grammar:
                 raise ValueError("the prefix %r is not in the grammar" % prefix)
         trie = {}
         for tid, data in pieces.items():
+            if b"\0" in data:
+                continue
             node = trie
             for b in data:
                 node = node.setdefault(b, {})
@@ -346,10 +363,10 @@ class Grammar:
 
     def walk(self, node, chart, pending, out):
         """pending: bytes of a character not complete yet."""
-        if pending:
-            if not self.partial_ok(chart, pending):
-                return
-        out.update(node.get(None, []))
+        if pending and not self.partial_ok(chart, pending, False):
+            return
+        if not pending or self.partial_ok(chart, pending, True):
+            out.update(node.get(None, []))
         for b, child in node.items():
             if b is None:
                 continue
@@ -364,9 +381,14 @@ class Grammar:
             if nxt is not None:
                 self.walk(child, nxt, b"", out)
 
-    def partial_ok(self, chart, pending):
+    def partial_ok(self, chart, pending, at_end):
+        """Some expected class holds a well-formed completion of the pending
+        bytes; at the token's end, one written negated must also hold every
+        code point of their raw range."""
         lo, hi = completions(pending)
-        return any(meets(r, lo, hi) for r in self.expected(chart))
+        raw_lo, raw_hi = raw_range(pending)
+        return any(meets(r, lo, hi) and (not at_end or not neg or holds(r, raw_lo, min(raw_hi, MAX_CP)))
+                   for r, neg in self.expected(chart))
 
 
 # ---- UTF-8 by Unicode's table 3-7 ---------------------------------------------------
@@ -402,6 +424,17 @@ def utf8_status(data):
         if not lo <= b <= hi:
             return "bad"
     return "done" if len(data) == n else "partial"
+
+
+def raw_range(data):
+    """The code points whose bits begin with those of data, overlong or not:
+    the payload bits followed by all zeros, and by all ones."""
+    n = second_byte_range(data[0])[0]
+    bits = data[0] & (0xFF >> (n + 1))
+    for b in data[1:]:
+        bits = (bits << 6) | (b & 0x3F)
+    rest = 6 * (n - len(data))
+    return bits << rest, (bits << rest) | ((1 << rest) - 1)
 
 
 def completions(data):
