@@ -284,9 +284,10 @@ TSAN_MODELS := gqa_untied_q8_0 gemma3_f32 mha_tied_q4_1
 # -fsanitize=thread, and the server tests that run its threads hardest (the
 # attacks, the load, the limits) against it; a race report fails the server's
 # exit status (TSAN_OPTIONS) and so the test. Models: the default build's.
-# test_openai.py (choices, interleaved streams) and test_replay.py (replay runs the engine) take seconds
+# test_openai.py (choices, interleaved streams), test_replay.py (replay runs the engine) and
+# test_structured.py (the grammar cache shared by the HTTP threads, 32 requests at once) take seconds
 SERVE_TSAN_TESTS := tests/serve/test_attack.py tests/serve/test_load.py tests/serve/test_security.py \
-                    tests/serve/test_openai.py tests/serve/test_replay.py
+                    tests/serve/test_openai.py tests/serve/test_replay.py tests/serve/test_structured.py
 .PHONY: check-serve-tsan
 check-serve-tsan: $(MODELS)/tokenizers.txt $(MODELS)/real.txt
 	$(MAKE) SANITIZE=thread build-tsan/tools/detinfer build-tsan/tests/serve_net_key

@@ -27,7 +27,9 @@ const (
 	GrammarEnded   GrammarState = C.DI_GRAMMAR_ENDED    // an end token was stepped: nothing is allowed
 )
 
-func newGrammar(op string, text []byte, call func(*C.char, C.size_t, **C.di_grammar, *C.char, C.size_t) C.di_status) (*Grammar, error) {
+type compileFn func(*C.char, C.size_t, **C.di_grammar, *C.char, C.size_t) C.di_status
+
+func newGrammar(op string, text []byte, call compileFn) (*Grammar, error) {
 	var ctext *C.char
 	if len(text) > 0 {
 		ctext = (*C.char)(C.CBytes(text))
@@ -98,7 +100,8 @@ func (g *Grammar) GBNF() (string, error) {
 	var n C.size_t
 	C.di_grammar_gbnf(p, nil, 0, &n)
 	buf := make([]byte, int(n)+1)
-	if err := check("di_grammar_gbnf", C.di_grammar_gbnf(p, (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n), nil); err != nil {
+	st := C.di_grammar_gbnf(p, (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n)
+	if err := check("di_grammar_gbnf", st, nil); err != nil {
 		return "", err
 	}
 	return string(buf[:n]), nil

@@ -25,6 +25,8 @@
 #include "numerics.h"
 #include "session_internal.h"
 
+#define fail di_session_fail /* this file's short name for it */
+
 di_status di_session_fail(di_session *s, di_status st, const char *fmt, ...)
 {
     va_list ap;
@@ -233,28 +235,28 @@ static di_status validate_step(di_session *s, uint32_t n_entries, const uint32_t
 {
     const uint64_t mark = ++s->checks;
     if (n_entries == 0 || !seq_ids || !n_tokens || !tokens)
-        return di_session_fail(s, DI_ERR_INVALID_ARGUMENT, "a step needs at least one entry and non-NULL arrays");
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "a step needs at least one entry and non-NULL arrays");
     if (flags & ~DI_STEP_ALL_LOGITS)
-        return di_session_fail(s, DI_ERR_INVALID_ARGUMENT, "unknown step flags 0x%x", flags & ~DI_STEP_ALL_LOGITS);
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "unknown step flags 0x%x", flags & ~DI_STEP_ALL_LOGITS);
     *total = 0;
     for (uint32_t e = 0; e < n_entries; e++) {
         const uint32_t id = seq_ids[e];
         if (id >= s->max_sequences)
-            return di_session_fail(s, DI_ERR_SEQUENCE, "entry %u: sequence %u is outside [0, %u)", e, id, s->max_sequences);
+            return fail(s, DI_ERR_SEQUENCE, "entry %u: sequence %u is outside [0, %u)", e, id, s->max_sequences);
         sequence *q = &s->seqs[id];
         if (q->step_mark == mark)
-            return di_session_fail(s, DI_ERR_SEQUENCE, "entry %u: sequence %u appears twice in one step", e, id);
+            return fail(s, DI_ERR_SEQUENCE, "entry %u: sequence %u appears twice in one step", e, id);
         q->step_mark = mark;
         if (n_tokens[e] == 0)
-            return di_session_fail(s, DI_ERR_SEQUENCE, "entry %u: sequence %u has no tokens", e, id);
+            return fail(s, DI_ERR_SEQUENCE, "entry %u: sequence %u has no tokens", e, id);
         if ((uint64_t)q->length + n_tokens[e] > s->ctx_len)
-            return di_session_fail(s, DI_ERR_CONTEXT_FULL,
+            return fail(s, DI_ERR_CONTEXT_FULL,
                         "entry %u: sequence %u holds %u tokens; %u more exceed the context length %u",
                         e, id, q->length, n_tokens[e], s->ctx_len);
         for (uint32_t i = 0; i < n_tokens[e]; i++) {
             const int32_t t = tokens[*total + i];
             if (t < 0 || (uint32_t)t >= s->model->n_vocab)
-                return di_session_fail(s, DI_ERR_TOKEN_RANGE, "entry %u: token %u is %d, outside [0, %u)", e, i,
+                return fail(s, DI_ERR_TOKEN_RANGE, "entry %u: token %u is %d, outside [0, %u)", e, i,
                             t, s->model->n_vocab);
         }
         /* the grammar's states of these tokens, written past the sequence's
@@ -274,9 +276,9 @@ static di_status validate_step(di_session *s, uint32_t n_entries, const uint32_t
         sequence *q = &s->seqs[seq_ids[e]];
         const uint32_t end = q->length + n_tokens[e];
         if (!q->last_logits && !(q->last_logits = malloc(n_vocab * sizeof(float))))
-            return di_session_fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the logits of sequence %u", seq_ids[e]);
+            return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the logits of sequence %u", seq_ids[e]);
         if (!reserve_tokens(q, end))
-            return di_session_fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the tokens of sequence %u at %u tokens",
+            return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the tokens of sequence %u at %u tokens",
                         seq_ids[e], end);
         di_status st = s->backend->reserve(s->backend_state, seq_ids[e], end, q->length, s->errmsg,
                                            sizeof s->errmsg);
@@ -285,7 +287,7 @@ static di_status validate_step(di_session *s, uint32_t n_entries, const uint32_t
     }
     if ((flags & DI_STEP_ALL_LOGITS) && *total > s->all_capacity) {
         if (*total > SIZE_MAX / sizeof(float) / n_vocab)
-            return di_session_fail(s, DI_ERR_OUT_OF_MEMORY, "%llu rows of logits do not fit in memory",
+            return fail(s, DI_ERR_OUT_OF_MEMORY, "%llu rows of logits do not fit in memory",
                         (unsigned long long)*total);
         float *rows = realloc(s->all_logits, (size_t)*total * n_vocab * sizeof(float));
         if (rows)
@@ -294,7 +296,7 @@ static di_status validate_step(di_session *s, uint32_t n_entries, const uint32_t
         if (digests)
             s->all_digests = digests;
         if (!rows || !digests)
-            return di_session_fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for %llu rows of logits",
+            return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for %llu rows of logits",
                         (unsigned long long)*total);
         s->all_capacity = (size_t)*total;
     }
@@ -429,7 +431,7 @@ DI_API di_status di_session_step(di_session *s, uint32_t n_entries, const uint32
 di_status di_session_get_seq(di_session *s, uint32_t seq, sequence **out)
 {
     if (seq >= s->max_sequences)
-        return di_session_fail(s, DI_ERR_SEQUENCE, "sequence %u is outside [0, %u)", seq, s->max_sequences);
+        return fail(s, DI_ERR_SEQUENCE, "sequence %u is outside [0, %u)", seq, s->max_sequences);
     *out = &s->seqs[seq];
     return DI_OK;
 }
@@ -440,7 +442,7 @@ di_status di_session_begin_seq_call(di_session *s, uint32_t seq, const void *out
         return DI_ERR_INVALID_ARGUMENT;
     s->errmsg[0] = '\0';
     if (!out)
-        return di_session_fail(s, DI_ERR_INVALID_ARGUMENT, "an output pointer is NULL");
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "an output pointer is NULL");
     return di_session_get_seq(s, seq, q);
 }
 
@@ -451,7 +453,7 @@ DI_API di_status di_session_logits(di_session *s, uint32_t seq, const float **lo
     if (st)
         return st;
     if (!q->has_result)
-        return di_session_fail(s, DI_ERR_STATE, "sequence %u has no logits: step it first", seq);
+        return fail(s, DI_ERR_STATE, "sequence %u has no logits: step it first", seq);
     *logits = q->last_logits;
     if (digest)
         *digest = q->last_digest;
@@ -466,10 +468,10 @@ DI_API di_status di_session_logits_at(di_session *s, uint32_t seq, uint32_t inde
     if (st)
         return st;
     if (q->all_serial == 0 || q->all_serial != s->serial)
-        return di_session_fail(s, DI_ERR_STATE,
+        return fail(s, DI_ERR_STATE,
                     "sequence %u was not stepped with DI_STEP_ALL_LOGITS in the session's last step", seq);
     if (index >= q->all_count)
-        return di_session_fail(s, DI_ERR_INVALID_ARGUMENT, "position %u is outside the %u appended in the last step",
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "position %u is outside the %u appended in the last step",
                     index, q->all_count);
     *logits = s->all_logits + (q->all_first + index) * s->model->n_vocab;
     if (digest)
@@ -484,7 +486,7 @@ DI_API di_status di_session_greedy_token(di_session *s, uint32_t seq, int32_t *t
     if (st)
         return st;
     if (!q->has_result)
-        return di_session_fail(s, DI_ERR_STATE, "sequence %u has no greedy token: step it first", seq);
+        return fail(s, DI_ERR_STATE, "sequence %u has no greedy token: step it first", seq);
     if (q->grammar.use)
         return di_session_grammar_choose(s, seq, q, 0, token);
     *token = q->greedy;
@@ -518,7 +520,7 @@ DI_API di_status di_session_seq_digest_extra(di_session *s, uint32_t seq, const 
     if (st)
         return st;
     if ((!extra && n_extra > 0) || n_extra > SIZE_MAX / sizeof(int32_t))
-        return di_session_fail(s, DI_ERR_INVALID_ARGUMENT, "extra is NULL or too long for %zu tokens", n_extra);
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "extra is NULL or too long for %zu tokens", n_extra);
     di_digest_bytes2(q->tokens, (size_t)q->length * sizeof(int32_t), extra, n_extra * sizeof(int32_t),
                      digest);
     return DI_OK;
@@ -548,7 +550,7 @@ DI_API di_status di_session_seq_truncate(di_session *s, uint32_t seq, uint32_t l
     if (st)
         return st;
     if (length > q->length)
-        return di_session_fail(s, DI_ERR_INVALID_ARGUMENT, "cannot truncate sequence %u of %u tokens to %u", seq,
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "cannot truncate sequence %u of %u tokens to %u", seq,
                     q->length, length);
     set_length(s, seq, length);
     return DI_OK;
@@ -569,13 +571,13 @@ DI_API di_status di_session_seq_copy(di_session *s, uint32_t src, uint32_t dst, 
     if ((st = di_session_get_seq(s, src, &from)) || (st = di_session_get_seq(s, dst, &to)))
         return st;
     if (src == dst)
-        return di_session_fail(s, DI_ERR_INVALID_ARGUMENT, "cannot copy sequence %u onto itself", src);
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "cannot copy sequence %u onto itself", src);
     if (length > from->length)
-        return di_session_fail(s, DI_ERR_INVALID_ARGUMENT, "sequence %u holds %u tokens, fewer than %u", src,
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "sequence %u holds %u tokens, fewer than %u", src,
                     from->length, length);
     /* room first, keeping what dst holds, so that a failure changes nothing */
     if (!reserve_tokens(to, length))
-        return di_session_fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the tokens of sequence %u at %u tokens",
+        return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the tokens of sequence %u at %u tokens",
                     dst, length);
     if ((st = s->backend->reserve(s->backend_state, dst, length, to->length, s->errmsg, sizeof s->errmsg)) ||
         (st = s->backend->seq_copy(s->backend_state, src, dst, length, s->errmsg, sizeof s->errmsg)))
@@ -614,7 +616,7 @@ DI_API di_status di_session_sample_token(di_session *s, uint32_t seq, int32_t *t
     if (st)
         return st;
     if (!q->has_result)
-        return di_session_fail(s, DI_ERR_STATE, "sequence %u has no logits to sample from: step it first", seq);
+        return fail(s, DI_ERR_STATE, "sequence %u has no logits to sample from: step it first", seq);
     if (q->grammar.use)
         return di_session_grammar_choose(s, seq, q, 1, token);
     const di_sampling_params *p = &q->sampling;
@@ -623,7 +625,7 @@ DI_API di_status di_session_sample_token(di_session *s, uint32_t seq, int32_t *t
         return DI_OK;
     }
     if (!s->sampler.z && di_sampler_init(&s->sampler, s->model->n_vocab))
-        return di_session_fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the sampler of %u tokens",
+        return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the sampler of %u tokens",
                     s->model->n_vocab);
     const uint32_t window = p->penalty_window == 0 || p->penalty_window > q->length
                                 ? q->length
@@ -644,7 +646,7 @@ DI_API di_status di_session_kv_bytes(di_session *s, uint64_t *bytes)
         return DI_ERR_INVALID_ARGUMENT;
     s->errmsg[0] = '\0';
     if (!bytes)
-        return di_session_fail(s, DI_ERR_INVALID_ARGUMENT, "an output pointer is NULL");
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "an output pointer is NULL");
     *bytes = s->backend->kv_bytes(s->backend_state);
     return DI_OK;
 }
@@ -662,17 +664,17 @@ DI_API di_status di_session_logprobs(di_session *s, uint32_t seq, int32_t token,
         return st;
     const uint32_t n_vocab = s->model->n_vocab;
     if (token >= 0 && !token_logprob)
-        return di_session_fail(s, DI_ERR_INVALID_ARGUMENT, "token_logprob is NULL with token %d", (int)token);
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "token_logprob is NULL with token %d", (int)token);
     if (token >= 0 && (uint32_t)token >= n_vocab)
-        return di_session_fail(s, DI_ERR_TOKEN_RANGE, "token %d is outside the vocabulary [0, %u)", (int)token, n_vocab);
+        return fail(s, DI_ERR_TOKEN_RANGE, "token %d is outside the vocabulary [0, %u)", (int)token, n_vocab);
     if (n_top > n_vocab)
-        return di_session_fail(s, DI_ERR_INVALID_ARGUMENT, "n_top = %u exceeds the vocabulary of %u tokens", n_top, n_vocab);
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "n_top = %u exceeds the vocabulary of %u tokens", n_top, n_vocab);
     if (n_top > 0 && (!top_tokens || !top_logprobs))
-        return di_session_fail(s, DI_ERR_INVALID_ARGUMENT, "top_tokens or top_logprobs is NULL with n_top = %u", n_top);
+        return fail(s, DI_ERR_INVALID_ARGUMENT, "top_tokens or top_logprobs is NULL with n_top = %u", n_top);
     if (!q->has_result)
-        return di_session_fail(s, DI_ERR_STATE, "sequence %u has no logits: step it first", seq);
+        return fail(s, DI_ERR_STATE, "sequence %u has no logits: step it first", seq);
     if (!s->sampler.z && di_sampler_init(&s->sampler, n_vocab))
-        return di_session_fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the log-probabilities of %u tokens", n_vocab);
+        return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the log-probabilities of %u tokens", n_vocab);
     /* exp, log and sums: under the contract's floating-point environment */
     di_fpenv saved;
     di_fpenv_enter(&saved);

@@ -31,7 +31,7 @@ static int joom(jparser *p)
 
 static void skip_ws(jparser *p)
 {
-    while (p->c.i < p->c.n && (p->c.s[p->c.i] == ' ' || p->c.s[p->c.i] == '\t' || p->c.s[p->c.i] == '\n' || p->c.s[p->c.i] == '\r'))
+    while (p->c.i < p->c.n && strchr(" \t\n\r", p->c.s[p->c.i]) && p->c.s[p->c.i])
         p->c.i++;
 }
 

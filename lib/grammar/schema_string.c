@@ -244,7 +244,8 @@ static int rx_escape(rx *r, cpset *set, int in_class)
     case 'u': if (!rx_hex(r, 4, &cp)) return 0; break;
     default:
         if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '0' && e <= '9') || (unsigned char)e >= 0x80)
-            return rx_fail(r, "an escape other than \\d \\w \\s \\D \\W \\S \\n \\t \\r \\f \\v \\x \\u or punctuation");
+            return rx_fail(r, "an escape other than \\d \\w \\s \\D \\W \\S \\n \\t \\r \\f \\v \\x \\u "
+                              "or punctuation");
         cp = (uint32_t)(unsigned char)e;
     }
     if (cp >= 0xd800 && cp <= 0xdfff)
@@ -488,7 +489,8 @@ static const char *pattern_rule(schema_conv *c, const di_json *pattern, const ch
  * year (February to 28), no leap second. */
 static const struct { const char *name, *body; } FORMATS[] = {
     {"date", "([1-9] [0-9]{3} | \"0\" ([1-9] [0-9]{2} | \"0\" ([1-9] [0-9] | \"0\" [1-9]))) \"-\" "
-             "((\"01\" | \"03\" | \"05\" | \"07\" | \"08\" | \"10\" | \"12\") \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01]) | "
+             "((\"01\" | \"03\" | \"05\" | \"07\" | \"08\" | \"10\" | \"12\") \"-\" "
+             "(\"0\" [1-9] | [12] [0-9] | \"3\" [01]) | "
              "(\"04\" | \"06\" | \"09\" | \"11\") \"-\" (\"0\" [1-9] | [12] [0-9] | \"30\") | "
              "\"02\" \"-\" (\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8]))"},
     {"time", "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? "

@@ -65,6 +65,10 @@ static void finish_locked(sv_engine *g, sv_choice *c)
     if (c->state == SV_RUNNING) {
         g->slots[c->slot] = NULL;
         g->last_use[c->slot] = ++g->use_clock;
+        /* the idle slot keeps its cache, not the grammar: the session then
+         * keeps only the few most recent grammars no request uses */
+        if (r->grammar)
+            di_session_seq_set_grammar(g->session, c->slot, NULL, NULL, 0);
     }
     c->state = SV_DONE;
     pthread_cond_broadcast(&r->changed);

@@ -199,7 +199,8 @@ static int json_schema_format(json_t *js, sv_grammar **out, sv_error *e)
         return sv_bad(e, "response_format.json_schema.name",
                       "'response_format.json_schema.name' must be 1 to %d letters, digits, _ or -", MAX_NAME);
     if (strict && !json_is_boolean(strict) && !json_is_null(strict))
-        return sv_bad(e, "response_format.json_schema.strict", "'response_format.json_schema.strict' must be true or false");
+        return sv_bad(e, "response_format.json_schema.strict",
+                      "'response_format.json_schema.strict' must be true or false");
     if (description && !json_is_string(description))
         return sv_bad(e, "response_format.json_schema.description",
                       "'response_format.json_schema.description' must be a string");
