@@ -12,6 +12,9 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "gbnf_parse.h"
+#include "gram_match.h"
+#include "schema_convert.h"
 #include "test_util.h"
 
 static di_grammar *gbnf(const char *text)
@@ -229,6 +232,57 @@ START_TEST(test_api_misuse)
     di_session_free(s);
     di_model_free(tiny);
     di_grammar_free(g);
+}
+END_TEST
+
+/* ---- integer bounds --------------------------------------------------------------- */
+
+/* The grammar of an integer schema with bounds holds exactly the decimal
+ * integers in the range: every integer of [-1100, 1100] fed to the automaton
+ * (lib/grammar's matcher, directly), against plain arithmetic. */
+static int accepts(di_matcher *m, uint32_t start, const char *text)
+{
+    uint32_t s;
+    ck_assert_int_eq(di_matcher_step_bytes(m, start, (const unsigned char *)text, strlen(text), &s), DI_OK);
+    return s != DI_MATCH_DEAD && m->states[s].can_end;
+}
+
+START_TEST(test_integer_ranges)
+{
+    static const struct { const char *bounds; long long lo, hi; } cases[] = {
+        {"\"minimum\": 0, \"maximum\": 120", 0, 120},
+        {"\"minimum\": -40, \"maximum\": 50", -40, 50},
+        {"\"minimum\": 1.5, \"exclusiveMaximum\": 4", 2, 3},
+        {"\"exclusiveMinimum\": -12.5, \"maximum\": 999", -12, 999},
+        {"\"minimum\": 7, \"maximum\": 7", 7, 7},
+        {"\"minimum\": 100, \"maximum\": 1099", 100, 1099},
+        {"\"minimum\": -1000, \"maximum\": -10", -1000, -10},
+        {"\"maximum\": -995", -9999999999999999LL, -995},
+        {"\"exclusiveMinimum\": 1000", 1001, 9999999999999999LL},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char schema[256], err[512];
+        snprintf(schema, sizeof schema, "{\"type\": \"integer\", %s}", cases[k].bounds);
+        char *gbnf;
+        size_t len;
+        ck_assert_msg(di_schema_to_gbnf(schema, strlen(schema), &gbnf, &len, err, sizeof err) == DI_OK, "%s", err);
+        di_gram *g;
+        ck_assert_msg(di_gbnf_parse(gbnf, len, &g, err, sizeof err) == DI_OK, "%s: %s", gbnf, err);
+        di_matcher *m;
+        uint32_t start;
+        ck_assert_int_eq(di_matcher_create(g, &m), DI_OK);
+        ck_assert_int_eq(di_matcher_start(m, &start), DI_OK);
+        for (long long n = -1100; n <= 1100; n++) {
+            char text[32];
+            snprintf(text, sizeof text, "%lld", n);
+            ck_assert_msg(accepts(m, start, text) == (n >= cases[k].lo && n <= cases[k].hi), "%s: %lld (%s)",
+                          schema, n, gbnf);
+        }
+        ck_assert(!accepts(m, start, "-0") && !accepts(m, start, "007") && !accepts(m, start, "1.0"));
+        di_matcher_free(m);
+        di_gram_free(g);
+        free(gbnf);
+    }
 }
 END_TEST
 
@@ -608,6 +662,7 @@ Suite *grammar_suite(void)
     tcase_add_test(tc, test_schema_errors);
     tcase_add_test(tc, test_grammar_text_and_digest);
     tcase_add_test(tc, test_api_misuse);
+    tcase_add_test(tc, test_integer_ranges);
     suite_add_tcase(s, tc);
     tc = tcase_create("sequence");
     tcase_set_timeout(tc, 120);

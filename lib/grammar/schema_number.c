@@ -115,6 +115,20 @@ static int bound(schema_conv *c, const di_json *s, const char *key, double *out,
     return 1;
 }
 
+/* A bound within [-(INT_LIMIT + 1), INT_LIMIT + 1] rounded down or up, with
+ * integer arithmetic (the library takes nothing from libm but fmaf and
+ * sqrtf: tests/check_rope.c). Beyond the range the result is that end. */
+static long long rounded(double v, int up)
+{
+    const double edge = (double)(INT_LIMIT + 1);
+    if (v >= edge)
+        return INT_LIMIT + 1;
+    if (v <= -edge)
+        return -INT_LIMIT - 1;
+    const long long t = (long long)v; /* toward zero */
+    return up ? t + ((double)t < v) : t - ((double)t > v);
+}
+
 const char *sc_integer(schema_conv *c, const di_json *s, const char *hint)
 {
     double v;
@@ -123,20 +137,20 @@ const char *sc_integer(schema_conv *c, const di_json *s, const char *hint)
     int any = 0;
     if (!bound(c, s, "minimum", &v, &present))
         return NULL;
-    if (present && (any = 1) && v > (double)lo)
-        lo = v > (double)INT_LIMIT ? INT_LIMIT + 1 : (long long)ceil(v);
+    if (present && (any = 1) && rounded(v, 1) > lo)
+        lo = rounded(v, 1);
     if (!bound(c, s, "exclusiveMinimum", &v, &present))
         return NULL;
-    if (present && (any = 1) && floor(v) + 1 > (double)lo)
-        lo = v > (double)INT_LIMIT ? INT_LIMIT + 1 : (long long)floor(v) + 1;
+    if (present && (any = 1) && rounded(v, 0) + 1 > lo)
+        lo = rounded(v, 0) + 1;
     if (!bound(c, s, "maximum", &v, &present))
         return NULL;
-    if (present && (any = 1) && v < (double)hi)
-        hi = v < (double)-INT_LIMIT ? -INT_LIMIT - 1 : (long long)floor(v);
+    if (present && (any = 1) && rounded(v, 0) < hi)
+        hi = rounded(v, 0);
     if (!bound(c, s, "exclusiveMaximum", &v, &present))
         return NULL;
-    if (present && (any = 1) && ceil(v) - 1 < (double)hi)
-        hi = v < (double)-INT_LIMIT ? -INT_LIMIT - 1 : (long long)ceil(v) - 1;
+    if (present && (any = 1) && rounded(v, 1) - 1 < hi)
+        hi = rounded(v, 1) - 1;
     if (!any)
         return sc_shared(c, "integer");
     if (lo > hi) {
