@@ -626,9 +626,9 @@ DI_API di_status di_session_logprobs(di_session *session, uint32_t seq, int32_t 
  * among the tokens it allows next: the mask comes first, then the sampling
  * order (docs/DETERMINISM.md, "Grammars"), so the token depends only on the
  * model, the tokens, the parameters, the seed and the grammar. A token's
- * text is its piece (di_model_token_piece); tokens without text are never
- * allowed, except the end tokens, allowed exactly when the grammar's text
- * is complete. */
+ * text is its piece (di_model_token_piece), read as UTF-8; tokens without
+ * text (or holding a NUL byte) are never allowed, except the end tokens,
+ * allowed exactly when the grammar's text is complete. */
 typedef struct di_grammar di_grammar;
 
 /* Compiles text_len bytes of GBNF (rule "root" is the start). flags: 0 (any
