@@ -14,6 +14,8 @@
 #   make check-peer      logits against llama.cpp: generated F32 models and two real ones (make peer-venv first)
 #   make deps            install build and test dependencies (apt-get, pip)
 #   make check-ray       detinfer.ray on a local two-node Ray cluster (RAY_REAL=1 adds the real model)
+#   make check-wheel     the Python wheel: from its sdist, repaired, in a venv and in a bare Debian 12 chroot
+#   make check-deploy    deploy/: the systemd unit (systemd-analyze) and the container image (podman)
 
 VERSION := $(shell sed -n 's/^\#define DI_VERSION_STRING "\(.*\)"/\1/p' include/detinfer.h)
 ABI     := $(shell sed -n 's/^\#define DI_ABI_VERSION \([0-9]*\)/\1/p' include/detinfer.h)
@@ -61,7 +63,6 @@ BUILD   ?= build
 endif
 
 LIB_SRC := $(wildcard $(addsuffix /*.c,$(DI_SRC_DIRS)))
-LIB_HDR := $(wildcard $(addsuffix /*.h,$(DI_SRC_DIRS)))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 SONAME  := libdetinfer.so.$(ABI)
 SHARED  := lib/libdetinfer.so.$(LIBFILE_VERSION)
@@ -72,7 +73,7 @@ SHARED  := $(BUILD)/libdetinfer.so.$(LIBFILE_VERSION)
 endif
 STATIC  := $(BUILD)/libdetinfer.a
 
-TEST_SRC := $(wildcard tests/check_*.c) tests/gguf_builder.c tests/test_util.c
+TEST_SRC := $(wildcard tests/check_*.c) tests/gguf_builder.c tests/test_util.c tests/format_util.c
 TEST_BIN := $(BUILD)/tests/check_detinfer
 MODELS   := $(BUILD)/models
 EXAMPLE  := $(BUILD)/examples/generate
@@ -81,9 +82,13 @@ CACHE    ?= $(HOME)/.cache/detinfer
 .PHONY: all check check-integer check-ray check-tsan check-baseline check-portability golden-digests check-peer peer-venv bench-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
 all: $(SHARED) $(EXAMPLE) detinfer
 
-$(BUILD)/%.o: %.c $(LIB_HDR) include/detinfer.h
+# Each object's headers are its .d file (-MMD -MP: written by the compile,
+# read back below); an object without one (a tree built before) is rebuilt.
+$(BUILD)/%.o: %.c $(BUILD)/%.d
 	@mkdir -p $(dir $@)
-	$(CC) $(DI_CFLAGS) $(CFLAGS) -DDI_BUILD_FLAGS='"$(CFLAGS) -ffp-contract=off"' -c $< -o $@
+	$(CC) $(DI_CFLAGS) $(CFLAGS) -MMD -MP -DDI_BUILD_FLAGS='"$(CFLAGS) -ffp-contract=off"' -c $< -o $@
+$(BUILD)/%.d: ;
+-include $(LIB_OBJ:.o=.d)
 
 $(SHARED): $(LIB_OBJ) lib/detinfer.map
 	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=lib/detinfer.map -Wl,-z,defs \
@@ -168,6 +173,8 @@ check: $(TEST_BIN) $(EXAMPLE) $(FASTMATH) $(DIGESTS) $(SHARED) $(MODELS)/models.
        cuda-numerics cuda-emu
 	$(PYTHON) tests/tools/check_layers.py --self-test
 	$(PYTHON) tests/tools/check_layers.py . $(DI_SRC_DIRS)
+	$(PYTHON) tests/tools/check_versions.py --self-test
+	$(PYTHON) tests/tools/check_versions.py .
 	$(TEST_ENV) $(TEST_BIN)
 	@echo "== the integer profile: the determinism axes and the float64 bound (DI_TEST_PROFILE=integer)"
 	$(TEST_ENV) DI_TEST_PROFILE=integer CK_RUN_SUITE=determinism $(TEST_BIN)
@@ -217,6 +224,23 @@ uninstall: uninstall-tools
 .PHONY: check-bindings
 check-bindings: $(SHARED) $(STATIC) $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt
 	bash tests/bindings/run.sh $(CURDIR) $(MODELS) "$$(cat $(MODELS)/real.txt)"
+
+# The Python package as users get it (tests/wheel/run.sh): the sdist, a wheel
+# built from the sdist alone, auditwheel repair and show, the wheel's digests
+# against the make build's and an installed copy's, the wheel in a fresh venv
+# and in a bare Debian 12 chroot (debootstrap, its base cached in $(CACHE);
+# root or sudo). About 4 minutes on 2 cores, 1 more the first time.
+.PHONY: check-wheel
+check-wheel: all $(MODELS)/real.txt
+	bash tests/wheel/run.sh $(CURDIR) $(abspath $(BUILD)) "$$(cat $(MODELS)/real.txt)" $(CACHE)
+
+# deploy/: the systemd unit (systemd-analyze verify and security) and the
+# container image (podman, where it can run containers: built on the
+# debootstrap base, run as non-root, healthy, answering, stopped by SIGTERM;
+# tests/deploy/run.sh; root or sudo).
+.PHONY: check-deploy
+check-deploy: all $(MODELS)/real.txt
+	bash tests/deploy/run.sh $(CURDIR) $(abspath $(BUILD)) "$$(cat $(MODELS)/real.txt)" $(CACHE)
 
 # The main job: the real model (or, offline, a generated one), greedy
 # continuations of a few prompts with their digests, then a short verification:

@@ -13,6 +13,8 @@ Suite *quants_suite(void);
 Suite *tokenizer_suite(void);
 Suite *chat_suite(void);
 Suite *format_suite(void);
+Suite *model_suite(void);
+Suite *architectures_suite(void);
 Suite *api_suite(void);
 Suite *sampling_suite(void);
 Suite *reference_suite(void);
@@ -39,6 +41,8 @@ int main(void)
     srunner_add_suite(runner, tokenizer_suite());
     srunner_add_suite(runner, chat_suite());
     srunner_add_suite(runner, format_suite());
+    srunner_add_suite(runner, model_suite());
+    srunner_add_suite(runner, architectures_suite());
     srunner_add_suite(runner, api_suite());
     srunner_add_suite(runner, sampling_suite());
     srunner_add_suite(runner, reference_suite());

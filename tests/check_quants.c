@@ -466,37 +466,6 @@ START_TEST(test_blocks_are_independent)
 }
 END_TEST
 
-/* The file at DI_TEST_ROOT/rel as one line: newlines and C comment margins
- * (" * ") become single spaces. */
-static char *read_doc_flat(const char *rel)
-{
-    const char *root = getenv("DI_TEST_ROOT");
-    ck_assert_msg(root != NULL, "DI_TEST_ROOT is not set");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", root, rel);
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
-    const long size = ftell(f);
-    ck_assert_int_eq(fseek(f, 0, SEEK_SET), 0);
-    char *text = malloc((size_t)size + 1);
-    ck_assert_ptr_nonnull(text);
-    ck_assert_uint_eq(fread(text, 1, (size_t)size, f), (size_t)size);
-    fclose(f);
-    size_t n = 0;
-    for (long i = 0; i < size; i++) {
-        if (text[i] != '\n') {
-            text[n++] = text[i];
-            continue;
-        }
-        text[n++] = ' ';
-        while (i + 1 < size && (text[i + 1] == ' ' || text[i + 1] == '*'))
-            i++;
-    }
-    text[n] = '\0';
-    return text;
-}
-
 /* The prose lists of the supported types (README.md, docs/MODELS.md,
  * include/detinfer.h) name the table's, in its order. */
 START_TEST(test_docs_list_the_supported_types)
@@ -507,7 +476,7 @@ START_TEST(test_docs_list_the_supported_types)
     const char *want = list + 2;
     static const char *const docs[] = {"README.md", "docs/MODELS.md", "include/detinfer.h"};
     for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
-        char *text = read_doc_flat(docs[i]);
+        char *text = tu_read_doc_flat(docs[i]);
         ck_assert_msg(strstr(text, want) != NULL, "%s does not list '%s'", docs[i], want);
         free(text);
     }

@@ -58,6 +58,8 @@ test "$exported" = "$declared" || { echo "install: exported symbols differ from 
 export PKG_CONFIG_PATH="$stage$prefix/lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$stage"
 flags=$(pkg-config --cflags --libs detinfer)
 test "$(pkg-config --modversion detinfer)" = "$(sed -n 's/^#define DI_VERSION_STRING "\(.*\)"/\1/p' "$root/include/detinfer.h")"
+# the installed pkg-config and CMake packages and the file name say the release the sources say
+python3 "$root/tests/tools/check_versions.py" "$root" --installed "$stage$prefix"
 cc -std=c11 -Wall -Werror "$root/examples/generate.c" $flags -o "$stage/generate"
 
 if [ -n "$sanitize" ]; then

@@ -228,3 +228,34 @@ int tu_cpu_path_available(di_cpu_path path)
 {
     return di_cpu_ops_for(path) != NULL;
 }
+
+/* The file at DI_TEST_ROOT/rel as one line: newlines and C comment margins
+ * (" * ") become single spaces. */
+char *tu_read_doc_flat(const char *rel)
+{
+    const char *root = getenv("DI_TEST_ROOT");
+    ck_assert_msg(root != NULL, "DI_TEST_ROOT is not set");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    const long size = ftell(f);
+    ck_assert_int_eq(fseek(f, 0, SEEK_SET), 0);
+    char *text = malloc((size_t)size + 1);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_uint_eq(fread(text, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    size_t n = 0;
+    for (long i = 0; i < size; i++) {
+        if (text[i] != '\n') {
+            text[n++] = text[i];
+            continue;
+        }
+        text[n++] = ' ';
+        while (i + 1 < size && (text[i + 1] == ' ' || text[i + 1] == '*'))
+            i++;
+    }
+    text[n] = '\0';
+    return text;
+}

@@ -63,4 +63,8 @@ int tu_cpu_path_available(di_cpu_path path);
 /* Small deterministic random numbers for test inputs. */
 uint64_t tu_rand(uint64_t *state);
 
+/* The file at DI_TEST_ROOT/rel as one line (malloc'd): newlines and C
+ * comment margins (" * ") become single spaces. */
+char *tu_read_doc_flat(const char *rel);
+
 #endif /* DI_TEST_UTIL_H */

@@ -6,6 +6,7 @@
 #   make detinfer          $(BUILD)/tools/detinfer, linked against the built library
 #   make install-tools     $(DESTDIR)$(bindir)/detinfer, relinked to find $(libdir)
 #   make uninstall-tools   removes it
+#   make wheel-native WHEEL_STAGE=DIR   the library and the command as the Python package bundles them
 #   make check-serve       the tests of `detinfer serve` and `verify --url` (tests/serve)
 #
 # The tool uses only include/detinfer.h. It loads CUDA libraries with dlopen
@@ -35,9 +36,10 @@ $(SERVE_NET_KEY_TEST): tests/serve/net_key_test.c tools/serve/serve_conns.c tool
 	$(CC) $(DETINFER_CFLAGS) $(CFLAGS) tests/serve/net_key_test.c tools/serve/serve_conns.c \
 	    tools/serve/serve_allow.c -o $@ $(LDFLAGS) -lpthread
 
-$(BUILD)/tools/%.o: tools/%.c $(wildcard tools/detinfer*.h tools/cli_*.h tools/serve/*.h) include/detinfer.h
+$(BUILD)/tools/%.o: tools/%.c $(BUILD)/tools/%.d
 	@mkdir -p $(dir $@)
-	$(CC) $(DETINFER_CFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(DETINFER_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+-include $(DETINFER_OBJ:.o=.d)
 
 $(DETINFER): $(DETINFER_OBJ) $(SHARED)
 	$(CC) $(DETINFER_OBJ) -o $@ $(LDFLAGS) -L$(dir $(SHARED)) -ldetinfer \
@@ -59,6 +61,19 @@ install-tools: $(DETINFER_OBJ) $(SHARED)
 
 uninstall-tools:
 	rm -f $(DESTDIR)$(bindir)/detinfer
+
+# The pair the Python package carries (bindings/python/setup.py runs this):
+# WHEEL_STAGE/libdetinfer.so.1 (the library, named by its SONAME: a wheel
+# holds no links) and WHEEL_STAGE/detinfer, linked with the run path $ORIGIN
+# as DT_RPATH, which the loader searches before LD_LIBRARY_PATH: the command
+# always runs with the library beside it, wherever pip puts the two.
+.PHONY: wheel-native
+wheel-native: $(DETINFER_OBJ) $(SHARED)
+	@test -n "$(WHEEL_STAGE)" || { echo "wheel-native: give WHEEL_STAGE=DIR" >&2; exit 2; }
+	install -d $(WHEEL_STAGE)
+	install -m 755 $(SHARED) $(WHEEL_STAGE)/$(SONAME)
+	$(CC) $(DETINFER_OBJ) -o $(WHEEL_STAGE)/detinfer $(LDFLAGS) -L$(dir $(SHARED)) -ldetinfer \
+	    -Wl,--disable-new-dtags,-rpath,'$$ORIGIN' $(DETINFER_LIBS)
 
 # The server's tests (tests/serve: pytest with the official openai package and
 # curl), bounded in time, each server on a free loopback port. Under SANITIZE=1

@@ -4,8 +4,10 @@
 # PyPI. Idempotent: packages already present are not reinstalled.
 set -euo pipefail
 
+# debootstrap, zstd: make check-wheel's bare Debian 12; podman, runc, systemd: make check-deploy
 debs=(build-essential pkg-config check libsubunit-dev libxxhash-dev xxhash libpcre2-dev abigail-tools clang libclang-rt-14-dev
-      cmake golang-go libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev curl python3-venv iproute2)
+      cmake golang-go libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev curl python3-venv iproute2
+      debootstrap zstd podman runc systemd)
 missing=()
 for p in "${debs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -38,7 +38,11 @@ var (
 func modelPath(t *testing.T, name string) string {
 	p := filepath.Join(models, name)
 	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("%s is missing: run make check (or make build/models/models.txt) first", p)
+		target := "build/models/models.txt" // the generated models; tok_* come with the tokenizer goldens
+		if strings.HasPrefix(name, "tok_") {
+			target = "build/models/tokenizers.txt"
+		}
+		t.Fatalf("%s is missing: run make check (or make %s) first", p, target)
 	}
 	return p
 }

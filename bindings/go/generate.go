@@ -1,6 +1,9 @@
 package detinfer
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Generated is one generated token: its id, its text piece ("" for a model
 // without a tokenizer) and the digest of the logits row it was chosen from.
@@ -25,7 +28,7 @@ type Generation struct {
 	maxNew       int
 	eos          int32
 	hasEOS       bool
-	sampled      bool
+	ticket       uint64
 	tokens       []int32
 	cur          Generated
 	err          error
@@ -48,9 +51,19 @@ type GenerateOptions struct {
 }
 
 // Generate returns the generation of up to maxNew tokens after prompt on seq.
+//
+// A second Generate on the same sequence continues the first: it steps the
+// first one's last chosen token, then prompt (which may be empty), so two
+// calls give the tokens and digest of one long generation. SeqReset first to
+// start afresh. The earlier Generation stops (Next gives ErrState).
 func (s *Session) Generate(seq uint32, prompt []int32, maxNew int, opts GenerateOptions) *Generation {
-	g := &Generation{s: s, seq: seq, feed: append([]int32(nil), prompt...), maxNew: maxNew}
-	if len(prompt) == 0 {
+	g := &Generation{s: s, seq: seq, maxNew: maxNew}
+	if t, ok := s.pending[seq]; ok {
+		g.feed = append(g.feed, t)
+	}
+	g.feed = append(g.feed, prompt...)
+	g.ticket = s.claim(seq)
+	if len(g.feed) == 0 {
 		g.err, g.done = errors.New("detinfer: the prompt has no tokens"), true
 	} else if opts.Grammar != nil && !opts.StopAtEOS {
 		g.err, g.done = errors.New("detinfer: a grammar ends at the end-of-sequence token: set StopAtEOS"), true
@@ -74,10 +87,16 @@ func (g *Generation) Next() bool {
 	if g.done {
 		return false
 	}
-	if err := g.s.Step([]Entry{{g.seq, g.feed}}, 0); err != nil {
+	if g.s.owner[g.seq] != g.ticket {
+		g.err, g.done = &Error{Op: "Generation.Next", Status: ErrState, Message: fmt.Sprintf("sequence %d was "+
+			"reset, truncated, copied over or given a later Generate: this generation cannot go on", g.seq)}, true
+		return false
+	}
+	if err := g.s.step([]Entry{{g.seq, g.feed}}, 0); err != nil {
 		g.err, g.done = err, true
 		return false
 	}
+	delete(g.s.pending, g.seq)
 	if g.grammar != nil && len(g.tokens) == 0 { // the prompt is in: the grammar starts here
 		if err := g.s.SetGrammar(g.seq, g.grammar); err != nil {
 			g.err, g.done = err, true
@@ -98,6 +117,7 @@ func (g *Generation) Next() bool {
 		g.err, g.done = err, true
 		return false
 	}
+	g.s.pending[g.seq] = token
 	g.tokens = append(g.tokens, token)
 	g.feed = []int32{token}
 	g.cur = Generated{token, piece, digest}

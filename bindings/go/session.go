@@ -5,6 +5,7 @@ package detinfer
 import "C"
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"unsafe"
@@ -159,13 +160,18 @@ func (c *Config) Float(key ConfigKey) (float64, error) {
 	return float64(v), err
 }
 
-// SamplingParams is di_sampling_params; DefaultSampling gives the header's defaults.
+// SamplingParams is di_sampling_params; DefaultSampling gives the header's
+// defaults. A literal with only the fields you need works too
+// (SamplingParams{Temperature: 0.8, Seed: 42}): a zero TopP or
+// RepetitionPenalty, values C refuses, means the neutral 1. PenaltyWindow's
+// zero keeps its C meaning, the whole sequence (DefaultSampling gives 64;
+// it matters only with a penalty).
 type SamplingParams struct {
 	Temperature       float32 // >= 0; 0: greedy
 	TopK              int32   // >= 0; 0: no cut
-	TopP              float32 // (0, 1]; 1: no cut
+	TopP              float32 // (0, 1]; 1: no cut (0: 1)
 	MinP              float32 // [0, 1]; 0: no cut
-	RepetitionPenalty float32 // > 0; 1: none
+	RepetitionPenalty float32 // > 0; 1: none (0: 1)
 	PresencePenalty   float32
 	FrequencyPenalty  float32
 	PenaltyWindow     uint32 // the last N tokens; 0: the whole sequence
@@ -188,7 +194,16 @@ func LibrarySamplingDefaults() (SamplingParams, error) {
 		uint32(c.penalty_window), uint64(c.seed)}, nil
 }
 
+// neutralOne is 1 for a zero TopP or RepetitionPenalty (see SamplingParams).
+func neutralOne(v float32) float32 {
+	if v == 0 {
+		return 1
+	}
+	return v
+}
+
 func (s SamplingParams) c() C.di_sampling_params {
+	s.TopP, s.RepetitionPenalty = neutralOne(s.TopP), neutralOne(s.RepetitionPenalty)
 	return C.di_sampling_params{
 		size: C.uint32_t(unsafe.Sizeof(C.di_sampling_params{})), temperature: C.float(s.Temperature),
 		top_k: C.int32_t(s.TopK), top_p: C.float(s.TopP), min_p: C.float(s.MinP),
@@ -203,6 +218,10 @@ func (s SamplingParams) c() C.di_sampling_params {
 type Session struct {
 	p     *C.di_session
 	model *Model // keeps the model reachable while the session lives
+	// Per sequence: the last token a generation chose and did not step (the
+	// next Generate steps it first), and the ticket of the generation that owns it.
+	pending map[uint32]int32
+	owner   map[uint32]uint64
 }
 
 // NewSession creates a session on m; config may be nil (every default) and
@@ -225,7 +244,7 @@ func (m *Model) NewSession(config *Config) (*Session, error) {
 	if err := check("di_session_create", C.di_session_create(mp, cp, &p, eb.ptr(), eb.size()), eb.text()); err != nil {
 		return nil, err
 	}
-	s := &Session{p: p, model: m}
+	s := &Session{p: p, model: m, pending: map[uint32]int32{}, owner: map[uint32]uint64{}}
 	runtime.SetFinalizer(s, (*Session).Close)
 	return s, nil
 }
@@ -282,8 +301,22 @@ type Entry struct {
 	Tokens []int32
 }
 
-// Step advances the entries' sequences at once; all or nothing.
+// Step advances the entries' sequences at once; all or nothing. A sequence
+// whose generation chose a token it has not stepped is refused (ErrState):
+// stepping other tokens would leave that one out; Generate continues it,
+// SeqReset or SeqTruncate drops it.
 func (s *Session) Step(entries []Entry, flags StepFlags) error {
+	for _, e := range entries {
+		if t, ok := s.pending[e.Seq]; ok {
+			return &Error{Op: "di_session_step", Status: ErrState, Message: fmt.Sprintf(
+				"sequence %d ends with token %d, chosen by Generate and not stepped: continue with Generate "+
+					"(it steps that token first), or SeqReset or SeqTruncate the sequence before Step", e.Seq, t)}
+		}
+	}
+	return s.step(entries, flags)
+}
+
+func (s *Session) step(entries []Entry, flags StepFlags) error {
 	p, err := s.handle()
 	if err != nil {
 		return err
@@ -485,23 +518,40 @@ func (s *Session) do(op string, call func(p *C.di_session) C.di_status) error {
 	return check(op, call(p), s.message)
 }
 
-// SeqReset empties seq.
+// SeqReset empties seq (a generation's unstepped token included).
 func (s *Session) SeqReset(seq uint32) error {
-	return s.do("di_session_seq_reset", func(p *C.di_session) C.di_status {
+	return s.release(seq, s.do("di_session_seq_reset", func(p *C.di_session) C.di_status {
 		return C.di_session_seq_reset(p, C.uint32_t(seq))
-	})
+	}))
 }
 
-// SeqTruncate keeps the first length tokens of seq.
+// SeqTruncate keeps the first length stepped tokens of seq (a generation's
+// unstepped token is dropped).
 func (s *Session) SeqTruncate(seq, length uint32) error {
-	return s.do("di_session_seq_truncate", func(p *C.di_session) C.di_status {
+	return s.release(seq, s.do("di_session_seq_truncate", func(p *C.di_session) C.di_status {
 		return C.di_session_seq_truncate(p, C.uint32_t(seq), C.uint32_t(length))
-	})
+	}))
 }
 
-// SeqCopy makes dst hold the first length tokens of src, KV cache included.
+// SeqCopy makes dst hold the first length stepped tokens of src, KV cache included.
 func (s *Session) SeqCopy(src, dst, length uint32) error {
-	return s.do("di_session_seq_copy", func(p *C.di_session) C.di_status {
+	return s.release(dst, s.do("di_session_seq_copy", func(p *C.di_session) C.di_status {
 		return C.di_session_seq_copy(p, C.uint32_t(src), C.uint32_t(dst), C.uint32_t(length))
-	})
+	}))
+}
+
+// release: after a successful reset, truncate or copy, seq continues no
+// generation: its unstepped token is gone and an earlier Generation stops.
+func (s *Session) release(seq uint32, err error) error {
+	if err == nil {
+		delete(s.pending, seq)
+		s.owner[seq]++
+	}
+	return err
+}
+
+// claim: a new generation of seq; the earlier one stops. Returns its ticket.
+func (s *Session) claim(seq uint32) uint64 {
+	s.owner[seq]++
+	return s.owner[seq]
 }

@@ -23,11 +23,7 @@
 #include <string.h>
 #include <math.h>
 
-#ifdef __CUDACC__
-#define DI_HD __host__ __device__ static inline
-#else
-#define DI_HD static inline
-#endif
+#include "host_device.h"
 
 #define DI_LANES 32
 #define DI_CHUNK 1024 /* a multiple of DI_LANES */

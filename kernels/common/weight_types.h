@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "host_device.h"
+
 /* Rows in groups: the supported float types, 32-weight blocks and 256-weight
  * super-blocks (docs/QUANTS.md's order, which the switches built from the
  * table follow), then the types the parser knows but nothing computes.
@@ -91,14 +93,9 @@ enum {
     DI_WT_IF_SUPPORTED(supported, " " #name)
 #define DI_SUPPORTED_WEIGHT_TYPE_NAMES DI_WEIGHT_TYPES(DI_WT_NAME_IF_SUPPORTED)
 
-#if defined(__CUDACC__)
-#define DI_WT_HD __host__ __device__ static inline
-#else
-#define DI_WT_HD static inline
-#endif
 
 /* Weights per block, bytes per block; 0 for an id not in the table. */
-DI_WT_HD uint32_t di_weight_block_elems(uint32_t type)
+DI_HD uint32_t di_weight_block_elems(uint32_t type)
 {
     switch (type) {
 #define DI_WT_CASE(name, id, elems, bytes, supported, ...) case id: return elems;
@@ -108,7 +105,7 @@ DI_WT_HD uint32_t di_weight_block_elems(uint32_t type)
     }
 }
 
-DI_WT_HD uint32_t di_weight_block_bytes(uint32_t type)
+DI_HD uint32_t di_weight_block_bytes(uint32_t type)
 {
     switch (type) {
 #define DI_WT_CASE(name, id, elems, bytes, supported, ...) case id: return bytes;
@@ -119,7 +116,7 @@ DI_WT_HD uint32_t di_weight_block_bytes(uint32_t type)
 }
 
 /* 1 when the library computes with this type (the loader admits it). */
-DI_WT_HD int di_weight_type_supported(uint32_t type)
+DI_HD int di_weight_type_supported(uint32_t type)
 {
     switch (type) {
 #define DI_WT_CASE(name, id, elems, bytes, supported, ...) case id: return supported;
@@ -136,7 +133,7 @@ typedef enum di_weight_field_id {
 
 /* The byte offset of a field in a block of `type`, -1 when the type has none
  * (or is not in the table). With a constant type the switch folds away. */
-DI_WT_HD int di_weight_field(uint32_t type, di_weight_field_id field)
+DI_HD int di_weight_field(uint32_t type, di_weight_field_id field)
 {
     int at[6] = {-1, -1, -1, -1, -1, -1};
     switch (type) {

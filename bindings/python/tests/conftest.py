@@ -1,6 +1,7 @@
 """Inputs of the suite, from the environment (tests/bindings/run.sh sets them)
 or, in a built source tree, from its build/ directory:
-  DETINFER_LIB      the library to test (default: the tree's lib/libdetinfer.so.1)
+  DETINFER_LIB      the library to test (default: the tree's lib/libdetinfer.so.1,
+                    or with DI_TEST_BUNDLED=1 the one the installed package bundles)
   DI_TEST_MODELS    directory of generated models (default: build/models)
   DI_TEST_EXAMPLE   the C example examples/generate.c, built (default: build/examples/generate)
   DI_TEST_REAL_MODEL  the real model (default: ~/.cache/detinfer/gemma-3-270m-q4_k_m.gguf)
@@ -12,7 +13,9 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 TREE_LIB = ROOT / "lib" / "libdetinfer.so.1"
-if "DETINFER_LIB" not in os.environ and TREE_LIB.exists():
+# DI_TEST_BUNDLED=1: the library the installed package bundles (a pip install)
+BUNDLED = os.environ.get("DI_TEST_BUNDLED") == "1"
+if "DETINFER_LIB" not in os.environ and TREE_LIB.exists() and not BUNDLED:
     os.environ["DETINFER_LIB"] = str(TREE_LIB)
 
 MODELS = pathlib.Path(os.environ.get("DI_TEST_MODELS", ROOT / "build" / "models"))
@@ -23,8 +26,9 @@ REAL = pathlib.Path(os.environ.get("DI_TEST_REAL_MODEL",
 
 def model_path(name: str) -> pathlib.Path:
     p = MODELS / name
-    if not p.exists():
-        pytest.fail(f"{p} is missing: run `make check` (or make build/models/models.txt) first")
+    if not p.exists():  # the generated models; tok_* come with the tokenizer goldens
+        target = "build/models/tokenizers.txt" if name.startswith("tok_") else "build/models/models.txt"
+        pytest.fail(f"{p} is missing: run `make check` (or make {target}) first")
     return p
 
 

@@ -14,7 +14,7 @@ import detinfer
 from detinfer import DetinferError, Status
 from detinfer._lib import SIGNATURES
 
-from conftest import EXAMPLE, REAL, ROOT
+from conftest import BUNDLED, EXAMPLE, REAL, ROOT
 
 try:
     import numpy as np
@@ -90,26 +90,62 @@ def test_missing_library_says_how_to_fix_it(tmp_path):
     assert "LibraryNotFoundError" in r.stderr and "DETINFER_LIB=" in r.stderr and "ldconfig" in r.stderr
 
 
+# The package's own library hidden (a pip install bundles one), so that the
+# places after it are the ones tried.
+NO_BUNDLED = "import detinfer._lib as L; L.NATIVE_DIR = '/nonexistent'; "
+
+
+def lib_under_test():
+    """The library file this run tests: DETINFER_LIB, or the bundled one."""
+    return os.environ.get("DETINFER_LIB") or detinfer.library().path
+
+
 def test_library_found_through_pkg_config(tmp_path):
-    lib = os.environ["DETINFER_LIB"]
+    lib = lib_under_test()
     pc = tmp_path / "detinfer.pc"
     pc.write_text(f"libdir={os.path.dirname(os.path.realpath(lib))}\nName: detinfer\n"
                   "Description: t\nVersion: 0\nLibs: -L${libdir} -ldetinfer\n")
     env = {k: v for k, v in os.environ.items() if k not in ("DETINFER_LIB", "LD_LIBRARY_PATH")}
     env["PKG_CONFIG_PATH"] = str(tmp_path)
     env["PKG_CONFIG_LIBDIR"] = str(tmp_path)
-    r = run_python("import detinfer; print(detinfer.library().path)", env)
+    r = run_python(NO_BUNDLED + "import detinfer; print(detinfer.library().path)", env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == os.path.join(os.path.dirname(os.path.realpath(lib)), "libdetinfer.so.1")
 
 
 def test_library_found_through_the_loader_path(tmp_path):
-    libdir = os.path.dirname(os.path.realpath(os.environ["DETINFER_LIB"]))
+    libdir = os.path.dirname(os.path.realpath(lib_under_test()))
     env = {k: v for k, v in os.environ.items() if k != "DETINFER_LIB"}
     env.update(PKG_CONFIG_PATH=str(tmp_path), PKG_CONFIG_LIBDIR=str(tmp_path), LD_LIBRARY_PATH=libdir)
-    r = run_python("import detinfer; print(detinfer.library().path, detinfer.version())", env)
+    r = run_python(NO_BUNDLED + "import detinfer; print(detinfer.library().path, detinfer.version())", env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split()[0] == "libdetinfer.so.1"
+
+
+def test_bundled_library_comes_before_pkg_config_and_the_loader_but_after_detinfer_lib(tmp_path):
+    lib = os.path.realpath(lib_under_test())
+    native = tmp_path / "_native"
+    native.mkdir()
+    (native / "libdetinfer.so.1").symlink_to(lib)
+    pc = tmp_path / "detinfer.pc"
+    pc.write_text(f"libdir={os.path.dirname(lib)}\nName: detinfer\nDescription: t\nVersion: 0\n"
+                  "Libs: -L${libdir} -ldetinfer\n")
+    env = {k: v for k, v in os.environ.items() if k != "DETINFER_LIB"}
+    env.update(PKG_CONFIG_PATH=str(tmp_path), PKG_CONFIG_LIBDIR=str(tmp_path), LD_LIBRARY_PATH=os.path.dirname(lib))
+    code = f"import detinfer._lib as L; L.NATIVE_DIR = {str(native)!r}; import detinfer; print(detinfer.library().path)"
+    r = run_python(code, env)
+    assert r.returncode == 0 and r.stdout.strip() == str(native / "libdetinfer.so.1"), r.stderr
+    r = run_python(code, dict(env, DETINFER_LIB=lib))
+    assert r.returncode == 0 and r.stdout.strip() == lib, r.stderr
+
+
+@pytest.mark.skipif(not BUNDLED, reason="DI_TEST_BUNDLED=1 (make check-bindings) tests a pip install's library")
+def test_a_pip_install_loads_its_bundled_library_and_has_the_command():
+    package = os.path.dirname(detinfer.__file__)
+    assert detinfer.library().path == os.path.join(package, "_native", "libdetinfer.so.1")
+    exe = os.path.join(os.path.dirname(sys.executable), "detinfer")
+    r = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith(f"detinfer {detinfer.version()} "), r.stdout + r.stderr
 
 
 # ---- digests --------------------------------------------------------------------
@@ -407,14 +443,18 @@ def test_real_model_special_tokens_and_chat():
 
 # ---- the README's example runs as written ----------------------------------------------
 
-def test_readme_example_runs(tmp_path):
+def test_readme_examples_run(tmp_path):
     readme = (ROOT / "bindings" / "python" / "README.md").read_text()
-    code = re.search(r"```python\n(.*?)```", readme, re.S).group(1)
+    batch, single = re.findall(r"```python\n(.*?)```", readme, re.S)
     from conftest import model_path
-    r = subprocess.run([sys.executable, "-c", code, str(model_path("tok_spm.gguf"))],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert re.search(r"^sequence digest [0-9a-f]{32}$", r.stdout, re.M), r.stdout
+
+    def run(code):
+        r = subprocess.run([sys.executable, "-c", code, str(model_path("tok_spm.gguf"))],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+    assert len(re.findall(r"^[0-9a-f]{32} (stop|length) '", run(batch), re.M)) == 2
+    assert re.search(r"^sequence digest [0-9a-f]{32}$", run(single), re.M)
 
 
 # ---- DETINFER_1.3: CPU paths, KV bytes, log-probabilities ----------------------------

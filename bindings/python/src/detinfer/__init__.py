@@ -2,6 +2,10 @@
 bitwise-identical logits, every output with an XXH3-128 digest).
 
     import detinfer
+    llm = detinfer.LLM("model.gguf", threads=2)
+    for c in llm.generate(["The capital of France is", "def fibonacci(n):"], max_new=16):
+        print(c.digest, c.finish_reason, repr(c.text))
+
     with detinfer.Model("model.gguf") as model, model.session(threads=2) as session:
         gen = session.sequence(0).generate(model.tokenize("The capital of France is"), max_new=8)
         for token, piece, digest in gen:
@@ -9,7 +13,8 @@ bitwise-identical logits, every output with an XXH3-128 digest).
         print("sequence digest", gen.digest)
 
 The C library (libdetinfer.so.1) is loaded with ctypes from $DETINFER_LIB,
-pkg-config's libdir, or the loader's path. Distribution name on PyPI:
+else the copy pip built into the package, else pkg-config's libdir or the
+loader's path. Distribution name on PyPI:
 libdetinfer (PyPI's "detinfer" is an unrelated project).
 """
 
@@ -20,10 +25,12 @@ from ._api import (STEP_ALL_LOGITS, TOKENIZE_ADD_BOS, TOKENIZE_PARSE_SPECIAL, Ba
                    build_info, chat_format, chat_turn_end, cpu_path_name, cpu_path_resolve, digest_floats,
                    digest_tokens, status_name, version, version_number)
 from ._lib import LibraryNotFoundError, library
+from ._llm import LLM, Completion, Stream
 
 __version__ = "0.4.0"
 
 __all__ = [
+    "LLM", "Completion", "Stream",
     "Backend", "Config", "ConfigKey", "CpuPath", "DetinferError", "GeneratedToken", "Generation", "Grammar",
     "GrammarState",
     "LibraryNotFoundError", "Logits", "Logprobs", "Model", "ModelKey", "Profile", "STEP_ALL_LOGITS",

@@ -632,6 +632,10 @@ class Session(_Handle):
         self._handle = handle.value
         self.model = model  # keeps the model alive as long as the session
         model._sessions.add(self)
+        # Per sequence: the last token a generation chose and did not step
+        # (the next generate() steps it first), and which generation owns it.
+        self._pending: Dict[int, int] = {}
+        self._owner: Dict[int, int] = {}
 
     def _msg(self) -> bytes:
         msg = library().c.di_session_errmsg(self._handle) if self._handle else None
@@ -659,8 +663,19 @@ class Session(_Handle):
     def step(self, entries: Union[Mapping[int, Seq[int]], Iterable[Tuple[int, Seq[int]]]],
              all_logits: bool = False) -> None:
         """One batch step: entries maps sequence ids to the tokens each
-        appends. All or nothing: on an error no sequence changes."""
+        appends. All or nothing: on an error no sequence changes. A sequence
+        whose generation chose a token it has not stepped is refused
+        (ERR_STATE): stepping other tokens would leave that one out."""
         items = list(entries.items() if isinstance(entries, Mapping) else entries)
+        for seq, _ in items:
+            if int(seq) in self._pending:
+                raise DetinferError(Status.ERR_STATE, (
+                    f"sequence {seq} ends with token {self._pending[int(seq)]}, chosen by generate() and "
+                    "not stepped: continue with generate() (it steps that token first), or reset() or "
+                    "truncate() the sequence before step()"))
+        self._step(items, all_logits)
+
+    def _step(self, items: List[Tuple[int, Seq[int]]], all_logits: bool = False) -> None:
         seqs = [int(s) for s, _ in items]
         counts = [len(t) for _, t in items]
         flat = [int(x) for _, t in items for x in t]
@@ -765,14 +780,32 @@ class Session(_Handle):
         return out.hex()
 
     def reset(self, seq: int) -> None:
+        """Empties seq (a generation's unstepped token included)."""
         self._call("di_session_seq_reset", seq)
+        self._release(seq)
 
     def truncate(self, seq: int, length: int) -> None:
+        """Keeps seq's first `length` stepped tokens (a generation's unstepped
+        token is dropped)."""
         self._call("di_session_seq_truncate", seq, length)
+        self._release(seq)
 
     def copy(self, src: int, dst: int, length: Optional[int] = None) -> None:
-        """dst holds the first `length` (default: all) tokens of src, KV cache included."""
+        """dst holds the first `length` (default: all) stepped tokens of src,
+        KV cache included."""
         self._call("di_session_seq_copy", src, dst, self.length(src) if length is None else length)
+        self._release(dst)
+
+    def _release(self, seq: int) -> None:
+        """seq no longer continues a generation: its unstepped token is gone
+        and an earlier Generation of it stops."""
+        self._pending.pop(int(seq), None)
+        self._owner[int(seq)] = self._owner.get(int(seq), 0) + 1
+
+    def _claim(self, seq: int) -> int:
+        """A new generation of seq: the earlier one stops; returns its ticket."""
+        self._owner[seq] = self._owner.get(seq, 0) + 1
+        return self._owner[seq]
 
 
 class Sequence:
@@ -849,7 +882,13 @@ class Sequence:
         sequence's sampling parameters (greedy unless set: `sampling` sets
         them first) and, with `grammar`, among the tokens it allows from the
         first generated one on (it ends at the EOS it then allows). Afterwards
-        `.digest` is the sequence digest of the generation."""
+        `.digest` is the sequence digest of the generation.
+
+        A second generate() on the same sequence continues the first: it
+        steps the first one's last chosen token, then `prompt` (which may be
+        empty), so two calls give the tokens and digest of one long
+        generation. reset() first to start afresh. The earlier Generation
+        object stops (ERR_STATE if iterated again)."""
         if sampling is not None:
             self.set_sampling(sampling)
         if grammar is not None and not stop_at_eos:
@@ -865,16 +904,19 @@ class Generation(Iterator[GeneratedToken]):
 
     def __init__(self, sequence: Sequence, prompt: Seq[int], max_new: int, stop_at_eos: bool,
                  grammar: Optional[Grammar] = None) -> None:
-        if not prompt:
+        session = sequence.session
+        pending = session._pending.get(sequence.id)
+        self._feed: List[int] = ([pending] if pending is not None else []) + list(prompt)
+        if not self._feed:
             raise ValueError("the prompt has no tokens")
         self.sequence = sequence
         self.max_new = max_new
         self.tokens: List[int] = []
         self.stopped_at_eos = False
-        self._feed: List[int] = list(prompt)
-        self._eos = sequence.session.model.eos if stop_at_eos else None
+        self._eos = session.model.eos if stop_at_eos else None
         self._grammar = grammar
         self._done = max_new <= 0
+        self._ticket = session._claim(sequence.id)
 
     def __iter__(self) -> "Generation":
         return self
@@ -883,11 +925,18 @@ class Generation(Iterator[GeneratedToken]):
         if self._done:
             raise StopIteration
         seq = self.sequence
-        seq.step(self._feed)
+        session = seq.session
+        if session._owner.get(seq.id) != self._ticket:
+            self._done = True
+            raise DetinferError(Status.ERR_STATE, f"sequence {seq.id} was reset, truncated, copied over or "
+                                "given a later generate(): this generation cannot go on")
+        session._step([(seq.id, self._feed)])
+        session._pending.pop(seq.id, None)
         if self._grammar is not None and not self.tokens:
             seq.set_grammar(self._grammar)  # after the prompt: it is not constrained
-        digest = seq.session.logits_digest(seq.id)
+        digest = session.logits_digest(seq.id)
         token = seq.sample_token()  # with the defaults, the greedy token
+        session._pending[seq.id] = token
         self.tokens.append(token)
         self._feed = [token]
         if len(self.tokens) >= self.max_new:

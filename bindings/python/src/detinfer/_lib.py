@@ -11,6 +11,16 @@ import threading
 from typing import Any, Dict, List, Optional, Tuple
 
 SONAME = "libdetinfer.so.1"
+# What pip install bundles (bindings/python/setup.py: make wheel-native):
+# the library and the detinfer command, side by side in the package.
+NATIVE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native")
+
+
+def bundled(name: str) -> Optional[str]:
+    """The bundled file `name` (SONAME or "detinfer"), or None when this copy
+    of the package has none (imported from a source tree)."""
+    path = os.path.join(NATIVE_DIR, name)
+    return path if os.path.isfile(path) else None
 
 
 class Digest(C.Structure):
@@ -159,12 +169,16 @@ def _pkg_config_libdir() -> Optional[str]:
 
 
 def candidates() -> List[str]:
-    """Where the library is looked for, in order: $DETINFER_LIB, pkg-config's
-    libdir, then the dynamic loader's search path."""
+    """Where the library is looked for, in order: $DETINFER_LIB, the library
+    bundled in the package, pkg-config's libdir, then the dynamic loader's
+    search path."""
     found = []
     env = os.environ.get("DETINFER_LIB")
     if env:
         return [env]  # an explicit choice is never second-guessed
+    own = bundled(SONAME)
+    if own:
+        return [own]  # pip built it with this package: the pair belongs together
     libdir = _pkg_config_libdir()
     if libdir:
         found.append(os.path.join(libdir, SONAME))
@@ -193,8 +207,9 @@ def library() -> Library:
                     errors.append(f"  {path}: {e}")
             else:
                 raise LibraryNotFoundError(
-                    "libdetinfer.so.1 was not found. Install the C library (in the source tree: "
-                    "make && sudo make install, then sudo ldconfig), or point to it with "
+                    "libdetinfer.so.1 was not found. Install this package with pip (pip install "
+                    "./bindings/python builds and bundles the library), or install the C library "
+                    "(in the source tree: make && sudo make install, then sudo ldconfig), or point to it with "
                     "DETINFER_LIB=/path/to/libdetinfer.so.1, or make pkg-config find it "
                     "(PKG_CONFIG_PATH=PREFIX/lib/pkgconfig). Tried:\n" + "\n".join(errors))
         return _loaded

@@ -13,14 +13,8 @@ import random
 
 import pytest
 
-# The same inputs as the parent suite's conftest.
-ROOT = pathlib.Path(__file__).resolve().parents[4]
-TREE_LIB = ROOT / "lib" / "libdetinfer.so.1"
-if "DETINFER_LIB" not in os.environ and TREE_LIB.exists():
-    os.environ["DETINFER_LIB"] = str(TREE_LIB)
-MODELS = pathlib.Path(os.environ.get("DI_TEST_MODELS", ROOT / "build" / "models"))
-REAL = pathlib.Path(os.environ.get("DI_TEST_REAL_MODEL",
-                                   pathlib.Path.home() / ".cache/detinfer/gemma-3-270m-q4_k_m.gguf"))
+# The parent suite's inputs (its conftest, which pytest has loaded: it sets DETINFER_LIB).
+from conftest import MODELS, REAL, ROOT  # noqa: F401  (ROOT: the test modules import it from here)
 
 import detinfer  # noqa: E402  (after DETINFER_LIB)
 

@@ -111,6 +111,9 @@ def test_command_one_worker_same_run_digest(cluster, small_model, reference, thr
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     print("\n" + p.stdout)
     assert p.returncode == 0, p.stderr[-3000:]
+    # Ray's own INFO lines (start-up, execution plans, progress) stay off the command's output
+    assert "\tINFO " not in p.stderr and "Starting execution of Dataset" not in p.stderr, p.stderr[-3000:]
+    assert "Progress bars disabled" not in p.stderr, p.stderr[-3000:]
     records = read_jsonl(out / "records.jsonl")
     check_against_reference(records, reference)
     saved = json.loads((out / "summary.json").read_text())

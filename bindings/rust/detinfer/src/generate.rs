@@ -23,14 +23,20 @@ pub struct Generation<'s, 'm> {
     done: bool,
     stopped_at_eos: bool,
     grammar: Option<Grammar>,
+    refused: Option<Error>,
 }
 
 impl<'s, 'm> Generation<'s, 'm> {
     pub(crate) fn new(session: &'s mut Session<'m>, seq: u32, prompt: &[i32], max_new: usize, stop_at_eos: bool)
                       -> Generation<'s, 'm> {
         let eos = if stop_at_eos { session.model().special_token(SpecialToken::Eos).ok() } else { None };
-        Generation { session, seq, feed: prompt.to_vec(), tokens: Vec::new(), max_new, eos,
-                     done: max_new == 0 || prompt.is_empty(), stopped_at_eos: false, grammar: None }
+        let mut feed: Vec<i32> = session.pending.get(&seq).copied().into_iter().collect();
+        feed.extend_from_slice(prompt);
+        let refused = feed.is_empty().then(|| Error {
+            op: "Session::generate", status: Status::InvalidArgument,
+            message: "the prompt has no tokens (and the sequence holds no generation to continue)".into() });
+        Generation { session, seq, feed, tokens: Vec::new(), max_new, eos, done: max_new == 0,
+                     stopped_at_eos: false, refused, grammar: None }
     }
 
     /// Constrains the generated tokens (not the prompt) with `grammar`; its
@@ -73,13 +79,15 @@ impl<'s, 'm> Generation<'s, 'm> {
             return Err(Error { op: "generate", status: Status::InvalidArgument,
                                message: "a grammar ends at the end-of-sequence token: stop at EOS".into() });
         }
-        self.session.step(&[(self.seq, &self.feed)], false)?;
+        self.session.step_raw(&[(self.seq, &self.feed)], false)?;
+        self.session.pending.remove(&self.seq);
         if let (Some(g), true) = (&self.grammar, self.tokens.is_empty()) {
             self.session.set_grammar(self.seq, Some(g), &[])?; // the prompt is in: it starts here
         }
         let digest = self.session.logits(self.seq)?.1;
         // with the sequence's sampling parameters: greedy unless set
         let token = self.session.sample_token(self.seq)?;
+        self.session.pending.insert(self.seq, token);
         let piece = match self.session.model().token_piece(token) {
             Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
             Err(e) if e.status == Status::Unsupported => String::new(), // no tokenizer in the file
@@ -93,6 +101,10 @@ impl Iterator for Generation<'_, '_> {
     type Item = Result<Generated>;
 
     fn next(&mut self) -> Option<Result<Generated>> {
+        if let Some(e) = self.refused.take() {
+            self.done = true;
+            return Some(Err(e));
+        }
         if self.done {
             return None;
         }

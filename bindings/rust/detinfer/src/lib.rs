@@ -19,6 +19,7 @@
 //! compiler keeps the model alive as long as its sessions. `Send`/`Sync`
 //! follow the header's thread-safety rules (see each type).
 
+use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::fmt;
 use std::marker::PhantomData;
@@ -28,10 +29,13 @@ use std::ptr::{self, NonNull};
 
 pub use detinfer_sys as sys;
 
+mod batch;
 mod generate;
 mod grammar;
+mod llm;
 pub use generate::{Generated, Generation};
 pub use grammar::{Grammar, GrammarState};
+pub use llm::{Completion, FinishReason, GenerateOptions, Llm, LlmOptions, Prompt};
 
 // ---- Errors -------------------------------------------------------------------
 
@@ -736,6 +740,9 @@ pub struct Logprobs {
 pub struct Session<'m> {
     ptr: NonNull<sys::di_session>,
     model: &'m Model,
+    /// Per sequence: the last token a generation chose and did not step (the
+    /// next `generate` steps it first).
+    pending: HashMap<u32, i32>,
     _not_sync: PhantomData<std::cell::Cell<()>>,
 }
 
@@ -761,7 +768,7 @@ impl<'m> Session<'m> {
         check("di_session_create", unsafe { sys::di_session_create(model.raw(), cfg, &mut p, eb.ptr(), 512) },
               || eb.message())?;
         Ok(Session { ptr: NonNull::new(p).expect("di_session_create gave DI_OK and NULL"), model,
-                     _not_sync: PhantomData })
+                     pending: HashMap::new(), _not_sync: PhantomData })
     }
 
     fn raw(&mut self) -> *mut sys::di_session {
@@ -791,8 +798,22 @@ impl<'m> Session<'m> {
         Ok(n)
     }
 
-    /// One step over several sequences: `(sequence, tokens)` entries. All or nothing.
+    /// One step over several sequences: `(sequence, tokens)` entries. All or
+    /// nothing. A sequence whose generation chose a token it has not stepped
+    /// is refused (`Status::State`): stepping other tokens would leave that
+    /// one out; `generate` continues it, `seq_reset` or `seq_truncate` drops it.
     pub fn step(&mut self, entries: &[(u32, &[i32])], all_logits: bool) -> Result<()> {
+        for (seq, _) in entries {
+            if let Some(t) = self.pending.get(seq) {
+                return Err(Error { op: "di_session_step", status: Status::State, message: format!(
+                    "sequence {seq} ends with token {t}, chosen by generate and not stepped: continue with \
+                     generate (it steps that token first), or seq_reset or seq_truncate the sequence before step") });
+            }
+        }
+        self.step_raw(entries, all_logits)
+    }
+
+    pub(crate) fn step_raw(&mut self, entries: &[(u32, &[i32])], all_logits: bool) -> Result<()> {
         let seqs: Vec<u32> = entries.iter().map(|e| e.0).collect();
         let counts: Vec<u32> = entries.iter().map(|e| e.1.len() as u32).collect();
         let tokens: Vec<i32> = entries.iter().flat_map(|e| e.1.iter().copied()).collect();
@@ -900,25 +921,39 @@ impl<'m> Session<'m> {
         Ok(d.into())
     }
 
+    /// Empties seq (a generation's unstepped token included).
     pub fn seq_reset(&mut self, seq: u32) -> Result<()> {
         let st = unsafe { sys::di_session_seq_reset(self.raw(), seq) };
-        self.check("di_session_seq_reset", st)
+        self.check("di_session_seq_reset", st)?;
+        self.pending.remove(&seq);
+        Ok(())
     }
 
+    /// Keeps seq's first `length` stepped tokens (a generation's unstepped
+    /// token is dropped).
     pub fn seq_truncate(&mut self, seq: u32, length: u32) -> Result<()> {
         let st = unsafe { sys::di_session_seq_truncate(self.raw(), seq, length) };
-        self.check("di_session_seq_truncate", st)
+        self.check("di_session_seq_truncate", st)?;
+        self.pending.remove(&seq);
+        Ok(())
     }
 
-    /// dst holds the first `length` tokens of src, KV cache included.
+    /// dst holds the first `length` stepped tokens of src, KV cache included.
     pub fn seq_copy(&mut self, src: u32, dst: u32, length: u32) -> Result<()> {
         let st = unsafe { sys::di_session_seq_copy(self.raw(), src, dst, length) };
-        self.check("di_session_seq_copy", st)
+        self.check("di_session_seq_copy", st)?;
+        self.pending.remove(&dst);
+        Ok(())
     }
 
     /// Steps `prompt` on seq, then one token per step, chosen with the
     /// sequence's sampling parameters (greedy unless `set_sampling` or the
     /// config's sampling keys say otherwise): an iterator of `Result<Generated>`.
+    ///
+    /// A second `generate` on the same sequence continues the first: it steps
+    /// the first one's last chosen token, then `prompt` (which may be empty),
+    /// so two calls give the tokens and digest of one long generation.
+    /// `seq_reset` first to start afresh.
     pub fn generate<'s>(&'s mut self, seq: u32, prompt: &[i32], max_new: usize, stop_at_eos: bool)
                         -> Generation<'s, 'm> {
         Generation::new(self, seq, prompt, max_new, stop_at_eos)

@@ -5,27 +5,10 @@
 //! compute: the header's numbers, xxh128sum, argmax, the C example's output.
 use detinfer::{sys, Config, ConfigKey, CpuPath, Model, ModelKey, SamplingParams, SpecialToken, Status, TokenizeFlags};
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-fn env_or(name: &str, default: PathBuf) -> PathBuf {
-    std::env::var_os(name).map(PathBuf::from).unwrap_or(default)
-}
-
-fn root() -> PathBuf {
-    env_or("DI_TEST_ROOT", PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.."))
-}
-
-fn model_path(name: &str) -> PathBuf {
-    let p = env_or("DI_TEST_MODELS", root().join("build/models")).join(name);
-    assert!(p.exists(), "{} is missing: run make check (or make build/models/models.txt) first", p.display());
-    p
-}
-
-fn real_model() -> PathBuf {
-    env_or("DI_TEST_REAL_MODEL",
-           PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/detinfer/gemma-3-270m-q4_k_m.gguf"))
-}
+mod common;
+use common::{c_example, model_path, real_model, root};
 
 /// xxh128sum (Debian's xxhash): an XXH3-128 independent of the library.
 fn xxh128(data: &[u8]) -> Option<String> {
@@ -211,16 +194,6 @@ fn step_logits_greedy_copy_truncate() {
     assert_eq!(s.logits(0).unwrap().1, digest);
     s.seq_reset(0).unwrap();
     assert_eq!(s.logits(0).err().unwrap().status, Status::State);
-}
-
-fn c_example(model: &std::path::Path, tokens: &str, max_new: usize) -> Vec<String> {
-    let exe = env_or("DI_TEST_EXAMPLE", root().join("build/examples/generate"));
-    let out = Command::new(&exe).args(["--model", model.to_str().unwrap(), "--tokens", tokens, "--max-new",
-                                       &max_new.to_string()]).output()
-        .unwrap_or_else(|e| panic!("{}: {e}", exe.display()));
-    assert!(out.status.success());
-    String::from_utf8(out.stdout).unwrap().lines()
-        .filter(|l| l.starts_with("step ") || l.starts_with("sequence ")).map(String::from).collect()
 }
 
 fn generate_lines(model: &std::path::Path, prompt: &[i32], max_new: usize) -> Vec<String> {

@@ -16,6 +16,7 @@ describes the records, the run digest and clusters. Needs `pip install
 from .engine import Generator
 from .records import (Request, RequestError, Summary, WorkerConfig, parse_request, read_requests,
                       run_digest)
+from .validate import ModelRefused, validate
 
 
 def run(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -25,5 +26,5 @@ def run(*args, **kwargs):  # type: ignore[no-untyped-def]
 
     return _run(*args, **kwargs)
 
-__all__ = ["Generator", "Request", "RequestError", "Summary", "WorkerConfig", "parse_request",
-           "read_requests", "run", "run_digest"]
+__all__ = ["Generator", "ModelRefused", "Request", "RequestError", "Summary", "WorkerConfig",
+           "parse_request", "read_requests", "run", "run_digest", "validate"]

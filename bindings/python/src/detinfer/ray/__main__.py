@@ -10,7 +10,9 @@ import os
 import sys
 from typing import List, Optional
 
+from . import quiet
 from .records import RequestError, WorkerConfig, read_requests
+from .validate import ModelRefused, validate
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -66,7 +68,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("detinfer.ray: --workers and --batch-size must be at least 1", file=sys.stderr)
         return 2
     remote = (args.address or os.environ.get("RAY_ADDRESS", "")).startswith("ray://")
-    if not remote and not os.path.exists(args.model):  # through Ray Client it is the nodes' path
+    if os.path.exists(args.model):
+        try:  # every record, before Ray starts
+            validate(args.model, requests)
+        except (ModelRefused, RequestError) as e:
+            print(f"detinfer.ray: {e}", file=sys.stderr)
+            return 2
+    elif remote:  # through Ray Client it is the nodes' path
+        print(f"detinfer.ray: {args.model} is not on this machine: the workers check the requests",
+              file=sys.stderr)
+    else:
         print(f"detinfer.ray: {args.model}: no such model file", file=sys.stderr)
         return 2
 
@@ -79,12 +90,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     init = {"runtime_env": {"env_vars": env}} if env else {}
     if not args.address and not os.environ.get("RAY_ADDRESS"):
         init["include_dashboard"] = False  # a local Ray for this run only
-    ray.init(address=args.address, **init)
+    ray.init(address=args.address, **init, **quiet.init_options())
+    quiet.after_init(progress=not args.no_progress)
     summary = run(args.model, requests, args.output, workers=configs, n_workers=args.workers,
                   fmt=args.format, batch_size=args.batch_size, logits_digests=args.logits_digests,
                   provenance=args.provenance, cpus_per_worker=args.cpus_per_worker,
                   gpus_per_worker=args.gpus_per_worker, progress=not args.no_progress,
-                  wait_for_workers_s=args.wait_for_workers)
+                  wait_for_workers_s=args.wait_for_workers, check_first=False)
     for w in summary.workers:
         print(f"worker {w['host']}:{w['pid']} {w['backend_info']}"
               + (" (killed itself: test aid)" if w["killed_itself"] else ""))

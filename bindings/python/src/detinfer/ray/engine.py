@@ -1,7 +1,8 @@
 """One worker's generator: a model loaded once, one session, requests
 generated together in batched steps (continuous batching over the session's
-max_sequences). Batch invariance makes every record equal to the one
-Sequence.generate() gives alone; the tests check exactly that. No Ray here."""
+max_sequences: detinfer._batch, the code LLM.generate runs too). Batch
+invariance makes every record equal to the one Sequence.generate() gives
+alone; the tests check exactly that. No Ray here."""
 
 from __future__ import annotations
 
@@ -11,21 +12,11 @@ import socket
 from typing import Any, Dict, List, Optional
 
 from .._api import Backend, CpuPath, DetinferError, Grammar, Model, Session, Status
+from .._batch import Batch, Job, Outcome
 from .records import Request, WorkerConfig, empty_record
 
-
-class _Slot:
-    """A request in flight on one sequence of the session."""
-
-    def __init__(self, req: Request, index: int, prompt: List[int]) -> None:
-        self.req = req
-        self.index = index          # position in the batch given to generate()
-        self.prompt = prompt
-        self.feed = list(prompt)    # tokens the next step appends
-        self.tokens: List[int] = []
-        self.logits_digests: List[str] = []
-        self.finish: Optional[str] = None
-        self.grammar: Optional[Grammar] = None  # set once the prompt is in
+# The records' finish reasons (docs/SCALE.md) for the batch's.
+_FINISH = {"stop": "eos", "length": "length"}
 
 
 class Generator:
@@ -68,7 +59,7 @@ class Generator:
                                   else Grammar.from_gbnf(req.grammar or ""))
         return self.grammars[key]
 
-    # -- one request --------------------------------------------------------------
+    # -- requests -----------------------------------------------------------------
 
     def _prompt(self, req: Request) -> List[int]:
         if req.tokens is not None:
@@ -83,111 +74,40 @@ class Generator:
                 return None
             raise
 
-    def _record(self, slot: _Slot, seq: int, error: Optional[str] = None) -> Dict[str, Any]:
-        rec = empty_record(slot.req.id)
-        rec["n_prompt"] = len(slot.prompt)
+    def _record(self, req: Request, prompt: List[int], out: Outcome, refused: Optional[str]) -> Dict[str, Any]:
+        rec = empty_record(req.id)
+        rec["n_prompt"] = len(prompt)
+        error = refused or (str(out.error) if out.error is not None else None)
         if error is not None:
             rec["finish"], rec["error"] = "error", error
         else:
-            rec["tokens"] = slot.tokens
-            rec["text"] = self._text(slot.tokens)
-            # prompt and generated ids: the stepped tokens and the last chosen one
-            rec["digest"] = self.session.digest(seq, extra=slot.feed)
-            rec["finish"] = slot.finish
+            rec["tokens"] = out.tokens
+            rec["text"] = self._text(out.tokens)
+            rec["digest"] = out.digest
+            rec["finish"] = _FINISH[out.finish or "length"]
         if self.logits_digests:
-            rec["logits_digests"] = slot.logits_digests if error is None else None
+            rec["logits_digests"] = out.logits_digests if error is None else None
         if self.worker is not None:
             rec["worker"] = self.worker
         return rec
 
-    # -- a batch of requests ------------------------------------------------------
-
     def generate(self, requests: List[Request]) -> List[Dict[str, Any]]:
-        out: List[Optional[Dict[str, Any]]] = [None] * len(requests)
-        pending = list(enumerate(requests))
-        pending.reverse()  # pop() takes them in order
-        free = list(range(self.config.max_sequences - 1, -1, -1))
-        active: Dict[int, _Slot] = {}
-
-        def finish(seq: int, error: Optional[str] = None) -> None:
-            slot = active.pop(seq)
-            out[slot.index] = self._record(slot, seq, error)
-            self.session.reset(seq)
-            if slot.req.sampling is not None:
-                try:
-                    self.session.set_sampling(seq, None)
-                except DetinferError:
-                    pass  # sampling refused before it was set: nothing to restore
-            free.append(seq)
-
-        while pending or active:
-            while pending and free:
-                index, req = pending.pop()
-                seq = free.pop()
-                slot = _Slot(req, index, [])
-                active[seq] = slot
-                try:
-                    slot.prompt = self._prompt(req)
-                    slot.feed = list(slot.prompt)
-                    if not slot.prompt:
-                        raise ValueError("the prompt has no tokens")
-                    if req.sampling is not None:
-                        self.session.set_sampling(seq, req.sampling)
-                    slot.grammar = self._grammar(req)
-                except (DetinferError, ValueError) as e:
-                    finish(seq, str(e))
-                    continue
-                if req.max_new <= 0:
-                    slot.finish = "length"
-                    finish(seq)
-            if active:
-                self._step(active, finish)
-        return [r for r in out if r is not None]
-
-    def _step(self, active: Dict[int, _Slot], finish: Any) -> None:
-        """One batched step of every active sequence, then one token each. A
-        step that fails changes nothing (all or nothing): the sequences are then
-        stepped alone, so the error goes to the request that caused it."""
-        entries = [(seq, slot.feed) for seq, slot in active.items()]
-        try:
-            self.session.step(entries)
-            stepped = [seq for seq, _ in entries]
-        except DetinferError:
-            if len(entries) == 1:
-                finish(entries[0][0], str(self._solo_error(entries[0])))
-                return
-            stepped = []
-            for entry in entries:
-                err = self._solo_error(entry)
-                if err is None:
-                    stepped.append(entry[0])
-                else:
-                    finish(entry[0], str(err))
-        for seq in stepped:
-            slot = active[seq]
-            if slot.grammar is not None and not slot.tokens:
-                try:
-                    self.session.set_grammar(seq, slot.grammar)  # the prompt is in: it starts here
-                except DetinferError as e:
-                    finish(seq, str(e))
-                    continue
-            if self.logits_digests:
-                slot.logits_digests.append(self.session.logits_digest(seq))
-            token = (self.session.sample_token(seq) if slot.req.sampling is not None
-                     else self.session.greedy_token(seq))
-            slot.tokens.append(token)
-            slot.feed = [token]
-            if slot.req.stop_at_eos and self.eos is not None and token == self.eos:
-                slot.finish = "eos"
-            elif len(slot.tokens) >= slot.req.max_new:
-                slot.finish = "length"
-            if slot.finish:
-                finish(seq)
-
-    def _solo_error(self, entry: Any) -> Optional[DetinferError]:
-        try:
-            self.session.step([entry])
-            return None
-        except DetinferError as e:
-            return e
-
+        """One record per request, in order; a request that fails gets a
+        record with its error, the others are unaffected."""
+        prompts: List[List[int]] = []
+        grammars: List[Optional[Grammar]] = []
+        refused: Dict[int, str] = {}
+        for i, req in enumerate(requests):
+            try:
+                prompts.append(self._prompt(req))
+                grammars.append(self._grammar(req))
+            except (DetinferError, ValueError) as e:
+                prompts.append([])
+                grammars.append(None)
+                refused[i] = str(e)
+        stop = {self.eos} if self.eos is not None else set()
+        jobs = [Job([] if i in refused else prompts[i], req.max_new, stop if req.stop_at_eos else (), req.sampling,
+                    grammar=grammars[i])
+                for i, req in enumerate(requests)]
+        outcomes = Batch(self.session, self.config.max_sequences, jobs).run()
+        return [self._record(req, prompts[i], outcomes[i], refused.get(i)) for i, req in enumerate(requests)]

@@ -20,6 +20,7 @@ import ray.data
 
 from .engine import Generator
 from .records import Request, RunDigest, Summary, WorkerConfig
+from .validate import validate
 from .writer import open_writer
 
 
@@ -87,7 +88,7 @@ def run(model: str, requests: Sequence[Request], output_dir: str,
         gpus_per_worker: float = 0, progress: bool = True,
         wait_for_workers_s: int = 600,
         on_record: Optional[Callable[[Dict[str, Any]], None]] = None,
-        kill_one_actor_after_batches: Optional[int] = None) -> Summary:
+        kill_one_actor_after_batches: Optional[int] = None, check_first: bool = True) -> Summary:
     """Generates every request on a pool of actors of the connected Ray
     cluster (ray.init first, or Ray starts a local one) and writes
     output_dir/records.{jsonl,parquet} (one record per request, in input
@@ -100,7 +101,9 @@ def run(model: str, requests: Sequence[Request], output_dir: str,
     it fails for want of resources; 0: start with the first actor).
     kill_one_actor_after_batches: a test aid; the first actor to start kills
     itself (SIGKILL) in the middle of its batch number k (0-based); Ray
-    restarts it and retries the batch."""
+    restarts it and retries the batch. check_first: every request is
+    checked here first (detinfer.ray.validate: ModelRefused, RequestError)
+    when the model file is on this machine."""
     configs, size = _as_configs(workers, n_workers)
     if size < 1:
         raise ValueError("at least one worker")
@@ -108,6 +111,8 @@ def run(model: str, requests: Sequence[Request], output_dir: str,
         raise ValueError(f"unknown format {fmt!r} (jsonl or parquet)")
     if os.path.exists(model):
         model = os.path.abspath(model)  # else a path on the nodes only (Ray Client)
+        if check_first:
+            validate(model, requests)
     n = len(requests)
     start = time.monotonic()
 

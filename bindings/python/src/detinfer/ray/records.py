@@ -65,6 +65,8 @@ class Request:
     sampling: Optional[SamplingParams] = None
     json_schema: Optional[Any] = None
     grammar: Optional[str] = None
+    # where the request came from ("prompts.jsonl:7"), for messages; not sent to workers
+    source: str = field(default="", compare=False)
 
     def to_json(self) -> str:
         d: Dict[str, Any] = {"id": self.id, "max_new": self.max_new, "stop_at_eos": self.stop_at_eos}
@@ -104,7 +106,7 @@ def parse_request(obj: Any, default_max_new: int, where: str) -> Request:
         raise bad("'id' is required: an integer or a string")
     if ("prompt" in obj) == ("tokens" in obj):
         raise bad("give exactly one of 'prompt' (text) and 'tokens' (ids)")
-    req = Request(id=obj["id"], max_new=default_max_new)
+    req = Request(id=obj["id"], max_new=default_max_new, source=where)
     if "prompt" in obj:
         if not isinstance(obj["prompt"], str) or not obj["prompt"]:
             raise bad("'prompt' must be a non-empty string")

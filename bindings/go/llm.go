@@ -1,0 +1,226 @@
+package detinfer
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// LLM is a model file, loaded once, and one session of MaxSequences
+// sequences: generation of many prompts in one call.
+//
+//	llm, err := detinfer.NewLLM("model.gguf", detinfer.LLMOptions{Threads: 2})
+//	out, err := llm.Generate([]detinfer.Prompt{detinfer.TextPrompt("The capital of France is")},
+//		detinfer.BatchOptions{MaxNew: 16})
+//	fmt.Println(out[0].Text, out[0].Digest, out[0].FinishReason)
+//
+// Prompts run with continuous batching over the session's sequences; each
+// result is bit for bit the prompt's run alone. Safe for concurrent use (one
+// call at a time: the others wait).
+type LLM struct {
+	mu           sync.Mutex
+	model        *Model
+	session      *Session
+	maxSequences int
+}
+
+// LLMOptions: zero values take the defaults (1 thread, 8 sequences, the
+// portable profile, the model's context capped at 4096).
+type LLMOptions struct {
+	Threads       int
+	MaxSequences  int
+	Profile       Profile
+	ContextLength int
+}
+
+// DefaultMaxNew is BatchOptions.MaxNew's value when it is 0.
+const DefaultMaxNew = 32
+
+// BatchOptions of Generate. Sampling applies to every prompt (nil: greedy);
+// PerPrompt, when given, has one entry per prompt (nil entries: greedy).
+// IgnoreEOS generates past the end-of-sequence token. LogitsDigests and
+// Logprobs ask for, per generated token, the digest of the logits row it was
+// chosen from and its log-probability (with the TopLogprobs most likely).
+type BatchOptions struct {
+	MaxNew        int // 0: DefaultMaxNew
+	Sampling      *SamplingParams
+	PerPrompt     []*SamplingParams
+	IgnoreEOS     bool
+	LogitsDigests bool
+	Logprobs      bool
+	TopLogprobs   int
+}
+
+// Prompt is text (tokenized with BOS as the model asks, special-token text
+// as plain text) or token ids: set exactly one.
+type Prompt struct {
+	Text   string
+	Tokens []int32
+}
+
+// TextPrompt is a text prompt.
+func TextPrompt(text string) Prompt { return Prompt{Text: text} }
+
+// TokenPrompt is a prompt of token ids.
+func TokenPrompt(tokens ...int32) Prompt { return Prompt{Tokens: tokens} }
+
+// TokenLogprobs is one generated token's log-probability and the most likely
+// tokens at its position (temperature 1, as Session.Logprobs).
+type TokenLogprobs struct {
+	Logprob float32
+	Top     []TokenLogprob
+}
+
+// Completion is one prompt's result. FinishReason: "stop" (the EOS token,
+// which ends Tokens) or "length" (MaxNew tokens). Digest: the sequence digest
+// (prompt and generated ids, as detinfer run and the C API report it).
+type Completion struct {
+	Text          string
+	Tokens        []int32
+	Digest        Digest
+	FinishReason  string
+	PromptTokens  []int32
+	LogitsDigests []Digest        // with BatchOptions.LogitsDigests
+	Logprobs      []TokenLogprobs // with BatchOptions.Logprobs
+}
+
+// NewLLM loads the model and opens its session.
+func NewLLM(path string, opts LLMOptions) (*LLM, error) {
+	if opts.Threads == 0 {
+		opts.Threads = 1
+	}
+	if opts.MaxSequences == 0 {
+		opts.MaxSequences = 8
+	}
+	if opts.Profile == 0 {
+		opts.Profile = ProfilePortable
+	}
+	m, err := LoadModel(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := NewConfig()
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	defer cfg.Close()
+	for _, kv := range []struct {
+		key   ConfigKey
+		value int64
+	}{{ConfigThreads, int64(opts.Threads)}, {ConfigMaxSequences, int64(opts.MaxSequences)},
+		{ConfigProfile, int64(opts.Profile)}, {ConfigContextLength, int64(opts.ContextLength)}} {
+		if err := cfg.SetInt(kv.key, kv.value); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
+	s, err := m.NewSession(cfg)
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	return &LLM{model: m, session: s, maxSequences: opts.MaxSequences}, nil
+}
+
+// Model is the LLM's model (tokenizer, metadata).
+func (l *LLM) Model() *Model { return l.model }
+
+// Close frees the session and the model. Idempotent.
+func (l *LLM) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.session.Close()
+	return l.model.Close()
+}
+
+func (l *LLM) refuse(status Status, format string, args ...interface{}) error {
+	return &Error{Op: "LLM.Generate", Status: status, Message: fmt.Sprintf(format, args...)}
+}
+
+// jobs checks every prompt and sampling parameter before anything runs.
+func (l *LLM) jobs(prompts []Prompt, opts BatchOptions) ([]batchJob, error) {
+	if opts.PerPrompt != nil && len(opts.PerPrompt) != len(prompts) {
+		return nil, l.refuse(ErrInvalidArgument, "%d sampling parameters for %d prompts", len(opts.PerPrompt), len(prompts))
+	}
+	if opts.MaxNew < 0 || opts.TopLogprobs < 0 || opts.TopLogprobs > l.model.NVocab() {
+		return nil, l.refuse(ErrInvalidArgument, "MaxNew %d, TopLogprobs %d: both >= 0, TopLogprobs at most the vocabulary",
+			opts.MaxNew, opts.TopLogprobs)
+	}
+	maxNew := opts.MaxNew
+	if maxNew == 0 {
+		maxNew = DefaultMaxNew
+	}
+	stop := map[int32]bool{}
+	if eos, err := l.model.SpecialToken(TokenEOS); err == nil && !opts.IgnoreEOS {
+		stop[eos] = true
+	}
+	jobs := make([]batchJob, len(prompts))
+	for i, p := range prompts {
+		ids := p.Tokens
+		if (p.Text == "") == (p.Tokens == nil) {
+			return nil, l.refuse(ErrInvalidArgument, "prompt %d: set exactly one of Text and Tokens", i)
+		}
+		if p.Tokens == nil {
+			var err error
+			if ids, err = l.model.Tokenize(p.Text, TokenizeAddBOS); err != nil {
+				return nil, fmt.Errorf("prompt %d: %w", i, err)
+			}
+		}
+		if len(ids) == 0 {
+			return nil, l.refuse(ErrInvalidArgument, "prompt %d: the prompt has no tokens", i)
+		}
+		for _, t := range ids {
+			if t < 0 || int(t) >= l.model.NVocab() {
+				return nil, l.refuse(ErrTokenRange, "prompt %d: token %d is outside the vocabulary (0..%d)", i, t,
+					l.model.NVocab()-1)
+			}
+		}
+		sampling := opts.Sampling
+		if opts.PerPrompt != nil {
+			sampling = opts.PerPrompt[i]
+		}
+		if sampling != nil { // the library's own check, on a free sequence
+			err := l.session.SetSampling(0, sampling)
+			_ = l.session.SetSampling(0, nil)
+			if err != nil {
+				return nil, fmt.Errorf("prompt %d: %w", i, err)
+			}
+		}
+		jobs[i] = batchJob{prompt: append([]int32(nil), ids...), maxNew: maxNew, stop: stop, sampling: sampling,
+			logprobs: opts.Logprobs, top: opts.TopLogprobs}
+	}
+	return jobs, nil
+}
+
+// Generate gives one Completion per prompt, in order. Every prompt and
+// sampling parameter is checked before anything runs; an error names the
+// prompt (and wraps the library's status: errors.Is(err, ErrTokenRange)).
+func (l *LLM) Generate(prompts []Prompt, opts BatchOptions) ([]Completion, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	jobs, err := l.jobs(prompts, opts)
+	if err != nil {
+		return nil, err
+	}
+	outs := runBatch(l.session, l.maxSequences, jobs)
+	res := make([]Completion, len(outs))
+	for i, o := range outs {
+		if o.err != nil {
+			return nil, fmt.Errorf("prompt %d: %w", i, o.err)
+		}
+		text, err := l.model.Detokenize(o.tokens)
+		if err != nil && !errors.Is(err, ErrUnsupported) { // a model without a tokenizer has no text
+			return nil, err
+		}
+		res[i] = Completion{Text: text, Tokens: o.tokens, Digest: o.digest, FinishReason: o.finish,
+			PromptTokens: jobs[i].prompt}
+		if opts.LogitsDigests {
+			res[i].LogitsDigests = o.logits
+		}
+		if opts.Logprobs {
+			res[i].Logprobs = o.logprobs
+		}
+	}
+	return res, nil
+}

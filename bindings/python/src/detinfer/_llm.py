@@ -1,0 +1,232 @@
+"""LLM: a model and a session in one object, and generation in one call.
+
+    llm = detinfer.LLM("model.gguf", threads=2, max_sequences=8)
+    for c in llm.generate(["The capital of France is", [2, 818, 5279]], max_new=16):
+        print(c.text, c.digest, c.finish_reason)
+
+Prompts are generated together with continuous batching over the session's
+sequences (detinfer._batch, the code detinfer.ray's workers run); each
+result is bit for bit the prompt's run alone."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import (Any, Iterable, Iterator, List, Mapping, Optional, Sequence as Seq, Set, Tuple,
+                    Union)
+
+from ._api import (DetinferError, GeneratedToken, Logprobs, Model, Profile, SamplingParams, Status,
+                   chat_turn_end)
+from ._batch import Batch, Job, Outcome
+
+Prompt = Union[str, Seq[int]]
+Message = Union[Tuple[str, str], Mapping[str, str]]
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One prompt's result. finish_reason: "stop" (EOS, or a chat's end of
+    turn: that token ends token_ids) or "length" (max_new tokens). digest:
+    the sequence digest (prompt and generated ids, as `detinfer run` and
+    the C API report it). logits_digests and logprobs only when asked for:
+    per generated token, the digest of the logits row it was chosen from,
+    and its Logprobs (the token's and the top N, temperature 1)."""
+
+    text: str
+    token_ids: List[int]
+    digest: str
+    finish_reason: str
+    prompt_token_ids: List[int]
+    logits_digests: Optional[List[str]] = None
+    logprobs: Optional[List[Logprobs]] = None
+
+
+class LLM:
+    """A model file, loaded once, and one session of `max_sequences`
+    sequences. Other keyword settings are Config keys (context_length,
+    cpu_path, backend, ...). One call at a time (a lock makes threads
+    wait); a stream holds the LLM until it is exhausted or closed."""
+
+    def __init__(self, model_path: str, threads: int = 1, max_sequences: int = 8,
+                 profile: Union[Profile, str] = Profile.PORTABLE, **settings: Any) -> None:
+        if isinstance(profile, str):
+            try:
+                profile = Profile[profile.upper()]
+            except KeyError:
+                raise ValueError(f"profile {profile!r}: portable, device or integer") from None
+        self.model = Model(model_path)
+        try:
+            self.session = self.model.session(threads=threads, max_sequences=max_sequences,
+                                              profile=profile, **settings)
+        except BaseException:
+            self.model.close()
+            raise
+        self.max_sequences = max_sequences
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.model.close()  # closes the session too
+
+    def __enter__(self) -> "LLM":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- checks before anything runs --------------------------------------------
+
+    def _prompt_ids(self, prompt: Prompt, where: str) -> List[int]:
+        if isinstance(prompt, (bytes, bytearray)) or not isinstance(prompt, (str, Seq)):
+            raise TypeError(f"{where}: a prompt is text (str) or token ids (a list of int), "
+                            f"not {type(prompt).__name__}")
+        try:
+            ids = self.model.tokenize(prompt, add_bos=True) if isinstance(prompt, str) else list(prompt)
+        except DetinferError as e:  # a model file without a tokenizer, text it cannot take
+            raise DetinferError(e.status, f"{where}: {e.message}") from None
+        if not ids:
+            raise ValueError(f"{where}: the prompt has no tokens")
+        for t in ids:
+            if not isinstance(t, int) or isinstance(t, bool):
+                raise TypeError(f"{where}: token {t!r} is not an int")
+            if not 0 <= t < self.model.n_vocab:
+                raise DetinferError(Status.ERR_TOKEN_RANGE,
+                                    f"{where}: token {t} is outside the vocabulary (0..{self.model.n_vocab - 1})")
+        return ids
+
+    def _check_sampling(self, params: Optional[SamplingParams], where: str) -> None:
+        """The library's own check (di_session_seq_set_sampling) on a free sequence."""
+        if params is None:
+            return
+        if not isinstance(params, SamplingParams):
+            raise TypeError(f"{where}: sampling is a SamplingParams or None, not {type(params).__name__}")
+        try:
+            self.session.set_sampling(0, params)
+        except DetinferError as e:
+            raise DetinferError(e.status, f"{where}: {e.message}") from None
+        finally:
+            self.session.set_sampling(0, None)
+
+    def _jobs(self, prompts: Union[Prompt, Seq[Prompt]],
+              sampling: Union[None, SamplingParams, Seq[Optional[SamplingParams]]], max_new: int,
+              stop: Set[int], logprobs: Optional[int]) -> List[Job]:
+        items: List[Any] = [prompts] if isinstance(prompts, str) else list(prompts)
+        if items and all(isinstance(p, int) for p in items):
+            raise TypeError("prompts is a list of prompts: put one prompt of token ids in a list, "
+                            "generate([[1, 2, 3]])")
+        per: List[Optional[SamplingParams]]
+        if isinstance(sampling, (list, tuple)):
+            if len(sampling) != len(items):
+                raise ValueError(f"{len(sampling)} sampling parameters for {len(items)} prompts")
+            per = list(sampling)
+        else:
+            per = [sampling] * len(items)  # type: ignore[list-item]
+        if not isinstance(max_new, int) or max_new < 0:
+            raise ValueError(f"max_new is {max_new!r}: an int >= 0")
+        if logprobs is not None and not 0 <= logprobs <= self.model.n_vocab:
+            raise ValueError(f"logprobs is {logprobs}: 0 .. the vocabulary's size")
+        jobs = []
+        for i, (p, s) in enumerate(zip(items, per)):
+            where = f"prompt {i}"
+            jobs.append(Job(self._prompt_ids(p, where), max_new, stop, s, logprobs))
+            self._check_sampling(s, where)
+        return jobs
+
+    def _stop(self, stop_at_eos: bool, extra: Iterable[int] = ()) -> Set[int]:
+        eos = self.model.eos
+        return ({eos} if stop_at_eos and eos is not None else set()) | set(extra)
+
+    def _completion(self, i: int, job: Job, out: Outcome, logits_digests: bool) -> Completion:
+        if out.error is not None:
+            raise DetinferError(out.error.status, f"prompt {i}: {out.error.message}")
+        try:
+            text = self.model.detokenize(out.tokens)
+        except DetinferError as e:
+            if e.status != Status.ERR_UNSUPPORTED:  # a model file without a tokenizer has no text
+                raise
+            text = ""
+        return Completion(text, out.tokens, out.digest or "", out.finish or "length", list(job.prompt),
+                          out.logits_digests if logits_digests else None,
+                          out.logprobs if job.logprobs is not None else None)
+
+    # -- generation -----------------------------------------------------------
+
+    def generate(self, prompts: Union[Prompt, Seq[Prompt]],
+                 sampling: Union[None, SamplingParams, Seq[Optional[SamplingParams]]] = None,
+                 max_new: int = 32, stop_at_eos: bool = True, logits_digests: bool = False,
+                 logprobs: Optional[int] = None) -> List[Completion]:
+        """One Completion per prompt, in order. prompts: a list of texts
+        (tokenized with BOS as the model asks, special-token text as plain
+        text) or token-id lists; one text alone is a list of one. sampling:
+        None (greedy), one SamplingParams for all, or one (or None) per
+        prompt. Every prompt and parameter is checked before anything runs
+        (ValueError, TypeError, or DetinferError naming the prompt)."""
+        with self._lock:
+            jobs = self._jobs(prompts, sampling, max_new, self._stop(stop_at_eos), logprobs)
+            outcomes = Batch(self.session, self.max_sequences, jobs).run()
+            return [self._completion(i, j, o, logits_digests) for i, (j, o) in enumerate(zip(jobs, outcomes))]
+
+    def chat(self, messages: Iterable[Message], template: Optional[str] = None,
+             sampling: Optional[SamplingParams] = None, max_new: int = 32, logits_digests: bool = False,
+             logprobs: Optional[int] = None) -> Completion:
+        """The assistant's reply to a chat ((role, content) pairs or dicts), in
+        the model's chat template or the built-in one named: through
+        di_chat_tokenize, so only the template's markers become control
+        tokens and no message text can forge a turn. Stops at EOS or at the
+        template's end of turn."""
+        template = template or self.model.chat_template
+        ids = self.model.chat_tokenize(messages, template=template)
+        turn_end = chat_turn_end(template) if template else None
+        extra = []
+        if turn_end:
+            try:
+                extra.append(self.model.token_lookup(turn_end))
+            except DetinferError:
+                pass  # the vocabulary has no such token: EOS alone ends the reply
+        with self._lock:
+            jobs = self._jobs([ids], sampling, max_new, self._stop(True, extra), logprobs)
+            out = Batch(self.session, self.max_sequences, jobs).run()[0]
+            return self._completion(0, jobs[0], out, logits_digests)
+
+    def stream(self, prompt: Prompt, sampling: Optional[SamplingParams] = None, max_new: int = 32,
+               stop_at_eos: bool = True) -> "Stream":
+        """The tokens of one prompt as they are generated: iterate for
+        GeneratedToken(token, piece, digest); afterwards .completion is the
+        Completion (equal to generate([prompt])[0])."""
+        return Stream(self, prompt, sampling, max_new, stop_at_eos)
+
+
+class Stream(Iterator[GeneratedToken]):
+    """LLM.stream's iterator; holds the LLM from the first token until it is
+    exhausted or closed."""
+
+    def __init__(self, llm: LLM, prompt: Prompt, sampling: Optional[SamplingParams], max_new: int,
+                 stop_at_eos: bool) -> None:
+        self.completion: Optional[Completion] = None
+        self._it = self._run(llm, prompt, sampling, max_new, stop_at_eos)
+
+    def _run(self, llm: LLM, prompt: Prompt, sampling: Optional[SamplingParams], max_new: int,
+             stop_at_eos: bool) -> Iterator[GeneratedToken]:
+        with llm._lock:
+            jobs = llm._jobs([prompt], sampling, max_new, llm._stop(stop_at_eos), None)
+            batch = Batch(llm.session, 1, jobs)
+            for _, token, digest in batch.events():
+                try:
+                    piece = llm.model.token_piece(token)
+                except DetinferError as e:
+                    if e.status != Status.ERR_UNSUPPORTED:
+                        raise
+                    piece = ""
+                yield GeneratedToken(token, piece, digest)
+            out = batch.outcomes[0]
+            assert out is not None
+            self.completion = llm._completion(0, jobs[0], out, True)
+
+    def __iter__(self) -> "Stream":
+        return self
+
+    def __next__(self) -> GeneratedToken:
+        return next(self._it)
+
+    def close(self) -> None:
+        """Stops the generation early (its sequence is emptied)."""
+        self._it.close()  # type: ignore[attr-defined]

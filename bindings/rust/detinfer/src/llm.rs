@@ -1,0 +1,208 @@
+//! `Llm`: a model file and generation of many prompts in one call.
+//!
+//! ```no_run
+//! use detinfer::{GenerateOptions, Llm, LlmOptions, Prompt};
+//! let llm = Llm::new("model.gguf", &LlmOptions { threads: 2, ..LlmOptions::default() })?;
+//! let prompts = [Prompt::from("The capital of France is"), Prompt::from(vec![2, 818, 5279])];
+//! for c in llm.generate(&prompts, &GenerateOptions { max_new: 16, ..GenerateOptions::default() })? {
+//!     println!("{} {:?} {:?}", c.digest, c.finish_reason, c.text);
+//! }
+//! # Ok::<(), detinfer::Error>(())
+//! ```
+//!
+//! Prompts run with continuous batching over a session's sequences; each
+//! result is bit for bit the prompt's run alone.
+use std::collections::HashSet;
+use std::path::Path;
+
+use crate::batch::{self, Job};
+use crate::{values, Config, ConfigKey, Digest, Error, Logprobs, Model, Result, SamplingParams, SpecialToken,
+            Status, TokenizeFlags};
+
+/// How `Llm` runs: threads, sequences generated together, numerics profile
+/// (`values::PROFILE_*`), context length (0: the model's, capped at 4096).
+#[derive(Clone, Debug)]
+pub struct LlmOptions {
+    pub threads: usize,
+    pub max_sequences: usize,
+    pub profile: i64,
+    pub context_length: usize,
+}
+
+impl Default for LlmOptions {
+    fn default() -> LlmOptions {
+        LlmOptions { threads: 1, max_sequences: 8, profile: values::PROFILE_PORTABLE, context_length: 0 }
+    }
+}
+
+/// A prompt: text (tokenized with BOS as the model asks, special-token text
+/// as plain text) or token ids.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Prompt {
+    Text(String),
+    Tokens(Vec<i32>),
+}
+
+impl From<&str> for Prompt {
+    fn from(text: &str) -> Prompt {
+        Prompt::Text(text.to_string())
+    }
+}
+
+impl From<Vec<i32>> for Prompt {
+    fn from(tokens: Vec<i32>) -> Prompt {
+        Prompt::Tokens(tokens)
+    }
+}
+
+impl From<&[i32]> for Prompt {
+    fn from(tokens: &[i32]) -> Prompt {
+        Prompt::Tokens(tokens.to_vec())
+    }
+}
+
+/// Options of `Llm::generate`. `sampling` applies to every prompt (None:
+/// greedy); `per_prompt`, when given, has one entry per prompt. `logprobs:
+/// Some(n)` asks for each token's log-probability and the n most likely.
+#[derive(Clone, Debug)]
+pub struct GenerateOptions {
+    pub max_new: usize,
+    pub sampling: Option<SamplingParams>,
+    pub per_prompt: Option<Vec<Option<SamplingParams>>>,
+    pub stop_at_eos: bool,
+    pub logits_digests: bool,
+    pub logprobs: Option<usize>,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> GenerateOptions {
+        GenerateOptions { max_new: 32, sampling: None, per_prompt: None, stop_at_eos: true, logits_digests: false,
+                          logprobs: None }
+    }
+}
+
+/// Why a generation ended: a stop token (EOS, which ends `tokens`) or `max_new`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinishReason {
+    Stop,
+    Length,
+}
+
+/// One prompt's result. `digest`: the sequence digest (prompt and generated
+/// ids, as `detinfer run` and the C API report it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Completion {
+    pub text: String,
+    pub tokens: Vec<i32>,
+    pub digest: Digest,
+    pub finish_reason: FinishReason,
+    pub prompt_tokens: Vec<i32>,
+    /// Per generated token, the digest of the logits row it was chosen from.
+    pub logits_digests: Option<Vec<Digest>>,
+    pub logprobs: Option<Vec<Logprobs>>,
+}
+
+/// A model file, loaded once. Each `generate` call runs on a session of its
+/// own, so `&Llm` may generate from several threads at once (`Model` is Sync).
+pub struct Llm {
+    model: Model,
+    opts: LlmOptions,
+}
+
+const OP: &str = "Llm::generate";
+
+fn refuse(status: Status, message: String) -> Error {
+    Error { op: OP, status, message }
+}
+
+impl Llm {
+    pub fn new(path: impl AsRef<Path>, opts: &LlmOptions) -> Result<Llm> {
+        Ok(Llm { model: Model::load(path)?, opts: opts.clone() })
+    }
+
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    fn config(&self) -> Result<Config> {
+        let mut cfg = Config::new()?;
+        cfg.set_int(ConfigKey::Threads, self.opts.threads as i64)?
+            .set_int(ConfigKey::MaxSequences, self.opts.max_sequences as i64)?
+            .set_int(ConfigKey::Profile, self.opts.profile)?
+            .set_int(ConfigKey::ContextLength, self.opts.context_length as i64)?;
+        Ok(cfg)
+    }
+
+    /// Every prompt and sampling parameter checked before anything runs.
+    fn jobs(&self, session: &mut crate::Session, prompts: &[Prompt], opts: &GenerateOptions) -> Result<Vec<Job>> {
+        if let Some(per) = &opts.per_prompt {
+            if per.len() != prompts.len() {
+                return Err(refuse(Status::InvalidArgument,
+                                  format!("{} sampling parameters for {} prompts", per.len(), prompts.len())));
+            }
+        }
+        let n_vocab = self.model.n_vocab();
+        if matches!(opts.logprobs, Some(n) if n > n_vocab) {
+            return Err(refuse(Status::InvalidArgument, format!("logprobs {:?}: at most the vocabulary", opts.logprobs)));
+        }
+        let mut stop = HashSet::new();
+        if opts.stop_at_eos {
+            stop.extend(self.model.special_token(SpecialToken::Eos).ok());
+        }
+        let mut jobs = Vec::with_capacity(prompts.len());
+        for (i, p) in prompts.iter().enumerate() {
+            let named = |e: Error| Error { message: format!("prompt {i}: {}", e.message), ..e };
+            let ids = match p {
+                Prompt::Text(t) => self.model.tokenize(t, TokenizeFlags::ADD_BOS).map_err(named)?,
+                Prompt::Tokens(ids) => ids.clone(),
+            };
+            if ids.is_empty() {
+                return Err(refuse(Status::InvalidArgument, format!("prompt {i}: the prompt has no tokens")));
+            }
+            if let Some(t) = ids.iter().find(|&&t| t < 0 || t as usize >= n_vocab) {
+                return Err(refuse(Status::TokenRange,
+                                  format!("prompt {i}: token {t} is outside the vocabulary (0..{})", n_vocab - 1)));
+            }
+            let sampling = match &opts.per_prompt {
+                Some(per) => per[i],
+                None => opts.sampling,
+            };
+            if let Some(params) = &sampling {
+                // the library's own check, on a free sequence
+                let checked = session.set_sampling(0, Some(params));
+                session.set_sampling(0, None)?;
+                checked.map_err(named)?;
+            }
+            jobs.push(Job { prompt: ids, max_new: opts.max_new, stop: stop.clone(), sampling, logprobs: opts.logprobs });
+        }
+        Ok(jobs)
+    }
+
+    /// One `Completion` per prompt, in order; an error names the prompt.
+    pub fn generate(&self, prompts: &[Prompt], opts: &GenerateOptions) -> Result<Vec<Completion>> {
+        let mut session = self.model.session(&self.config()?)?;
+        let jobs = self.jobs(&mut session, prompts, opts)?;
+        let outcomes = batch::run(&mut session, self.opts.max_sequences, &jobs);
+        let mut out = Vec::with_capacity(jobs.len());
+        for (i, (job, o)) in jobs.into_iter().zip(outcomes).enumerate() {
+            if let Some(e) = o.error {
+                return Err(Error { message: format!("prompt {i}: {}", e.message), ..e });
+            }
+            let text = match self.model.detokenize(&o.tokens) {
+                Ok(t) => t,
+                Err(e) if e.status == Status::Unsupported => String::new(), // no tokenizer in the file
+                Err(e) => return Err(e),
+            };
+            out.push(Completion {
+                text,
+                digest: o.digest.expect("a digest without an error"),
+                finish_reason: if o.finish == "stop" { FinishReason::Stop } else { FinishReason::Length },
+                tokens: o.tokens,
+                prompt_tokens: job.prompt,
+                logits_digests: opts.logits_digests.then_some(o.logits),
+                logprobs: opts.logprobs.map(|_| o.logprobs),
+            });
+        }
+        Ok(out)
+    }
+}
