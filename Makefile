@@ -34,7 +34,7 @@ DESTDIR     ?=
 
 # The library's folders, lowest layer first (docs/ARCHITECTURE.md; the
 # layer check tests/tools/check_layers.py reads the same order).
-DI_SRC_DIRS := kernels/common lib/base kernels/cpu lib/format lib/tokenizer lib/model \
+DI_SRC_DIRS := kernels/common lib/base kernels/cpu lib/format lib/tokenizer lib/grammar lib/model \
                lib/forward lib/api
 
 CC      ?= cc
@@ -181,12 +181,12 @@ check: $(TEST_BIN) $(EXAMPLE) $(FASTMATH) $(DIGESTS) $(SHARED) $(MODELS)/models.
 	$(TEST_ENV) DI_TEST_PROFILE=integer CK_RUN_SUITE=reference $(TEST_BIN)
 
 # The suites whose results hang on the compiler's code (kernels, paths, digests,
-# the float64 bounds, parsers, tokenizers, the API's checks), for a second
+# the float64 bounds, parsers, tokenizers, grammars, the API's checks), for a second
 # compiler: CI runs them built with clang (make check-compiler CC=clang
 # BUILD=build-clang); the command's, the server's and the install's suites
 # exercise the same library and run once, with gcc, in make check.
 COMPILER_SUITES := kernels paths quants rope golden reference determinism intdot fpenv format model \
-                   architectures tokenizer chat api sampling logprobs real-model
+                   architectures tokenizer chat api sampling logprobs grammar real-model
 check-compiler: $(TEST_BIN) $(EXAMPLE) $(FASTMATH) $(DIGESTS) $(SHARED) $(MODELS)/models.txt \
                 $(MODELS)/rope_reference.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt
 	@for s in $(COMPILER_SUITES); do $(TEST_ENV) CK_RUN_SUITE=$$s $(TEST_BIN) || exit 1; done
@@ -320,9 +320,10 @@ TSAN_MODELS := gqa_untied_q8_0 gemma3_f32 mha_tied_q4_1
 # -fsanitize=thread, and the server tests that run its threads hardest (the
 # attacks, the load, the limits) against it; a race report fails the server's
 # exit status (TSAN_OPTIONS) and so the test. Models: the default build's.
-# test_openai.py (choices, interleaved streams) and test_replay.py (replay runs the engine) take seconds
+# test_openai.py (choices, interleaved streams), test_replay.py (replay runs the engine) and
+# test_structured.py (the grammar cache shared by the HTTP threads, 32 requests at once) take seconds
 SERVE_TSAN_TESTS := tests/serve/test_attack.py tests/serve/test_load.py tests/serve/test_security.py \
-                    tests/serve/test_openai.py tests/serve/test_replay.py
+                    tests/serve/test_openai.py tests/serve/test_replay.py tests/serve/test_structured.py
 .PHONY: check-serve-tsan
 check-serve-tsan: $(MODELS)/tokenizers.txt $(MODELS)/real.txt
 	$(MAKE) SANITIZE=thread build-tsan/tools/detinfer build-tsan/tests/serve_net_key
@@ -366,7 +367,9 @@ bench-peer: all $(PEER_VENV)/ok $(BIG_MODEL)
 
 # libdetinfer against llama.cpp (docs/MODELS.md): the generated F32 models
 # teacher-forced within the documented tolerance, then the real models (Gemma 3
-# 270M, SmolLM2 135M). Needs the venv of make peer-venv; says it skips without.
+# 270M, SmolLM2 135M), then constrained decoding on both against llama.cpp's
+# grammar sampler (tests/peer/grammar_peer.py, docs/STRUCTURED.md). Needs the
+# venv of make peer-venv; says it skips without.
 check-peer: $(SHARED) $(MODELS)/models.txt
 	@if [ ! -f $(PEER_VENV)/ok ]; then \
 	    echo "check-peer: SKIPPED: no llama-cpp-python venv in $(PEER_VENV) (make peer-venv builds it, ~20 min)"; \
@@ -376,7 +379,8 @@ check-peer: $(SHARED) $(MODELS)/models.txt
 	gemma=$$(tools/fetch-model.sh); smollm2=$$(tools/fetch-smollm2.sh); \
 	for model in "$$gemma" "$$smollm2"; do \
 	    $(PEER_VENV)/bin/python tests/peer/compare_llamacpp.py "$$model" --lib $(SHARED) --new 32 --threads 2; \
-	done
+	done; \
+	$(PEER_VENV)/bin/python tests/peer/grammar_peer.py "$$gemma" "$$smollm2" --lib $(SHARED) --threads 2
 
 # detinfer.ray (docs/SCALE.md) on a local Ray cluster: installs Ray from
 # tests/requirements-ray.txt when it is missing, and says it skips only when
@@ -394,12 +398,14 @@ check-ray: $(SHARED) $(MODELS)/tokenizers.txt
 	timeout 900 $(PYTHON) -m pytest -p no:cacheprovider -W ignore::DeprecationWarning -q -s -rs bindings/python/tests/ray
 
 # libFuzzer (clang) over the GGUF parser, over the chat templates with
-# PARSE_SPECIAL tokenizing, and over the server's request path (a body to a
-# checked request to its response JSON; the library linked uninstrumented);
-# FUZZ_SECONDS of fuzzing per target (three targets).
+# PARSE_SPECIAL tokenizing, over the server's request path (a body to a
+# checked request to its response JSON; the library linked uninstrumented),
+# and over the grammar compilers (GBNF, JSON schemas) and their automaton;
+# FUZZ_SECONDS of fuzzing per target (four targets).
 FUZZ_SECONDS ?= 60
 # the request path: parsing, the messages, the JSON budget, the responses
-FUZZ_REQUEST_SRC := $(addprefix tools/serve/,serve_request.c serve_json.c serve_messages.c serve_response.c) \
+FUZZ_REQUEST_SRC := $(addprefix tools/serve/,serve_request.c serve_json.c serve_messages.c serve_response.c \
+                    serve_grammar.c) \
                     tools/cli_digest.c tools/cli_options.c tools/cli_json.c tools/cli_text.c
 FUZZ_CC := clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude \
            $(addprefix -I,$(DI_SRC_DIRS))
@@ -419,6 +425,12 @@ fuzz: $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(STATIC)
 	    -ljansson -lxxhash -lpcre2-8 -lm -lpthread -ldl
 	DI_FUZZ_MODEL=$(MODELS)/tok_chat_markers.gguf $(BUILD)/fuzz/fuzz_request -max_total_time=$(FUZZ_SECONDS) \
 	    -max_len=8192 -dict=tests/fuzz/request.dict $(BUILD)/fuzz/corpus_request
+	@mkdir -p $(BUILD)/fuzz/corpus_grammar
+	cp tests/fuzz/grammar_seeds/* $(BUILD)/fuzz/corpus_grammar/
+	$(FUZZ_CC) -std=c11 tests/fuzz/fuzz_grammar.c lib/grammar/*.c lib/tokenizer/*.c lib/format/*.c lib/base/*.c \
+	    -o $(BUILD)/fuzz/fuzz_grammar -lpcre2-8 -lm
+	$(BUILD)/fuzz/fuzz_grammar -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -dict=tests/fuzz/grammar.dict \
+	    $(BUILD)/fuzz/corpus_grammar
 
 # ABI: the committed baseline abi/libdetinfer.abi is compared with the built library.
 abi-dump: $(SHARED)

@@ -116,7 +116,15 @@ typedef enum di_status {
     DI_ERR_INTERNAL = 15,           /* a bug in libdetinfer; please report it */
     DI_ERR_BUFFER_TOO_SMALL = 16,   /* the caller's buffer is too small; the call
                                        reports the size it needs */
-    DI_ERR_TEXT = 17                /* text is not valid UTF-8 */
+    DI_ERR_TEXT = 17,               /* text is not valid UTF-8 */
+    DI_ERR_GRAMMAR = 18,            /* a grammar text or JSON schema is malformed
+                                       (the message names the line and column,
+                                       or the schema node's JSON pointer), or a
+                                       grammar's automaton passed one of its
+                                       bounds */
+    DI_ERR_GRAMMAR_REJECTED = 19    /* a token the sequence's grammar does not
+                                       allow was stepped, or the grammar allows
+                                       no token to choose */
 } di_status;
 
 /* The name of a status code ("DI_ERR_FORMAT"), or "DI_STATUS_UNKNOWN".
@@ -398,7 +406,9 @@ DI_API di_status di_session_logits_at(di_session *session, uint32_t seq, uint32_
 /* The greedy token of seq's last position: the lowest token id among those
  * with the largest logit (NaN logits are never chosen; a row of only NaN
  * gives token 0). It ignores the sequence's sampling parameters (see
- * di_session_sample_token). */
+ * di_session_sample_token). With a grammar (di_session_seq_set_grammar) it
+ * chooses among the tokens the grammar allows only; a program that never
+ * sets a grammar sees no change. */
 DI_API di_status di_session_greedy_token(di_session *session, uint32_t seq, int32_t *token);
 
 /* Number of tokens in sequence seq (its KV cache length). */
@@ -482,7 +492,9 @@ DI_API di_status di_session_seq_set_sampling(di_session *session, uint32_t seq,
  * di_session_greedy_token. The token is not appended: feed it to the next
  * step. Calling it twice without a step gives the same token. DI_ERR_STATE
  * when the sequence has no logits (no step since creation, reset, truncate
- * or copy). */
+ * or copy). With a grammar (di_session_seq_set_grammar) the tokens it does
+ * not allow are removed first, then the order above runs on the rest; a
+ * program that never sets a grammar sees no change. */
 DI_API di_status di_session_sample_token(di_session *session, uint32_t seq, int32_t *token);
 
 /* ---- Special tokens, metadata and chat templates (DETINFER_1.2) ----------- */
@@ -605,6 +617,85 @@ DI_API di_status di_session_kv_bytes(di_session *session, uint64_t *bytes);
 DI_API di_status di_session_logprobs(di_session *session, uint32_t seq, int32_t token,
                                      float *token_logprob, uint32_t n_top, int32_t *top_tokens,
                                      float *top_logprobs);
+
+/* ---- Structured output: grammars (DETINFER_1.5) --------------------------
+ * A grammar constrains what a sequence may generate: a text in GBNF
+ * (llama.cpp's grammar format) or a JSON Schema (the subset of OpenAI's
+ * strict mode), both described in docs/STRUCTURED.md. Once a sequence has a
+ * grammar, di_session_greedy_token and di_session_sample_token choose only
+ * among the tokens it allows next: the mask comes first, then the sampling
+ * order (docs/DETERMINISM.md, "Grammars"), so the token depends only on the
+ * model, the tokens, the parameters, the seed and the grammar. A token's
+ * text is its piece (di_model_token_piece), read as UTF-8; tokens without
+ * text (or holding a NUL byte) are never allowed, except the end tokens,
+ * allowed exactly when the grammar's text is complete. */
+typedef struct di_grammar di_grammar;
+
+/* Compiles text_len bytes of GBNF (rule "root" is the start). flags: 0 (any
+ * other bit is DI_ERR_INVALID_ARGUMENT). Errors: DI_ERR_GRAMMAR with "line
+ * L, column C: what" in errbuf (an undefined rule, an unbalanced bracket,
+ * left recursion, which is refused, ...), DI_ERR_OUT_OF_MEMORY. The text is
+ * untrusted: its size and the grammar it makes are bounded
+ * (docs/STRUCTURED.md). On failure *out is NULL. A grammar is immutable:
+ * any number of threads and sessions may use one at once. Thread-safe. */
+DI_API di_status di_grammar_from_gbnf(const char *text, size_t text_len, uint32_t flags,
+                                      di_grammar **out, char *errbuf, size_t errbuf_size);
+/* Compiles a JSON Schema (schema_len bytes of JSON) into the grammar of the
+ * JSON texts it allows, with no whitespace between tokens. flags: 0. Errors:
+ * DI_ERR_GRAMMAR (malformed JSON, with line and column; a malformed schema
+ * or one no value satisfies, such as an empty enum or a $ref to nothing,
+ * naming the node's JSON pointer), DI_ERR_UNSUPPORTED ("unsupported keyword
+ * X at /path", for anything outside the subset), DI_ERR_OUT_OF_MEMORY.
+ * {"type": "object"} is any JSON object. Thread-safe. */
+DI_API di_status di_grammar_from_json_schema(const char *schema, size_t schema_len, uint32_t flags,
+                                             di_grammar **out, char *errbuf, size_t errbuf_size);
+/* Releases the caller's handle; a session that uses the grammar keeps its
+ * own reference, so the grammar may be freed right after
+ * di_session_seq_set_grammar. */
+DI_API void di_grammar_free(di_grammar *grammar);
+/* The grammar's GBNF text (for a JSON schema, the text it was converted
+ * to), with di_model_detokenize's buffer rules. */
+DI_API di_status di_grammar_gbnf(const di_grammar *grammar, char *text, size_t capacity, size_t *text_len);
+/* XXH3-128 of that GBNF text: equal digests, equal grammars. */
+DI_API di_status di_grammar_digest(const di_grammar *grammar, di_digest *digest);
+
+/* Gives seq the grammar (NULL: none). It starts at the sequence's length
+ * now: the tokens already in the sequence (the prompt) are not constrained;
+ * each token stepped after must be allowed. The end tokens are the model's
+ * end of sequence (when it has one) and the n_end_tokens of end_tokens (the
+ * chat template's end of turn: di_chat_turn_end), at most 8; stepping one
+ * ends the grammar's text, after which no token is allowed. The grammar
+ * belongs to the sequence, as its sampling parameters do, with these rules:
+ *   - a step with a token it does not allow gives DI_ERR_GRAMMAR_REJECTED
+ *     naming the entry and the token, and changes nothing (all or nothing);
+ *   - di_session_seq_truncate to a length at or past the start restores the
+ *     grammar's state at that length (the state of every position is kept);
+ *     truncating before the start, or di_session_seq_reset, drops it;
+ *   - di_session_seq_copy onto seq drops seq's grammar, and never brings the
+ *     source's: set it again after the copy;
+ *   - setting another grammar (or the same) starts it again at the length.
+ * The session keeps each grammar's automaton and allowed-token sets while a
+ * sequence uses it (and a few after), so sequences and requests that share
+ * a grammar share that work. DI_ERR_UNSUPPORTED for a model without a
+ * tokenizer; DI_ERR_TOKEN_RANGE for an end token outside the vocabulary. */
+DI_API di_status di_session_seq_set_grammar(di_session *session, uint32_t seq, const di_grammar *grammar,
+                                            const int32_t *end_tokens, size_t n_end_tokens);
+
+/* Flags of di_session_seq_grammar_state (bits; never renumbered). */
+#define DI_GRAMMAR_ACTIVE 0x1u   /* the sequence has a grammar */
+#define DI_GRAMMAR_CAN_END 0x2u  /* the text since its start is complete: an end token is allowed */
+#define DI_GRAMMAR_MUST_END 0x4u /* complete, and no further text is allowed: only an end token */
+#define DI_GRAMMAR_ENDED 0x8u    /* an end token was stepped: no token is allowed */
+
+/* The state of seq's grammar after its tokens so far, as DI_GRAMMAR_* flags
+ * (0 without a grammar). */
+DI_API di_status di_session_seq_grammar_state(di_session *session, uint32_t seq, uint32_t *flags);
+
+/* The tokens seq's grammar allows next, as a bit set: token t is bit t % 32
+ * of words[t / 32]; n_words must be at least (n_vocab + 31) / 32. Every
+ * token without a grammar. */
+DI_API di_status di_session_seq_grammar_allowed(di_session *session, uint32_t seq, uint32_t *words,
+                                                size_t n_words);
 
 #ifdef __cplusplus
 }

@@ -30,6 +30,8 @@ Suite *golden_suite(void);
 Suite *logprobs_suite(void);
 Suite *memory_suite(void);
 Suite *intdot_suite(void);
+Suite *grammar_suite(void);
+Suite *grammar_determinism_suite(void);
 
 int main(void)
 {
@@ -59,6 +61,8 @@ int main(void)
     srunner_add_suite(runner, logprobs_suite());
     srunner_add_suite(runner, memory_suite());
     srunner_add_suite(runner, intdot_suite());
+    srunner_add_suite(runner, grammar_suite());
+    srunner_add_suite(runner, grammar_determinism_suite());
     srunner_set_fork_status(runner, CK_FORK);
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);

@@ -5,6 +5,7 @@
 #include "cli_text.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 void dt_copy(char *dst, size_t n, const char *src)
@@ -67,3 +68,38 @@ void dt_print_quoted(FILE *f, const char *s, size_t n)
     fputc('"', f);
 }
 
+
+char *dt_read_file(const char *path, size_t *len)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f)
+        return NULL;
+    char *text = NULL, buf[65536];
+    size_t cap = 0, n;
+    *len = 0;
+    int ok = 1;
+    while (ok && (n = fread(buf, 1, sizeof buf, f)) > 0) {
+        if (*len + n + 1 > cap) {
+            char *p = realloc(text, cap = (*len + n + 1) * 2);
+            if (!p)
+                ok = 0;
+            else
+                text = p;
+        }
+        if (ok) {
+            memcpy(text + *len, buf, n);
+            *len += n;
+        }
+    }
+    ok = ok && !ferror(f);
+    if (f != stdin)
+        fclose(f);
+    if (ok && !text)
+        text = calloc(1, 1);
+    if (!ok || !text) {
+        free(text);
+        return NULL;
+    }
+    text[*len] = '\0';
+    return text;
+}

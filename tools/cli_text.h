@@ -16,5 +16,9 @@ void dt_print_quoted(FILE *f, const char *s, size_t n);
 /* Length of the valid UTF-8 sequence at s (n >= 1 bytes); 0 when it is not
  * UTF-8 (overlong forms, surrogates and values past U+10FFFF are not). */
 size_t dt_utf8_length(const unsigned char *s, size_t n);
+/* The whole of a file ("-": standard input) in a malloc'd buffer, NUL
+ * terminated, *len bytes (it may hold NUL bytes); NULL when it cannot be
+ * read. */
+char *dt_read_file(const char *path, size_t *len);
 
 #endif /* CLI_TEXT_H */

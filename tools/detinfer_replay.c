@@ -21,6 +21,7 @@
 
 #include "cli_commands.h"
 #include "cli_json.h"
+#include "cli_text.h"
 #include "serve.h"
 
 enum { OPT_MODEL, OPT_PROFILE, OPT_THREADS, OPT_CPU_PATH, OPT_BACKEND, OPT_DEVICE };
@@ -76,28 +77,12 @@ static int apply_option(int k, const char *v, void *opts)
 /* The receipts of a file (one JSON value, or one per line), appended to all. */
 static int read_receipts(const char *path, json_t *all)
 {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) {
-        fprintf(stderr, "detinfer replay: cannot open %s\n", path);
+    size_t len = 0;
+    char *text = dt_read_file(path, &len);
+    if (!text) {
+        fprintf(stderr, "detinfer replay: cannot read %s\n", path);
         return -1;
     }
-    char *text = NULL;
-    size_t len = 0, cap = 0, n;
-    char buf[65536];
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
-        if (len + n + 1 > cap) {
-            char *p = realloc(text, cap = (len + n + 1) * 2);
-            if (!p) {
-                free(text);
-                return -1;
-            }
-            text = p;
-        }
-        memcpy(text + len, buf, n);
-        len += n;
-    }
-    if (f != stdin)
-        fclose(f);
     json_error_t je;
     json_t *one = text ? json_loadb(text, len, JSON_ALLOW_NUL, &je) : NULL;
     if (one) {
@@ -273,6 +258,19 @@ static int compare_prompt(const sv_request *r, json_t *d, char *why, size_t ws)
     return 0;
 }
 
+/* The grammar rebuilt from the request against the receipt's digest. */
+static int compare_grammar(const sv_request *r, json_t *d, char *why, size_t ws)
+{
+    const char *want = get_str(d, "grammar_digest");
+    const char *got = r->grammar ? sv_grammar_digest(r->grammar) : NULL;
+    if (!want && !got)
+        return 0;
+    if (!want || !got || strcmp(want, got))
+        return snprintf(why, ws, "the grammar: the receipt's digest is %s, the request's grammar rebuilt here %s",
+                        want ? want : "(none)", got ? got : "(none)"), -1;
+    return 0;
+}
+
 /* ---- Running ---------------------------------------------------------------- */
 
 /* The request as the server applied it: the max_tokens it chose when the
@@ -309,7 +307,7 @@ static int replay_one(sv_server *s, const receipt *rc, char *why, size_t ws)
         return snprintf(why, ws, "the request is refused here: %.400s", body ? e.message : "out of memory"), 1;
     }
     free(body);
-    int rcode = compare_prompt(r, rc->detinfer, why, ws) ||
+    int rcode = compare_prompt(r, rc->detinfer, why, ws) || compare_grammar(r, rc->detinfer, why, ws) ||
                 !same_params(json_object_get(rc->detinfer, "sampling_params"), r, why, ws);
     if (!rcode && sv_engine_submit(s, r, &e)) {
         snprintf(why, ws, "%s", e.message);
@@ -431,6 +429,7 @@ int dt_cmd_replay(int argc, char **argv)
     }
     sv_engine_stop(&s);
     sv_metrics_free(&s);
+    sv_grammar_cache_clear();
     di_model_free(s.model);
     json_decref(all);
     return rc;

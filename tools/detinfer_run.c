@@ -18,7 +18,7 @@
 enum { OPT_MODEL, OPT_PROMPT, OPT_TOKENS, OPT_MAX_NEW, OPT_THREADS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH, OPT_NO_BOS,
        OPT_IGNORE_EOS, OPT_JSON, OPT_TEMPERATURE, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT_PENALTY,
        OPT_PRESENCE_PENALTY, OPT_FREQUENCY_PENALTY, OPT_PENALTY_WINDOW, OPT_SAMPLING_SEED,
-       OPT_ALLOW_LONG_CONTEXT };
+       OPT_ALLOW_LONG_CONTEXT, OPT_GRAMMAR, OPT_JSON_SCHEMA };
 
 static const dt_option options[] = {
     [OPT_MODEL] = {"--model", "FILE", "GGUF model file (required)"},
@@ -44,6 +44,8 @@ static const dt_option options[] = {
     [OPT_SAMPLING_SEED] = {"--seed", "N", "sampling seed, 0..2^64-1 (default 0)"},
     [OPT_ALLOW_LONG_CONTEXT] = {"--allow-long-context", NULL,
                                 "accept a prompt plus --max-new longer than the model's training context"},
+    [OPT_GRAMMAR] = {"--grammar", "FILE", "generate only text of the GBNF grammar in FILE (docs/STRUCTURED.md)"},
+    [OPT_JSON_SCHEMA] = {"--json-schema", "FILE", "generate only JSON the schema in FILE allows"},
     {NULL, NULL, NULL},
 };
 
@@ -56,7 +58,9 @@ static const dt_command command = {
     "generated token with the XXH3-128 digest of the logits row it was chosen from,\n"
     "then the digest of the whole sequence (prompt and generated token ids as\n"
     "little-endian int32). Generation stops after --max-new tokens or at the model's\n"
-    "end-of-sequence token.",
+    "end-of-sequence token. With --grammar or --json-schema every generated token is\n"
+    "one the grammar allows (the prompt is not constrained), and the end-of-sequence\n"
+    "token comes exactly when the grammar's text is complete.",
     options,
 };
 
@@ -69,6 +73,7 @@ typedef struct run_opts {
     di_cpu_path cpu_path;
     int add_bos, stop_at_eos, json, allow_long_context;
     di_sampling_params sampling; /* checked by the library */
+    const char *grammar_file, *schema_file;
 } run_opts;
 
 typedef struct run_result {
@@ -78,7 +83,9 @@ typedef struct run_result {
     di_digest *digests;
     uint32_t n_generated;
     int stopped_at_eos;
+    int stopped_by_grammar;   /* its text was complete and nothing could follow: no end token */
     di_digest sequence;
+    di_grammar *grammar;
 } run_result;
 
 /* A number for a sampling option; its range is the library's to check. */
@@ -144,6 +151,8 @@ static int apply_option(int k, const char *v, void *opts)
         return 1;
     case OPT_SAMPLING_SEED: return parse_seed(options[k].name, v, &sp->seed);
     case OPT_ALLOW_LONG_CONTEXT: o->allow_long_context = 1; return 1;
+    case OPT_GRAMMAR: o->grammar_file = v; return 1;
+    case OPT_JSON_SCHEMA: o->schema_file = v; return 1;
     }
     return 1;
 }
@@ -160,6 +169,10 @@ static int parse(int argc, char **argv, run_opts *o)
         return dt_usage(&command, "--model is required");
     if (!o->prompt_text == !o->tokens_text)
         return dt_usage(&command, "give the prompt as exactly one of --prompt TEXT or --tokens LIST");
+    if (o->grammar_file && o->schema_file)
+        return dt_usage(&command, "give at most one of --grammar and --json-schema");
+    if ((o->grammar_file || o->schema_file) && !o->stop_at_eos)
+        return dt_usage(&command, "--ignore-eos cannot go with a grammar: the end-of-sequence token ends its text");
     return DT_EXIT_OK;
 }
 
@@ -192,7 +205,31 @@ static void print_piece(const di_model *model, int32_t token)
     }
 }
 
-/* The prompt in one step, then one token per step, printing as it goes. */
+/* The grammar of --grammar or --json-schema, when given. */
+static int load_grammar(const run_opts *o, run_result *r)
+{
+    const char *path = o->grammar_file ? o->grammar_file : o->schema_file;
+    if (!path)
+        return DT_EXIT_OK;
+    size_t len;
+    char *text = dt_read_file(path, &len);
+    if (!text) {
+        fprintf(stderr, "detinfer run: cannot read %s\n", path);
+        return DT_EXIT_FAIL;
+    }
+    char err[512] = "";
+    di_status st = o->grammar_file ? di_grammar_from_gbnf(text, len, 0, &r->grammar, err, sizeof err)
+                                   : di_grammar_from_json_schema(text, len, 0, &r->grammar, err, sizeof err);
+    free(text);
+    if (st) {
+        fprintf(stderr, "detinfer run: %s: %s: %s\n", path, di_status_name(st), err);
+        return DT_EXIT_FAIL;
+    }
+    return DT_EXIT_OK;
+}
+
+/* The prompt in one step, then one token per step, printing as it goes;
+ * the grammar, if any, from the first generated token on. */
 static int generate(const run_opts *o, const di_model *model, di_session *s, run_result *r)
 {
     const uint32_t seq = 0;
@@ -205,6 +242,15 @@ static int generate(const run_opts *o, const di_model *model, di_session *s, run
         di_status st = di_session_step(s, 1, &seq, &n, feed, 0);
         int32_t token;
         const float *logits;
+        if (!st && step == 0 && r->grammar)
+            st = di_session_seq_set_grammar(s, seq, r->grammar, NULL, 0);
+        uint32_t flags = 0;
+        if (!st)
+            st = di_session_seq_grammar_state(s, seq, &flags);
+        if (!st && (flags & DI_GRAMMAR_MUST_END) && eos < 0) {
+            r->stopped_by_grammar = 1; /* complete, and the model has no end token */
+            break;
+        }
         if (!st)
             st = di_session_logits(s, seq, &logits, &r->digests[step]);
         if (!st)
@@ -284,6 +330,14 @@ static void print_footer(const di_model *model, const run_result *r)
     }
     if (r->stopped_at_eos)
         printf("stopped at the end-of-sequence token\n");
+    if (r->stopped_by_grammar)
+        printf("stopped: the grammar's text is complete\n");
+    if (r->grammar) {
+        di_digest d;
+        di_grammar_digest(r->grammar, &d);
+        dt_hex(&d, hex);
+        printf("grammar digest %s\n", hex);
+    }
 }
 
 static json_t *steps_json(const di_model *model, const run_result *r)
@@ -306,15 +360,18 @@ static int print_json(const run_opts *o, const di_model *model, const run_result
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->sampling.seed); /* exact beyond 2^53 */
     json_t *sampling = dt_json_set(dt_json_sampling(&o->sampling), "seed", json_string(seed));
     char *text = dt_detokenize(model, r->generated, r->n_generated, NULL);
+    di_digest gd;
+    json_t *grammar = r->grammar && !di_grammar_digest(r->grammar, &gd) ? dt_json_digest(&gd) : json_null();
     json_t *root = json_pack(
-        "{s:o, s:o, s:s, s:s, s:s, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:I, s:o}", "model",
+        "{s:o, s:o, s:s, s:s, s:s, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:I, s:o, s:o}", "model",
         dt_json_text(o->model), "architecture", dt_json_text(di_model_architecture(model)), "library_version",
         di_version_string(), "backend", dt_backend_name(o->backend), "profile", dt_profile_name(o->profile),
         "threads", (json_int_t)o->threads, "sampling", sampling, "prompt_text", dt_json_text(o->prompt_text),
         "prompt_tokens", dt_json_tokens(r->prompt, r->n_prompt), "steps", steps_json(model, r), "tokens",
         dt_json_tokens(r->generated, r->n_generated), "text", dt_json_text(text), "stopped",
-        r->stopped_at_eos ? "eos" : "max_new", "sequence_length", (json_int_t)(r->n_prompt + r->n_generated),
-        "sequence_digest", dt_json_digest(&r->sequence));
+        r->stopped_at_eos ? "eos" : r->stopped_by_grammar ? "grammar" : "max_new", "sequence_length",
+        (json_int_t)(r->n_prompt + r->n_generated), "sequence_digest", dt_json_digest(&r->sequence),
+        "grammar_digest", grammar);
     free(text);
     return dt_json_emit(&command, root, stdout);
 }
@@ -347,7 +404,7 @@ int dt_cmd_run(int argc, char **argv)
     run_result r = {0};
     if ((rc = dt_load_model(&command, o.model, &model)))
         return rc;
-    if ((rc = read_prompt(&o, model, &r)))
+    if ((rc = read_prompt(&o, model, &r)) || (rc = load_grammar(&o, &r)))
         goto out;
     r.generated = calloc((size_t)o.max_new, sizeof *r.generated);
     r.digests = calloc((size_t)o.max_new, sizeof *r.digests);
@@ -386,6 +443,7 @@ out:
     free(r.generated);
     free(r.digests);
     di_session_free(s);
+    di_grammar_free(r.grammar);
     di_model_free(model);
     return rc;
 }

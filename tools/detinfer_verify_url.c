@@ -4,8 +4,9 @@
  *
  * The same request is sent --reps times, concurrently and shuffled among
  * other traffic of varied lengths; so are near-tie prompts (found by search
- * on the local model when --model is given) and, when the server samples, a
- * seeded sampled request. Every response's token ids, per-token logits
+ * on the local model when --model is given), a request constrained by a JSON
+ * schema (structured output) and, when the server samples, a seeded sampled
+ * request and a sampled constrained one. Every response's token ids, per-token logits
  * digests and sequence digest are compared with a reference: the local
  * library's run of that request alone when --model is given (the model file
  * must be the server's: same digest), otherwise the first response of that
@@ -48,8 +49,9 @@ static const dt_command command = {
     "verify",
     "--url http://HOST:PORT [--model FILE] [--reps N] [options]",
     "Checks a live `detinfer serve`: the same request --reps times, concurrently and\n"
-    "interleaved with other traffic, near-tie prompts, and a seeded sampled request\n"
-    "when the server samples. Every response's tokens, logits digests and sequence\n"
+    "interleaved with other traffic, near-tie prompts, a request constrained by a\n"
+    "JSON schema, and seeded sampled requests (plain and constrained) when the\n"
+    "server samples. Every response's tokens, logits digests and sequence\n"
     "digest must equal the reference: the local library run alone with --model,\n"
     "else the first response. Prints a table; on a mismatch names the request and\n"
     "the position. Exit status 0 only when everything matched.",
@@ -72,9 +74,16 @@ typedef struct outcome {
 } outcome;
 
 /* One distinct request, sent `reps` times. */
+/* The schema of the constrained probes (docs/STRUCTURED.md). */
+static const char VERIFY_SCHEMA[] =
+    "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":9999},"
+    "\"word\":{\"type\":\"string\",\"maxLength\":8},\"ok\":{\"type\":\"boolean\"}},"
+    "\"required\":[\"id\",\"word\",\"ok\"],\"additionalProperties\":false}";
+
 typedef struct probe {
     char label[96];
-    const char *kind; /* greedy, near-tie, sampled, traffic */
+    const char *kind; /* greedy, near-tie, sampled, json, traffic */
+    int constrained;  /* generated under VERIFY_SCHEMA */
     int32_t *prompt;
     uint32_t n_prompt, max_new, reps;
     int sampled;
@@ -230,6 +239,8 @@ static char *request_json(const probe *p)
         json_object_set_new(root, "top_p", json_real(p->top_p));
         json_object_set_new(root, "seed", json_integer(p->seed));
     }
+    if (p->constrained)
+        json_object_set_new(root, "json_schema", json_loads(VERIFY_SCHEMA, 0, NULL));
     char *text = json_dumps(root, JSON_COMPACT);
     json_decref(root);
     return text;
@@ -313,7 +324,11 @@ static void *worker(void *arg)
 
 static int local_reference(vu *v, di_session *s, probe *p)
 {
-    di_status st = di_session_seq_reset(s, 0);
+    di_grammar *g = NULL;
+    di_status st = p->constrained ? di_grammar_from_json_schema(VERIFY_SCHEMA, strlen(VERIFY_SCHEMA), 0, &g, NULL, 0)
+                                  : DI_OK;
+    if (!st)
+        st = di_session_seq_reset(s, 0);
     if (!st && p->sampled) {
         di_sampling_params sp;
         st = di_sampling_params_init(&sp);
@@ -322,15 +337,19 @@ static int local_reference(vu *v, di_session *s, probe *p)
         sp.seed = (uint64_t)p->seed;
         if (!st)
             st = di_session_seq_set_sampling(s, 0, &sp);
-        if (st == DI_ERR_UNSUPPORTED)
+        if (st == DI_ERR_UNSUPPORTED) {
+            di_grammar_free(g);
             return 0; /* this library does not sample: the first response is the reference */
+        }
     } else if (!st && v->sampling) {
         st = di_session_seq_set_sampling(s, 0, NULL);
         if (st == DI_ERR_UNSUPPORTED)
             st = DI_OK;
     }
-    if (st || outcome_alloc(&p->ref, p->max_new))
+    if (st || outcome_alloc(&p->ref, p->max_new)) {
+        di_grammar_free(g);
         return -1;
+    }
     int32_t eos = -1;
     if (di_model_special_token(v->model, DI_TOKEN_EOS, &eos) != DI_OK)
         eos = -1;
@@ -343,6 +362,8 @@ static int local_reference(vu *v, di_session *s, probe *p)
         di_digest d;
         int32_t tok;
         st = di_session_step(s, 1, &seq, &n, feed, 0);
+        if (!st && t == 0 && g) /* the prompt is in: the grammar starts here, as the server's */
+            st = di_session_seq_set_grammar(s, seq, g, NULL, 0);
         if (!st)
             st = di_session_logits(s, seq, &logits, &d);
         if (!st)
@@ -356,6 +377,7 @@ static int local_reference(vu *v, di_session *s, probe *p)
         n = 1;
         feed = &p->ref.tokens[t];
     }
+    di_grammar_free(g);
     di_digest seqd;
     if (!st)
         st = di_session_seq_digest_extra(s, seq, &p->ref.tokens[p->ref.n - 1], 1, &seqd);
@@ -452,7 +474,7 @@ static int plan(vu *v)
             return dt_fail(&command, "searching near ties", st, err);
         }
     }
-    uint32_t cap = 2 + ties.n + (uint32_t)v->o.traffic;
+    uint32_t cap = 4 + ties.n + (uint32_t)v->o.traffic;
     v->p = calloc(cap, sizeof *v->p);
     if (!v->p)
         return DT_EXIT_FAIL;
@@ -480,6 +502,18 @@ static int plan(vu *v)
         p->seed = v->o.seed * 7919 + 17;
         snprintf(p->label, sizeof p->label, "sampled seed %lld [%d,%d,%d,...]", p->seed, p->prompt[0], p->prompt[1],
                  p->prompt[2]);
+    }
+    for (int sampled = 0; sampled <= v->sampling; sampled++) { /* structured output: a JSON schema */
+        probe *p = add_probe(v, "json", random_prompt(v, &rng, 8), 8, max_new, sampled ? reps / 2 : reps);
+        if (!p)
+            return DT_EXIT_FAIL;
+        p->constrained = 1;
+        p->sampled = sampled;
+        p->temperature = 0.9;
+        p->top_p = 1.0;
+        p->seed = v->o.seed * 104729 + 3;
+        snprintf(p->label, sizeof p->label, "json schema%s [%d,%d,%d,...]", sampled ? ", sampled" : "", p->prompt[0],
+                 p->prompt[1], p->prompt[2]);
     }
     for (long i = 0; i < v->o.traffic; i++) {
         uint32_t n = 1 + (uint32_t)(dt_rand(&rng) % max_prompt);

@@ -45,6 +45,8 @@ const (
 	ErrInternal           Status = 15
 	ErrBufferTooSmall     Status = 16
 	ErrText               Status = 17
+	ErrGrammar            Status = 18 // a malformed grammar or schema (line and column, or JSON pointer)
+	ErrGrammarRejected    Status = 19 // a token the sequence's grammar does not allow
 )
 
 // String is the C name of the status ("DI_ERR_FORMAT").

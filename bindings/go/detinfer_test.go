@@ -107,6 +107,7 @@ func TestEnumsMatchTheHeader(t *testing.T) {
 		"DI_ERR_BACKEND_UNAVAILABLE": int(ErrBackendUnavailable), "DI_ERR_THREAD": int(ErrThread),
 		"DI_ERR_UNKNOWN_KEY": int(ErrUnknownKey), "DI_ERR_INTERNAL": int(ErrInternal),
 		"DI_ERR_BUFFER_TOO_SMALL": int(ErrBufferTooSmall), "DI_ERR_TEXT": int(ErrText),
+		"DI_ERR_GRAMMAR": int(ErrGrammar), "DI_ERR_GRAMMAR_REJECTED": int(ErrGrammarRejected),
 		"DI_MODEL_N_VOCAB": int(ModelNVocab), "DI_MODEL_N_CTX_TRAIN": int(ModelNCtxTrain),
 		"DI_MODEL_N_EMBD": int(ModelNEmbd), "DI_MODEL_N_LAYER": int(ModelNLayer), "DI_MODEL_N_HEAD": int(ModelNHead),
 		"DI_MODEL_N_HEAD_KV": int(ModelNHeadKV), "DI_MODEL_N_FF": int(ModelNFF), "DI_MODEL_N_PARAMS": int(ModelNParams),

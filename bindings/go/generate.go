@@ -33,15 +33,21 @@ type Generation struct {
 	cur          Generated
 	err          error
 	done         bool
+	grammar      *Grammar
 	StoppedAtEOS bool // stopped at the end-of-sequence token
 }
 
 // GenerateOptions: StopAtEOS stops after the EOS token; Sampling, when not
 // nil, sets the sequence's sampling parameters first. Tokens are chosen with
 // the sequence's parameters (di_session_sample_token): greedy unless set.
+// Grammar, when not nil, constrains the generated tokens (not the prompt);
+// it needs StopAtEOS, as its text ends at the EOS it then allows. The first
+// Next sets it on the sequence (the session then holds its own reference):
+// keep it open until then.
 type GenerateOptions struct {
 	StopAtEOS bool
 	Sampling  *SamplingParams
+	Grammar   *Grammar
 }
 
 // Generate returns the generation of up to maxNew tokens after prompt on seq.
@@ -59,11 +65,14 @@ func (s *Session) Generate(seq uint32, prompt []int32, maxNew int, opts Generate
 	g.ticket = s.claim(seq)
 	if len(g.feed) == 0 {
 		g.err, g.done = errors.New("detinfer: the prompt has no tokens"), true
+	} else if opts.Grammar != nil && !opts.StopAtEOS {
+		g.err, g.done = errors.New("detinfer: a grammar ends at the end-of-sequence token: set StopAtEOS"), true
 	} else if opts.Sampling != nil {
 		if err := s.SetSampling(seq, opts.Sampling); err != nil {
 			g.err, g.done = err, true
 		}
 	}
+	g.grammar = opts.Grammar
 	if opts.StopAtEOS && s.model != nil {
 		if eos, err := s.model.SpecialToken(TokenEOS); err == nil {
 			g.eos, g.hasEOS = eos, true
@@ -88,6 +97,12 @@ func (g *Generation) Next() bool {
 		return false
 	}
 	delete(g.s.pending, g.seq)
+	if g.grammar != nil && len(g.tokens) == 0 { // the prompt is in: the grammar starts here
+		if err := g.s.SetGrammar(g.seq, g.grammar); err != nil {
+			g.err, g.done = err, true
+			return false
+		}
+	}
 	digest, err := g.s.LogitsDigest(g.seq)
 	var token int32
 	if err == nil {

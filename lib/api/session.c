@@ -16,68 +16,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
 #include "config.h"
 #include "digest.h"
-#include "errors.h"
 #include "fpenv.h"
 #include "growable.h"
 #include "logprobs.h"
 #include "model.h"
 #include "numerics.h"
-#include "sampling.h"
+#include "session_internal.h"
 
-#define SLICE_ROWS 64u
-/* Logits rows computed at once: bounded so that n_vocab x rows stays small. */
-#define LOGITS_FLOATS (1u << 22)
+#define fail di_session_fail /* this file's short name for it */
 
-typedef struct sequence {
-    uint32_t length;          /* tokens in the backend's cache */
-    int32_t *tokens;          /* [tokens_capacity]: its history, grown with it */
-    size_t tokens_capacity;
-    /* results of this sequence's last step */
-    int has_result;
-    float *last_logits;       /* [n_vocab], allocated on first step */
-    di_digest last_digest;
-    int32_t greedy;
-    /* rows of the session's all-logits buffer that belong to this sequence */
-    uint64_t all_serial;      /* step serial the rows belong to */
-    size_t all_first;
-    uint32_t all_count;
-    uint64_t step_mark;       /* duplicate detection within one step */
-    di_sampling_params sampling; /* di_session_seq_set_sampling; kept across reset/copy */
-} sequence;
-
-struct di_session {
-    const di_model *model;
-    uint32_t max_sequences;
-    uint32_t ctx_len;
-    sequence *seqs;
-    uint64_t serial;            /* number of steps so far */
-    uint64_t checks;            /* number of step validations so far */
-    uint32_t *logit_rows;       /* [SLICE_ROWS] slice row index of each logits row */
-    uint32_t *logit_seq;        /* [SLICE_ROWS] entry index of each logits row */
-    float *logits_tmp;          /* [logits_group][n_vocab] */
-    uint32_t logits_group;
-    float *all_logits;          /* [rows of the last ALL_LOGITS step][n_vocab] */
-    di_digest *all_digests;
-    size_t all_capacity;        /* rows */
-    char errmsg[DI_ERRMSG_SIZE];
-    char backend_info[256];     /* di_session_backend_info */
-    /* The backend: it owns the KV caches and runs the forward pass; digests
-     * and results stay here. NULL only while the session is being created. */
-    const di_backend_ops *backend;
-    void *backend_state;
-    di_backend_row *backend_rows; /* [SLICE_ROWS] */
-    int32_t *greedy_tmp;        /* [logits_group] */
-    di_sampling_params sampling_start; /* every sequence's parameters at creation (config) */
-    di_sampler sampler;         /* scratch, allocated by the first non-greedy sample */
-};
-
-static di_status fail(di_session *s, di_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static di_status fail(di_session *s, di_status st, const char *fmt, ...)
+di_status di_session_fail(di_session *s, di_status st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -188,6 +138,7 @@ static di_status create_session(const di_model *model, const di_config *config, 
         return di_error(errbuf, errbuf_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
     s->model = model;
     s->sampling_start = sampling_start;
+    di_grammars_init(&s->grammars, model->tokenizer, model->n_vocab);
     s->max_sequences = (uint32_t)c->max_sequences;
     s->ctx_len = context_length(model, c);
     s->logits_group = LOGITS_FLOATS / model->n_vocab;
@@ -242,9 +193,12 @@ DI_API void di_session_free(di_session *s)
         for (uint32_t i = 0; i < s->max_sequences; i++) {
             free(s->seqs[i].tokens);
             free(s->seqs[i].last_logits);
+            di_seq_grammar_drop(&s->grammars, &s->seqs[i].grammar);
         }
         free(s->seqs);
     }
+    di_grammars_release(&s->grammars);
+    free(s->masked);
     free(s->logit_rows);
     free(s->logit_seq);
     free(s->logits_tmp);
@@ -305,6 +259,13 @@ static di_status validate_step(di_session *s, uint32_t n_entries, const uint32_t
                 return fail(s, DI_ERR_TOKEN_RANGE, "entry %u: token %u is %d, outside [0, %u)", e, i,
                             t, s->model->n_vocab);
         }
+        /* the grammar's states of these tokens, written past the sequence's
+         * current ones: they count only once the step commits them */
+        di_status st = q->grammar.use ? di_seq_grammar_check(&s->grammars, &q->grammar, tokens + *total,
+                                                             n_tokens[e], e, id, s->errmsg, sizeof s->errmsg)
+                                      : DI_OK;
+        if (st)
+            return st;
         *total += n_tokens[e];
     }
     /* allocations last, so that nothing is left half-changed by a failure:
@@ -404,6 +365,9 @@ static di_status step(di_session *s, uint32_t n_entries, const uint32_t *seq_ids
     di_status st = validate_step(s, n_entries, seq_ids, n_tokens, tokens, flags, &total);
     if (st)
         return st;
+    for (uint32_t e = 0; e < n_entries; e++)
+        if (s->seqs[seq_ids[e]].grammar.use)
+            di_seq_grammar_commit(&s->seqs[seq_ids[e]].grammar, n_tokens[e]);
     s->serial++;
     const int keep_all = (flags & DI_STEP_ALL_LOGITS) != 0;
 
@@ -464,7 +428,7 @@ DI_API di_status di_session_step(di_session *s, uint32_t n_entries, const uint32
 
 /* ---- results and sequences ---------------------------------------------------- */
 
-static di_status get_seq(di_session *s, uint32_t seq, sequence **out)
+di_status di_session_get_seq(di_session *s, uint32_t seq, sequence **out)
 {
     if (seq >= s->max_sequences)
         return fail(s, DI_ERR_SEQUENCE, "sequence %u is outside [0, %u)", seq, s->max_sequences);
@@ -472,22 +436,20 @@ static di_status get_seq(di_session *s, uint32_t seq, sequence **out)
     return DI_OK;
 }
 
-/* The common start of a per-sequence call: checks the handle, clears its
- * message, checks the caller's output pointer and the sequence id. */
-static di_status begin_seq_call(di_session *s, uint32_t seq, const void *out, sequence **q)
+di_status di_session_begin_seq_call(di_session *s, uint32_t seq, const void *out, sequence **q)
 {
     if (!s)
         return DI_ERR_INVALID_ARGUMENT;
     s->errmsg[0] = '\0';
     if (!out)
         return fail(s, DI_ERR_INVALID_ARGUMENT, "an output pointer is NULL");
-    return get_seq(s, seq, q);
+    return di_session_get_seq(s, seq, q);
 }
 
 DI_API di_status di_session_logits(di_session *s, uint32_t seq, const float **logits, di_digest *digest)
 {
     sequence *q = NULL;
-    di_status st = begin_seq_call(s, seq, logits, &q);
+    di_status st = di_session_begin_seq_call(s, seq, logits, &q);
     if (st)
         return st;
     if (!q->has_result)
@@ -502,7 +464,7 @@ DI_API di_status di_session_logits_at(di_session *s, uint32_t seq, uint32_t inde
                                       di_digest *digest)
 {
     sequence *q = NULL;
-    di_status st = begin_seq_call(s, seq, logits, &q);
+    di_status st = di_session_begin_seq_call(s, seq, logits, &q);
     if (st)
         return st;
     if (q->all_serial == 0 || q->all_serial != s->serial)
@@ -520,11 +482,13 @@ DI_API di_status di_session_logits_at(di_session *s, uint32_t seq, uint32_t inde
 DI_API di_status di_session_greedy_token(di_session *s, uint32_t seq, int32_t *token)
 {
     sequence *q = NULL;
-    di_status st = begin_seq_call(s, seq, token, &q);
+    di_status st = di_session_begin_seq_call(s, seq, token, &q);
     if (st)
         return st;
     if (!q->has_result)
         return fail(s, DI_ERR_STATE, "sequence %u has no greedy token: step it first", seq);
+    if (q->grammar.use)
+        return di_session_grammar_choose(s, seq, q, 0, token);
     *token = q->greedy;
     return DI_OK;
 }
@@ -532,7 +496,7 @@ DI_API di_status di_session_greedy_token(di_session *s, uint32_t seq, int32_t *t
 DI_API di_status di_session_seq_length(di_session *s, uint32_t seq, uint32_t *length)
 {
     sequence *q = NULL;
-    di_status st = begin_seq_call(s, seq, length, &q);
+    di_status st = di_session_begin_seq_call(s, seq, length, &q);
     if (st)
         return st;
     *length = q->length;
@@ -542,7 +506,7 @@ DI_API di_status di_session_seq_length(di_session *s, uint32_t seq, uint32_t *le
 DI_API di_status di_session_seq_digest(di_session *s, uint32_t seq, di_digest *digest)
 {
     sequence *q = NULL;
-    di_status st = begin_seq_call(s, seq, digest, &q);
+    di_status st = di_session_begin_seq_call(s, seq, digest, &q);
     if (st)
         return st;
     return di_digest_tokens(q->tokens, q->length, digest);
@@ -552,7 +516,7 @@ DI_API di_status di_session_seq_digest_extra(di_session *s, uint32_t seq, const 
                                              size_t n_extra, di_digest *digest)
 {
     sequence *q = NULL;
-    di_status st = begin_seq_call(s, seq, digest, &q);
+    di_status st = di_session_begin_seq_call(s, seq, digest, &q);
     if (st)
         return st;
     if ((!extra && n_extra > 0) || n_extra > SIZE_MAX / sizeof(int32_t))
@@ -570,6 +534,7 @@ static void set_length(di_session *s, uint32_t seq, uint32_t length)
     q->length = length;
     q->has_result = 0;
     q->all_serial = 0;
+    di_seq_grammar_truncate(&s->grammars, &q->grammar, length);
     if (length == 0) {
         free(q->tokens);
         q->tokens = NULL;
@@ -581,7 +546,7 @@ static void set_length(di_session *s, uint32_t seq, uint32_t length)
 DI_API di_status di_session_seq_truncate(di_session *s, uint32_t seq, uint32_t length)
 {
     sequence *q = NULL;
-    di_status st = begin_seq_call(s, seq, s, &q); /* no output pointer */
+    di_status st = di_session_begin_seq_call(s, seq, s, &q); /* no output pointer */
     if (st)
         return st;
     if (length > q->length)
@@ -603,7 +568,7 @@ DI_API di_status di_session_seq_copy(di_session *s, uint32_t src, uint32_t dst, 
     s->errmsg[0] = '\0';
     sequence *from = NULL, *to = NULL;
     di_status st;
-    if ((st = get_seq(s, src, &from)) || (st = get_seq(s, dst, &to)))
+    if ((st = di_session_get_seq(s, src, &from)) || (st = di_session_get_seq(s, dst, &to)))
         return st;
     if (src == dst)
         return fail(s, DI_ERR_INVALID_ARGUMENT, "cannot copy sequence %u onto itself", src);
@@ -619,6 +584,7 @@ DI_API di_status di_session_seq_copy(di_session *s, uint32_t src, uint32_t dst, 
         return st;
     if (length > 0)
         memcpy(to->tokens, from->tokens, (size_t)length * sizeof *to->tokens);
+    di_seq_grammar_drop(&s->grammars, &to->grammar); /* a copied prefix brings no grammar */
     set_length(s, dst, length);
     return DI_OK;
 }
@@ -629,7 +595,7 @@ DI_API di_status di_session_seq_set_sampling(di_session *s, uint32_t seq,
                                              const di_sampling_params *params)
 {
     sequence *q = NULL;
-    di_status st = begin_seq_call(s, seq, s, &q); /* no output pointer */
+    di_status st = di_session_begin_seq_call(s, seq, s, &q); /* no output pointer */
     if (st)
         return st;
     if (!params) {
@@ -646,11 +612,13 @@ DI_API di_status di_session_seq_set_sampling(di_session *s, uint32_t seq,
 DI_API di_status di_session_sample_token(di_session *s, uint32_t seq, int32_t *token)
 {
     sequence *q = NULL;
-    di_status st = begin_seq_call(s, seq, token, &q);
+    di_status st = di_session_begin_seq_call(s, seq, token, &q);
     if (st)
         return st;
     if (!q->has_result)
         return fail(s, DI_ERR_STATE, "sequence %u has no logits to sample from: step it first", seq);
+    if (q->grammar.use)
+        return di_session_grammar_choose(s, seq, q, 1, token);
     const di_sampling_params *p = &q->sampling;
     if (di_sampling_is_greedy(p)) {
         *token = q->greedy; /* exactly di_session_greedy_token */
@@ -691,7 +659,7 @@ DI_API di_status di_session_logprobs(di_session *s, uint32_t seq, int32_t token,
         return DI_ERR_INVALID_ARGUMENT;
     s->errmsg[0] = '\0';
     sequence *q = NULL;
-    di_status st = get_seq(s, seq, &q);
+    di_status st = di_session_get_seq(s, seq, &q);
     if (st)
         return st;
     const uint32_t n_vocab = s->model->n_vocab;

@@ -31,6 +31,8 @@ DI_API const char *di_status_name(di_status status)
     case DI_ERR_INTERNAL: return "DI_ERR_INTERNAL";
     case DI_ERR_BUFFER_TOO_SMALL: return "DI_ERR_BUFFER_TOO_SMALL";
     case DI_ERR_TEXT: return "DI_ERR_TEXT";
+    case DI_ERR_GRAMMAR: return "DI_ERR_GRAMMAR";
+    case DI_ERR_GRAMMAR_REJECTED: return "DI_ERR_GRAMMAR_REJECTED";
     }
     return "DI_STATUS_UNKNOWN";
 }

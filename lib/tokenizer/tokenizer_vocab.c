@@ -19,6 +19,7 @@
 
 #include "errors.h"
 #include "growable.h"
+#include "hex.h"
 #include "tokenizer_internal.h"
 
 #define HASH_SEED UINT64_C(14695981039346656037)
@@ -133,17 +134,6 @@ static uint32_t attr_of_type(int32_t type)
     }
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 static di_status table_alloc(di_tok_table *tab, uint64_t n)
 {
     uint64_t size = 16;
@@ -244,8 +234,8 @@ static di_status load_pieces(di_tokenizer *t, const di_gguf *g, uint32_t n_vocab
         }
         if (piece->attr & DI_TOK_BYTE) {
             /* the byte tokens of SentencePiece vocabularies: "<0xHH>" */
-            int hi = len == 6 ? hex_value(piece->text[3]) : -1;
-            int lo = len == 6 ? hex_value(piece->text[4]) : -1;
+            int hi = len == 6 ? di_hex_digit(piece->text[3]) : -1;
+            int lo = len == 6 ? di_hex_digit(piece->text[4]) : -1;
             if (hi < 0 || lo < 0 || memcmp(piece->text, "<0x", 3) != 0 || piece->text[5] != '>')
                 return di_error(err, es, DI_ERR_MODEL, "byte token %u is '%.*s', not <0xHH>", i,
                                 (int)len, piece->text);

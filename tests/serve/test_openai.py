@@ -94,7 +94,7 @@ def test_neutral_chat_fields(serve):
     assert r.choices[0].message.role == "assistant"
     for field, value in (("store", True), ("metadata", {"a": "b"}), ("service_tier", "flex"),
                          ("tools", [{"type": "function", "function": {"name": "f"}}]), ("response_format",
-                                                                                     {"type": "json_object"})):
+                                                                                     {"type": "xml"})):
         with pytest.raises(openai.BadRequestError) as e:
             c.chat.completions.create(model="x", messages=msgs, max_tokens=2, extra_body={field: value})
         assert field in str(e.value)

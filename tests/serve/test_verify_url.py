@@ -23,6 +23,7 @@ def test_verify_url_passes_against_a_live_server(serve):
     assert "local library" in out.stdout and "near-tie" in out.stdout
     assert "OK: every response equals its reference." in out.stdout
     assert "\ngreedy [" in out.stdout and " 50 " in out.stdout  # the same request 50 times
+    assert "\njson schema [" in out.stdout  # a constrained request, 50 times too
     with urllib.request.urlopen(s.url + "/v1/models") as r:
         if json.load(r)["data"][0]["detinfer"]["sampling"]:
             assert "\nsampled seed " in out.stdout

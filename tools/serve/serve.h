@@ -9,6 +9,7 @@
  *   serve_json.c     a body's JSON under a memory budget; text as JSON strings
  *   serve_request.c  request JSON -> a checked sv_request
  *   serve_messages.c a chat's messages -> roles and contents for di_chat_tokenize
+ *   serve_grammar.c  response_format, grammar, json_schema -> a compiled grammar (cached)
  *   serve_response.c response, stream chunk and error JSON; the detinfer object
  *   serve_tokens.c   /tokenize and /detokenize
  *   serve_engine.c   the engine thread: continuous batching over one session,
@@ -193,6 +194,7 @@ typedef struct sv_request {
     size_t n_stops, max_stop_len;
     int sampled; /* 0: greedy */
     di_sampling_params params; /* choice i samples with seed params.seed + i */
+    struct sv_grammar *grammar; /* response_format, grammar or json_schema; NULL: none */
     int logprobs;             /* 1: each token's log-probability (di_session_logprobs) */
     uint32_t n_top;           /* alternatives per token: completions' logprobs, chat's top_logprobs */
     uint32_t n;               /* choices in the response */
@@ -258,6 +260,20 @@ void sv_chat_free(sv_chat *c);
  * and ": " separators, keys in order, floats as repr(). malloc'd; NULL when
  * out of memory. */
 char *sv_python_json(const json_t *v);
+
+/* ---- A request's grammar (serve_grammar.c) ------------------------------- */
+typedef struct sv_grammar sv_grammar;
+/* response_format, grammar or json_schema of the request into r->grammar
+ * (left NULL for none and for {"type": "text"}); 0, or -1 with e set (400
+ * naming the field, the library's message naming the place in it). */
+int sv_request_grammar(json_t *root, sv_request *r, sv_error *e);
+const di_grammar *sv_grammar_handle(const sv_grammar *g);
+/* di_grammar_digest in hex: what the detinfer object names. */
+const char *sv_grammar_digest(const sv_grammar *g);
+/* Drops a request's reference. */
+void sv_grammar_release(sv_grammar *g);
+/* Frees the cached grammars no request uses (at exit). */
+void sv_grammar_cache_clear(void);
 
 /* ---- JSON in and out (serve_json.c) -------------------------------------- */
 /* A body's JSON, parsed strictly (duplicate keys refused) within the memory

@@ -65,6 +65,10 @@ static void finish_locked(sv_engine *g, sv_choice *c)
     if (c->state == SV_RUNNING) {
         g->slots[c->slot] = NULL;
         g->last_use[c->slot] = ++g->use_clock;
+        /* the idle slot keeps its cache, not the grammar: the session then
+         * keeps only the few most recent grammars no request uses */
+        if (r->grammar)
+            di_session_seq_set_grammar(g->session, c->slot, NULL, NULL, 0);
     }
     c->state = SV_DONE;
     pthread_cond_broadcast(&r->changed);
@@ -119,6 +123,34 @@ static int is_end_token(const sv_server *s, const sv_request *r, int32_t token)
     return (s->eos >= 0 && token == s->eos) || (r->kind == SV_CHAT && s->eot >= 0 && token == s->eot);
 }
 
+/* The grammar's text is complete and nothing may follow, but the model has
+ * no end token to choose: c finishes ("stop") with the tokens it has, all
+ * of them stepped. */
+static void finish_complete_locked(sv_server *s, sv_engine *g, sv_choice *c)
+{
+    di_status st = di_session_seq_digest_extra(g->session, c->slot, NULL, 0, &c->sequence);
+    if (st) {
+        fail_locked(g, c, "sequence digest", st, di_session_errmsg(g->session));
+        return;
+    }
+    c->text_visible = c->text_len;
+    if (c->n_out > 0)
+        c->visible_after[c->n_out - 1] = c->text_visible;
+    c->finish_reason = "stop";
+    sv_metrics_tokens(s, c->index == 0 ? c->req->n_prompt : 0, c->n_out);
+    finish_locked(g, c);
+}
+
+/* The prompt is in: c's grammar starts here (its end tokens: the model's
+ * end of sequence, which the library adds, and a chat's end of turn). */
+static di_status start_grammar(const sv_server *s, sv_engine *g, sv_choice *c)
+{
+    const sv_request *r = c->req;
+    const int turn = r->kind == SV_CHAT && s->eot >= 0;
+    return di_session_seq_set_grammar(g->session, c->slot, sv_grammar_handle(r->grammar), turn ? &s->eot : NULL,
+                                      turn ? 1 : 0);
+}
+
 /* After a step that ended c's prompt or fed its last token: choose the next
  * token, record it, and finish c when it is done. The token that ends the
  * generation (EOS, the end of the turn) counts as a generated token:
@@ -131,7 +163,14 @@ static void advance_locked(sv_server *s, sv_engine *g, sv_choice *c)
     const float *logits;
     di_digest digest;
     int32_t token;
-    di_status st = di_session_logits(g->session, seq, &logits, &digest);
+    uint32_t flags = 0;
+    di_status st = r->grammar ? di_session_seq_grammar_state(g->session, seq, &flags) : DI_OK;
+    if (!st && (flags & DI_GRAMMAR_MUST_END) && s->eos < 0 && !(r->kind == SV_CHAT && s->eot >= 0)) {
+        finish_complete_locked(s, g, c);
+        return;
+    }
+    if (!st)
+        st = di_session_logits(g->session, seq, &logits, &digest);
     if (!st)
         st = r->sampled ? di_session_sample_token(g->session, seq, &token)
                         : di_session_greedy_token(g->session, seq, &token);
@@ -271,6 +310,10 @@ static void admit_locked(sv_server *s, sv_engine *g)
         g->slots[slot] = c;
         g->last_use[slot] = ++g->use_clock;
         di_status st = start_from_prefix(s, g, c);
+        /* the slot's own cache, truncated, may keep a grammar of its last
+         * request (truncate restores one): this request's starts after its prompt */
+        if (!st)
+            st = di_session_seq_set_grammar(g->session, (uint32_t)slot, NULL, NULL, 0);
         if (!st && s->sampling_available) {
             di_sampling_params p = r->params;
             p.seed = c->seed;
@@ -350,6 +393,11 @@ static void *engine_main(void *arg)
                 c->n_fed += g->n_tokens[k];
                 if (c->n_fed < c->req->n_prompt)
                     continue; /* more prompt to read */
+                di_status gst = c->req->grammar ? start_grammar(s, g, c) : DI_OK;
+                if (gst) {
+                    fail_locked(g, c, "starting the grammar", gst, di_session_errmsg(g->session));
+                    continue;
+                }
             }
             advance_locked(s, g, c);
         }

@@ -402,6 +402,7 @@ out:
     sv_engine_stop(&s);
     sv_conns_stop(s.conns);
     sv_metrics_free(&s);
+    sv_grammar_cache_clear();
     sv_allow_free(&s.allow);
     if (s.api_key)
         explicit_bzero(s.api_key, s.api_key_len);

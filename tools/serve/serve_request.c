@@ -49,6 +49,7 @@ static const struct field {
     {"n", FOR_BOTH},            {"logprobs", FOR_BOTH},        {"top_logprobs", FOR_CHAT},
     {"stream", FOR_BOTH},       {"stream_options", FOR_BOTH},  {"echo", FOR_COMPLETION},
     {"user", FOR_BOTH},         {"detinfer", FOR_BOTH},
+    {"response_format", FOR_BOTH}, {"grammar", FOR_BOTH},      {"json_schema", FOR_BOTH},
     /* OpenAI fields some clients always send: accepted with their neutral values only. */
     {"logit_bias", FOR_BOTH},   {"suffix", FOR_COMPLETION},    {"best_of", FOR_COMPLETION},
     {"store", FOR_CHAT},        {"metadata", FOR_CHAT},        {"service_tier", FOR_CHAT},
@@ -509,7 +510,8 @@ int sv_request_parse(sv_server *s, sv_kind kind, const char *body, size_t len, s
     }
     if (check_known_fields(root, kind, e) || check_unsupported(root, e) || get_logprobs(s, root, kind, r, e) ||
         get_bool(root, "stream", &r->stream, e) || get_stream_options(root, r, e) ||
-        get_detinfer_options(root, r, e) || get_stops(root, r, e) || get_sampling(s, root, r, e))
+        get_detinfer_options(root, r, e) || get_stops(root, r, e) || get_sampling(s, root, r, e) ||
+        sv_request_grammar(root, r, e))
         goto out;
     if ((kind == SV_CHAT ? get_messages(s, root, r, e) : get_prompt(s, root, r, e)))
         goto out;
@@ -566,5 +568,6 @@ void sv_request_free(sv_request *r)
         free(c->text);
     }
     free(r->choices);
+    sv_grammar_release(r->grammar);
     free(r);
 }

@@ -69,6 +69,8 @@ json_t *sv_detinfer_object(const sv_server *s, const sv_request *r, int index)
     json_object_set_new(o, "sampling_params", applied);
     if (r->kind == SV_CHAT)
         json_object_set_new(o, "chat_template", json_string(s->chat_template));
+    if (r->grammar)
+        json_object_set_new(o, "grammar_digest", json_string(sv_grammar_digest(r->grammar)));
     json_object_set_new(o, "fingerprint", sv_fingerprint_object(s));
     return o;
 }

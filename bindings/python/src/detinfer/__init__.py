@@ -19,7 +19,8 @@ libdetinfer (PyPI's "detinfer" is an unrelated project).
 """
 
 from ._api import (STEP_ALL_LOGITS, TOKENIZE_ADD_BOS, TOKENIZE_PARSE_SPECIAL, Backend, Config,
-                   ConfigKey, CpuPath, DetinferError, GeneratedToken, Generation, Logits, Logprobs,
+                   ConfigKey, CpuPath, DetinferError, GeneratedToken, Generation, Grammar, GrammarState,
+                   Logits, Logprobs,
                    Model, ModelKey, Profile, SamplingParams, Sequence, Session, SpecialToken, Status,
                    build_info, chat_format, chat_turn_end, cpu_path_name, cpu_path_resolve, digest_floats,
                    digest_tokens, status_name, version, version_number)
@@ -30,7 +31,8 @@ __version__ = "0.4.0"
 
 __all__ = [
     "LLM", "Completion", "Stream",
-    "Backend", "Config", "ConfigKey", "CpuPath", "DetinferError", "GeneratedToken", "Generation",
+    "Backend", "Config", "ConfigKey", "CpuPath", "DetinferError", "GeneratedToken", "Generation", "Grammar",
+    "GrammarState",
     "LibraryNotFoundError", "Logits", "Logprobs", "Model", "ModelKey", "Profile", "STEP_ALL_LOGITS",
     "SamplingParams", "Sequence", "Session", "SpecialToken", "Status", "TOKENIZE_ADD_BOS",
     "TOKENIZE_PARSE_SPECIAL", "build_info", "chat_format", "chat_turn_end", "cpu_path_name", "cpu_path_resolve",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes as C
 import enum
 import importlib
+import json
 import os
 import weakref
 from dataclasses import dataclass, fields
@@ -43,6 +44,8 @@ class Status(enum.IntEnum):
     ERR_INTERNAL = 15
     ERR_BUFFER_TOO_SMALL = 16
     ERR_TEXT = 17
+    ERR_GRAMMAR = 18
+    ERR_GRAMMAR_REJECTED = 19
 
 
 class ModelKey(enum.IntEnum):
@@ -101,6 +104,15 @@ class SpecialToken(enum.IntEnum):
 TOKENIZE_ADD_BOS = 0x1
 TOKENIZE_PARSE_SPECIAL = 0x2
 STEP_ALL_LOGITS = 0x1
+
+
+class GrammarState(enum.IntFlag):
+    """di_session_seq_grammar_state's flags."""
+    NONE = 0
+    ACTIVE = 0x1     # the sequence has a grammar
+    CAN_END = 0x2    # its text is complete: an end token is allowed
+    MUST_END = 0x4   # complete, and nothing but an end token may follow
+    ENDED = 0x8      # an end token was stepped: no token is allowed
 
 # The type of each configuration key: set with di_config_set_int or _float.
 _FLOAT_KEYS = {ConfigKey.TEMPERATURE, ConfigKey.TOP_P, ConfigKey.REPETITION_PENALTY}
@@ -505,6 +517,52 @@ class Model(_Handle):
         return Session(self, config, **settings)
 
 
+class Grammar(_Handle):
+    """A compiled grammar (docs/STRUCTURED.md): from GBNF text or a JSON
+    Schema. Immutable and thread-safe; a session keeps its own reference, so
+    closing it after Sequence.set_grammar is fine."""
+
+    _free_name = "di_grammar_free"
+
+    def __init__(self, handle: Optional[int]) -> None:
+        self._handle = handle
+
+    @classmethod
+    def _compile(cls, name: str, text: str) -> "Grammar":
+        data = text.encode("utf-8")
+        handle = C.c_void_p()
+        err = C.create_string_buffer(_ERRBUF)
+        _check(library().fn(name)(data, len(data), 0, C.byref(handle), err, _ERRBUF), err.value)
+        return cls(handle.value)
+
+    @classmethod
+    def from_gbnf(cls, text: str) -> "Grammar":
+        """GBNF (llama.cpp's grammar format; rule root starts). Raises
+        DetinferError ERR_GRAMMAR with the line and column of a mistake."""
+        return cls._compile("di_grammar_from_gbnf", text)
+
+    @classmethod
+    def from_json_schema(cls, schema: Union[str, Mapping[str, Any], bool]) -> "Grammar":
+        """A JSON Schema (a dict, or its JSON text): the grammar of the JSON
+        texts it allows, with no whitespace. Raises DetinferError
+        ERR_UNSUPPORTED ("unsupported keyword X at /path") or ERR_GRAMMAR."""
+        text = schema if isinstance(schema, str) else json.dumps(schema, ensure_ascii=False)
+        return cls._compile("di_grammar_from_json_schema", text)
+
+    @property
+    def gbnf(self) -> str:
+        """Its GBNF text (a schema's: the text it was converted to)."""
+        h = self._h()
+        return _sized(lambda buf, cap, n: library().fn("di_grammar_gbnf")(h, buf, cap, n)).decode("utf-8")
+
+    @property
+    def digest(self) -> str:
+        """XXH3-128 of its GBNF text."""
+        out = Digest()
+        _check(library().fn("di_grammar_digest")(self._h(), C.byref(out)))
+        return out.hex()
+
+
 class Config(_Handle):
     """Session settings. Keyword names are ConfigKey names in lower case
     (threads=2, max_sequences=4, backend=Backend.CUDA, ...). One thread at a time."""
@@ -685,6 +743,25 @@ class Session(_Handle):
         c = params._to_c() if params is not None else None
         self._call("di_session_seq_set_sampling", seq, C.byref(c) if c is not None else None)
 
+    def set_grammar(self, seq: int, grammar: Optional[Grammar], end_tokens: Seq[int] = ()) -> None:
+        """seq's grammar from its length on (None: none). end_tokens: besides
+        the model's EOS, the tokens that end it (a chat's end of turn)."""
+        ends = list(end_tokens)
+        self._call("di_session_seq_set_grammar", seq, grammar._h() if grammar is not None else None,
+                   _tokens_array(ends) if ends else None, len(ends))
+
+    def grammar_state(self, seq: int) -> GrammarState:
+        out = C.c_uint32()
+        self._call("di_session_seq_grammar_state", seq, C.byref(out))
+        return GrammarState(out.value)
+
+    def allowed_tokens(self, seq: int) -> List[int]:
+        """The tokens seq's grammar allows next (every token without one)."""
+        n_words = (self.model.n_vocab + 31) // 32
+        words = (C.c_uint32 * n_words)()
+        self._call("di_session_seq_grammar_allowed", seq, words, n_words)
+        return [w * 32 + b for w in range(n_words) if words[w] for b in range(32) if (words[w] >> b) & 1]
+
     def length(self, seq: int) -> int:
         out = C.c_uint32()
         self._call("di_session_seq_length", seq, C.byref(out))
@@ -770,6 +847,18 @@ class Sequence:
         started with (the session config's sampling keys, else greedy)."""
         self.session.set_sampling(self.id, params)
 
+    def set_grammar(self, grammar: Optional[Grammar], end_tokens: Seq[int] = ()) -> None:
+        """This sequence's grammar, from its length on: greedy_token and
+        sample_token then choose only tokens it allows (None removes it)."""
+        self.session.set_grammar(self.id, grammar, end_tokens)
+
+    @property
+    def grammar_state(self) -> GrammarState:
+        return self.session.grammar_state(self.id)
+
+    def allowed_tokens(self) -> List[int]:
+        return self.session.allowed_tokens(self.id)
+
     def __len__(self) -> int:
         return self.session.length(self.id)
 
@@ -787,12 +876,13 @@ class Sequence:
         return Sequence(self.session, dst)
 
     def generate(self, prompt: Seq[int], max_new: int = 32, stop_at_eos: bool = True,
-                 sampling: Optional[SamplingParams] = None) -> "Generation":
+                 sampling: Optional[SamplingParams] = None, grammar: Optional[Grammar] = None) -> "Generation":
         """Steps the prompt, then one token per step: an iterator of
         GeneratedToken(token, piece, digest). Tokens are chosen with the
         sequence's sampling parameters (greedy unless set: `sampling` sets
-        them first). Afterwards `.digest` is the sequence digest of the
-        generation.
+        them first) and, with `grammar`, among the tokens it allows from the
+        first generated one on (it ends at the EOS it then allows). Afterwards
+        `.digest` is the sequence digest of the generation.
 
         A second generate() on the same sequence continues the first: it
         steps the first one's last chosen token, then `prompt` (which may be
@@ -801,7 +891,9 @@ class Sequence:
         object stops (ERR_STATE if iterated again)."""
         if sampling is not None:
             self.set_sampling(sampling)
-        return Generation(self, prompt, max_new, stop_at_eos)
+        if grammar is not None and not stop_at_eos:
+            raise ValueError("a grammar ends at the end-of-sequence token: stop_at_eos must be True")
+        return Generation(self, prompt, max_new, stop_at_eos, grammar)
 
 
 class Generation(Iterator[GeneratedToken]):
@@ -810,7 +902,8 @@ class Generation(Iterator[GeneratedToken]):
     sequence digest of the generation (prompt and every generated token:
     the sequence's stepped tokens and the last chosen one, not stepped)."""
 
-    def __init__(self, sequence: Sequence, prompt: Seq[int], max_new: int, stop_at_eos: bool) -> None:
+    def __init__(self, sequence: Sequence, prompt: Seq[int], max_new: int, stop_at_eos: bool,
+                 grammar: Optional[Grammar] = None) -> None:
         session = sequence.session
         pending = session._pending.get(sequence.id)
         self._feed: List[int] = ([pending] if pending is not None else []) + list(prompt)
@@ -821,6 +914,7 @@ class Generation(Iterator[GeneratedToken]):
         self.tokens: List[int] = []
         self.stopped_at_eos = False
         self._eos = session.model.eos if stop_at_eos else None
+        self._grammar = grammar
         self._done = max_new <= 0
         self._ticket = session._claim(sequence.id)
 
@@ -838,6 +932,8 @@ class Generation(Iterator[GeneratedToken]):
                                 "given a later generate(): this generation cannot go on")
         session._step([(seq.id, self._feed)])
         session._pending.pop(seq.id, None)
+        if self._grammar is not None and not self.tokens:
+            seq.set_grammar(self._grammar)  # after the prompt: it is not constrained
         digest = session.logits_digest(seq.id)
         token = seq.sample_token()  # with the defaults, the greedy token
         session._pending[seq.id] = token

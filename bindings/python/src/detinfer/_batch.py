@@ -1,5 +1,5 @@
 """Continuous batching over one session's sequences: jobs (prompt ids,
-max_new, stop tokens, sampling) generated together, every active sequence
+max_new, stop tokens, sampling, grammar) generated together, every active sequence
 advanced one token per batched step, a finished job's sequence taken by the
 next job. Batch invariance makes each job's tokens and digests equal to its
 run alone (Sequence.generate); the tests check exactly that. LLM.generate,
@@ -10,20 +10,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Collection, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from ._api import DetinferError, Logprobs, SamplingParams, Session, Status
+from ._api import DetinferError, Grammar, Logprobs, SamplingParams, Session, Status
 
 
 @dataclass
 class Job:
     """One prompt to generate from. stop_tokens end it (the stop token is
     kept as its last token); sampling None is greedy; logprobs N asks for
-    each token's log-probability and the N most likely alternatives."""
+    each token's log-probability and the N most likely alternatives; grammar
+    constrains the generated tokens (not the prompt: it is set once the
+    prompt is in), and ends at a stop token it allows."""
 
     prompt: Sequence[int]
     max_new: int
     stop_tokens: Collection[int] = ()
     sampling: Optional[SamplingParams] = None
     logprobs: Optional[int] = None
+    grammar: Optional[Grammar] = None
 
 
 @dataclass
@@ -138,6 +141,13 @@ class Batch:
         for seq in stepped:
             slot = active[seq]
             job, out = slot.job, slot.out
+            if job.grammar is not None and not out.tokens:
+                try:
+                    ends = [t for t in job.stop_tokens if t != self.session.model.eos]  # EOS is always one
+                    self.session.set_grammar(seq, job.grammar, ends)  # the prompt is in: it starts here
+                except DetinferError as e:
+                    self._finish(active, free, seq, e)
+                    continue
             digest = self.session.logits_digest(seq)
             token = (self.session.sample_token(seq) if job.sampling is not None
                      else self.session.greedy_token(seq))

@@ -117,6 +117,15 @@ SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "di_chat_tokenize": (_I, [_P, _STR, C.POINTER(_STR), C.POINTER(_STR), _SZ, _I, C.c_uint32, _PI32, _SZ,
                               _PSZ, _STR, _SZ]),
     "di_chat_turn_end": (_STR, [_STR]),
+    # DETINFER_1.5
+    "di_grammar_from_gbnf": (_I, [_STR, _SZ, C.c_uint32, C.POINTER(_P), _STR, _SZ]),
+    "di_grammar_from_json_schema": (_I, [_STR, _SZ, C.c_uint32, C.POINTER(_P), _STR, _SZ]),
+    "di_grammar_free": (None, [_P]),
+    "di_grammar_gbnf": (_I, [_P, _STR, _SZ, _PSZ]),
+    "di_grammar_digest": (_I, [_P, _PD]),
+    "di_session_seq_set_grammar": (_I, [_P, C.c_uint32, _P, _PI32, _SZ]),
+    "di_session_seq_grammar_state": (_I, [_P, C.c_uint32, _PU32]),
+    "di_session_seq_grammar_allowed": (_I, [_P, C.c_uint32, _PU32, _SZ]),
 }
 
 
@@ -144,7 +153,7 @@ class Library:
     def fn(self, name: str) -> Any:
         if name in self.missing:
             raise LibraryNotFoundError(
-                f"{self.path} has no {name}: it is older than this binding (ABI 1.4); "
+                f"{self.path} has no {name}: it is older than this binding (ABI 1.5); "
                 "install a newer libdetinfer")
         return getattr(self.c, name)
 

@@ -19,6 +19,10 @@ pub struct di_config {
 pub struct di_session {
     _private: [u8; 0],
 }
+#[repr(C)]
+pub struct di_grammar {
+    _private: [u8; 0],
+}
 
 /// C enums are passed as int; their values are numbered and never renumbered.
 pub type di_status = c_int;
@@ -53,6 +57,13 @@ pub const DI_ERR_UNKNOWN_KEY: di_status = 14;
 pub const DI_ERR_INTERNAL: di_status = 15;
 pub const DI_ERR_BUFFER_TOO_SMALL: di_status = 16;
 pub const DI_ERR_TEXT: di_status = 17;
+pub const DI_ERR_GRAMMAR: di_status = 18;
+pub const DI_ERR_GRAMMAR_REJECTED: di_status = 19;
+
+pub const DI_GRAMMAR_ACTIVE: u32 = 0x1;
+pub const DI_GRAMMAR_CAN_END: u32 = 0x2;
+pub const DI_GRAMMAR_MUST_END: u32 = 0x4;
+pub const DI_GRAMMAR_ENDED: u32 = 0x8;
 
 pub const DI_MODEL_N_VOCAB: di_model_key = 1;
 pub const DI_MODEL_N_CTX_TRAIN: di_model_key = 2;
@@ -210,4 +221,20 @@ extern "C" {
                             tokens: *mut i32, capacity: usize, n_tokens: *mut usize, errbuf: *mut c_char,
                             errbuf_size: usize) -> di_status;
     pub fn di_chat_turn_end(template_name: *const c_char) -> *const c_char;
+
+    // DETINFER_1.5
+    pub fn di_grammar_from_gbnf(text: *const c_char, text_len: usize, flags: u32, out: *mut *mut di_grammar,
+                                errbuf: *mut c_char, errbuf_size: usize) -> di_status;
+    pub fn di_grammar_from_json_schema(schema: *const c_char, schema_len: usize, flags: u32,
+                                       out: *mut *mut di_grammar, errbuf: *mut c_char, errbuf_size: usize)
+                                       -> di_status;
+    pub fn di_grammar_free(grammar: *mut di_grammar);
+    pub fn di_grammar_gbnf(grammar: *const di_grammar, text: *mut c_char, capacity: usize, text_len: *mut usize)
+                           -> di_status;
+    pub fn di_grammar_digest(grammar: *const di_grammar, digest: *mut di_digest) -> di_status;
+    pub fn di_session_seq_set_grammar(session: *mut di_session, seq: u32, grammar: *const di_grammar,
+                                      end_tokens: *const i32, n_end_tokens: usize) -> di_status;
+    pub fn di_session_seq_grammar_state(session: *mut di_session, seq: u32, flags: *mut u32) -> di_status;
+    pub fn di_session_seq_grammar_allowed(session: *mut di_session, seq: u32, words: *mut u32, n_words: usize)
+                                          -> di_status;
 }

@@ -1,5 +1,5 @@
 //! Generation as an iterator.
-use crate::{Digest, Error, Logprobs, Result, Session, SpecialToken, Status};
+use crate::{Digest, Error, Grammar, Logprobs, Result, Session, SpecialToken, Status};
 
 /// One generated token: its id, its text piece (empty for a model without a
 /// tokenizer) and the digest of the logits row it was chosen from.
@@ -22,6 +22,7 @@ pub struct Generation<'s, 'm> {
     eos: Option<i32>,
     done: bool,
     stopped_at_eos: bool,
+    grammar: Option<Grammar>,
     refused: Option<Error>,
 }
 
@@ -35,7 +36,15 @@ impl<'s, 'm> Generation<'s, 'm> {
             op: "Session::generate", status: Status::InvalidArgument,
             message: "the prompt has no tokens (and the sequence holds no generation to continue)".into() });
         Generation { session, seq, feed, tokens: Vec::new(), max_new, eos, done: max_new == 0,
-                     stopped_at_eos: false, refused }
+                     stopped_at_eos: false, refused, grammar: None }
+    }
+
+    /// Constrains the generated tokens (not the prompt) with `grammar`; its
+    /// text ends at the EOS it then allows, so the generation must stop at
+    /// EOS (`stop_at_eos`), else the first token gives `Status::InvalidArgument`.
+    pub fn with_grammar(mut self, grammar: &Grammar) -> Self {
+        self.grammar = Some(grammar.clone());
+        self
     }
 
     /// The generated ids so far.
@@ -66,8 +75,15 @@ impl<'s, 'm> Generation<'s, 'm> {
     }
 
     fn next_token(&mut self) -> Result<Generated> {
+        if self.grammar.is_some() && self.eos.is_none() {
+            return Err(Error { op: "generate", status: Status::InvalidArgument,
+                               message: "a grammar ends at the end-of-sequence token: stop at EOS".into() });
+        }
         self.session.step_raw(&[(self.seq, &self.feed)], false)?;
         self.session.pending.remove(&self.seq);
+        if let (Some(g), true) = (&self.grammar, self.tokens.is_empty()) {
+            self.session.set_grammar(self.seq, Some(g), &[])?; // the prompt is in: it starts here
+        }
         let digest = self.session.logits(self.seq)?.1;
         // with the sequence's sampling parameters: greedy unless set
         let token = self.session.sample_token(self.seq)?;

@@ -31,8 +31,10 @@ pub use detinfer_sys as sys;
 
 mod batch;
 mod generate;
+mod grammar;
 mod llm;
 pub use generate::{Generated, Generation};
+pub use grammar::{Grammar, GrammarState};
 pub use llm::{Completion, FinishReason, GenerateOptions, Llm, LlmOptions, Prompt};
 
 // ---- Errors -------------------------------------------------------------------
@@ -58,6 +60,10 @@ pub enum Status {
     Internal,
     BufferTooSmall,
     Text,
+    /// A malformed grammar or JSON schema (the message names the place).
+    Grammar,
+    /// A token the sequence's grammar does not allow.
+    GrammarRejected,
     /// A code this binding does not know (from a newer library).
     Other(i32),
 }
@@ -84,6 +90,8 @@ impl Status {
             15 => Internal,
             16 => BufferTooSmall,
             17 => Text,
+            18 => Grammar,
+            19 => GrammarRejected,
             other => Other(other),
         }
     }
@@ -109,6 +117,8 @@ impl Status {
             Internal => 15,
             BufferTooSmall => 16,
             Text => 17,
+            Grammar => 18,
+            GrammarRejected => 19,
             Other(code) => code,
         }
     }

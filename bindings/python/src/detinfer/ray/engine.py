@@ -6,11 +6,12 @@ alone; the tests check exactly that. No Ray here."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from typing import Any, Dict, List, Optional
 
-from .._api import Backend, CpuPath, DetinferError, Model, Session, Status
+from .._api import Backend, CpuPath, DetinferError, Grammar, Model, Session, Status
 from .._batch import Batch, Job, Outcome
 from .records import Request, WorkerConfig, empty_record
 
@@ -38,12 +39,25 @@ class Generator:
             self.model.close()
             raise
         self.eos = self.model.eos
+        self.grammars: Dict[str, Grammar] = {}  # compiled once per text in this worker
         self.backend_info = self.session.backend_info
         self.worker = (f"{socket.gethostname()}:{os.getpid()} {self.backend_info}"
                        if provenance else None)
 
     def close(self) -> None:
+        for g in self.grammars.values():
+            g.close()
         self.model.close()  # closes the session too
+
+    def _grammar(self, req: Request) -> Optional[Grammar]:
+        if req.json_schema is None and req.grammar is None:
+            return None
+        key = ("s" + json.dumps(req.json_schema, ensure_ascii=False) if req.json_schema is not None
+               else "g" + (req.grammar or ""))
+        if key not in self.grammars:
+            self.grammars[key] = (Grammar.from_json_schema(req.json_schema) if req.json_schema is not None
+                                  else Grammar.from_gbnf(req.grammar or ""))
+        return self.grammars[key]
 
     # -- requests -----------------------------------------------------------------
 
@@ -81,15 +95,19 @@ class Generator:
         """One record per request, in order; a request that fails gets a
         record with its error, the others are unaffected."""
         prompts: List[List[int]] = []
+        grammars: List[Optional[Grammar]] = []
         refused: Dict[int, str] = {}
         for i, req in enumerate(requests):
             try:
                 prompts.append(self._prompt(req))
+                grammars.append(self._grammar(req))
             except (DetinferError, ValueError) as e:
                 prompts.append([])
+                grammars.append(None)
                 refused[i] = str(e)
         stop = {self.eos} if self.eos is not None else set()
-        jobs = [Job([] if i in refused else prompts[i], req.max_new, stop if req.stop_at_eos else (), req.sampling)
+        jobs = [Job([] if i in refused else prompts[i], req.max_new, stop if req.stop_at_eos else (), req.sampling,
+                    grammar=grammars[i])
                 for i, req in enumerate(requests)]
         outcomes = Batch(self.session, self.config.max_sequences, jobs).run()
         return [self._record(req, prompts[i], outcomes[i], refused.get(i)) for i, req in enumerate(requests)]

@@ -13,6 +13,10 @@ An input line (JSONL) is an object with:
   stop_at_eos  optional bool (default true)
   sampling     optional object of SamplingParams fields (temperature, top_k, ...)
   seed         optional int: the sampling seed (overrides sampling.seed)
+  json_schema  optional object (a JSON Schema): generate only JSON it allows
+  grammar      optional string (GBNF): generate only text of that grammar
+               (at most one of the two; docs/STRUCTURED.md; the prompt is not
+               constrained, and the record ends at the EOS the grammar allows)
 
 An output record holds id, text (the completion), tokens (generated ids),
 n_prompt, digest (the sequence digest: prompt and generated ids, as
@@ -38,7 +42,8 @@ from .._api import SamplingParams
 RecordId = Union[int, str]
 
 _SAMPLING_FIELDS = {f.name for f in fields(SamplingParams)}
-_REQUEST_KEYS = {"id", "prompt", "tokens", "parse_special", "max_new", "stop_at_eos", "sampling", "seed"}
+_REQUEST_KEYS = {"id", "prompt", "tokens", "parse_special", "max_new", "stop_at_eos", "sampling", "seed",
+                 "json_schema", "grammar"}
 
 # The columns of an output record, in this order (one place for the schema).
 RECORD_FIELDS = ("id", "text", "tokens", "n_prompt", "digest", "finish", "error")
@@ -58,6 +63,8 @@ class Request:
     max_new: int = 32
     stop_at_eos: bool = True
     sampling: Optional[SamplingParams] = None
+    json_schema: Optional[Any] = None
+    grammar: Optional[str] = None
     # where the request came from ("prompts.jsonl:7"), for messages; not sent to workers
     source: str = field(default="", compare=False)
 
@@ -70,6 +77,10 @@ class Request:
             d["tokens"] = self.tokens
         if self.sampling is not None:
             d["sampling"] = {f: getattr(self.sampling, f) for f in sorted(_SAMPLING_FIELDS)}
+        if self.json_schema is not None:
+            d["json_schema"] = self.json_schema
+        if self.grammar is not None:
+            d["grammar"] = self.grammar
         return json.dumps(d, ensure_ascii=False)
 
     @classmethod
@@ -129,6 +140,18 @@ def parse_request(obj: Any, default_max_new: int, where: str) -> Request:
             if not _is_int(obj["seed"]) or obj["seed"] < 0:
                 raise bad("'seed' must be an integer >= 0")
             req.sampling.seed = obj["seed"]
+    if "json_schema" in obj and "grammar" in obj:
+        raise bad("give at most one of 'json_schema' and 'grammar'")
+    if "json_schema" in obj:
+        if not isinstance(obj["json_schema"], (dict, bool)):
+            raise bad("'json_schema' must be a JSON Schema (an object)")
+        req.json_schema = obj["json_schema"]
+    if "grammar" in obj:
+        if not isinstance(obj["grammar"], str) or not obj["grammar"]:
+            raise bad("'grammar' must be a non-empty string of GBNF")
+        req.grammar = obj["grammar"]
+    if (req.json_schema is not None or req.grammar is not None) and not req.stop_at_eos:
+        raise bad("a grammar ends at the end-of-sequence token: 'stop_at_eos' cannot be false with it")
     return req
 
 
