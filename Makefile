@@ -32,10 +32,16 @@ cmakedir    ?= $(libdir)/cmake/detinfer
 mandir      ?= $(PREFIX)/share/man
 DESTDIR     ?=
 
-# The library's folders, lowest layer first (docs/ARCHITECTURE.md; the
-# layer check tests/tools/check_layers.py reads the same order).
-DI_SRC_DIRS := kernels/common lib/base kernels/cpu lib/format lib/tokenizer lib/grammar lib/model \
-               lib/forward lib/api
+comma := ,
+# The layers, lowest first (docs/ARCHITECTURE.md): a file includes headers of
+# its own folder and of the folders before it, never after; folders joined by a
+# comma are peers, which include nothing of each other (the layer check
+# tests/tools/check_layers.py reads this list). Includes name a header by its
+# path from the root ("lib/base/errors.h"), so the include says where it lives.
+DI_LAYERS   := lib/base kernels/common kernels/cpu,kernels/cuda lib/format lib/tokenizer lib/grammar \
+               lib/model lib/backend lib/backend/cpu,lib/backend/cuda lib/api
+# The C library's folders (the CUDA ones build the plugin: lib/backend/cuda/cuda.mk).
+DI_SRC_DIRS := $(filter-out %/cuda,$(subst $(comma), ,$(DI_LAYERS)))
 
 CC      ?= cc
 PYTHON  ?= python3
@@ -44,7 +50,7 @@ CFLAGS  ?= -O3 -g
 # Determinism: no contraction of a*b+c into fma behind our back, never fast-math.
 DI_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
              -fPIC -fvisibility=hidden -ffp-contract=off -fno-fast-math \
-             -DDI_BUILDING_LIBRARY -Iinclude $(addprefix -I,$(DI_SRC_DIRS))
+             -DDI_BUILDING_LIBRARY -Iinclude -I.
 LIBS    := -lpcre2-8 -lpthread -lm -ldl
 
 SANITIZE ?=
@@ -168,11 +174,11 @@ TEST_ENV = DI_TEST_MODELS=$(abspath $(MODELS)) DI_TEST_EXAMPLE=$(abspath $(EXAMP
 	DI_TEST_REAL_MODEL="$$(cat $(MODELS)/real.txt)" DI_TEST_REAL_REF=$(abspath $(MODELS))/real.ref
 # The CUDA suite uses the plugin when `make cuda` built it, nvcc's host build of the
 # shared numerics when nvcc is here (cuda-numerics says so when it is not), and the
-# plugin's source run on the CPU (kernels/cuda/cuda.mk, tests/cuda_emu).
+# plugin's source run on the CPU (lib/backend/cuda/cuda.mk, tests/cuda_emu).
 check: $(TEST_BIN) $(EXAMPLE) $(FASTMATH) $(DIGESTS) $(SHARED) $(MODELS)/models.txt $(MODELS)/rope_reference.txt $(MODELS)/tokenizers.txt $(MODELS)/real.txt detinfer \
        cuda-numerics cuda-emu
 	$(PYTHON) tests/tools/check_layers.py --self-test
-	$(PYTHON) tests/tools/check_layers.py . $(DI_SRC_DIRS)
+	$(PYTHON) tests/tools/check_layers.py . $(DI_LAYERS)
 	$(PYTHON) tests/tools/check_versions.py --self-test
 	$(PYTHON) tests/tools/check_versions.py .
 	$(TEST_ENV) $(TEST_BIN)
@@ -407,13 +413,12 @@ FUZZ_SECONDS ?= 60
 FUZZ_REQUEST_SRC := $(addprefix tools/serve/,serve_request.c serve_json.c serve_messages.c serve_response.c \
                     serve_grammar.c) \
                     tools/cli_digest.c tools/cli_options.c tools/cli_json.c tools/cli_text.c
-FUZZ_CC := clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude \
-           $(addprefix -I,$(DI_SRC_DIRS))
+FUZZ_CC := clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude -I.
 fuzz: $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(STATIC)
 	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus_chat
 	cp $(MODELS)/mha_tied_q8_0.gguf $(MODELS)/odd_f32.gguf $(BUILD)/fuzz/corpus/
 	$(FUZZ_CC) tests/fuzz/fuzz_gguf.c lib/format/*.c lib/base/*.c -o $(BUILD)/fuzz/fuzz_gguf
-	$(FUZZ_CC) tests/fuzz/fuzz_chat.c lib/tokenizer/*.c lib/format/*.c lib/base/*.c \
+	$(FUZZ_CC) tests/fuzz/fuzz_chat.c lib/api/chat_api.c lib/tokenizer/*.c lib/format/*.c lib/base/*.c \
 	    -o $(BUILD)/fuzz/fuzz_chat -lpcre2-8 -lm
 	$(BUILD)/fuzz/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=262144 $(BUILD)/fuzz/corpus
 	DI_FUZZ_VOCAB=$(MODELS)/tok_bpe_llama3.gguf $(BUILD)/fuzz/fuzz_chat -max_total_time=$(FUZZ_SECONDS) \
@@ -443,5 +448,5 @@ clean:
 
 # The detinfer command (tools/): its rules live in their own file.
 include tools/detinfer.mk
-# The CUDA plugin (kernels/): make cuda.
-include kernels/cuda/cuda.mk
+# The CUDA plugin (lib/backend/cuda, kernels/cuda): make cuda.
+include lib/backend/cuda/cuda.mk

@@ -15,10 +15,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "arch.h"
+#include "lib/model/arch.h"
 #include "detinfer.h"
 #include "format_util.h"
-#include "gguf.h"
+#include "lib/format/gguf.h"
 #include "gguf_builder.h"
 #include "test_util.h"
 

@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat_template.h"
+#include "lib/tokenizer/chat_template.h"
 #include "detinfer.h"
-#include "gguf.h"
+#include "lib/format/gguf.h"
 #include "gguf_builder.h"
 #include "test_util.h"
 

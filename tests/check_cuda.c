@@ -21,13 +21,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "canon_order.h"
-#include "canon_rows.h"
-#include "cpu_kernels.h"
-#include "dequant.h"
-#include "dequant_blocks.h"
+#include "kernels/common/canon_order.h"
+#include "kernels/common/canon_rows.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/common/dequant_blocks.h"
 #include "detinfer.h"
-#include "numerics.h"
+#include "kernels/common/numerics.h"
 #include "test_util.h"
 
 static uint32_t bits_of(float f)

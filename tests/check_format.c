@@ -18,7 +18,7 @@
 
 #include "detinfer.h"
 #include "format_util.h"
-#include "gguf.h"
+#include "lib/format/gguf.h"
 #include "gguf_builder.h"
 #include "test_util.h"
 

@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cpu_ops.h"
-#include "fpenv.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/fpenv.h"
 #include "test_util.h"
 
 #define FPENV_MODEL "subnormal_f32"

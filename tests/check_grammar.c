@@ -12,9 +12,9 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "gbnf_parse.h"
-#include "gram_match.h"
-#include "schema_convert.h"
+#include "lib/grammar/gbnf_parse.h"
+#include "lib/grammar/gram_match.h"
+#include "lib/grammar/schema_convert.h"
 #include "test_util.h"
 
 static di_grammar *gbnf(const char *text)

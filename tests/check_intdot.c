@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_int.h"
-#include "cpu_ops.h"
-#include "int_dot.h"
+#include "kernels/cpu/cpu_int.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/common/int_dot.h"
 #include "test_util.h"
 
 static const di_cpu_path PATHS[] = {DI_CPU_PATH_SCALAR, DI_CPU_PATH_AVX2, DI_CPU_PATH_AVX512};

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_kernels.h"
-#include "cpu_ops.h"
-#include "numerics.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/common/numerics.h"
 #include "test_util.h"
 
 /* ---- a second, deliberately naive transcription of the canonical order ---- */

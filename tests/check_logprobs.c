@@ -19,8 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "logprobs.h"
-#include "numerics.h"
+#include "lib/api/logprobs.h"
+#include "kernels/common/numerics.h"
 #include "test_util.h"
 
 /* Bound of |library - float64 reference| on every token of every row here

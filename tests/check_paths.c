@@ -13,12 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_kernels.h"
-#include "cpu_ops.h"
-#include "dequant.h"
-#include "numerics.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/common/numerics.h"
 #include "test_util.h"
-#include "weight_types.h"
+#include "kernels/common/weight_types.h"
 
 static const di_cpu_path PATHS[] = {DI_CPU_PATH_AVX2, DI_CPU_PATH_AVX512};
 #define N_PATHS (sizeof PATHS / sizeof PATHS[0])

@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dequant.h"
-#include "gguf.h"
+#include "kernels/cpu/dequant.h"
+#include "lib/format/gguf.h"
 #include "gguf_builder.h"
 #include "test_util.h"
-#include "weight_types.h"
+#include "kernels/common/weight_types.h"
 
 /* How the documented formula combines the numbers of one weight. */
 typedef enum {

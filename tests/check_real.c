@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "model.h"
+#include "lib/model/model.h"
 #include "test_util.h"
 
 #define REL_TOL 1e-4

@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
-#include "numerics.h"
+#include "lib/model/model.h"
+#include "kernels/common/numerics.h"
 #include "test_util.h"
 
 static double ulp_distance(double a, double b)

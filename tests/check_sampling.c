@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_kernels.h"
-#include "numerics.h"
-#include "sampling.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/common/numerics.h"
+#include "lib/api/sampling.h"
 #include "test_util.h"
 
 /* ---- Philox4x32-10 and the uniform -------------------------------------------- */

@@ -28,11 +28,11 @@
 #include <unistd.h>
 
 #include "detinfer.h"
-#include "gguf.h"
+#include "lib/format/gguf.h"
 #include "gguf_builder.h"
-#include "growable.h"
+#include "lib/base/growable.h"
 #include "test_util.h"
-#include "tokenizer_internal.h"
+#include "lib/tokenizer/tokenizer_internal.h"
 
 #define ERRBUF_SIZE 512
 

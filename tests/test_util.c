@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_ops.h"
+#include "kernels/cpu/cpu_ops.h"
 
 const char *tu_models[TU_MAX_MODELS];
 

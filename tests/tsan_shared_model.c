@@ -5,7 +5,7 @@
  * same prompt in a different chunking, then decodes greedily; all must give
  * the digests of the first thread. TSan reports any data race and makes the
  * process fail. In the integer profile the sessions are created at once, so
- * that one packs the model's weights (lib/forward/weight_pack.c, on the
+ * that one packs the model's weights (lib/backend/cpu/weight_pack.c, on the
  * avx512 path) while the others wait for it and then read them.
  *
  *   tsan_shared_model MODEL.gguf PROMPT.tokens [portable|integer]

@@ -22,7 +22,7 @@
 
 #include <stdint.h>
 
-#include "numerics.h"
+#include "kernels/common/numerics.h"
 
 #define DI_TREE_STEPS 5 /* log2(DI_LANES) */
 

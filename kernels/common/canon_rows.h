@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "canon_order.h"
-#include "dequant_blocks.h"
+#include "kernels/common/canon_order.h"
+#include "kernels/common/dequant_blocks.h"
 
 #define DI_TOKEN_TILE 8u /* token rows per call; any count gives the same bits */
 

@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "numerics.h"
-#include "weight_types.h"
+#include "kernels/common/numerics.h"
+#include "kernels/common/weight_types.h"
 
 /* Little-endian loads from any byte address. */
 DI_HD uint16_t di_qb_u16(const uint8_t *p)

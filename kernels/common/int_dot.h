@@ -39,10 +39,10 @@
 
 #include <stdint.h>
 
-#include "canon_order.h"
-#include "dequant_blocks.h"
-#include "numerics.h"
-#include "weight_types.h"
+#include "kernels/common/canon_order.h"
+#include "kernels/common/dequant_blocks.h"
+#include "kernels/common/numerics.h"
+#include "kernels/common/weight_types.h"
 
 #define DI_QA_BLOCK 32 /* activation values per scale */
 #define DI_QA_HALF 16  /* values per code sum */

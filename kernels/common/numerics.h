@@ -23,7 +23,7 @@
 #include <string.h>
 #include <math.h>
 
-#include "host_device.h"
+#include "kernels/common/host_device.h"
 
 #define DI_LANES 32
 #define DI_CHUNK 1024 /* a multiple of DI_LANES */

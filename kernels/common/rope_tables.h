@@ -1,7 +1,7 @@
 /*
  * rope_tables.h — the RoPE tables every backend uses, computed on the host in
- * one place: the CPU backend (lib/forward/forward.c) grows them with its
- * sequences, the CUDA plugin (kernels/cuda/cuda_backend.cu) fills them once
+ * one place: the CPU backend (lib/backend/cpu/forward.c) grows them with its
+ * sequences, the CUDA plugin (lib/backend/cuda/cuda_backend.cu) fills them once
  * for the whole context and uploads them. Plain C that C++ compiles too.
  */
 #ifndef DI_ROPE_TABLES_H
@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "numerics.h"
+#include "kernels/common/numerics.h"
 
 /* One RoPE setting (a "set"; a layer uses one): pair i of a head turns by
  * angle (pos * pos_scale) * freq[i] and its cos and sin are multiplied by

@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "host_device.h"
+#include "kernels/common/host_device.h"
 
 /* Rows in groups: the supported float types, 32-weight blocks and 256-weight
  * super-blocks (docs/QUANTS.md's order, which the switches built from the

@@ -3,7 +3,7 @@
  * order are four 8-float registers. The kernels themselves are written once
  * in cpu_simd_body.h over the vector words defined here.
  */
-#include "cpu_ops.h"
+#include "kernels/cpu/cpu_ops.h"
 
 #ifdef DI_HAVE_X86_PATHS
 #include <immintrin.h>
@@ -102,7 +102,7 @@ static inline float lanes_tree(const vf *t)
     return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
 }
 
-#include "cpu_simd_body.h"
+#include "kernels/cpu/cpu_simd_body.h"
 
 #ifdef __clang__
 #pragma clang attribute pop

@@ -3,12 +3,12 @@
  * activations' buffer, the scalar path on int_dot.h's own code, and each
  * path's integer table.
  */
-#include "cpu_int.h"
+#include "kernels/cpu/cpu_int.h"
 
 #include <pthread.h>
 #include <string.h>
 
-#include "int_dot.h"
+#include "kernels/common/int_dot.h"
 
 static size_t align64(size_t n)
 {

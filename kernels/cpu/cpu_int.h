@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cpu_ops.h"
+#include "kernels/cpu/cpu_ops.h"
 
 /* Tokens per group of the many-token product: one 16-lane vector of them. */
 #define DI_QA_TOKENS 16u
@@ -84,7 +84,7 @@ void di_qa_fill_scalar(di_qa *qa, const float *x);
 
 /* Packed weights: a path's own copy of a weight matrix, laid out for its
  * kernel and made once per model (di_cpu_ops.int_pack_rows;
- * lib/forward/weight_pack.c). Only the avx512 path has one (its layout is
+ * lib/backend/cpu/weight_pack.c). Only the avx512 path has one (its layout is
  * in cpu_int_avx512.c's head comment). A packed buffer has
  * DI_INT_PACK_SLACK bytes after its last row, which the kernel may read. */
 #define DI_INT_PACK_SLACK 64u

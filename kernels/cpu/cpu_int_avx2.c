@@ -23,12 +23,12 @@
  * b0 % 32 .. +7 of the canonical reduction, four registers of 8 lanes, and
  * the tree at the end is di_lane_tree's.
  */
-#include "cpu_int.h"
+#include "kernels/cpu/cpu_int.h"
 
 #ifdef DI_HAVE_X86_PATHS
 #include <immintrin.h>
 
-#include "int_dot.h"
+#include "kernels/common/int_dot.h"
 
 #ifdef __clang__
 #pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)

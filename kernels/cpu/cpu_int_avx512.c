@@ -59,13 +59,13 @@
  * A packed row takes its blocks' file bytes (Q5_0: up to 64 more for a
  * short last group), rounded up to 64; every row starts 64-byte aligned.
  */
-#include "cpu_int.h"
+#include "kernels/cpu/cpu_int.h"
 
 #ifdef DI_HAVE_X86_PATHS
 #include <immintrin.h>
 #include <string.h>
 
-#include "int_dot.h"
+#include "kernels/common/int_dot.h"
 
 #ifdef __clang__
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"))), apply_to = function)
@@ -73,7 +73,7 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
 #endif
 
-#include "cpu_int_avx512_common.h" /* under the pragma: it defines functions */
+#include "kernels/cpu/cpu_int_avx512_common.h" /* under the pragma: it defines functions */
 
 /* ---- the product --------------------------------------------------------------------- */
 

@@ -13,8 +13,8 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "cpu_int.h"
-#include "int_dot.h"
+#include "kernels/cpu/cpu_int.h"
+#include "kernels/common/int_dot.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define GROUP 16u /* blocks per group */

@@ -8,15 +8,15 @@
  * times (target_clones) so CPUs with FMA use it instead of the libm fmaf
  * call; every clone computes the same correctly rounded operations.
  */
-#include "cpu_kernels.h"
-#include "int_dot.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/common/int_dot.h"
 
 #include <string.h>
 
-#include "cpu_clones.h"
-#include "cpu_ops.h"
-#include "dequant.h"
-#include "numerics.h"
+#include "kernels/cpu/cpu_clones.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/common/numerics.h"
 
 
 /* ---- canonical reductions ----------------------------------------------- */

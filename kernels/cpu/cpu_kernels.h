@@ -8,9 +8,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "numerics.h"     /* di_rope_pairing */
-#include "weight_types.h" /* di_weight */
-#include "threadpool.h"
+#include "kernels/common/numerics.h"     /* di_rope_pairing */
+#include "kernels/common/weight_types.h" /* di_weight */
+#include "kernels/cpu/threadpool.h"
 
 /* Canonical reductions (numerics.h): fma form sum(a[i] * b[i]) and plain
  * sum(x[i]). n == 0 gives +0. */

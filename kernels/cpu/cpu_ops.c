@@ -3,12 +3,12 @@
  * support (CPUID and XGETBV, read here), what the configuration asks for, and
  * the DETINFER_CPU_PATH variable.
  */
-#include "cpu_ops.h"
+#include "kernels/cpu/cpu_ops.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "errors.h"
+#include "lib/base/errors.h"
 
 #ifdef DI_HAVE_X86_PATHS
 #include <cpuid.h>
@@ -88,7 +88,7 @@ const di_cpu_ops *di_cpu_ops_for(di_cpu_path path)
     }
 }
 
-const char *di_cpu_path_name(di_cpu_path path)
+const char *di_cpu_ops_path_name(di_cpu_path path)
 {
     switch (path) {
     case DI_CPU_PATH_AUTO: return "auto";
@@ -130,22 +130,6 @@ di_status di_cpu_ops_select(di_cpu_path requested, const di_cpu_ops **out, char 
     if (!*out)
         return di_error(errbuf, errbuf_size, DI_ERR_UNSUPPORTED,
                         "%s asks for the %s CPU path, which this CPU or build cannot run", source,
-                        di_cpu_path_name(requested));
+                        di_cpu_ops_path_name(requested));
     return DI_OK;
-}
-
-di_status di_cpu_path_resolve(di_cpu_path requested, di_cpu_path *path, char *errbuf,
-                              size_t errbuf_size)
-{
-    if (!path)
-        return di_error(errbuf, errbuf_size, DI_ERR_INVALID_ARGUMENT, "path is NULL");
-    *path = DI_CPU_PATH_AUTO;
-    if (requested < DI_CPU_PATH_AUTO || requested > DI_CPU_PATH_AVX512)
-        return di_error(errbuf, errbuf_size, DI_ERR_INVALID_ARGUMENT,
-                        "unknown CPU path %d: expected 0 (auto) to 3 (avx512)", (int)requested);
-    const di_cpu_ops *ops;
-    di_status st = di_cpu_ops_select(requested, &ops, errbuf, errbuf_size);
-    if (st == DI_OK)
-        *path = ops->path;
-    return st;
 }

@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 #include "detinfer.h"
-#include "numerics.h"     /* di_rope_pairing */
-#include "weight_types.h" /* di_weight */
+#include "kernels/common/numerics.h"     /* di_rope_pairing */
+#include "kernels/common/weight_types.h" /* di_weight */
 
 /* Floats of per-thread scratch a matmul_rows call may use, for rows of n_in. */
 #define DI_MATMUL_TILE_ROWS 16u
@@ -85,6 +85,9 @@ extern uint32_t di_cpu_test_hidden_features;
 
 /* The table for a path, or NULL when this CPU or build cannot run it. */
 const di_cpu_ops *di_cpu_ops_for(di_cpu_path path);
+
+/* The path's name: "auto", "scalar", "avx2", "avx512" (di_cpu_path_name's answer), "unknown" else. */
+const char *di_cpu_ops_path_name(di_cpu_path path);
 
 /* The table a session gets for `requested` (DI_CPU_PATH_AUTO: the variable
  * DETINFER_CPU_PATH when set, else the widest available path). On failure a

@@ -11,10 +11,10 @@
  * never the arithmetic, so the results are the same bits (NaN payloads
  * aside: the session makes every NaN logit one canonical NaN).
  */
-#include "simd_math.h"
-#include "simd_dequant.h"
-#include "simd_matmul.h"
-#include "simd_rowops.h"
+#include "kernels/cpu/simd_math.h"
+#include "kernels/cpu/simd_dequant.h"
+#include "kernels/cpu/simd_matmul.h"
+#include "kernels/cpu/simd_rowops.h"
 
 const di_cpu_ops SIMD_OPS = {
     .path = SIMD_PATH,

@@ -8,14 +8,14 @@
  * addition rounds, so the bits do not depend on how a compiler or another
  * backend groups the products, or on fma contraction (QUANTS.md says why).
  */
-#include "cpu_clones.h"
-#include "dequant.h"
-#include "dequant_blocks.h"
+#include "kernels/cpu/cpu_clones.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/common/dequant_blocks.h"
 
 #include <string.h>
 
-#include "numerics.h"
-#include "weight_types.h"
+#include "kernels/common/numerics.h"
+#include "kernels/common/weight_types.h"
 
 /* ---- little-endian loads ------------------------------------------------- */
 

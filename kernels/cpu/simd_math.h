@@ -10,12 +10,12 @@
 #include <math.h>
 #include <string.h>
 
-#include "canon_order.h"
-#include "cpu_clones.h"
-#include "cpu_kernels.h"
-#include "dequant_blocks.h"
-#include "numerics.h"
-#include "weight_types.h"
+#include "kernels/common/canon_order.h"
+#include "kernels/cpu/cpu_clones.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/common/dequant_blocks.h"
+#include "kernels/common/numerics.h"
+#include "kernels/common/weight_types.h"
 
 #define NV (DI_LANES / VL) /* registers per 32-lane vector */
 

@@ -15,8 +15,8 @@
  * choice, not ours. The calling thread's share runs under the environment its
  * public entry point pinned.
  */
-#include "threadpool.h"
-#include "fpenv.h"
+#include "kernels/cpu/threadpool.h"
+#include "kernels/cpu/fpenv.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

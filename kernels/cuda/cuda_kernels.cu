@@ -9,17 +9,17 @@
  * rounded IEEE operation the CPU performs and fmaf appears only where
  * written. No floating-point atomics: each result is written by one thread.
  */
-#include "cuda_kernels.cuh"
+#include "kernels/cuda/cuda_kernels.cuh"
 
 #include <cuda_bf16.h>
 
-#include "canon_order.h"
-#include "canon_rows.h"
-#include "dequant_blocks.h"
+#include "kernels/common/canon_order.h"
+#include "kernels/common/canon_rows.h"
+#include "kernels/common/dequant_blocks.h"
 /* int_dot.h's four-product step is dp4a here (its di_int_dot4) */
 #define DI_INT_DP4A 1
-#include "int_dot.h"
-#include "numerics.h"
+#include "kernels/common/int_dot.h"
+#include "kernels/common/numerics.h"
 
 #define FULL_MASK 0xffffffffu
 #define WARPS_PER_BLOCK 4u

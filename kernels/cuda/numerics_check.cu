@@ -4,7 +4,7 @@
  * math cannot drift into host-only code. The CUDA backend proper (issue 5)
  * builds its kernels beside this file.
  */
-#include "numerics.h"
+#include "kernels/common/numerics.h"
 
 __global__ void di_numerics_check(const float *in, float *out, int n)
 {

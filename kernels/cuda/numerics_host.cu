@@ -6,10 +6,10 @@
  * compares every function with the C compiler's build of the same source,
  * bit for bit: the headers must mean the same thing in both languages.
  */
-#include "canon_order.h"
-#include "canon_rows.h"
-#include "dequant_blocks.h"
-#include "numerics.h"
+#include "kernels/common/canon_order.h"
+#include "kernels/common/canon_rows.h"
+#include "kernels/common/dequant_blocks.h"
+#include "kernels/common/numerics.h"
 
 #define EXPORT extern "C" __attribute__((visibility("default")))
 

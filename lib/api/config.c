@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "sampling.h"
+#include "lib/api/config.h"
+#include "lib/api/sampling.h"
 
 void di_config_defaults(struct di_config *c)
 {

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 #include "detinfer.h"
-#include "errors.h"
+#include "lib/base/errors.h"
 
 #define DI_MAX_THREADS 256
 #define DI_MAX_SEQUENCES 4096

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "detinfer.h"
-#include "digest.h"
+#include "lib/api/digest.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "digests hash the in-memory bytes of float32 and int32: a big-endian port must swap them first"

@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "digest.h"
-#include "errors.h"
-#include "gbnf_parse.h"
-#include "grammar_api.h"
-#include "schema_convert.h"
+#include "lib/api/digest.h"
+#include "lib/base/errors.h"
+#include "lib/grammar/gbnf_parse.h"
+#include "lib/api/grammar_api.h"
+#include "lib/grammar/schema_convert.h"
 
 /* Takes over gbnf (malloc'd, NUL-terminated) and compiles it. */
 static di_status make(char *gbnf, size_t len, di_grammar **out, char *errbuf, size_t errbuf_size)

@@ -7,7 +7,7 @@
 #define DI_GRAMMAR_API_H
 
 #include "detinfer.h"
-#include "gram_ir.h"
+#include "lib/grammar/gram_ir.h"
 
 struct di_grammar {
     int refs;            /* atomic: the caller's handle and every session's use */

@@ -12,9 +12,9 @@
  * Every value is a function of the logits alone, so it has their bits'
  * determinism.
  */
-#include "logprobs.h"
+#include "lib/api/logprobs.h"
 
-#include "numerics.h"
+#include "kernels/common/numerics.h"
 
 void di_logprobs(di_sampler *s, const float *logits, int32_t token, float *token_logprob, uint32_t n_top,
                  int32_t *top_tokens, float *top_logprobs)

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "sampling.h"
+#include "lib/api/sampling.h"
 
 /* With token >= 0, *token_logprob gets token's log-probability; the n_top
  * most likely tokens, ordered by (log-probability descending, id ascending,

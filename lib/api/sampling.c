@@ -11,15 +11,15 @@
  * prefix, the walk up to the chosen token), so the candidates sit in a heap
  * and are taken from it one by one instead of sorting the vocabulary.
  */
-#include "sampling.h"
+#include "lib/api/sampling.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_kernels.h"
-#include "errors.h"
-#include "numerics.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "lib/base/errors.h"
+#include "kernels/common/numerics.h"
 
 /* A caller's struct larger than this is taken for garbage, not a newer release. */
 #define MAX_PARAMS_SIZE 1024u

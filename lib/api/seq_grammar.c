@@ -2,14 +2,14 @@
  * seq_grammar.c — the grammars of a session and of its sequences
  * (seq_grammar.h).
  */
-#include "seq_grammar.h"
+#include "lib/api/seq_grammar.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "errors.h"
-#include "growable.h"
+#include "lib/base/errors.h"
+#include "lib/base/growable.h"
 
 void di_grammars_init(di_grammars *gs, const di_tokenizer *tok, uint32_t n_vocab)
 {

@@ -11,10 +11,10 @@
 #include <stdint.h>
 
 #include "detinfer.h"
-#include "gram_mask.h"
-#include "gram_match.h"
-#include "grammar_api.h"
-#include "token_trie.h"
+#include "lib/grammar/gram_mask.h"
+#include "lib/grammar/gram_match.h"
+#include "lib/api/grammar_api.h"
+#include "lib/grammar/token_trie.h"
 
 #define DI_GRAMMAR_MAX_END 8             /* end tokens a caller may give */
 #define DI_GRAMMAR_KEEP_IDLE 4           /* grammars kept warm with no sequence using them */

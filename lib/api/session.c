@@ -16,14 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "digest.h"
-#include "fpenv.h"
-#include "growable.h"
-#include "logprobs.h"
-#include "model.h"
-#include "numerics.h"
-#include "session_internal.h"
+#include "lib/api/config.h"
+#include "lib/api/digest.h"
+#include "kernels/cpu/fpenv.h"
+#include "lib/base/growable.h"
+#include "lib/api/logprobs.h"
+#include "lib/model/model.h"
+#include "kernels/common/numerics.h"
+#include "lib/api/session_internal.h"
 
 #define fail di_session_fail /* this file's short name for it */
 

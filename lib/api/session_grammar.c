@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fpenv.h"
-#include "model.h"
-#include "numerics.h"
-#include "session_internal.h"
+#include "kernels/cpu/fpenv.h"
+#include "lib/model/model.h"
+#include "kernels/common/numerics.h"
+#include "lib/api/session_internal.h"
 
 DI_API di_status di_session_seq_set_grammar(di_session *s, uint32_t seq, const di_grammar *grammar,
                                             const int32_t *end_tokens, size_t n_end_tokens)

@@ -9,10 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
-#include "errors.h"
-#include "sampling.h"
-#include "seq_grammar.h"
+#include "lib/backend/backend.h"
+#include "lib/base/errors.h"
+#include "lib/api/sampling.h"
+#include "lib/api/seq_grammar.h"
 
 #define SLICE_ROWS 64u
 /* Logits rows computed at once: bounded so that n_vocab x rows stays small. */

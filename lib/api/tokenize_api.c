@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat_template.h"
-#include "errors.h"
-#include "model.h"
-#include "tokenizer.h"
+#include "lib/tokenizer/chat_template.h"
+#include "lib/base/errors.h"
+#include "lib/model/model.h"
+#include "lib/tokenizer/tokenizer.h"
 
 static di_status model_tokenizer(const di_model *model, const di_tokenizer **t, char *err, size_t es)
 {

@@ -1,7 +1,7 @@
 /*
  * errors.c — di_error, the one way every layer fills a message buffer.
  */
-#include "errors.h"
+#include "lib/base/errors.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /*
  * utf8.c — UTF-8 lengths and strict validation (utf8.h).
  */
-#include "utf8.h"
+#include "lib/base/utf8.h"
 
 #include <stdint.h>
 

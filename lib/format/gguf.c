@@ -5,7 +5,7 @@
  * Fields are read one by one in little-endian order, never by casting bytes
  * into a struct.
  */
-#include "gguf.h"
+#include "lib/format/gguf.h"
 
 #include <stdarg.h>
 #include <stdio.h>

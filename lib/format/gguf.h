@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "detinfer.h"
-#include "weight_types.h" /* tensor types: DI_TYPE_*, block layouts */
+#include "kernels/common/weight_types.h" /* tensor types: DI_TYPE_*, block layouts */
 
 /* Metadata value types (GGUF spec numbering). */
 enum {

@@ -12,14 +12,14 @@
  * counts and the size of the result are bounded (gram_ir.h), and every
  * error names its line and column.
  */
-#include "gbnf_parse.h"
+#include "lib/grammar/gbnf_parse.h"
 
 #include <string.h>
 
-#include "errors.h"
-#include "hex.h"
-#include "text_cursor.h"
-#include "utf8.h"
+#include "lib/base/errors.h"
+#include "lib/base/hex.h"
+#include "lib/grammar/text_cursor.h"
+#include "lib/base/utf8.h"
 
 #define REPEAT_INF UINT32_MAX
 

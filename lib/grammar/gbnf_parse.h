@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "gram_ir.h"
+#include "lib/grammar/gram_ir.h"
 
 /* Parses len bytes of GBNF. Errors: DI_ERR_GRAMMAR with "line L, column C:
  * what" (columns count characters from 1), DI_ERR_OUT_OF_MEMORY. */

@@ -3,15 +3,15 @@
  * checks of a finished grammar (undefined rules, the root, left recursion)
  * and its flat layout (gram_ir.h).
  */
-#include "gram_ir.h"
+#include "lib/grammar/gram_ir.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "errors.h"
-#include "growable.h"
+#include "lib/base/errors.h"
+#include "lib/base/growable.h"
 
 typedef struct brule {
     char *name;

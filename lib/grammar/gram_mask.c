@@ -2,12 +2,12 @@
  * gram_mask.c — the allowed-token sets of gram_mask.h: the trie walk, the
  * check of uncertain tokens against the real state, and the cache.
  */
-#include "gram_mask.h"
+#include "lib/grammar/gram_mask.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "growable.h"
+#include "lib/base/growable.h"
 
 typedef struct mask_entry {
     uint32_t state;

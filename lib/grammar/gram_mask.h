@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gram_match.h"
-#include "token_trie.h"
+#include "lib/grammar/gram_match.h"
+#include "lib/grammar/token_trie.h"
 
 typedef struct di_mask_cache di_mask_cache;
 

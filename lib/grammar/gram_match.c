@@ -11,13 +11,13 @@
  * (gram_build.c refuses it), so this ends; a set of the (position, parent)
  * pairs seen keeps shared work from repeating.
  */
-#include "gram_match.h"
+#include "lib/grammar/gram_match.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "growable.h"
+#include "lib/base/growable.h"
 
 #define POS_EMPTY UINT32_MAX
 #define POS_HOLE (UINT32_MAX - 1)

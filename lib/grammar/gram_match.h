@@ -38,7 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gram_ir.h"
+#include "lib/grammar/gram_ir.h"
 
 #define DI_MATCH_DEAD UINT32_MAX
 #define DI_NODE_EMPTY 0u

@@ -4,16 +4,16 @@
  * surrogate pairs; lone surrogates refused), numbers kept as text and as a
  * double.
  */
-#include "json_dom.h"
+#include "lib/grammar/json_dom.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "errors.h"
-#include "growable.h"
-#include "hex.h"
-#include "text_cursor.h"
-#include "utf8.h"
+#include "lib/base/errors.h"
+#include "lib/base/growable.h"
+#include "lib/base/hex.h"
+#include "lib/grammar/text_cursor.h"
+#include "lib/base/utf8.h"
 
 typedef struct jparser {
     di_cursor c;      /* the text, the position, the first error */

@@ -9,15 +9,15 @@
  * annotations (title, description, default, examples, ...) are ignored;
  * every other keyword is refused with its JSON pointer.
  */
-#include "schema_convert.h"
+#include "lib/grammar/schema_convert.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "errors.h"
-#include "growable.h"
-#include "schema_internal.h"
+#include "lib/base/errors.h"
+#include "lib/base/growable.h"
+#include "lib/grammar/schema_internal.h"
 
 static const char *const ANNOTATIONS[] = {
     "title", "description", "$schema", "$id", "$comment", "examples", "default", "deprecated",

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "growable.h"
-#include "schema_internal.h"
+#include "lib/base/growable.h"
+#include "lib/grammar/schema_internal.h"
 
 int sc_fail(schema_conv *c, int status, const char *fmt, ...)
 {

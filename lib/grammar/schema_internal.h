@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "json_dom.h"
+#include "lib/grammar/json_dom.h"
 
 #define SC_MAX_DEPTH 256u   /* schemas inside schemas, $ref targets included */
 #define SC_MAX_PATH 1024u   /* bytes of the JSON pointer in a message */

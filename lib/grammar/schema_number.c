@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "schema_internal.h"
+#include "lib/grammar/schema_internal.h"
 
 #define INT_LIMIT 9999999999999999LL /* 16 digits: the shared integer's reach */
 

@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hex.h"
-#include "schema_internal.h"
-#include "utf8.h"
+#include "lib/base/hex.h"
+#include "lib/grammar/schema_internal.h"
+#include "lib/base/utf8.h"
 
 #define RX_MAX_LEN 4096u
 #define RX_MAX_DEPTH 16u

@@ -1,12 +1,12 @@
 /*
  * text_cursor.c — errors with their line and column (text_cursor.h).
  */
-#include "text_cursor.h"
+#include "lib/grammar/text_cursor.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "errors.h"
+#include "lib/base/errors.h"
 
 int di_cursor_fail(di_cursor *c, size_t at, const char *fmt, ...)
 {

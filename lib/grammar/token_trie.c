@@ -4,13 +4,13 @@
  * each byte past the common prefix with the previous token and closes the
  * nodes deeper than it.
  */
-#include "token_trie.h"
+#include "lib/grammar/token_trie.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "errors.h"
-#include "growable.h"
+#include "lib/base/errors.h"
+#include "lib/base/growable.h"
 
 void di_trie_free(di_token_trie *t)
 {

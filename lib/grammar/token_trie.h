@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tokenizer.h"
+#include "lib/tokenizer/tokenizer.h"
 
 #define DI_TRIE_MAX_PIECE 1024u /* a longer token is left out (never allowed by a grammar) */
 

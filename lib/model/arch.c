@@ -3,7 +3,7 @@
  */
 #include <string.h>
 
-#include "arch.h"
+#include "lib/model/arch.h"
 
 static const di_arch architectures[] = {
     /* Llama 2/3, TinyLlama, SmolLM, the Mistral layout */

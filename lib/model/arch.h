@@ -5,7 +5,7 @@
  *
  * Plain C that gcc and nvcc (C++17) both compile: the loader (model.c) reads
  * the row of a file's general.architecture into di_model, the layer recipe
- * (lib/forward/layer_recipe.h) runs on it for every backend, and the CUDA
+ * (lib/backend/layer_recipe.h) runs on it for every backend, and the CUDA
  * plugin uploads the tensors by the role table.
  *
  * Adding an architecture is one row in arch.c when its layer is made of
@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "numerics.h" /* di_rope_pairing */
+#include "kernels/common/numerics.h" /* di_rope_pairing */
 
 /* The gated feed-forward activation: gate = act(gate) * up. */
 typedef enum di_glu {

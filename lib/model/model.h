@@ -9,11 +9,11 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "arch.h"
+#include "lib/model/arch.h"
 #include "detinfer.h"
-#include "gguf.h"
-#include "rope_tables.h" /* di_rope_set */
-#include "weight_types.h" /* di_weight: a 2-D weight matrix in the file */
+#include "lib/format/gguf.h"
+#include "kernels/common/rope_tables.h" /* di_rope_set */
+#include "kernels/common/weight_types.h" /* di_weight: a 2-D weight matrix in the file */
 
 #define DI_MAX_ROPE_SETS 2
 
@@ -101,13 +101,21 @@ struct di_model {
     struct di_tokenizer *tokenizer;/* never NULL once loaded (may be "none") */
 
     /* The weights' packed copies (di_weight.packed), made at most once, by
-     * the first session whose kernels read them (lib/forward/weight_pack.c),
+     * the first session whose kernels read them (lib/backend/cpu/weight_pack.c),
      * under pack_lock; a model is otherwise read-only once loaded. */
     pthread_mutex_t pack_lock;
     int pack_tried;
     uint8_t *pack_mem;
     size_t pack_bytes;
 };
+
+/* Loads the model file at path (di_model_load's work, under the caller's
+ * floating-point environment: lib/api/model_api.c pins it); on failure *out
+ * is NULL and errbuf says why. */
+di_status di_model_open(const char *path, di_model **out, char *errbuf, size_t errbuf_size);
+
+/* Frees what di_model_open made (NULL is fine). */
+void di_model_release(di_model *m);
 
 /* The length a di_dim stands for in this model. */
 static inline uint32_t di_model_dim(const struct di_model *m, di_dim dim)

@@ -10,12 +10,12 @@
  * float rounding (a few ulp of float per step of its iteration), as with the
  * unscaled tables.
  */
-#include "rope_scaling.h"
+#include "lib/model/rope_scaling.h"
 
 #include <stdlib.h>
 
-#include "errors.h"
-#include "numerics.h"
+#include "lib/base/errors.h"
+#include "kernels/common/numerics.h"
 
 /* Positions never reach 2^24 (the loader's context bound) and di_sincos takes
  * angles below 2^30: a frequency times pos_scale stays below 2^6. */

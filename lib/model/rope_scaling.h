@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "detinfer.h"
-#include "rope_tables.h"
+#include "kernels/common/rope_tables.h"
 
 /* What a file asks of RoPE besides its base, shared by every set. */
 typedef struct di_rope_scaling {

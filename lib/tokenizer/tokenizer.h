@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "detinfer.h"
-#include "gguf.h"
+#include "lib/format/gguf.h"
 
 typedef struct di_tokenizer di_tokenizer;
 

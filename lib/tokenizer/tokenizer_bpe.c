@@ -24,9 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "errors.h"
-#include "growable.h"
-#include "tokenizer_internal.h"
+#include "lib/base/errors.h"
+#include "lib/base/growable.h"
+#include "lib/tokenizer/tokenizer_internal.h"
 
 #define MAX_REGEX 4
 

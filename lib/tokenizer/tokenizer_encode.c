@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "errors.h"
-#include "growable.h"
-#include "tokenizer_internal.h"
-#include "utf8.h"
+#include "lib/base/errors.h"
+#include "lib/base/growable.h"
+#include "lib/tokenizer/tokenizer_internal.h"
+#include "lib/base/utf8.h"
 
 /* A stretch of the input: plain text, or a special token found in it. */
 typedef struct fragment {

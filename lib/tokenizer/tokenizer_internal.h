@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tokenizer.h"
-#include "utf8.h"
+#include "lib/tokenizer/tokenizer.h"
+#include "lib/base/utf8.h"
 
 /* Token attributes (bits, as llama.cpp's llama_token_attr), from the file's
  * token_type (1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused,

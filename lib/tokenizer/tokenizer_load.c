@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "errors.h"
-#include "tokenizer_internal.h"
+#include "lib/base/errors.h"
+#include "lib/tokenizer/tokenizer_internal.h"
 
 static void set_none(di_tokenizer *t, const char *why, const char *name)
 {

@@ -5,8 +5,8 @@
  */
 #include <stdlib.h>
 
-#include "growable.h"
-#include "tokenizer_internal.h"
+#include "lib/base/growable.h"
+#include "lib/tokenizer/tokenizer_internal.h"
 
 /* a goes before b: higher score, then lower rank, then the leftmost pair.
  * SPM pairs all have rank 0 and BPE pairs score 0, so each kind's own order

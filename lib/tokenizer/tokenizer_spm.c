@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "errors.h"
-#include "tokenizer_internal.h"
+#include "lib/base/errors.h"
+#include "lib/tokenizer/tokenizer_internal.h"
 
 /* A pair merges when its text is a token; the token's score ranks it. */
 static int spm_pair(const di_tokenizer *t, const char *s, const di_tok_symbol *sym, int32_t left,

@@ -17,10 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "errors.h"
-#include "growable.h"
-#include "hex.h"
-#include "tokenizer_internal.h"
+#include "lib/base/errors.h"
+#include "lib/base/growable.h"
+#include "lib/base/hex.h"
+#include "lib/tokenizer/tokenizer_internal.h"
 
 #define HASH_SEED UINT64_C(14695981039346656037)
 #define HASH_PRIME UINT64_C(1099511628211)

@@ -1,5 +1,5 @@
 /* The device profile is not emulated: cuBLASLt has no CPU twin here. */
-#include "cuda_blas.cuh"
+#include "lib/backend/cuda/cuda_blas.cuh"
 
 di_status dc_blas_create(dc_state *s, char *err, size_t err_size)
 {

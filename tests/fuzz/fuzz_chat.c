@@ -30,10 +30,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "chat_template.h"
+#include "lib/tokenizer/chat_template.h"
 #include "detinfer.h"
-#include "gguf.h"
-#include "tokenizer_internal.h"
+#include "lib/format/gguf.h"
+#include "lib/tokenizer/tokenizer_internal.h"
 
 #define CHECK(cond)               \
     do {                          \

@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "gguf.h"
+#include "lib/format/gguf.h"
 
 /* Every byte read is folded in here so the reads cannot be optimized away. */
 static volatile uint8_t sink;

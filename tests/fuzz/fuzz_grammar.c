@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gbnf_parse.h"
-#include "gram_match.h"
-#include "schema_convert.h"
+#include "lib/grammar/gbnf_parse.h"
+#include "lib/grammar/gram_match.h"
+#include "lib/grammar/schema_convert.h"
 
 #define TRAP() __builtin_trap()
 

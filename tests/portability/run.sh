@@ -23,8 +23,9 @@ cases=$out/cases.txt
 tests/portability/cases.sh "$models" "$real" > "$cases" || exit 1
 
 # ---- the builds: name, compiler, flags, extra sources, libraries, runner, environment
-base_flags="${DI_CFLAGS:--std=c11 -D_GNU_SOURCE -ffp-contract=off -fno-fast-math -DDI_BUILDING_LIBRARY -Iinclude $(printf -- '-I%s ' kernels/common lib/base kernels/cpu lib/format lib/tokenizer lib/model lib/forward lib/api)}"
-read -r -a lib_srcs <<< "${DI_LIB_SRC:-$(ls kernels/cpu/*.c lib/*/*.c | tr '\n' ' ')}"
+# (the Makefile passes its own; the defaults are for a run by hand)
+base_flags="${DI_CFLAGS:--std=c11 -D_GNU_SOURCE -ffp-contract=off -fno-fast-math -DDI_BUILDING_LIBRARY -Iinclude -I.}"
+read -r -a lib_srcs <<< "${DI_LIB_SRC:-$(find kernels lib -name '*.c' | sort | tr '\n' ' ')}"
 musl_inc=$out/musl-include
 mkdir -p "$musl_inc"
 ln -sf /usr/include/pcre2.h "$musl_inc/pcre2.h"

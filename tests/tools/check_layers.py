@@ -1,21 +1,26 @@
 #!/usr/bin/env python3
-"""No file includes a header from a layer above its own (docs/ARCHITECTURE.md).
+"""No include runs up the layers, and the public calls live in lib/api
+(docs/ARCHITECTURE.md, "The layers").
 
-    check_layers.py ROOT DIR...      the library's folders, lowest layer first
-                                     (the Makefile's DI_SRC_DIRS)
-    check_layers.py --self-test      shows on a made-up tree that it can fail
+    check_layers.py ROOT LAYER...    the layers, lowest first (the Makefile's
+                                     DI_LAYERS); "a,b" is one layer of peers
+    check_layers.py --self-test      shows on a made-up tree that each rule can fail
 
-Rules, all from the folder a file sits in:
-  - a library folder may include headers of its own folder and of the folders
-    before it in DIR... (and include/detinfer.h, the public contract);
-  - kernels/cuda (the CUDA plugin) may include kernels/common, lib/base and the
-    backend interface it implements, lib/forward/backend.h, with the model it
-    is given, its architecture table (lib/model/arch.h) and the layer recipe it
-    runs (lib/forward/layer_recipe.h);
-  - tools/, examples/ and bindings/ use only include/detinfer.h.
+Rules:
+  - in the library (lib/, kernels/), a quoted include names a header by its
+    path from the root ("lib/base/errors.h"), or is "detinfer.h";
+  - a file of a layer includes headers of its own folder and of the layers
+    below it: never one above, never a peer's (the CPU and CUDA backends, or
+    their kernels, include nothing of each other). A file belongs to the
+    deepest layer folder holding it (lib/backend/cpu/x.c is in lib/backend/cpu);
+  - every function of the version script (lib/detinfer.map) is defined in
+    lib/api, and nothing else there is DI_API: the contract's edge is one folder;
+  - tools/, examples/ and bindings/ include nothing of lib/ or kernels/ (only
+    include/detinfer.h); in tools/, a command's folder (tools/X/) includes
+    tools/cli/ and itself, tools/cli/ only itself, and tools/*.c (the entry)
+    any of them.
 A quoted include that names no file of the tree (a system header in quotes)
-is ignored; an include of a header that exists in two folders is an error,
-since -I order would then decide which one is meant.
+is ignored.
 """
 import os
 import re
@@ -24,87 +29,175 @@ import tempfile
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 SOURCE_EXT = (".c", ".h", ".cu", ".cuh")
-
-# Folders above the library and what they may include.
+LIBRARY_TOPS = ("lib", "kernels")
 PUBLIC_ONLY = ("tools", "examples", "bindings")
-CUDA_DIR = "kernels/cuda"
-CUDA_MAY_INCLUDE = ("kernels/common", "lib/base", "lib/forward/backend.h", "lib/model/model.h",
-                    "lib/format/gguf.h", "lib/model/arch.h", "lib/forward/layer_recipe.h")
+API = "lib/api"
+MAP = "lib/detinfer.map"
+MAP_SYMBOL = re.compile(r"^\s+(di_\w+);", re.M)
 
 
-def sources(root, folder):
-    top = os.path.join(root, folder)
-    for dirpath, _, names in os.walk(top):
+def sources(root, top):
+    for dirpath, dirnames, names in os.walk(os.path.join(root, top)):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(("build", ".")) and d != "target")
         for name in sorted(names):
             if name.endswith(SOURCE_EXT):
-                yield os.path.relpath(os.path.join(dirpath, name), root)
+                yield os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/")
 
 
-def header_index(root, folders):
-    """basename -> [folder, ...] for every header of the library and the plugin."""
-    index = {}
-    for folder in list(folders) + [CUDA_DIR]:
-        for path in sources(root, folder):
-            if path.endswith((".h", ".cuh")):
-                index.setdefault(os.path.basename(path), []).append(os.path.dirname(path))
-    return index
+def layer_of(path, ranks):
+    """The deepest layer folder holding path, or None."""
+    folder = os.path.dirname(path)
+    while folder:
+        if folder in ranks:
+            return folder
+        folder = os.path.dirname(folder)
+    return None
 
 
-def check(root, folders):
-    folders = [f.rstrip("/") for f in folders]
-    rank = {f: i for i, f in enumerate(folders)}
-    index = header_index(root, folders)
+def includes(root, path):
+    with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+        return INCLUDE.findall(f.read())
+
+
+def check_library(root, layers):
+    ranks = {}
+    for i, layer in enumerate(layers):
+        for folder in layer.split(","):
+            ranks[folder.rstrip("/")] = i
     errors = []
-    for name, homes in sorted(index.items()):
-        if len(homes) > 1:
-            errors.append(f"{name} exists in {', '.join(homes)}: includes by name are ambiguous")
-
-    def includes(path):
-        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
-            return INCLUDE.findall(f.read())
-
-    for folder in folders + [CUDA_DIR] + list(PUBLIC_ONLY):
-        if not os.path.isdir(os.path.join(root, folder)):
-            continue
-        for path in sources(root, folder):
-            here = os.path.dirname(path)
-            for inc in includes(path):
-                name = os.path.basename(inc)
-                if name == "detinfer.h" or not index.get(name):
-                    continue  # the public header, a tool's own header, or a system one
-                target = index[name][0]
-                target_file = f"{target}/{name}"
-                if folder in PUBLIC_ONLY:
-                    errors.append(f"{path}: includes {target_file}; {folder}/ uses only "
-                                  "include/detinfer.h")
-                elif folder == CUDA_DIR:
-                    if target != CUDA_DIR and target not in CUDA_MAY_INCLUDE \
-                            and target_file not in CUDA_MAY_INCLUDE:
-                        errors.append(f"{path}: includes {target_file}; the CUDA plugin may "
-                                      f"include only {', '.join(CUDA_MAY_INCLUDE)}")
-                elif target == CUDA_DIR or rank[target] > rank[here]:
-                    errors.append(f"{path}: includes {target_file}, a layer above {here}")
+    for top in LIBRARY_TOPS:
+        for path in sources(root, top):
+            here = layer_of(path, ranks)
+            if here is None:
+                errors.append(f"{path}: in no layer (add its folder to the Makefile's DI_LAYERS)")
+                continue
+            for inc in includes(root, path):
+                if inc == "detinfer.h":
+                    continue
+                if not os.path.isfile(os.path.join(root, inc)):
+                    if any(p.endswith("/" + os.path.basename(inc)) for p in sources(root, top)):
+                        errors.append(f"{path}: includes \"{inc}\" by name; name it by its path "
+                                      "from the root")
+                    continue  # a system header in quotes
+                there = layer_of(inc, ranks)
+                if there is None:
+                    errors.append(f"{path}: includes {inc}, which is in no layer")
+                elif there != here and ranks[there] == ranks[here]:
+                    errors.append(f"{path}: includes {inc}, a peer of {here}")
+                elif ranks[there] > ranks[here]:
+                    errors.append(f"{path}: includes {inc}, a layer above {here}")
     return errors
 
 
+def definitions(text, name):
+    """Whether text defines function name (a body follows its parameter list)."""
+    for m in re.finditer(r"^[A-Za-z_][\w \t\*]*\b%s\s*\(" % re.escape(name), text, re.M):
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            i += 1
+        if text[i:].lstrip().startswith("{"):
+            return True
+    return False
+
+
+def check_api(root):
+    """Every exported function is defined in lib/api; no DI_API definition elsewhere."""
+    with open(os.path.join(root, MAP), encoding="utf-8") as f:
+        exported = MAP_SYMBOL.findall(f.read())
+    errors = []
+    texts = {p: open(os.path.join(root, p), encoding="utf-8", errors="replace").read()
+             for top in LIBRARY_TOPS for p in sources(root, top) if p.endswith((".c", ".cu"))}
+    for name in exported:
+        homes = [p for p, t in texts.items() if definitions(t, name)]
+        if not homes:
+            errors.append(f"{name}: exported by {MAP} but defined in no file of lib/ or kernels/")
+        for p in homes:
+            if not p.startswith(API + "/"):
+                errors.append(f"{p}: defines {name}, a public call, outside {API}")
+    for p, t in texts.items():
+        if not p.startswith(API + "/") and re.search(r"^DI_API\b", t, re.M):
+            errors.append(f"{p}: has a DI_API definition outside {API}")
+    return errors
+
+
+def check_public_only(root):
+    library_headers = {p for top in LIBRARY_TOPS for p in sources(root, top)}
+    names = {os.path.basename(p) for p in library_headers}
+    errors = []
+    for top in PUBLIC_ONLY:
+        for path in sources(root, top):
+            own = os.path.dirname(path)
+            for inc in includes(root, path):
+                if inc == "detinfer.h":
+                    continue
+                here_file = os.path.normpath(os.path.join(own, inc)).replace(os.sep, "/")
+                tool_file = f"tools/{inc}"
+                if inc in library_headers or (os.path.basename(inc) in names and not
+                                              os.path.isfile(os.path.join(root, here_file)) and not
+                                              os.path.isfile(os.path.join(root, tool_file))):
+                    errors.append(f"{path}: includes {inc}; {top}/ uses only include/detinfer.h")
+                elif top == "tools":
+                    errors += check_tool_include(root, path, inc)
+    return errors
+
+
+def check_tool_include(root, path, inc):
+    """tools/X/ (a command) includes tools/cli/ and tools/X/; tools/cli/ only itself."""
+    target = inc if os.path.isfile(os.path.join(root, "tools", inc)) else \
+        os.path.relpath(os.path.normpath(os.path.join(os.path.dirname(path), inc)), "tools")
+    if not os.path.isfile(os.path.join(root, "tools", target)):
+        return []  # a system header in quotes
+    here = os.path.relpath(os.path.dirname(path), "tools").split(os.sep)[0]
+    there = os.path.dirname(target).split(os.sep)[0] or "."
+    if here == "." or there == here:
+        return []
+    if here == "cli":
+        return [f"{path}: includes tools/{target}; tools/cli/ includes only itself"]
+    if there == "cli":
+        return []
+    return [f"{path}: includes tools/{target}; tools/{here}/ includes only tools/cli/ and itself"]
+
+
+def check(root, layers):
+    return check_library(root, layers) + check_api(root) + check_public_only(root)
+
+
 def self_test():
-    """A tree with one down-arrow and one up-arrow: exactly the up-arrow is reported."""
+    """A tree with one arrow of each kind: exactly the wrong ones are reported."""
     with tempfile.TemporaryDirectory() as root:
         def write(path, text):
             os.makedirs(os.path.join(root, os.path.dirname(path)), exist_ok=True)
             with open(os.path.join(root, path), "w") as f:
                 f.write(text)
-        write("low/low.h", "int low(void);\n")
-        write("low/low.c", '#include "low.h"\n#include "high.h"\n')   # up: an error
-        write("high/high.h", '#include "low.h"\n')                    # down: fine
-        write("tools/t.c", '#include "detinfer.h"\n#include "high.h"\n')  # tools: an error
-        errors = check(root, ["low", "high"])
-        expected = ["low/low.c: includes high/high.h, a layer above low",
-                    "tools/t.c: includes high/high.h; tools/ uses only include/detinfer.h"]
-        if errors != expected:
+        write(MAP, "DETINFER_1.0 {\n    global:\n        di_open;\n        di_close;\n};\n")
+        write("lib/base/low.h", "int low(void);\n")
+        write("lib/base/low.c", '#include "lib/base/low.h"\n#include "lib/api/high.h"\n')  # up
+        write("kernels/cpu/k.h", '#include "lib/base/low.h"\n')                             # down: fine
+        write("kernels/cuda/g.h", '#include "kernels/cpu/k.h"\n')                           # a peer
+        write("kernels/cpu/k.c", '#include "k.h"\n')                                        # by name
+        write("lib/api/high.h", '#include "kernels/cpu/k.h"\n')
+        write("lib/api/open.c", "DI_API int di_open(void)\n{\n    return 0;\n}\n")          # fine
+        write("kernels/cpu/close.c", "int di_close(void) { return 1; }\n")                  # not in api
+        write("tools/t.c", '#include "detinfer.h"\n#include "lib/api/high.h"\n')            # private
+        write("tools/cli/c.h", '#include "serve/s.h"\n')                                    # cli up
+        write("tools/serve/s.h", '#include "cli/c.h"\n')                                    # fine
+        write("tools/verify/v.c", '#include "serve/s.h"\n')                                 # a sibling
+        errors = check(root, ["lib/base", "kernels/cpu,kernels/cuda", "lib/api"])
+        expected = [
+            'kernels/cpu/k.c: includes "k.h" by name; name it by its path from the root',
+            "kernels/cuda/g.h: includes kernels/cpu/k.h, a peer of kernels/cuda",
+            "lib/base/low.c: includes lib/api/high.h, a layer above lib/base",
+            "kernels/cpu/close.c: defines di_close, a public call, outside lib/api",
+            "tools/cli/c.h: includes tools/serve/s.h; tools/cli/ includes only itself",
+            "tools/t.c: includes lib/api/high.h; tools/ uses only include/detinfer.h",
+            "tools/verify/v.c: includes tools/serve/s.h; tools/verify/ includes only tools/cli/ and itself",
+        ]
+        if sorted(errors) != sorted(expected):
             print("check_layers self-test FAILED:\n  got      %s\n  expected %s" % (errors, expected))
             return 1
-    print("check_layers self-test: an up-arrow and a tool's private include are caught")
+    print("check_layers self-test: an up-arrow, a peer's include, an include by name, a public "
+          "call outside lib/api, a tool's private include and a command's sibling are caught")
     return 0
 
 
@@ -114,16 +207,15 @@ def main(argv):
     if len(argv) < 3:
         print(__doc__)
         return 2
-    root, folders = argv[1], argv[2:]
-    errors = check(root, folders)
+    root, layers = argv[1], argv[2:]
+    errors = check(root, layers)
     for e in errors:
         print("layers:", e)
     if errors:
-        print(f"layers: {len(errors)} include(s) against the layer order "
-              "(docs/ARCHITECTURE.md)")
+        print(f"layers: {len(errors)} problem(s) against the layer rules (docs/ARCHITECTURE.md)")
         return 1
-    print(f"layers: {len(folders)} library folders, lowest first, and kernels/cuda, "
-          "tools, examples, bindings: no include against the layer order")
+    print(f"layers: {len(layers)} layers, lowest first; no include runs up or across, every public "
+          "call is defined in lib/api, and tools, examples, bindings use only include/detinfer.h")
     return 0
 
 

@@ -13,7 +13,7 @@ import shutil
 from typing import List, Optional
 
 # What `make wheel-native` reads (the Makefile includes tools/detinfer.mk and
-# kernels/cuda/cuda.mk); install's pkg-config, CMake and man templates ride along.
+# lib/backend/cuda/cuda.mk); install's pkg-config, CMake and man templates ride along.
 BUILD_FILES = ("Makefile", "LICENSE")
 BUILD_DIRS = ("include", "lib", "kernels", "tools", "pkgconfig", "cmake", "man")
 # Build outputs that live beside sources (lib/libdetinfer.so.*) never travel.

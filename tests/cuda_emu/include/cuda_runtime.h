@@ -1,6 +1,6 @@
 /*
  * cuda_runtime.h (emulation) — the part of the CUDA runtime the plugin uses,
- * for running kernels/cuda_*.cu on the CPU (tests/cuda_emu/README.md). Test
+ * for running the CUDA plugin's .cu files (kernels/cuda, lib/backend/cuda) on the CPU (tests/cuda_emu/README.md). Test
  * code only: it is never part of the library or the plugin.
  */
 #ifndef EMU_CUDA_RUNTIME_H

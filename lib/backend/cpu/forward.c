@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_int.h"
-#include "cpu_kernels.h"
-#include "forward.h"
-#include "forward_steps.h"
-#include "kv_cache.h"
-#include "rope_tables.h"
+#include "kernels/cpu/cpu_int.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "lib/backend/cpu/forward.h"
+#include "lib/backend/cpu/forward_steps.h"
+#include "lib/backend/cpu/kv_cache.h"
+#include "kernels/common/rope_tables.h"
 
 /* 64-byte aligned, so that vector loads of a row never straddle two cache
  * lines (that halves the speed of the SIMD kernels). */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kv_cache.h"
+#include "lib/backend/cpu/kv_cache.h"
 
 uint32_t di_kv_grown_capacity(uint32_t capacity, uint32_t n, uint32_t limit)
 {

@@ -9,11 +9,11 @@
 #define DI_FORWARD_H
 
 #include <stdint.h>
-#include "cpu_ops.h"
-#include "kv_cache.h"
-#include "layer_recipe.h"
-#include "model.h"
-#include "threadpool.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "lib/backend/cpu/kv_cache.h"
+#include "lib/backend/layer_recipe.h"
+#include "lib/model/model.h"
+#include "kernels/cpu/threadpool.h"
 
 typedef struct di_forward_row {
     int32_t token;

@@ -1,13 +1,13 @@
 /*
  * cuda_forward.cu — the forward pass on the device: the layer recipe of
- * lib/forward/layer_recipe.h (the one the CPU runs) over the device's steps,
- * the twins of lib/forward/forward_steps.c, with the kernels of
+ * lib/backend/layer_recipe.h (the one the CPU runs) over the device's steps,
+ * the twins of lib/backend/cpu/forward_steps.c, with the kernels of
  * cuda_kernels.cu.
  */
-#include "cuda_blas.cuh"
-#include "cuda_state.cuh"
-#include "int_dot.h"
-#include "layer_recipe.h"
+#include "lib/backend/cuda/cuda_blas.cuh"
+#include "lib/backend/cuda/cuda_state.cuh"
+#include "kernels/common/int_dot.h"
+#include "lib/backend/layer_recipe.h"
 
 void dc_forward_matmul(dc_state *s, const dc_weight *w, const float *x, uint32_t n_tokens,
                        const float *bias, float *y)

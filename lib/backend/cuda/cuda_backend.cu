@@ -1,5 +1,5 @@
 /*
- * cuda_backend.cu — the plugin's entry (lib/forward/backend.h): device selection,
+ * cuda_backend.cu — the plugin's entry (lib/backend/backend.h): device selection,
  * uploads, the RoPE tables, the KV caches, and the forward, logits and copy
  * calls the session makes. Linked with the static CUDA runtime, so the plugin needs
  * only the driver (libcuda.so.1) at run time; without a driver or a device,
@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_blas.cuh"
-#include "cuda_state.cuh"
-#include "dequant_blocks.h"
-#include "growable.h"
-#include "int_dot.h"
-#include "rope_tables.h"
+#include "lib/backend/cuda/cuda_blas.cuh"
+#include "lib/backend/cuda/cuda_state.cuh"
+#include "kernels/common/dequant_blocks.h"
+#include "lib/base/growable.h"
+#include "kernels/common/int_dot.h"
+#include "kernels/common/rope_tables.h"
 
 /* The session's rows are copied to the device as they are. */
 static_assert(sizeof(dc_row) == sizeof(di_backend_row) && offsetof(dc_row, token) == offsetof(di_backend_row, token) &&

@@ -5,8 +5,8 @@
 #ifndef DI_FORWARD_STEPS_H
 #define DI_FORWARD_STEPS_H
 
-#include "forward.h"
-#include "layer_recipe.h"
+#include "lib/backend/cpu/forward.h"
+#include "lib/backend/layer_recipe.h"
 
 /* One forward call on the CPU: the ctx di_cpu_steps expects. */
 typedef struct di_cpu_call {

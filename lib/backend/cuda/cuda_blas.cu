@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_blas.cuh"
-#include "growable.h"
+#include "lib/backend/cuda/cuda_blas.cuh"
+#include "lib/base/growable.h"
 
 #define WORKSPACE_BYTES (32u << 20)
 #define HEURISTIC_RESULTS 16

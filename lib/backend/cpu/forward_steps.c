@@ -5,8 +5,8 @@
  */
 #include <string.h>
 
-#include "cpu_kernels.h"
-#include "forward_steps.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "lib/backend/cpu/forward_steps.h"
 
 static float *act(const di_cpu_call *c, di_act a)
 {

@@ -6,14 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "backend.h"
-#include "cpu_int.h"
-#include "cpu_ops.h"
-#include "errors.h"
-#include "forward.h"
-#include "kv_cache.h"
-#include "threadpool.h"
-#include "weight_pack.h"
+#include "lib/backend/backend.h"
+#include "kernels/cpu/cpu_int.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "lib/base/errors.h"
+#include "lib/backend/cpu/forward.h"
+#include "lib/backend/cpu/kv_cache.h"
+#include "kernels/cpu/threadpool.h"
+#include "lib/backend/cpu/weight_pack.h"
 
 typedef struct cpu_backend {
     di_backend_params params;

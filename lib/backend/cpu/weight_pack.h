@@ -7,9 +7,9 @@
 
 #include <stddef.h>
 
-#include "cpu_ops.h"
-#include "model.h"
-#include "threadpool.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "lib/model/model.h"
+#include "kernels/cpu/threadpool.h"
 
 /* Packs the model's matrices once for the kernels of ops (ops->int_pack_rows
  * set): the first call does the work, with the pool's threads; later calls

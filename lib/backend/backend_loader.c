@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "errors.h"
+#include "lib/backend/backend.h"
+#include "lib/base/errors.h"
 
 /* The directory of the object holding this code (libdetinfer.so, or the
  * program it is linked into), with a trailing '/', or "" when unknown. */

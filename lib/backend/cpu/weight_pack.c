@@ -15,8 +15,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "cpu_int.h"
-#include "weight_pack.h"
+#include "kernels/cpu/cpu_int.h"
+#include "lib/backend/cpu/weight_pack.h"
 
 /* Calls fn for each matrix of the model a session multiplies with (the
  * output matrix and each layer's), in a fixed order. */

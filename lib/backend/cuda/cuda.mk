@@ -1,5 +1,6 @@
-# kernels/cuda/cuda.mk — the CUDA backend plugin, lib/libdetinfer-cuda.so.1 (included
-# from the Makefile). libdetinfer.so loads it with dlopen when a session asks for
+# lib/backend/cuda/cuda.mk — the CUDA backend plugin, lib/libdetinfer-cuda.so.1 (included
+# from the Makefile), built from its glue here (lib/backend/cuda) and its device
+# kernels (kernels/cuda). libdetinfer.so loads it with dlopen when a session asks for
 # DI_BACKEND_CUDA, so nothing here is needed to build, load or test the CPU library.
 #
 #   make cuda                       sm_80, sm_86, sm_89, sm_90 and compute_90 PTX
@@ -14,31 +15,32 @@
 CUDA_ARCHS ?= sm_80 sm_86 sm_89 sm_90
 CUDA_PTX   ?= compute_90
 NVCC_CONTRACT := -fmad=false -ftz=false -prec-div=true -prec-sqrt=true
-comma := ,
 NVCC_GENCODE := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(subst sm_,,$(a))$(comma)code=$(a)) \
                 $(if $(CUDA_PTX),-gencode arch=$(CUDA_PTX)$(comma)code=$(CUDA_PTX))
-NVCC_FLAGS := -O3 -std=c++17 $(NVCC_CONTRACT) -Iinclude $(addprefix -I,$(DI_SRC_DIRS)) -Ikernels/cuda -DDI_BUILDING_LIBRARY \
+NVCC_FLAGS := -O3 -std=c++17 $(NVCC_CONTRACT) -Iinclude -I. -DDI_BUILDING_LIBRARY \
               -Xcompiler -fPIC,-fvisibility=hidden,-ffp-contract=off,-Wall
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
 
 CUDA_PLUGIN := lib/libdetinfer-cuda.so.1
-CUDA_SRC := $(wildcard kernels/cuda/cuda_*.cu)
+CUDA_SRC := $(wildcard lib/backend/cuda/cuda_*.cu kernels/cuda/cuda_*.cu)
 # Objects per architecture list, and a stamp that changes with the list, so that
 # `make cuda CUDA_ARCHS=sm_90` and a later `make cuda` each relink what they ask for.
 empty :=
 space := $(empty) $(empty)
 CUDA_TAG := $(subst $(space),-,$(strip $(CUDA_ARCHS) $(CUDA_PTX)))
-CUDA_OBJ := $(CUDA_SRC:kernels/cuda/%.cu=build/kernels/$(CUDA_TAG)/%.o)
+CUDA_OBJ := $(addprefix build/kernels/$(CUDA_TAG)/,$(notdir $(CUDA_SRC:.cu=.o)))
 CUDA_ARCH_STAMP := build/kernels/archs.txt
-CUDA_DEPS := $(wildcard kernels/cuda/*.cuh) $(wildcard kernels/common/*.h) lib/forward/backend.h \
-             kernels/cuda/cuda.mk lib/model/model.h lib/model/arch.h lib/forward/layer_recipe.h \
-             lib/format/gguf.h lib/base/growable.h include/detinfer.h
+CUDA_DEPS := $(wildcard kernels/cuda/*.cuh lib/backend/cuda/*.cuh) $(wildcard kernels/common/*.h) \
+             lib/backend/backend.h lib/backend/cuda/cuda.mk lib/model/model.h lib/model/arch.h \
+             lib/backend/layer_recipe.h lib/format/gguf.h lib/base/growable.h include/detinfer.h
+# Both source folders' objects go to one folder (their names differ).
+vpath %.cu lib/backend/cuda kernels/cuda
 # The shared numerics compiled as host code by nvcc, for tests/check_cuda.c.
 NUMERICS_NVCC := build/kernels/libnumerics-nvcc.so
 
 .PHONY: cuda cuda-syntax cuda-numerics cuda-arch-stamp
 
-build/kernels/$(CUDA_TAG)/%.o: kernels/cuda/%.cu $(CUDA_DEPS)
+build/kernels/$(CUDA_TAG)/%.o: %.cu $(CUDA_DEPS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) $(NVCC_GENCODE) -c $< -o $@
 
@@ -52,7 +54,7 @@ $(CUDA_PLUGIN): $(CUDA_OBJ) $(CUDA_ARCH_STAMP)
 
 $(NUMERICS_NVCC): kernels/cuda/numerics_host.cu $(wildcard kernels/common/*.h)
 	@mkdir -p $(dir $@)
-	$(NVCC) -shared -O3 $(NVCC_CONTRACT) -Ikernels/common -Xcompiler -fPIC,-fvisibility=hidden,-ffp-contract=off \
+	$(NVCC) -shared -O3 $(NVCC_CONTRACT) -I. -Xcompiler -fPIC,-fvisibility=hidden,-ffp-contract=off \
 	    kernels/cuda/numerics_host.cu -o $@
 
 ifeq ($(HAVE_NVCC),1)
@@ -67,11 +69,11 @@ endif
 
 cuda-syntax:
 	@mkdir -p build/kernels
-	$(NVCC) -arch=sm_90 $(NVCC_CONTRACT) -Iinclude -Ikernels/common \
+	$(NVCC) -arch=sm_90 $(NVCC_CONTRACT) -Iinclude -I. \
 	    -c kernels/cuda/numerics_check.cu -o build/kernels/numerics_check.o
 
 # make install / uninstall also handle the plugin when `make cuda` built it;
-# libdetinfer finds it next to itself (lib/forward/backend_loader.c).
+# libdetinfer finds it next to itself (lib/backend/backend_loader.c).
 .PHONY: install-cuda uninstall-cuda
 install: install-cuda
 uninstall: uninstall-cuda
@@ -88,20 +90,20 @@ uninstall-cuda:
 # unchanged. Needs no nvcc; `make check` runs a quick comparison with it,
 # `make check-cuda-emu` the full one.
 CUDA_EMU := build/cuda_emu/libdetinfer-cuda-emu.so
-CUDA_EMU_GEN := $(patsubst kernels/cuda/%.cu,build/cuda_emu/%.cpp,$(filter-out kernels/cuda/cuda_blas.cu,$(CUDA_SRC)))
+CUDA_EMU_GEN := $(addprefix build/cuda_emu/,$(notdir $(patsubst %.cu,%.cpp,$(filter-out %/cuda_blas.cu,$(CUDA_SRC)))))
 CXX ?= g++
 
 .PHONY: cuda-emu check-cuda-emu
 cuda-emu: $(CUDA_EMU)
 
-build/cuda_emu/%.cpp: kernels/cuda/%.cu
+build/cuda_emu/%.cpp: %.cu
 	@mkdir -p $(dir $@)
 	sed -E 's/([A-Za-z_0-9]+)<<<(.*)>>>\(/emu_launch(emu_config(\2), \1, /' $< > $@
 
 $(CUDA_EMU): $(CUDA_EMU_GEN) tests/cuda_emu/emu.cpp tests/cuda_emu/blas_stub.cpp \
              $(wildcard tests/cuda_emu/include/*.h) $(CUDA_DEPS)
 	$(CXX) -std=c++17 -O2 -g -fPIC -shared -ffp-contract=off -fno-fast-math -Wall -Wextra \
-	    -Itests/cuda_emu/include -Iinclude $(addprefix -I,$(DI_SRC_DIRS)) -Ikernels/cuda \
+	    -Itests/cuda_emu/include -Iinclude -I. \
 	    $(CUDA_EMU_GEN) tests/cuda_emu/emu.cpp tests/cuda_emu/blas_stub.cpp -o $@
 
 check-cuda-emu: $(TEST_BIN) $(CUDA_EMU) $(MODELS)/models.txt $(MODELS)/real.txt

@@ -1,7 +1,7 @@
 /*
  * layer_recipe.h — the forward pass of every architecture, written once over
  * a table of steps that each backend implements: forward_steps.c on the CPU,
- * kernels/cuda/cuda_forward.cu on the device. The architecture's row
+ * lib/backend/cuda/cuda_forward.cu on the device. The architecture's row
  * (lib/model/arch.h) chooses the steps; no step knows an architecture and
  * the recipe knows no backend.
  *
@@ -29,8 +29,8 @@
 
 #include <stdint.h>
 
-#include "arch.h"
-#include "model.h"
+#include "lib/model/arch.h"
+#include "lib/model/model.h"
 
 /* The activations the steps pass between them, max_rows rows each, of
  * these widths: ACT(name, width). */

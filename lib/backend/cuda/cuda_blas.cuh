@@ -13,7 +13,7 @@
 #ifndef DC_CUDA_BLAS_CUH
 #define DC_CUDA_BLAS_CUH
 
-#include "cuda_state.cuh"
+#include "lib/backend/cuda/cuda_state.cuh"
 
 /* Creates the handles and workspace, converts every weight matrix to bf16
  * and pins an algorithm per shape. On failure the state is left for destroy. */

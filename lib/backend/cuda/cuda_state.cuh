@@ -8,10 +8,10 @@
 
 #include <cuda_runtime.h>
 
-#include "backend.h"
-#include "cuda_kernels.cuh"
-#include "layer_recipe.h"
-#include "model.h"
+#include "lib/backend/backend.h"
+#include "kernels/cuda/cuda_kernels.cuh"
+#include "lib/backend/layer_recipe.h"
+#include "lib/model/model.h"
 
 /* A layer's tensors on the device, indexed by role (arch.h): mat[] for the
  * DI_MATRIX roles, vec[] (device pointers, NULL when the architecture lacks

@@ -1,7 +1,7 @@
 /*
  * backend.h — the interface every backend sits behind: the CPU backend
  * (cpu_backend.c, di_cpu_backend) inside libdetinfer.so, and the CUDA plugin
- * libdetinfer-cuda.so.1 (kernels/cuda/cuda_backend.cu). A backend owns its
+ * libdetinfer-cuda.so.1 (lib/backend/cuda/cuda_backend.cu). A backend owns its
  * buffers: the forward pass's state, the RoPE tables (rope_tables.h) and the
  * KV caches. The session (lib/api/session.c) keeps the token histories,
  * validates, slices, digests and dispatches every backend the same way.
@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "detinfer.h"
-#include "model.h"
+#include "lib/model/model.h"
 
 /* 2: di_model.arch_info, the layer recipe's roles; 3: reserve, truncate and
  * kv_bytes; the plugin computes its own RoPE tables; 4: params.profile may be
