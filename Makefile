@@ -1,6 +1,6 @@
 # libdetinfer — build, install, test.
 #
-#   make                 libdetinfer.so (+ .a for the tests) and the example
+#   make                 build/libdetinfer.so (+ .a for the tests), the example and the command
 #   make check           the Check suite on generated models
 #   make check SANITIZE=1  the same under ASan + UBSan (objects in build-san/)
 #   make check-tsan      a TSan build: one model shared by 4 threads (build-tsan/)
@@ -71,12 +71,9 @@ endif
 LIB_SRC := $(wildcard $(addsuffix /*.c,$(DI_SRC_DIRS)))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 SONAME  := libdetinfer.so.$(ABI)
-SHARED  := lib/libdetinfer.so.$(LIBFILE_VERSION)
-# Any build but the default one (sanitizers, CC=clang BUILD=build-clang,
-# check-tsan, ...) keeps its shared library in its own directory.
-ifneq ($(BUILD),build)
+# Every build output is under $(BUILD): the shared library with its links
+# libdetinfer.so.1 and libdetinfer.so, the archive, objects, tests, models.
 SHARED  := $(BUILD)/libdetinfer.so.$(LIBFILE_VERSION)
-endif
 STATIC  := $(BUILD)/libdetinfer.a
 
 TEST_SRC := $(wildcard tests/check_*.c) tests/gguf_builder.c tests/test_util.c tests/format_util.c
@@ -444,7 +441,7 @@ abi-check: $(SHARED)
 	abidiff --headers-dir2 include abi/libdetinfer.abi $(SHARED)
 
 clean:
-	rm -rf build build-san build-tsan build-clang build-port lib/libdetinfer.so*
+	rm -rf build build-san build-tsan build-clang build-port build-baseline
 
 # The detinfer command (tools/): its rules live in their own file.
 include tools/detinfer.mk

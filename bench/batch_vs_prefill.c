@@ -4,7 +4,7 @@
  * with one token each (batched decode) and a step of one sequence with 16
  * tokens (prefill), each timed in thread CPU time, on one thread.
  *
- *   cc -O2 -Iinclude bench/batch_vs_prefill.c -Llib -ldetinfer -o build/bench/batch_vs_prefill
+ *   cc -O2 -Iinclude bench/batch_vs_prefill.c -Lbuild -ldetinfer -o build/bench/batch_vs_prefill
  *   build/bench/batch_vs_prefill MODEL [REPS]
  *
  * The first batched step also pages the weights in; compare the later ones.

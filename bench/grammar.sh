@@ -8,8 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 model=${MODEL:-$(tools/fetch-model.sh)}
 schema=${SCHEMA:-bench/grammar/nested_schema.json}
-lib=$(ls lib/libdetinfer.so.1.* | head -1)
+lib=$(ls build/libdetinfer.so.1.* | head -1)
 mkdir -p build/bench
-cc -std=c11 -O2 -Wall -Iinclude bench/grammar_mask.c -o build/bench/grammar_mask "$lib" -Wl,-rpath,"$(pwd)/lib"
+cc -std=c11 -O2 -Wall -Iinclude bench/grammar_mask.c -o build/bench/grammar_mask "$lib" -Wl,-rpath,"$(pwd)/build"
 lscpu | grep -E '^(Model name|L1d|L2|L3)' || true
 build/bench/grammar_mask "$model" "$schema" "${THREADS:-2}" "${N:-200}"

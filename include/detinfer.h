@@ -16,6 +16,28 @@
  * of the published API.
  *
  * ---------------------------------------------------------------------------
+ * Contents: the sections below, in order (each opens with "---- Name")
+ *   Version                 release, ABI and numerics numbers; build info
+ *   Status codes            di_status, di_status_name
+ *   Handles                 the opaque types every section uses
+ *   Model                   loading a GGUF file; its facts, metadata and
+ *                           special tokens
+ *   Tokenizer and chat      text to tokens and back; chat templates
+ *   Configuration           di_config and its keys
+ *   Session and steps       di_session, the batch step, logits, greedy token
+ *   Sequences               length, digest, reset, truncate, copy
+ *   Grammars                structured output: di_grammar, per-sequence grammars
+ *   Sampling and logprobs   di_sampling_params, sampling, log-probabilities
+ *   Digests                 di_digest; the digests of floats and token ids
+ *   CPU paths and backends  di_cpu_path, di_backend, di_profile; what runs a
+ *                           session
+ *
+ * Versions
+ *   A declaration marked "(since 1.N)" came with the symbol version node
+ *   DETINFER_1.N of lib/detinfer.map, which is the authority (docs/ABI.md);
+ *   the unmarked ones are DETINFER_1.0. A program that calls a function needs
+ *   a library with its node.
+ *
  * Handles, ownership and lifetimes
  *   di_model    immutable weights of one GGUF file (memory-mapped). Created by
  *               di_model_load, freed by di_model_free. It must outlive every
@@ -26,6 +48,10 @@
  *   di_session  up to N sequences, each with its own KV cache and token
  *               history, plus the per-sequence results of the last step.
  *               Created by di_session_create, freed by di_session_free.
+ *   di_grammar  a compiled grammar, immutable (since 1.5). Created by
+ *               di_grammar_from_gbnf or di_grammar_from_json_schema, freed by
+ *               di_grammar_free; a session that uses it keeps its own
+ *               reference.
  *   Every *_free accepts NULL and does nothing.
  *
  * Thread safety
@@ -86,10 +112,12 @@ extern "C" {
 #define DI_API
 #endif
 
-/* ---- Opaque handles ------------------------------------------------------ */
-typedef struct di_model di_model;
-typedef struct di_config di_config;
-typedef struct di_session di_session;
+DI_API uint32_t di_version_number(void);   /* DI_VERSION_NUMBER of the library */
+DI_API const char *di_version_string(void); /* DI_VERSION_STRING of the library */
+
+/* Compiler, flags and numerics contract the library was built with, as one
+ * static line of text (for environment fingerprints and bug reports). */
+DI_API const char *di_build_info(void);
 
 /* ---- Status codes (numbered; never renumbered or reused) ----------------- */
 typedef enum di_status {
@@ -131,33 +159,14 @@ typedef enum di_status {
  * The returned string is static. */
 DI_API const char *di_status_name(di_status status);
 
-DI_API uint32_t di_version_number(void);   /* DI_VERSION_NUMBER of the library */
-DI_API const char *di_version_string(void); /* DI_VERSION_STRING of the library */
-
-/* Compiler, flags and numerics contract the library was built with, as one
- * static line of text (for environment fingerprints and bug reports). */
-DI_API const char *di_build_info(void);
-
-/* ---- Digests --------------------------------------------------------------
- * An XXH3-128 digest in canonical (big-endian) byte order: the same 32 hex
- * characters `xxh128sum` prints for the same bytes. The struct is two words
- * of bytes and will never grow. */
-typedef struct di_digest {
-    uint8_t bytes[16];
-} di_digest;
-
-#define DI_DIGEST_HEX_SIZE 33 /* 32 hex characters and the NUL */
-
-/* Writes 32 lowercase hex characters and a NUL into out. */
-DI_API di_status di_digest_format(const di_digest *digest, char out[DI_DIGEST_HEX_SIZE]);
-/* 1 when the two digests are equal, 0 otherwise (0 if either is NULL). */
-DI_API int di_digest_equal(const di_digest *a, const di_digest *b);
-/* The digest of n float32 values as little-endian bytes: what the library
- * reports for a logits row. Lets a caller check a row it stored. */
-DI_API di_status di_digest_floats(const float *values, size_t n, di_digest *out);
-/* The digest of n token ids as little-endian int32: what the library reports
- * for a sequence. */
-DI_API di_status di_digest_tokens(const int32_t *tokens, size_t n, di_digest *out);
+/* ---- Handles --------------------------------------------------------------
+ * Opaque: their layout is private (see "Handles, ownership and lifetimes"
+ * above). di_digest is a value of 16 bytes, defined under Digests. */
+typedef struct di_model di_model;
+typedef struct di_config di_config;
+typedef struct di_session di_session;
+typedef struct di_grammar di_grammar; /* (since 1.5) */
+typedef struct di_digest di_digest;
 
 /* ---- Model ----------------------------------------------------------------
  * Loads a GGUF v3 file. The file is untrusted input: every count, length,
@@ -193,7 +202,31 @@ DI_API di_status di_model_get_int(const di_model *model, di_model_key key, int64
  * the model's life. */
 DI_API const char *di_model_architecture(const di_model *model);
 
-/* ---- Tokenizer ------------------------------------------------------------
+/* (since 1.2) A string value of the file's metadata by key ("general.name",
+ * "tokenizer.chat_template"), with di_model_detokenize's buffer rules (the
+ * value may hold NUL bytes: *text_len counts them). DI_ERR_UNKNOWN_KEY, with
+ * *text_len 0, when the key is absent or its value is not a string. */
+DI_API di_status di_model_meta_string(const di_model *model, const char *key, char *text,
+                                      size_t capacity, size_t *text_len);
+
+/* Special tokens (numbered; never renumbered). */
+typedef enum di_special_token {
+    DI_TOKEN_BOS = 1,
+    DI_TOKEN_EOS = 2
+} di_special_token;
+/* The id of a special token: the file's, or llama.cpp's default for the
+ * tokenizer kind (1/2 for "llama", 11 for "gpt2") when inside the
+ * vocabulary; DI_ERR_UNSUPPORTED when there is neither. */
+DI_API di_status di_model_special_token(const di_model *model, di_special_token which, int32_t *token);
+
+/* (since 1.2) The id of the token whose text is exactly text_len bytes of text
+ * (any kind of token: "<end_of_turn>", "<|eot_id|>", "hello").
+ * DI_ERR_TOKEN_RANGE when no token has that text; DI_ERR_UNSUPPORTED without a
+ * tokenizer. */
+DI_API di_status di_model_token_lookup(const di_model *model, const char *text, size_t text_len,
+                                       int32_t *token);
+
+/* ---- Tokenizer and chat ---------------------------------------------------
  * Built at load time from the file's tokenizer.ggml.* metadata: "llama"
  * (SentencePiece-style: scores, byte fallback, the U+2581 space marker) or
  * "gpt2" (byte-level BPE: merges, and the pre-tokenizer named by
@@ -211,6 +244,16 @@ DI_API const char *di_model_architecture(const di_model *model);
                                     BOS when add_bos_token is set (default true
                                     for "llama" and llama3-family files), EOS
                                     when add_eos_token is set */
+#define DI_TOKENIZE_PARSE_SPECIAL 0x2u /* (since 1.2) the text of control and
+                                          unknown tokens in the text
+                                          ("<start_of_turn>", "<|im_start|>")
+                                          gives those tokens too, as llama.cpp's
+                                          parse_special=true. Only for text the
+                                          caller wrote whole: never for text
+                                          holding anything a user wrote, a
+                                          di_chat_format prompt included (its
+                                          messages could forge turns); a chat
+                                          goes through di_chat_tokenize */
 
 /* Encodes text_len bytes of UTF-8 into token ids. When capacity is too small
  * (tokens may be NULL with capacity 0) it gives DI_ERR_BUFFER_TOO_SMALL and
@@ -231,22 +274,70 @@ DI_API di_status di_model_detokenize(const di_model *model, const int32_t *token
 DI_API di_status di_model_token_piece(const di_model *model, int32_t token, char *text,
                                       size_t capacity, size_t *text_len);
 
-/* Special tokens (numbered; never renumbered). */
-typedef enum di_special_token {
-    DI_TOKEN_BOS = 1,
-    DI_TOKEN_EOS = 2
-} di_special_token;
-/* The id of a special token: the file's, or llama.cpp's default for the
- * tokenizer kind (1/2 for "llama", 11 for "gpt2") when inside the
- * vocabulary; DI_ERR_UNSUPPORTED when there is neither. */
-DI_API di_status di_model_special_token(const di_model *model, di_special_token which, int32_t *token);
+/* (since 1.2) The name of the built-in chat template that the file's
+ * tokenizer.chat_template is recognised as by llama.cpp's rules ("gemma",
+ * "chatml", "llama3", ...: docs/CHAT.md lists them), or NULL when the file
+ * has none (base models such as Gemma 3 270M) or it is not recognised as a
+ * built-in one. A static string, to pass to di_chat_format. */
+DI_API const char *di_model_chat_template(const di_model *model);
+
+/* (since 1.2) Formats n_messages messages (roles[i]: "system", "user" or
+ * "assistant"; in the chatml and llama3 templates also "tool", a tool's
+ * answer, and "tool_call", a call right after the assistant message that made
+ * it, its content the function's name, a newline and the arguments' JSON text:
+ * docs/CHAT.md, "Tool turns"; other templates refuse those two; contents[i]:
+ * NUL-terminated UTF-8; both arrays may be NULL when n_messages is 0) with the
+ * built-in chat template `template_name` into prompt text, byte for byte the
+ * text llama.cpp's llama_chat_apply_template gives. With add_assistant != 0 it
+ * ends with the opening of the assistant's turn (the [INST] templates open it
+ * after every user message, so the flag changes nothing there). Buffer rules
+ * as di_model_detokenize. DI_ERR_UNSUPPORTED for an unknown template name,
+ * DI_ERR_INVALID_ARGUMENT for an unknown role or an order the template cannot
+ * express (gemma: a system message with no user message after it, which
+ * llama.cpp would drop), DI_ERR_TEXT for invalid UTF-8; errbuf (optional)
+ * receives the detail, naming the message. The text is for display and
+ * comparison: to run it, call di_chat_tokenize, which gives its tokens with
+ * the template's markers as control tokens and every message as plain text.
+ * Tokenizing this text with DI_TOKENIZE_PARSE_SPECIAL would turn marker text
+ * inside a message ("<end_of_turn>") into control tokens, so that a user could
+ * forge turns. Needs no model; thread-safe. */
+DI_API di_status di_chat_format(const char *template_name, const char *const *roles,
+                                const char *const *contents, size_t n_messages, int add_assistant,
+                                char *text, size_t capacity, size_t *text_len, char *errbuf,
+                                size_t errbuf_size);
+
+/* (since 1.4) The tokens of a chat: the messages formatted as di_chat_format
+ * formats them, then tokenized so that exactly the template's own markers
+ * ("<start_of_turn>", "<|im_end|>") become control tokens, while the content
+ * of every message is plain text whatever it holds: a message that says
+ * "<end_of_turn>" gives the tokens of those characters, as di_model_tokenize
+ * without DI_TOKENIZE_PARSE_SPECIAL gives them. (For messages without such
+ * text the ids are those of the formatted text tokenized with
+ * DI_TOKENIZE_PARSE_SPECIAL, llama.cpp's chat prompt.) flags: 0 or
+ * DI_TOKENIZE_ADD_BOS (the model's BOS first, when its file asks for one); any
+ * other bit is DI_ERR_INVALID_ARGUMENT. Buffer rules, errors and errbuf as
+ * di_chat_format and di_model_tokenize: DI_ERR_BUFFER_TOO_SMALL sets *n_tokens
+ * to the count needed. Thread-safe. */
+DI_API di_status di_chat_tokenize(const di_model *model, const char *template_name, const char *const *roles,
+                                  const char *const *contents, size_t n_messages, int add_assistant,
+                                  uint32_t flags, int32_t *tokens, size_t capacity, size_t *n_tokens,
+                                  char *errbuf, size_t errbuf_size);
+
+/* (since 1.4) The text of the token that ends a turn in the built-in chat
+ * template `template_name` ("<end_of_turn>" for gemma, "<|im_end|>" for
+ * chatml, "<|eot_id|>" for llama3, "<|end|>" for phi3, "</s>" for the [INST]
+ * templates: docs/CHAT.md), to look up with di_model_token_lookup and stop
+ * generation at; NULL for an unknown name. A static string; thread-safe. */
+DI_API const char *di_chat_turn_end(const char *template_name);
 
 /* ---- Configuration --------------------------------------------------------
  * Settings are enum-keyed (numbered; never renumbered). Each key has a type:
  * integer keys are set with di_config_set_int, float keys with
  * di_config_set_float; the wrong one gives DI_ERR_UNKNOWN_KEY. A value that
  * is out of range gives DI_ERR_INVALID_ARGUMENT and leaves the setting as it
- * was. Defaults are listed beside each key. */
+ * was. Defaults are listed beside each key.
+ * The values of DI_CONFIG_BACKEND, DI_CONFIG_PROFILE and DI_CONFIG_CPU_PATH
+ * are under "CPU paths and backends", at the end. */
 typedef enum di_config_key {
     DI_CONFIG_THREADS = 1,          /* int, 1..256; default 1. Results do not
                                        depend on it. */
@@ -287,40 +378,6 @@ typedef enum di_config_key {
                                        quality the model does not promise. */
 } di_config_key;
 
-/* CPU kernel paths. AUTO takes the environment variable DETINFER_CPU_PATH
- * (scalar, avx2 or avx512) when it is set, else the widest path this CPU
- * runs. Forcing a path the CPU lacks makes session creation fail with
- * DI_ERR_UNSUPPORTED. */
-typedef enum di_cpu_path {
-    DI_CPU_PATH_AUTO = 0,
-    DI_CPU_PATH_SCALAR = 1,         /* portable C, the reference */
-    DI_CPU_PATH_AVX2 = 2,           /* AVX2 + FMA + F16C */
-    DI_CPU_PATH_AVX512 = 3          /* AVX-512 F/BW/VL/DQ */
-} di_cpu_path;
-
-typedef enum di_backend {
-    DI_BACKEND_CPU = 1,
-    DI_BACKEND_CUDA = 2             /* loaded on demand (libdetinfer-cuda.so.1);
-                                       without it, a driver or a device, session
-                                       creation gives DI_ERR_BACKEND_UNAVAILABLE */
-} di_backend;
-
-typedef enum di_profile {
-    DI_PROFILE_PORTABLE = 1,        /* one canonical order on every backend */
-    DI_PROFILE_DEVICE = 2,          /* vendor libraries (CUDA only); the CPU
-                                       backend gives DI_ERR_UNSUPPORTED */
-    DI_PROFILE_INTEGER = 3          /* every quantized weight type's product
-                                       as exact integer block sums of int8
-                                       weight codes and int8 activation codes
-                                       per 32 values (docs/DETERMINISM.md
-                                       "The integer profile"); F32/F16/BF16
-                                       weights keep the portable product;
-                                       deterministic on every axis, the same
-                                       bits on the CPU and CUDA backends,
-                                       other bits than PORTABLE, errors near
-                                       1e-2 */
-} di_profile;
-
 DI_API di_status di_config_create(di_config **out);
 DI_API void di_config_free(di_config *config);
 DI_API di_status di_config_set_int(di_config *config, di_config_key key, int64_t value);
@@ -331,7 +388,7 @@ DI_API di_status di_config_get_float(const di_config *config, di_config_key key,
  * the next call on the config. */
 DI_API const char *di_config_errmsg(const di_config *config);
 
-/* ---- Session --------------------------------------------------------------
+/* ---- Session and steps ----------------------------------------------------
  * config may be NULL (all defaults). The session copies what it needs from
  * config and keeps a pointer to model, which must outlive it.
  *
@@ -359,12 +416,6 @@ DI_API void di_session_free(di_session *session);
 /* Detail of the last failed call on this session; "" when none. Valid until
  * the next call on the session. */
 DI_API const char *di_session_errmsg(const di_session *session);
-
-/* One line naming what computes this session's results, for logs and
- * fingerprints, e.g. "backend=cpu path=avx512 threads=2". A CUDA session
- * adds the profile, GPU, SM count and library versions its results depend
- * on. Owned by the session; valid until it is freed. */
-DI_API const char *di_session_backend_info(const di_session *session);
 
 /* Step flags (bits; never renumbered). */
 #define DI_STEP_ALL_LOGITS 0x1u /* keep the logits of every position of the
@@ -411,6 +462,13 @@ DI_API di_status di_session_logits_at(di_session *session, uint32_t seq, uint32_
  * sets a grammar sees no change. */
 DI_API di_status di_session_greedy_token(di_session *session, uint32_t seq, int32_t *token);
 
+/* (since 1.3) Bytes of KV cache (the keys and values of every layer) the
+ * session holds now, in *bytes: on the CPU backend the sum over its sequences,
+ * which grows as they grow and falls when they are reset (see "Memory" above);
+ * on the CUDA backend the device caches reserved at creation. */
+DI_API di_status di_session_kv_bytes(di_session *session, uint64_t *bytes);
+
+/* ---- Sequences -------------------------------------------------------- */
 /* Number of tokens in sequence seq (its KV cache length). */
 DI_API di_status di_session_seq_length(di_session *session, uint32_t seq, uint32_t *length);
 /* Digest of every token id appended to seq so far, in order (an empty
@@ -425,23 +483,102 @@ DI_API di_status di_session_seq_truncate(di_session *session, uint32_t seq, uint
 DI_API di_status di_session_seq_copy(di_session *session, uint32_t src, uint32_t dst,
                                      uint32_t length);
 
-/* ---- Generation digests (DETINFER_1.2) ------------------------------------
- * The sequence digest of a generation is the digest of its prompt's token ids
- * followed by every generated token id, as little-endian int32: what
- * di_digest_tokens gives for that list. A generation usually stops without
- * stepping its last chosen token, so di_session_seq_digest (the tokens
- * stepped so far) lacks it; this call digests seq's tokens followed by
+/* (since 1.2) The sequence digest of a generation is the digest of its
+ * prompt's token ids followed by every generated token id, as little-endian
+ * int32: what di_digest_tokens gives for that list. A generation usually
+ * stops without stepping its last chosen token, so di_session_seq_digest (the
+ * tokens stepped so far) lacks it; this call digests seq's tokens followed by
  * n_extra tokens not stepped (extra may be NULL when n_extra is 0). The
- * detinfer command, the server, the bindings and the docs all report this
- * one digest. */
+ * detinfer command, the server, the bindings and the docs all report this one
+ * digest. */
 DI_API di_status di_session_seq_digest_extra(di_session *session, uint32_t seq,
                                              const int32_t *extra, size_t n_extra,
                                              di_digest *digest);
 
-/* ---- Sampling (DETINFER_1.2) -----------------------------------------------
- * Each sequence has its own sampling parameters; a service sets them per
- * request. The token chosen for position t depends only on the model, the
- * sequence's tokens before t, the parameters and the seed: never on the
+/* ---- Grammars -------------------------------------------------------------
+ * (since 1.5) A grammar constrains what a sequence may generate: a text in
+ * GBNF (llama.cpp's grammar format) or a JSON Schema (the subset of OpenAI's
+ * strict mode), both described in docs/STRUCTURED.md. Once a sequence has a
+ * grammar, di_session_greedy_token and di_session_sample_token choose only
+ * among the tokens it allows next: the mask comes first, then the sampling
+ * order (docs/DETERMINISM.md, "Grammars"), so the token depends only on the
+ * model, the tokens, the parameters, the seed and the grammar. A token's text
+ * is its piece (di_model_token_piece), read as UTF-8; tokens without text (or
+ * holding a NUL byte) are never allowed, except the end tokens, allowed
+ * exactly when the grammar's text is complete. */
+
+/* (since 1.5) Compiles text_len bytes of GBNF (rule "root" is the start).
+ * flags: 0 (any other bit is DI_ERR_INVALID_ARGUMENT). Errors: DI_ERR_GRAMMAR
+ * with "line L, column C: what" in errbuf (an undefined rule, an unbalanced
+ * bracket, left recursion, which is refused, ...), DI_ERR_OUT_OF_MEMORY. The
+ * text is untrusted: its size and the grammar it makes are bounded
+ * (docs/STRUCTURED.md). On failure *out is NULL. A grammar is immutable: any
+ * number of threads and sessions may use one at once. Thread-safe. */
+DI_API di_status di_grammar_from_gbnf(const char *text, size_t text_len, uint32_t flags,
+                                      di_grammar **out, char *errbuf, size_t errbuf_size);
+/* (since 1.5) Compiles a JSON Schema (schema_len bytes of JSON) into the
+ * grammar of the JSON texts it allows, with no whitespace between tokens.
+ * flags: 0. Errors: DI_ERR_GRAMMAR (malformed JSON, with line and column; a
+ * malformed schema or one no value satisfies, such as an empty enum or a $ref
+ * to nothing, naming the node's JSON pointer), DI_ERR_UNSUPPORTED
+ * ("unsupported keyword X at /path", for anything outside the subset),
+ * DI_ERR_OUT_OF_MEMORY. {"type": "object"} is any JSON object. Thread-safe. */
+DI_API di_status di_grammar_from_json_schema(const char *schema, size_t schema_len, uint32_t flags,
+                                             di_grammar **out, char *errbuf, size_t errbuf_size);
+/* (since 1.5) Releases the caller's handle; a session that uses the grammar
+ * keeps its own reference, so the grammar may be freed right after
+ * di_session_seq_set_grammar. */
+DI_API void di_grammar_free(di_grammar *grammar);
+/* (since 1.5) The grammar's GBNF text (for a JSON schema, the text it was
+ * converted to), with di_model_detokenize's buffer rules. */
+DI_API di_status di_grammar_gbnf(const di_grammar *grammar, char *text, size_t capacity, size_t *text_len);
+/* (since 1.5) XXH3-128 of that GBNF text: equal digests, equal grammars. */
+DI_API di_status di_grammar_digest(const di_grammar *grammar, di_digest *digest);
+
+/* (since 1.5) Gives seq the grammar (NULL: none). It starts at the sequence's
+ * length now: the tokens already in the sequence (the prompt) are not
+ * constrained; each token stepped after must be allowed. The end tokens are
+ * the model's end of sequence (when it has one) and the n_end_tokens of
+ * end_tokens (the chat template's end of turn: di_chat_turn_end), at most 8;
+ * stepping one ends the grammar's text, after which no token is allowed. The
+ * grammar belongs to the sequence, as its sampling parameters do, with these
+ * rules:
+ *   - a step with a token it does not allow gives DI_ERR_GRAMMAR_REJECTED
+ *     naming the entry and the token, and changes nothing (all or nothing);
+ *   - di_session_seq_truncate to a length at or past the start restores the
+ *     grammar's state at that length (the state of every position is kept);
+ *     truncating before the start, or di_session_seq_reset, drops it;
+ *   - di_session_seq_copy onto seq drops seq's grammar, and never brings the
+ *     source's: set it again after the copy;
+ *   - setting another grammar (or the same) starts it again at the length.
+ * The session keeps each grammar's automaton and allowed-token sets while a
+ * sequence uses it (and a few after), so sequences and requests that share
+ * a grammar share that work. DI_ERR_UNSUPPORTED for a model without a
+ * tokenizer; DI_ERR_TOKEN_RANGE for an end token outside the vocabulary. */
+DI_API di_status di_session_seq_set_grammar(di_session *session, uint32_t seq, const di_grammar *grammar,
+                                            const int32_t *end_tokens, size_t n_end_tokens);
+
+/* (since 1.5) Flags of di_session_seq_grammar_state (bits; never
+ * renumbered). */
+#define DI_GRAMMAR_ACTIVE 0x1u   /* the sequence has a grammar */
+#define DI_GRAMMAR_CAN_END 0x2u  /* the text since its start is complete: an end token is allowed */
+#define DI_GRAMMAR_MUST_END 0x4u /* complete, and no further text is allowed: only an end token */
+#define DI_GRAMMAR_ENDED 0x8u    /* an end token was stepped: no token is allowed */
+
+/* (since 1.5) The state of seq's grammar after its tokens so far, as
+ * DI_GRAMMAR_* flags (0 without a grammar). */
+DI_API di_status di_session_seq_grammar_state(di_session *session, uint32_t seq, uint32_t *flags);
+
+/* (since 1.5) The tokens seq's grammar allows next, as a bit set: token t is
+ * bit t % 32 of words[t / 32]; n_words must be at least (n_vocab + 31) / 32.
+ * Every token without a grammar. */
+DI_API di_status di_session_seq_grammar_allowed(di_session *session, uint32_t seq, uint32_t *words,
+                                                size_t n_words);
+
+/* ---- Sampling and logprobs ------------------------------------------------
+ * (since 1.2) Each sequence has its own sampling parameters; a service sets
+ * them per request. The token chosen for position t depends only on the model,
+ * the sequence's tokens before t, the parameters and the seed: never on the
  * batch, the slot, the step count, the thread count, the CPU path or the
  * device. docs/DETERMINISM.md states the canonical sampling order and the
  * random number rule (Philox4x32-10 keyed by the seed and t):
@@ -476,226 +613,121 @@ typedef struct di_sampling_params {
     uint64_t seed;               /* default 0 */
 } di_sampling_params;
 
-/* Sets *params to the defaults above (greedy) and its size field. */
+/* (since 1.2) Sets *params to the defaults above (greedy) and its size
+ * field. */
 DI_API di_status di_sampling_params_init(di_sampling_params *params);
-/* Sets seq's parameters (copied). NULL restores the ones the sequence started
- * with (the defaults, or the config's sampling keys). They stay until set
- * again: reset, truncate and copy leave them alone (a copy's destination
- * keeps its own). A bad value (NaN or infinite, a value outside the ranges
- * above, size smaller than this struct or a later struct's unknown fields
- * set) gives DI_ERR_INVALID_ARGUMENT with a message naming the parameter and
- * the value, and changes nothing. */
+/* (since 1.2) Sets seq's parameters (copied). NULL restores the ones the
+ * sequence started with (the defaults, or the config's sampling keys). They
+ * stay until set again: reset, truncate and copy leave them alone (a copy's
+ * destination keeps its own). A bad value (NaN or infinite, a value outside
+ * the ranges above, size smaller than this struct or a later struct's unknown
+ * fields set) gives DI_ERR_INVALID_ARGUMENT with a message naming the
+ * parameter and the value, and changes nothing. */
 DI_API di_status di_session_seq_set_sampling(di_session *session, uint32_t seq,
                                              const di_sampling_params *params);
-/* The token chosen for seq's next position t (its length) from the logits of
- * its last step with its parameters: with the defaults, exactly
+/* (since 1.2) The token chosen for seq's next position t (its length) from the
+ * logits of its last step with its parameters: with the defaults, exactly
  * di_session_greedy_token. The token is not appended: feed it to the next
  * step. Calling it twice without a step gives the same token. DI_ERR_STATE
- * when the sequence has no logits (no step since creation, reset, truncate
- * or copy). With a grammar (di_session_seq_set_grammar) the tokens it does
- * not allow are removed first, then the order above runs on the rest; a
- * program that never sets a grammar sees no change. */
+ * when the sequence has no logits (no step since creation, reset, truncate or
+ * copy). With a grammar (di_session_seq_set_grammar) the tokens it does not
+ * allow are removed first, then the order above runs on the rest; a program
+ * that never sets a grammar sees no change. */
 DI_API di_status di_session_sample_token(di_session *session, uint32_t seq, int32_t *token);
 
-/* ---- Special tokens, metadata and chat templates (DETINFER_1.2) ----------- */
-
-#define DI_TOKENIZE_PARSE_SPECIAL 0x2u /* flag of di_model_tokenize: the text of
-                                          control and unknown tokens in the text
-                                          ("<start_of_turn>", "<|im_start|>")
-                                          gives those tokens too, as llama.cpp's
-                                          parse_special=true. Only for text the
-                                          caller wrote whole: never for text
-                                          holding anything a user wrote, a
-                                          di_chat_format prompt included (its
-                                          messages could forge turns); a chat
-                                          goes through di_chat_tokenize */
-
-/* The id of the token whose text is exactly text_len bytes of text (any
- * kind of token: "<end_of_turn>", "<|eot_id|>", "hello"). DI_ERR_TOKEN_RANGE
- * when no token has that text; DI_ERR_UNSUPPORTED without a tokenizer. */
-DI_API di_status di_model_token_lookup(const di_model *model, const char *text, size_t text_len,
-                                       int32_t *token);
-
-/* A string value of the file's metadata by key ("general.name",
- * "tokenizer.chat_template"), with di_model_detokenize's buffer rules (the
- * value may hold NUL bytes: *text_len counts them). DI_ERR_UNKNOWN_KEY, with
- * *text_len 0, when the key is absent or its value is not a string. */
-DI_API di_status di_model_meta_string(const di_model *model, const char *key, char *text,
-                                      size_t capacity, size_t *text_len);
-
-/* The name of the built-in chat template that the file's
- * tokenizer.chat_template is recognised as by llama.cpp's rules ("gemma",
- * "chatml", "llama3", ...: docs/CHAT.md lists them), or NULL when the file
- * has none (base models such as Gemma 3 270M) or it is not recognised as a
- * built-in one. A static string, to pass to di_chat_format. */
-DI_API const char *di_model_chat_template(const di_model *model);
-
-/* Formats n_messages messages (roles[i]: "system", "user" or "assistant";
- * in the chatml and llama3 templates also "tool", a tool's answer, and
- * "tool_call", a call right after the assistant message that made it, its
- * content the function's name, a newline and the arguments' JSON text:
- * docs/CHAT.md, "Tool turns"; other templates refuse those two;
- * contents[i]: NUL-terminated UTF-8; both arrays may be NULL when n_messages
- * is 0) with the built-in chat template `template_name` into prompt text,
- * byte for byte the text llama.cpp's llama_chat_apply_template gives. With
- * add_assistant != 0 it ends with the opening of the assistant's turn (the
- * [INST] templates open it after every user message, so the flag changes
- * nothing there). Buffer rules as di_model_detokenize. DI_ERR_UNSUPPORTED
- * for an unknown template name, DI_ERR_INVALID_ARGUMENT for an unknown role
- * or an order the template cannot express (gemma: a system message with no
- * user message after it, which llama.cpp would drop), DI_ERR_TEXT for
- * invalid UTF-8; errbuf (optional) receives the detail, naming the message.
- * The text is for display and comparison: to run it, call di_chat_tokenize,
- * which gives its tokens with the template's markers as control tokens and
- * every message as plain text. Tokenizing this text with
- * DI_TOKENIZE_PARSE_SPECIAL would turn marker text inside a message
- * ("<end_of_turn>") into control tokens, so that a user could forge turns.
- * Needs no model; thread-safe. */
-DI_API di_status di_chat_format(const char *template_name, const char *const *roles,
-                                const char *const *contents, size_t n_messages, int add_assistant,
-                                char *text, size_t capacity, size_t *text_len, char *errbuf,
-                                size_t errbuf_size);
-
-/* ---- Chat prompts as tokens (DETINFER_1.4) -------------------------------- */
-
-/* The tokens of a chat: the messages formatted as di_chat_format formats
- * them, then tokenized so that exactly the template's own markers
- * ("<start_of_turn>", "<|im_end|>") become control tokens, while the content
- * of every message is plain text whatever it holds: a message that says
- * "<end_of_turn>" gives the tokens of those characters, as di_model_tokenize
- * without DI_TOKENIZE_PARSE_SPECIAL gives them. (For messages without such
- * text the ids are those of the formatted text tokenized with
- * DI_TOKENIZE_PARSE_SPECIAL, llama.cpp's chat prompt.) flags: 0 or
- * DI_TOKENIZE_ADD_BOS (the model's BOS first, when its file asks for one);
- * any other bit is DI_ERR_INVALID_ARGUMENT. Buffer rules, errors and errbuf
- * as di_chat_format and di_model_tokenize: DI_ERR_BUFFER_TOO_SMALL sets
- * *n_tokens to the count needed. Thread-safe. */
-DI_API di_status di_chat_tokenize(const di_model *model, const char *template_name, const char *const *roles,
-                                  const char *const *contents, size_t n_messages, int add_assistant,
-                                  uint32_t flags, int32_t *tokens, size_t capacity, size_t *n_tokens,
-                                  char *errbuf, size_t errbuf_size);
-
-/* The text of the token that ends a turn in the built-in chat template
- * `template_name` ("<end_of_turn>" for gemma, "<|im_end|>" for chatml,
- * "<|eot_id|>" for llama3, "<|end|>" for phi3, "</s>" for the [INST]
- * templates: docs/CHAT.md), to look up with di_model_token_lookup and stop
- * generation at; NULL for an unknown name. A static string; thread-safe. */
-DI_API const char *di_chat_turn_end(const char *template_name);
-
-/* ---- CPU paths and log-probabilities (DETINFER_1.3) ----------------------- */
-
-/* The CPU path a session created with DI_CONFIG_CPU_PATH = requested would
- * run on this machine, in *path: for DI_CPU_PATH_AUTO, what a default
- * session takes (DETINFER_CPU_PATH included). DI_ERR_UNSUPPORTED when this
- * CPU or build cannot run the path asked for, DI_ERR_INVALID_ARGUMENT for an
- * unknown value (of requested or of DETINFER_CPU_PATH); errbuf (optional)
- * receives the detail. Thread-safe. */
-DI_API di_status di_cpu_path_resolve(di_cpu_path requested, di_cpu_path *path, char *errbuf,
-                                     size_t errbuf_size);
-
-/* "auto", "scalar", "avx2" or "avx512" (the DETINFER_CPU_PATH spellings);
- * "unknown" for any other value. A static string. */
-DI_API const char *di_cpu_path_name(di_cpu_path path);
-
-/* Bytes of KV cache (the keys and values of every layer) the session holds
- * now, in *bytes: on the CPU backend the sum over its sequences, which grows
- * as they grow and falls when they are reset (see "Memory" above); on the
- * CUDA backend the device caches reserved at creation. */
-DI_API di_status di_session_kv_bytes(di_session *session, uint64_t *bytes);
-
-/* Log-probabilities of the model's own distribution at the last position of
- * seq's last step: the log-softmax of di_session_logits (temperature 1, no
- * penalty and no filter, whatever the sequence's sampling parameters), with
- * the library's own exp and log in the canonical order, so equal logits give
- * equal bits on every machine. With token >= 0, *token_logprob receives that
- * token's (token_logprob may be NULL when token < 0). The n_top most likely
- * tokens, ordered by (log-probability descending, id ascending), go to
- * top_tokens[0..n_top) and top_logprobs[0..n_top) (both may be NULL when
- * n_top is 0); n_top must not exceed the vocabulary. DI_ERR_STATE when the
- * sequence has no logits (as di_session_sample_token), DI_ERR_TOKEN_RANGE
- * for a token outside the vocabulary. */
+/* (since 1.3) Log-probabilities of the model's own distribution at the last
+ * position of seq's last step: the log-softmax of di_session_logits
+ * (temperature 1, no penalty and no filter, whatever the sequence's sampling
+ * parameters), with the library's own exp and log in the canonical order, so
+ * equal logits give equal bits on every machine. With token >= 0,
+ * *token_logprob receives that token's (token_logprob may be NULL when token <
+ * 0). The n_top most likely tokens, ordered by (log-probability descending, id
+ * ascending), go to top_tokens[0..n_top) and top_logprobs[0..n_top) (both may
+ * be NULL when n_top is 0); n_top must not exceed the vocabulary. DI_ERR_STATE
+ * when the sequence has no logits (as di_session_sample_token),
+ * DI_ERR_TOKEN_RANGE for a token outside the vocabulary. */
 DI_API di_status di_session_logprobs(di_session *session, uint32_t seq, int32_t token,
                                      float *token_logprob, uint32_t n_top, int32_t *top_tokens,
                                      float *top_logprobs);
 
-/* ---- Structured output: grammars (DETINFER_1.5) --------------------------
- * A grammar constrains what a sequence may generate: a text in GBNF
- * (llama.cpp's grammar format) or a JSON Schema (the subset of OpenAI's
- * strict mode), both described in docs/STRUCTURED.md. Once a sequence has a
- * grammar, di_session_greedy_token and di_session_sample_token choose only
- * among the tokens it allows next: the mask comes first, then the sampling
- * order (docs/DETERMINISM.md, "Grammars"), so the token depends only on the
- * model, the tokens, the parameters, the seed and the grammar. A token's
- * text is its piece (di_model_token_piece), read as UTF-8; tokens without
- * text (or holding a NUL byte) are never allowed, except the end tokens,
- * allowed exactly when the grammar's text is complete. */
-typedef struct di_grammar di_grammar;
+/* ---- Digests --------------------------------------------------------------
+ * An XXH3-128 digest in canonical (big-endian) byte order: the same 32 hex
+ * characters `xxh128sum` prints for the same bytes. The struct is two words
+ * of bytes and will never grow. */
+struct di_digest {
+    uint8_t bytes[16];
+};
 
-/* Compiles text_len bytes of GBNF (rule "root" is the start). flags: 0 (any
- * other bit is DI_ERR_INVALID_ARGUMENT). Errors: DI_ERR_GRAMMAR with "line
- * L, column C: what" in errbuf (an undefined rule, an unbalanced bracket,
- * left recursion, which is refused, ...), DI_ERR_OUT_OF_MEMORY. The text is
- * untrusted: its size and the grammar it makes are bounded
- * (docs/STRUCTURED.md). On failure *out is NULL. A grammar is immutable:
- * any number of threads and sessions may use one at once. Thread-safe. */
-DI_API di_status di_grammar_from_gbnf(const char *text, size_t text_len, uint32_t flags,
-                                      di_grammar **out, char *errbuf, size_t errbuf_size);
-/* Compiles a JSON Schema (schema_len bytes of JSON) into the grammar of the
- * JSON texts it allows, with no whitespace between tokens. flags: 0. Errors:
- * DI_ERR_GRAMMAR (malformed JSON, with line and column; a malformed schema
- * or one no value satisfies, such as an empty enum or a $ref to nothing,
- * naming the node's JSON pointer), DI_ERR_UNSUPPORTED ("unsupported keyword
- * X at /path", for anything outside the subset), DI_ERR_OUT_OF_MEMORY.
- * {"type": "object"} is any JSON object. Thread-safe. */
-DI_API di_status di_grammar_from_json_schema(const char *schema, size_t schema_len, uint32_t flags,
-                                             di_grammar **out, char *errbuf, size_t errbuf_size);
-/* Releases the caller's handle; a session that uses the grammar keeps its
- * own reference, so the grammar may be freed right after
- * di_session_seq_set_grammar. */
-DI_API void di_grammar_free(di_grammar *grammar);
-/* The grammar's GBNF text (for a JSON schema, the text it was converted
- * to), with di_model_detokenize's buffer rules. */
-DI_API di_status di_grammar_gbnf(const di_grammar *grammar, char *text, size_t capacity, size_t *text_len);
-/* XXH3-128 of that GBNF text: equal digests, equal grammars. */
-DI_API di_status di_grammar_digest(const di_grammar *grammar, di_digest *digest);
+#define DI_DIGEST_HEX_SIZE 33 /* 32 hex characters and the NUL */
 
-/* Gives seq the grammar (NULL: none). It starts at the sequence's length
- * now: the tokens already in the sequence (the prompt) are not constrained;
- * each token stepped after must be allowed. The end tokens are the model's
- * end of sequence (when it has one) and the n_end_tokens of end_tokens (the
- * chat template's end of turn: di_chat_turn_end), at most 8; stepping one
- * ends the grammar's text, after which no token is allowed. The grammar
- * belongs to the sequence, as its sampling parameters do, with these rules:
- *   - a step with a token it does not allow gives DI_ERR_GRAMMAR_REJECTED
- *     naming the entry and the token, and changes nothing (all or nothing);
- *   - di_session_seq_truncate to a length at or past the start restores the
- *     grammar's state at that length (the state of every position is kept);
- *     truncating before the start, or di_session_seq_reset, drops it;
- *   - di_session_seq_copy onto seq drops seq's grammar, and never brings the
- *     source's: set it again after the copy;
- *   - setting another grammar (or the same) starts it again at the length.
- * The session keeps each grammar's automaton and allowed-token sets while a
- * sequence uses it (and a few after), so sequences and requests that share
- * a grammar share that work. DI_ERR_UNSUPPORTED for a model without a
- * tokenizer; DI_ERR_TOKEN_RANGE for an end token outside the vocabulary. */
-DI_API di_status di_session_seq_set_grammar(di_session *session, uint32_t seq, const di_grammar *grammar,
-                                            const int32_t *end_tokens, size_t n_end_tokens);
+/* Writes 32 lowercase hex characters and a NUL into out. */
+DI_API di_status di_digest_format(const di_digest *digest, char out[DI_DIGEST_HEX_SIZE]);
+/* 1 when the two digests are equal, 0 otherwise (0 if either is NULL). */
+DI_API int di_digest_equal(const di_digest *a, const di_digest *b);
+/* The digest of n float32 values as little-endian bytes: what the library
+ * reports for a logits row. Lets a caller check a row it stored. */
+DI_API di_status di_digest_floats(const float *values, size_t n, di_digest *out);
+/* The digest of n token ids as little-endian int32: what the library reports
+ * for a sequence. */
+DI_API di_status di_digest_tokens(const int32_t *tokens, size_t n, di_digest *out);
 
-/* Flags of di_session_seq_grammar_state (bits; never renumbered). */
-#define DI_GRAMMAR_ACTIVE 0x1u   /* the sequence has a grammar */
-#define DI_GRAMMAR_CAN_END 0x2u  /* the text since its start is complete: an end token is allowed */
-#define DI_GRAMMAR_MUST_END 0x4u /* complete, and no further text is allowed: only an end token */
-#define DI_GRAMMAR_ENDED 0x8u    /* an end token was stepped: no token is allowed */
+/* ---- CPU paths and backends -----------------------------------------------
+ * What computes a session's results: the backend (DI_CONFIG_BACKEND), its
+ * numerics profile (DI_CONFIG_PROFILE) and, on the CPU backend, the kernel
+ * path (DI_CONFIG_CPU_PATH). */
 
-/* The state of seq's grammar after its tokens so far, as DI_GRAMMAR_* flags
- * (0 without a grammar). */
-DI_API di_status di_session_seq_grammar_state(di_session *session, uint32_t seq, uint32_t *flags);
+/* CPU kernel paths. AUTO takes the environment variable DETINFER_CPU_PATH
+ * (scalar, avx2 or avx512) when it is set, else the widest path this CPU
+ * runs. Forcing a path the CPU lacks makes session creation fail with
+ * DI_ERR_UNSUPPORTED. */
+typedef enum di_cpu_path {
+    DI_CPU_PATH_AUTO = 0,
+    DI_CPU_PATH_SCALAR = 1,         /* portable C, the reference */
+    DI_CPU_PATH_AVX2 = 2,           /* AVX2 + FMA + F16C */
+    DI_CPU_PATH_AVX512 = 3          /* AVX-512 F/BW/VL/DQ */
+} di_cpu_path;
 
-/* The tokens seq's grammar allows next, as a bit set: token t is bit t % 32
- * of words[t / 32]; n_words must be at least (n_vocab + 31) / 32. Every
- * token without a grammar. */
-DI_API di_status di_session_seq_grammar_allowed(di_session *session, uint32_t seq, uint32_t *words,
-                                                size_t n_words);
+typedef enum di_backend {
+    DI_BACKEND_CPU = 1,
+    DI_BACKEND_CUDA = 2             /* loaded on demand (libdetinfer-cuda.so.1);
+                                       without it, a driver or a device, session
+                                       creation gives DI_ERR_BACKEND_UNAVAILABLE */
+} di_backend;
+
+typedef enum di_profile {
+    DI_PROFILE_PORTABLE = 1,        /* one canonical order on every backend */
+    DI_PROFILE_DEVICE = 2,          /* vendor libraries (CUDA only); the CPU
+                                       backend gives DI_ERR_UNSUPPORTED */
+    DI_PROFILE_INTEGER = 3          /* every quantized weight type's product
+                                       as exact integer block sums of int8
+                                       weight codes and int8 activation codes
+                                       per 32 values (docs/DETERMINISM.md
+                                       "The integer profile"); F32/F16/BF16
+                                       weights keep the portable product;
+                                       deterministic on every axis, the same
+                                       bits on the CPU and CUDA backends,
+                                       other bits than PORTABLE, errors near
+                                       1e-2 */
+} di_profile;
+
+/* (since 1.3) The CPU path a session created with DI_CONFIG_CPU_PATH =
+ * requested would run on this machine, in *path: for DI_CPU_PATH_AUTO, what a
+ * default session takes (DETINFER_CPU_PATH included). DI_ERR_UNSUPPORTED when
+ * this CPU or build cannot run the path asked for, DI_ERR_INVALID_ARGUMENT for
+ * an unknown value (of requested or of DETINFER_CPU_PATH); errbuf (optional)
+ * receives the detail. Thread-safe. */
+DI_API di_status di_cpu_path_resolve(di_cpu_path requested, di_cpu_path *path, char *errbuf,
+                                     size_t errbuf_size);
+
+/* (since 1.3) "auto", "scalar", "avx2" or "avx512" (the DETINFER_CPU_PATH
+ * spellings); "unknown" for any other value. A static string. */
+DI_API const char *di_cpu_path_name(di_cpu_path path);
+
+/* (since 1.1) One line naming what computes this session's results, for logs
+ * and fingerprints, e.g. "backend=cpu path=avx512 threads=2". A CUDA session
+ * adds the profile, GPU, SM count and library versions its results depend on.
+ * Owned by the session; valid until it is freed. */
+DI_API const char *di_session_backend_info(const di_session *session);
 
 #ifdef __cplusplus
 }

@@ -300,9 +300,9 @@ START_TEST(test_no_libm_imports)
     ck_assert_msg(lib && *lib, "DI_TEST_SHARED is not set (run the suite with make check)");
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "nm -D --defined-only \"$(cc -print-file-name=libm.so.6)\" | awk '{print $3}' | "
-             "sed 's/@.*//' | sort -u > libm.names.$$ && nm -D --undefined-only '%s' | awk '{print $2}' | "
-             "sed 's/@.*//' | sort -u | comm -12 - libm.names.$$; rm -f libm.names.$$",
+             "t=$(mktemp) && nm -D --defined-only \"$(cc -print-file-name=libm.so.6)\" | awk '{print $3}' | "
+             "sed 's/@.*//' | sort -u > \"$t\" && nm -D --undefined-only '%s' | awk '{print $2}' | "
+             "sed 's/@.*//' | sort -u | comm -12 - \"$t\"; rm -f \"$t\"",
              lib);
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);

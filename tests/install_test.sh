@@ -53,6 +53,12 @@ test -z "$(find "$stage/usr-install" -type f -o -type l)" || { echo "uninstall (
 exported=$(nm -D --defined-only "$stage$prefix/lib/libdetinfer.so.1" | awk '$2 != "A" {sub(/@.*/, "", $3); print $3}' | sort -u)
 declared=$(tr '\n' ' ' < "$root/include/detinfer.h" | grep -o 'DI_API[^;(]*(' | grep -o 'di_[a-z0-9_]*[[:space:]]*($' | tr -d '( ' | sort -u)
 test "$exported" = "$declared" || { echo "install: exported symbols differ from the header's DI_API functions:"; diff <(echo "$declared") <(echo "$exported"); exit 1; }
+# Each function's "(since 1.N)" note in the header (no note: 1.0) is the
+# version node lib/detinfer.map gives it, which its symbol carries.
+versioned=$(nm -D --defined-only "$lib/libdetinfer.so.1" | awk '$2 != "A" {split($3, s, "@+"); print s[1], s[2]}' | sort -u)
+noted=$(awk '/^\/\*/ {v = "DETINFER_1.0"; if (match($0, /^\/\* \(since 1\.[0-9]+\)/)) v = "DETINFER_" substr($0, RSTART + 10, RLENGTH - 11)}
+             /^DI_API/ {n = split(substr($0, 1, index($0, "(") - 1), w, /[ *]+/); print w[n], v}' "$root/include/detinfer.h" | sort -u)
+test "$versioned" = "$noted" || { echo "install: the header's (since 1.N) notes differ from the symbol versions:"; diff <(echo "$noted") <(echo "$versioned"); exit 1; }
 
 # pkg-config with the staged tree standing in for /
 export PKG_CONFIG_PATH="$stage$prefix/lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$stage"

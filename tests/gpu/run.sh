@@ -78,10 +78,11 @@ real=${DETINFER_CACHE:-$HOME/.cache/detinfer}/gemma-3-270m-q4_k_m.gguf
 
 # The variables `make check` gives the Check suite (timeout runs programs, not functions).
 suite_env=(env DI_TEST_MODELS="$root/build/models" DI_TEST_EXAMPLE="$root/build/examples/generate"
-    DI_TEST_ROOT="$root" DI_TEST_CUDA_PLUGIN="$root/lib/libdetinfer-cuda.so.1"
+    DI_TEST_ROOT="$root" DI_TEST_SHARED="$root/build/libdetinfer.so.1"
+    DI_TEST_CUDA_PLUGIN="$root/build/libdetinfer-cuda.so.1"
     DI_TEST_NUMERICS_NVCC="$root/build/kernels/libnumerics-nvcc.so"
     DI_TEST_REAL_MODEL="$real" DI_TEST_REAL_REF="$root/build/models/real.ref"
-    DETINFER_CUDA_PLUGIN="$root/lib/libdetinfer-cuda.so.1")
+    DETINFER_CUDA_PLUGIN="$root/build/libdetinfer-cuda.so.1")
 
 step build 180 bash -c "make -j$jobs all build/tests/check_detinfer && make -j$jobs cuda CUDA_ARCHS=sm_90 CUDA_PTX=" ||
     { echo "gpu/run.sh: the build failed; see $results/build.log"; exit 1; }

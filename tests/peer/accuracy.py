@@ -73,7 +73,7 @@ def measure(path, n_new, threads):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="+")
-    ap.add_argument("--lib", default=os.path.join(HERE, "..", "..", "lib", "libdetinfer.so.1"))
+    ap.add_argument("--lib", default=os.path.join(HERE, "..", "..", "build", "libdetinfer.so.1"))
     ap.add_argument("--new", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="also write the results to this file")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """libdetinfer against llama.cpp on the generated F32 test models, teacher-forced.
 
-    compare_generated.py MODELS_DIR [--lib lib/libdetinfer.so.1] [--threads 2] [--json OUT] [--measure]
+    compare_generated.py MODELS_DIR [--lib build/libdetinfer.so.1] [--threads 2] [--json OUT] [--measure]
 
 Runs with the Python that has llama-cpp-python installed (make check-peer; no
 llama.cpp code enters this repository). For every model named in
@@ -213,7 +213,7 @@ def select(models_dir):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models_dir")
-    ap.add_argument("--lib", default=os.path.join(HERE, "..", "..", "lib", "libdetinfer.so.1"))
+    ap.add_argument("--lib", default=os.path.join(HERE, "..", "..", "build", "libdetinfer.so.1"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--measure", action="store_true", help="figures only, no pass/fail")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compare libdetinfer with llama.cpp on the same GGUF file.
 
-    python compare_llamacpp.py MODEL.gguf [--lib lib/libdetinfer.so.1] [--new 32] [--threads 2]
+    python compare_llamacpp.py MODEL.gguf [--lib build/libdetinfer.so.1] [--new 32] [--threads 2]
 
 Runs with the Python that has llama-cpp-python installed (make check-peer builds that
 virtual environment in ~/.cache/detinfer/peer-venv; no llama.cpp code enters this
@@ -127,7 +127,7 @@ def against_float64(path, threads):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model")
-    ap.add_argument("--lib", default=os.path.join(HERE, "..", "..", "lib", "libdetinfer.so.1"))
+    ap.add_argument("--lib", default=os.path.join(HERE, "..", "..", "build", "libdetinfer.so.1"))
     ap.add_argument("--new", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="also write the results to this file")

@@ -156,9 +156,9 @@ def bindings():
     tokenization, sampling). Not a sanitizer build: its runtimes cannot be
     loaded into Python."""
     import sys
-    lib = os.path.join(ROOT, "lib", "libdetinfer.so.1")
+    lib = os.path.join(ROOT, "build", "libdetinfer.so.1")
     if not os.path.exists(lib):
-        pytest.skip("lib/libdetinfer.so.1 (make) is needed for this reference")
+        pytest.skip("build/libdetinfer.so.1 (make) is needed for this reference")
     os.environ.setdefault("DETINFER_LIB", lib)
     src = os.path.join(ROOT, "bindings", "python", "src")
     if src not in sys.path:

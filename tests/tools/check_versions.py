@@ -72,7 +72,7 @@ def check(root, installed=None):
             problems.append(f"{rel}: does not take @VERSION@ from the Makefile (a version written in?)")
     readme = read(root, SOURCES[7])
     expect(problems, SOURCES[7], readme, r"^Status \(([^)]*)\)", release, "the status line's release")
-    expect(problems, SOURCES[7], readme, r"`lib/libdetinfer\.so\.([0-9.]+)`", libfile, "the built library's file")
+    expect(problems, SOURCES[7], readme, r"`build/libdetinfer\.so\.([0-9.]+)`", libfile, "the built library's file")
     abi_md = read(root, SOURCES[8])
     expect(problems, SOURCES[8], abi_md, r"^\| release `([^`]*)`", release, "the release row")
     expect(problems, SOURCES[8], abi_md, r"so release ([0-9.]+) is", release, "the example's release")
@@ -105,7 +105,7 @@ def self_test():
                (SOURCES[5], "@VERSION@", release),
                (SOURCES[6], "@VERSION@", release),
                (SOURCES[7], f"Status ({release})", f"Status ({wrong})"),
-               (SOURCES[7], f"`lib/libdetinfer.so.{libfile}`", "`lib/libdetinfer.so.1.8.7`"),
+               (SOURCES[7], f"`build/libdetinfer.so.{libfile}`", "`build/libdetinfer.so.1.8.7`"),
                (SOURCES[8], f"| release `{release}`", f"| release `{wrong}`"),
                (SOURCES[8], f"is `libdetinfer.so.{libfile}`", "is `libdetinfer.so.1.8.7`"),
                (SOURCES[8], f"({release} gives", f"({wrong} gives")]

@@ -16,7 +16,7 @@ from typing import List, Optional
 # lib/backend/cuda/cuda.mk); install's pkg-config, CMake and man templates ride along.
 BUILD_FILES = ("Makefile", "LICENSE")
 BUILD_DIRS = ("include", "lib", "kernels", "tools", "pkgconfig", "cmake", "man")
-# Build outputs that live beside sources (lib/libdetinfer.so.*) never travel.
+# Build outputs never travel: build/ is not listed, and a stray one in a listed folder is skipped.
 SKIP = ("*.o", "*.a", "*.so", "*.so.*", "__pycache__", "*.pyc")
 
 SDIST_DIR = "csrc"

@@ -1,6 +1,6 @@
 """Inputs of the suite, from the environment (tests/bindings/run.sh sets them)
 or, in a built source tree, from its build/ directory:
-  DETINFER_LIB      the library to test (default: the tree's lib/libdetinfer.so.1,
+  DETINFER_LIB      the library to test (default: the tree's build/libdetinfer.so.1,
                     or with DI_TEST_BUNDLED=1 the one the installed package bundles)
   DI_TEST_MODELS    directory of generated models (default: build/models)
   DI_TEST_EXAMPLE   the C example examples/generate.c, built (default: build/examples/generate)
@@ -12,7 +12,7 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-TREE_LIB = ROOT / "lib" / "libdetinfer.so.1"
+TREE_LIB = ROOT / "build" / "libdetinfer.so.1"
 # DI_TEST_BUNDLED=1: the library the installed package bundles (a pip install)
 BUNDLED = os.environ.get("DI_TEST_BUNDLED") == "1"
 if "DETINFER_LIB" not in os.environ and TREE_LIB.exists() and not BUNDLED:

@@ -1,7 +1,8 @@
-# lib/backend/cuda/cuda.mk — the CUDA backend plugin, lib/libdetinfer-cuda.so.1 (included
-# from the Makefile), built from its glue here (lib/backend/cuda) and its device
-# kernels (kernels/cuda). libdetinfer.so loads it with dlopen when a session asks for
-# DI_BACKEND_CUDA, so nothing here is needed to build, load or test the CPU library.
+# lib/backend/cuda/cuda.mk — the CUDA backend plugin, build/libdetinfer-cuda.so.1, beside
+# the library in $(BUILD) (included from the Makefile), built from its glue here
+# (lib/backend/cuda) and its device kernels (kernels/cuda). libdetinfer.so loads it
+# with dlopen when a session asks for DI_BACKEND_CUDA, so nothing here is needed to
+# build, load or test the CPU library.
 #
 #   make cuda                       sm_80, sm_86, sm_89, sm_90 and compute_90 PTX
 #   make cuda CUDA_ARCHS=sm_90      one architecture (the GPU script)
@@ -21,7 +22,7 @@ NVCC_FLAGS := -O3 -std=c++17 $(NVCC_CONTRACT) -Iinclude -I. -DDI_BUILDING_LIBRAR
               -Xcompiler -fPIC,-fvisibility=hidden,-ffp-contract=off,-Wall
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
 
-CUDA_PLUGIN := lib/libdetinfer-cuda.so.1
+CUDA_PLUGIN := $(BUILD)/libdetinfer-cuda.so.1
 CUDA_SRC := $(wildcard lib/backend/cuda/cuda_*.cu kernels/cuda/cuda_*.cu)
 # Objects per architecture list, and a stamp that changes with the list, so that
 # `make cuda CUDA_ARCHS=sm_90` and a later `make cuda` each relink what they ask for.
