@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli_commands.h"
-#include "cli_options.h"
+#include "cli/cli_commands.h"
+#include "cli/cli_options.h"
 
 typedef struct subcommand {
     const char *name;

@@ -31,11 +31,11 @@
 
 #include <jansson.h>
 
-#include "cli_commands.h"
-#include "cli_digest.h"
-#include "cli_model.h"
-#include "cli_options.h"
-#include "cli_progress.h"
+#include "cli/cli_commands.h"
+#include "cli/cli_digest.h"
+#include "cli/cli_model.h"
+#include "cli/cli_options.h"
+#include "cli/cli_progress.h"
 
 /* ---- Allowlist and key (serve_allow.c) ----------------------------------- */
 typedef struct sv_cidr {

@@ -25,7 +25,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "serve.h"
+#include "serve/serve.h"
 
 struct sv_engine {
     pthread_mutex_t lock;

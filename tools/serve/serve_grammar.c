@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve.h"
+#include "serve/serve.h"
 
 #define SV_GRAMMAR_CACHE 64
 #define MAX_NAME 64

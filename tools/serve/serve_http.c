@@ -16,7 +16,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "serve.h"
+#include "serve/serve.h"
 
 #if MHD_VERSION < 0x00097002
 typedef int MHD_Result_t;

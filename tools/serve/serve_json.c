@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve.h"
+#include "serve/serve.h"
 
 /* What parsing a body may allocate: jansson has no limit on array lengths
  * or member counts, and a 1 MiB body of small values costs about 16 MiB of

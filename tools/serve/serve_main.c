@@ -15,8 +15,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "detinfer_doctor.h"
-#include "serve.h"
+#include "commands/doctor.h"
+#include "serve/serve.h"
 
 enum { OPT_MODEL, OPT_HOST, OPT_PORT, OPT_ALLOW, OPT_API_KEY_FILE, OPT_THREADS, OPT_MAX_SEQUENCES, OPT_CONTEXT,
        OPT_MAX_TOKENS, OPT_QUEUE, OPT_TIMEOUT, OPT_CHUNK, OPT_MAX_BODY, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE,

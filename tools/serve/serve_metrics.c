@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve.h"
+#include "serve/serve.h"
 
 #define MAX_REQUEST_SERIES 64
 

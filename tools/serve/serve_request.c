@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "serve.h"
+#include "serve/serve.h"
 
 #define MAX_STOPS 4
 #define MAX_STOP_BYTES 256

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli_json.h"
-#include "serve.h"
+#include "cli/cli_json.h"
+#include "serve/serve.h"
 
 /* ---- The detinfer object ------------------------------------------------------ */
 

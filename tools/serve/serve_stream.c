@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve.h"
+#include "serve/serve.h"
 
 typedef struct stream {
     sv_server *s;

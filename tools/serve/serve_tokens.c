@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve.h"
+#include "serve/serve.h"
 
 /* Each key of root is one of the space-separated names. */
 static int only_fields(json_t *root, const char *names, const char *endpoint, sv_error *e)
