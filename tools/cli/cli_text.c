@@ -18,16 +18,22 @@ void dt_copy(char *dst, size_t n, const char *src)
     dst[len] = '\0';
 }
 
+size_t dt_utf8_lead_length(unsigned char lead)
+{
+    return lead < 0x80 ? 1 : lead >= 0xc2 && lead <= 0xdf ? 2 : lead >= 0xe0 && lead <= 0xef ? 3
+         : lead >= 0xf0 && lead <= 0xf4 ? 4 : 0;
+}
+
 size_t dt_utf8_length(const unsigned char *s, size_t n)
 {
-    if (s[0] < 0x80)
-        return 1;
-    size_t len = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 && s[0] < 0xe0 ? 2 : 0;
+    size_t len = dt_utf8_lead_length(s[0]);
     if (len == 0 || len > n)
         return 0;
     for (size_t i = 1; i < len; i++)
         if ((s[i] & 0xc0) != 0x80)
             return 0;
+    if (len == 1)
+        return 1;
     uint32_t cp = len == 2 ? (s[0] & 0x1fu) : len == 3 ? (s[0] & 0x0fu) : (s[0] & 0x07u);
     for (size_t i = 1; i < len; i++)
         cp = cp << 6 | (s[i] & 0x3fu);
@@ -67,7 +73,6 @@ void dt_print_quoted(FILE *f, const char *s, size_t n)
     }
     fputc('"', f);
 }
-
 
 char *dt_read_file(const char *path, size_t *len)
 {

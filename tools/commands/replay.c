@@ -229,7 +229,7 @@ static int compare_choice(const sv_request *r, uint32_t i, json_t *facts, json_t
                         (unsigned long long)c->seed), -1;
     json_t *text = r->kind == SV_CHAT ? json_object_get(json_object_get(choice, "message"), "content")
                                       : json_object_get(choice, "text");
-    json_t *want = sv_json_text(c->text ? c->text : "", c->text_visible);
+    json_t *want = dt_json_textn(c->text ? c->text : "", c->text_visible);
     const int same_text = json_equal(text, want);
     json_decref(want);
     if (!same_text)

@@ -284,9 +284,6 @@ json_t *sv_json_load(const char *body, size_t len, sv_error *e);
  * is left of the body's budget (same thread, after sv_json_load); NULL with
  * e set, naming `what`. */
 json_t *sv_json_load_inner(const char *text, size_t len, const char *what, sv_error *e);
-/* A JSON string value of bytes that may end inside a UTF-8 sequence or hold
- * invalid bytes (replaced by U+FFFD). */
-json_t *sv_json_text(const char *text, size_t len);
 /* Length of the longest prefix of text[0..len) that does not end inside a
  * UTF-8 sequence. */
 size_t sv_utf8_complete_prefix(const char *text, size_t len);

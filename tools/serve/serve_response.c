@@ -140,11 +140,11 @@ static void completion_top_add(const sv_server *s, json_t *top, int32_t token, f
 }
 
 /* The offset, in Unicode code points of the text as the response spells it
- * (sv_json_text), of byte `at` of text: a token that begins inside a UTF-8
+ * (dt_json_textn), of byte `at` of text: a token that begins inside a UTF-8
  * sequence gets the offset of that character. */
 static size_t text_offset_chars(const char *text, size_t at)
 {
-    json_t *prefix = sv_json_text(text, sv_utf8_complete_prefix(text, at));
+    json_t *prefix = dt_json_textn(text, sv_utf8_complete_prefix(text, at));
     const char *p = json_string_value(prefix);
     size_t count = 0, n = json_string_length(prefix);
     for (size_t i = 0; i < n; i++)
@@ -216,7 +216,7 @@ char *sv_response_json(const sv_server *s, const sv_request *r)
         const sv_choice *c = sv_choice_of(r, i);
         json_t *choice = json_object();
         json_object_set_new(choice, "index", json_integer(i));
-        json_t *text = sv_json_text(c->text ? c->text : "", c->text_visible);
+        json_t *text = dt_json_textn(c->text ? c->text : "", c->text_visible);
         if (chat)
             json_object_set_new(choice, "message",
                                 json_pack("{s:s, s:o, s:n}", "role", "assistant", "content", text, "refusal"));
@@ -240,7 +240,7 @@ char *sv_chunk_json(const sv_server *s, const sv_request *r, uint32_t index, con
     json_t *root = envelope(s, r, chat ? "chat.completion.chunk" : "text_completion");
     json_t *choice = json_object();
     json_object_set_new(choice, "index", json_integer(index));
-    json_t *text = sv_json_text(delta, delta_len);
+    json_t *text = dt_json_textn(delta, delta_len);
     if (chat) {
         json_t *d = json_object();
         if (role)
@@ -268,12 +268,12 @@ char *sv_usage_chunk_json(const sv_server *s, const sv_request *r)
 
 char *sv_error_json(const sv_error *e)
 {
-    /* The message and param may quote the request, cut to fit: sv_json_text
+    /* The message and param may quote the request, cut to fit: dt_json_textn
      * keeps them valid UTF-8. */
     json_t *err = json_object();
-    json_object_set_new(err, "message", sv_json_text(e->message, strlen(e->message)));
+    json_object_set_new(err, "message", dt_json_textn(e->message, strlen(e->message)));
     json_object_set_new(err, "type", json_string(e->type ? e->type : "error"));
-    json_object_set_new(err, "param", e->param[0] ? sv_json_text(e->param, strlen(e->param)) : json_null());
+    json_object_set_new(err, "param", e->param[0] ? dt_json_textn(e->param, strlen(e->param)) : json_null());
     json_object_set_new(err, "code", json_null());
     return sv_json_dump(json_pack("{s:o}", "error", err));
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli_json.h"
 #include "serve/serve.h"
 
 /* Each key of root is one of the space-separated names. */
@@ -147,7 +148,7 @@ char *sv_detokenize_json(sv_server *s, const char *body, size_t len, sv_error *e
         sv_bad(e, "tokens", "this model has no tokenizer");
         goto done;
     }
-    out = sv_json_dump(json_pack("{s:o}", "content", sv_json_text(text, text_len)));
+    out = sv_json_dump(json_pack("{s:o}", "content", dt_json_textn(text, text_len)));
     free(text);
 done:
     free(ids);
