@@ -1,25 +1,15 @@
 /*
- * cli_options.c — the subcommands' option parsing from a table (and the
- * --help it writes), value parsers and error messages (see cli_options.h).
+ * cli_options.c — the subcommands' option parsing from a table, by
+ * getopt_long (and the --help the table writes), value parsers and error
+ * messages (see cli_options.h).
  */
 #include "cli/cli_options.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Where the parser is in argv. */
-typedef struct parser {
-    const dt_command *cmd;
-    int argc;
-    char **argv;
-    int next; /* index of the next argument */
-} parser;
-
-#define OPT_END (-1)  /* no more arguments */
-#define OPT_BAD (-2)  /* a usage error, already printed */
-#define OPT_HELP (-3) /* --help or -h */
 
 int dt_usage(const dt_command *cmd, const char *fmt, ...)
 {
@@ -33,82 +23,67 @@ int dt_usage(const dt_command *cmd, const char *fmt, ...)
     return DT_EXIT_USAGE;
 }
 
-/* Matches "--name" or "--name=value"; *inline_value is the part after '='. */
-static int option_matches(const char *arg, const char *name, const char **inline_value)
+/* getopt_long reads argv, with three settings of its optstring: "-" hands
+ * back each argument that is not an option (code 1: refused, no command takes
+ * one here), ":" tells a missing value from an unknown option, "h" is -h.
+ * The option's code is its index in cmd->options plus FIRST_CODE. One
+ * behaviour of getopt_long is not kept: it takes a unique abbreviation
+ * (--temp for --temperature); the tool refuses it, as it always has, so a
+ * script's spelling cannot turn ambiguous when an option is added. */
+#define FIRST_CODE 256
+
+/* Whether arg spells the option name in full: "--name" or "--name=...". */
+static int spelled_out(const char *arg, const char *name)
 {
     size_t n = strlen(name);
-    if (strncmp(arg, name, n) != 0)
-        return 0;
-    if (arg[n] == '\0') {
-        *inline_value = NULL;
-        return 1;
-    }
-    if (arg[n] == '=') {
-        *inline_value = arg + n + 1;
-        return 1;
-    }
-    return 0;
-}
-
-/* The index of the next option in cmd->options (its value, if it takes one,
- * in *value: "--opt VALUE" or "--opt=VALUE"), or one of OPT_*. */
-static int next_option(parser *p, const char **value)
-{
-    *value = NULL;
-    if (p->next >= p->argc)
-        return OPT_END;
-    const char *arg = p->argv[p->next++];
-    if (!strcmp(arg, "--help") || !strcmp(arg, "-h"))
-        return OPT_HELP;
-    for (int k = 0; p->cmd->options[k].name; k++) {
-        const dt_option *o = &p->cmd->options[k];
-        const char *inline_value;
-        if (!option_matches(arg, o->name, &inline_value))
-            continue;
-        if (!o->metavar) {
-            if (inline_value) {
-                dt_usage(p->cmd, "%s takes no value", o->name);
-                return OPT_BAD;
-            }
-            return k;
-        }
-        if (inline_value) {
-            *value = inline_value;
-        } else if (p->next < p->argc) {
-            *value = p->argv[p->next++];
-        } else {
-            dt_usage(p->cmd, "%s needs a value (%s)", o->name, o->metavar);
-            return OPT_BAD;
-        }
-        return k;
-    }
-    if (arg[0] == '-')
-        dt_usage(p->cmd, "unknown option '%s'", arg);
-    else
-        dt_usage(p->cmd, "unexpected argument '%s'", arg);
-    return OPT_BAD;
+    return !strncmp(arg, name, n) && (arg[n] == '\0' || arg[n] == '=');
 }
 
 int dt_parse_options(const dt_command *cmd, int argc, char **argv,
                      int (*apply)(int k, const char *value, void *opts), void *opts, int *given)
 {
-    parser p = {cmd, argc, argv, 1};
-    for (;;) {
-        const char *v;
-        int k = next_option(&p, &v);
-        if (k == OPT_END)
-            return DT_EXIT_OK;
-        if (k == OPT_BAD)
-            return DT_EXIT_USAGE;
-        if (k == OPT_HELP) {
-            dt_print_help(cmd, stdout);
-            return -1;
+    int n = 0;
+    while (cmd->options[n].name)
+        n++;
+    struct option *table = calloc((size_t)n + 2, sizeof *table);
+    if (!table)
+        return dt_usage(cmd, "out of memory");
+    for (int k = 0; k < n; k++)
+        table[k] = (struct option){cmd->options[k].name + 2, /* after "--" */
+                                   cmd->options[k].metavar ? required_argument : no_argument, NULL, FIRST_CODE + k};
+    table[n] = (struct option){"help", no_argument, NULL, 'h'};
+    opterr = 0;
+    optind = 0; /* a fresh scan (glibc and musl) */
+    int rc = DT_EXIT_OK;
+    while (rc == DT_EXIT_OK) {
+        const char *arg = argv[optind ? optind : 1]; /* the argument getopt_long reads next */
+        const int c = getopt_long(argc, argv, "-:h", table, NULL);
+        const int k = c - FIRST_CODE;
+        if (c == -1) {
+            if (optind < argc) /* after "--" */
+                rc = dt_usage(cmd, "unexpected argument '%s'", argv[optind]);
+            break;
         }
-        if (!apply(k, v, opts))
-            return DT_EXIT_USAGE;
-        if (given)
+        if (c == 1) {
+            rc = dt_usage(cmd, "unexpected argument '%s'", optarg);
+        } else if (c == ':') {
+            const dt_option *o = &cmd->options[optopt - FIRST_CODE];
+            rc = dt_usage(cmd, "%s needs a value (%s)", o->name, o->metavar);
+        } else if (c == '?' && optopt >= FIRST_CODE) {
+            rc = dt_usage(cmd, "%s takes no value", cmd->options[optopt - FIRST_CODE].name);
+        } else if (c == 'h' && (!strcmp(arg, "-h") || !strcmp(arg, "--help"))) {
+            dt_print_help(cmd, stdout);
+            rc = -1;
+        } else if (c == '?' || c == 'h' || !spelled_out(arg, cmd->options[k].name)) {
+            rc = dt_usage(cmd, "unknown option '%s'", arg);
+        } else if (!apply(k, optarg, opts)) {
+            rc = DT_EXIT_USAGE;
+        } else if (given) {
             given[k] = 1;
+        }
     }
+    free(table);
+    return rc;
 }
 
 void dt_print_help(const dt_command *cmd, FILE *f)

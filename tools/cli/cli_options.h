@@ -35,7 +35,9 @@ typedef struct dt_command {
     const dt_option *options; /* ends with a {NULL} entry */
 } dt_command;
 
-/* Reads every option of argv and hands each to apply(index in cmd->options,
+/* Reads every option of argv with getopt_long ("--name VALUE" or
+ * "--name=VALUE", names spelled in full; -h is --help; any other argument is
+ * an error) and hands each to apply(index in cmd->options,
  * value or NULL, opts), which returns 0 after printing a usage error; marks
  * given[index] when given is not NULL. Returns DT_EXIT_OK, DT_EXIT_USAGE, or
  * -1 after printing the help for --help. */
