@@ -7,13 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-void dt_hex(const di_digest *d, char out[DI_DIGEST_HEX_SIZE])
+void cli_hex(const di_digest *d, char out[DI_DIGEST_HEX_SIZE])
 {
     if (di_digest_format(d, out) != DI_OK)
         snprintf(out, DI_DIGEST_HEX_SIZE, "%s", "????????????????????????????????");
 }
 
-di_status dt_digest_bytes(const void *bytes, size_t n, di_digest *out)
+di_status cli_digest_bytes(const void *bytes, size_t n, di_digest *out)
 {
     if (n % 4)
         return DI_ERR_INVALID_ARGUMENT;

@@ -8,26 +8,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-int dt_load_model(const dt_command *cmd, const char *path, di_model **out)
+int cli_load_model(const cli_command *cmd, const char *path, di_model **out)
 {
     char err[512] = "";
     di_status st = di_model_load(path, out, err, sizeof err);
     if (st) {
         char what[1024];
         snprintf(what, sizeof what, "cannot load the model '%s'", path);
-        return dt_fail(cmd, what, st, err);
+        return cli_fail(cmd, what, st, err);
     }
-    return DT_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
-int64_t dt_model_int(const di_model *model, di_model_key key)
+int64_t cli_model_int(const di_model *model, di_model_key key)
 {
     int64_t v = 0;
     return di_model_get_int(model, key, &v) == DI_OK ? v : 0;
 }
 
-di_status dt_open_session(const di_model *model, const dt_session_opts *o, di_session **out, char *err,
-                          size_t err_size)
+di_status cli_open_session(const di_model *model, const cli_session_opts *o, di_session **out, char *err,
+                           size_t err_size)
 {
     di_config *config = NULL;
     di_status st = di_config_create(&config);
@@ -50,8 +50,8 @@ di_status dt_open_session(const di_model *model, const dt_session_opts *o, di_se
     return st;
 }
 
-di_status dt_tokenize(const di_model *model, const char *text, int add_bos, int32_t **tokens,
-                      uint32_t *n, char *err, size_t err_size)
+di_status cli_tokenize(const di_model *model, const char *text, int add_bos, int32_t **tokens,
+                       uint32_t *n, char *err, size_t err_size)
 {
     size_t need = 0, len = strlen(text);
     uint32_t flags = add_bos ? DI_TOKENIZE_ADD_BOS : 0;
@@ -79,7 +79,7 @@ di_status dt_tokenize(const di_model *model, const char *text, int add_bos, int3
     return DI_OK;
 }
 
-char *dt_detokenize(const di_model *model, const int32_t *tokens, size_t n, size_t *len)
+char *cli_detokenize(const di_model *model, const int32_t *tokens, size_t n, size_t *len)
 {
     if (len)
         *len = 0;
@@ -97,7 +97,7 @@ char *dt_detokenize(const di_model *model, const int32_t *tokens, size_t n, size
     return text;
 }
 
-char *dt_token_piece(const di_model *model, int32_t token)
+char *cli_token_piece(const di_model *model, int32_t token)
 {
     size_t need = 0;
     di_status st = di_model_token_piece(model, token, NULL, 0, &need);

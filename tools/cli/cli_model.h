@@ -13,7 +13,7 @@
 
 #include "cli/cli_options.h"
 
-typedef struct dt_session_opts {
+typedef struct cli_session_opts {
     di_backend backend;
     di_profile profile;
     long threads;
@@ -22,23 +22,23 @@ typedef struct dt_session_opts {
     long device;            /* CUDA device ordinal (DI_CONFIG_DEVICE) */
     di_cpu_path cpu_path;   /* DI_CONFIG_CPU_PATH; DI_CPU_PATH_AUTO is 0 */
     int allow_long_context; /* DI_CONFIG_ALLOW_LONG_CONTEXT */
-} dt_session_opts;
+} cli_session_opts;
 
-/* Loads a model; on failure prints the reason and returns DT_EXIT_FAIL. */
-int dt_load_model(const dt_command *cmd, const char *path, di_model **out);
+/* Loads a model; on failure prints the reason and returns CLI_EXIT_FAIL. */
+int cli_load_model(const cli_command *cmd, const char *path, di_model **out);
 /* A session with these settings; err receives the detail of a failure. */
-di_status dt_open_session(const di_model *model, const dt_session_opts *o, di_session **out, char *err,
-                          size_t err_size);
+di_status cli_open_session(const di_model *model, const cli_session_opts *o, di_session **out, char *err,
+                           size_t err_size);
 /* The value of an integer key; 0 when the model has none. */
-int64_t dt_model_int(const di_model *model, di_model_key key);
+int64_t cli_model_int(const di_model *model, di_model_key key);
 
 /* Text to tokens; *tokens is malloc'ed. DI_ERR_UNSUPPORTED when the model
  * has no tokenizer. */
-di_status dt_tokenize(const di_model *model, const char *text, int add_bos, int32_t **tokens,
-                      uint32_t *n, char *err, size_t err_size);
+di_status cli_tokenize(const di_model *model, const char *text, int add_bos, int32_t **tokens,
+                       uint32_t *n, char *err, size_t err_size);
 /* Tokens to text, malloc'ed and NUL-terminated; NULL when it cannot. */
-char *dt_detokenize(const di_model *model, const int32_t *tokens, size_t n, size_t *len);
+char *cli_detokenize(const di_model *model, const int32_t *tokens, size_t n, size_t *len);
 /* The text of one token, malloc'ed; NULL when the model has no tokenizer. */
-char *dt_token_piece(const di_model *model, int32_t token);
+char *cli_token_piece(const di_model *model, int32_t token);
 
 #endif /* CLI_MODEL_H */

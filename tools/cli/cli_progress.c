@@ -8,14 +8,14 @@
 #include <time.h>
 #include <unistd.h>
 
-double dt_now(void)
+double cli_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void dt_progress_init(dt_progress *p, uint64_t total, int allowed)
+void cli_progress_init(cli_progress *p, uint64_t total, int allowed)
 {
     p->enabled = allowed && isatty(STDERR_FILENO);
     p->done = 0;
@@ -23,12 +23,12 @@ void dt_progress_init(dt_progress *p, uint64_t total, int allowed)
     p->last_draw = 0;
 }
 
-void dt_progress_add(dt_progress *p, uint64_t n, const char *label)
+void cli_progress_add(cli_progress *p, uint64_t n, const char *label)
 {
     p->done += n;
     if (!p->enabled)
         return;
-    double t = dt_now();
+    double t = cli_now();
     if (t - p->last_draw < 0.1 && p->done < p->total)
         return; /* redraw at most ten times a second */
     p->last_draw = t;
@@ -40,7 +40,7 @@ void dt_progress_add(dt_progress *p, uint64_t n, const char *label)
     fflush(stderr);
 }
 
-void dt_progress_end(dt_progress *p)
+void cli_progress_end(cli_progress *p)
 {
     if (p->enabled)
         fprintf(stderr, "\r%*s\r", 70, "");

@@ -7,16 +7,16 @@
 
 #include <stdint.h>
 
-typedef struct dt_progress {
+typedef struct cli_progress {
     int enabled;
     uint64_t done, total;
     double last_draw;
-} dt_progress;
+} cli_progress;
 
-void dt_progress_init(dt_progress *p, uint64_t total, int allowed);
-void dt_progress_add(dt_progress *p, uint64_t n, const char *label);
-void dt_progress_end(dt_progress *p);
+void cli_progress_init(cli_progress *p, uint64_t total, int allowed);
+void cli_progress_add(cli_progress *p, uint64_t n, const char *label);
+void cli_progress_end(cli_progress *p);
 
-double dt_now(void); /* seconds, monotonic */
+double cli_now(void); /* seconds, monotonic */
 
 #endif /* CLI_PROGRESS_H */

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-static inline uint64_t dt_rand(uint64_t *state)
+static inline uint64_t cli_rand(uint64_t *state)
 {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

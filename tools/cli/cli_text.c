@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void dt_copy(char *dst, size_t n, const char *src)
+void cli_copy(char *dst, size_t n, const char *src)
 {
     if (n == 0)
         return;
@@ -18,15 +18,15 @@ void dt_copy(char *dst, size_t n, const char *src)
     dst[len] = '\0';
 }
 
-size_t dt_utf8_lead_length(unsigned char lead)
+size_t cli_utf8_lead_length(unsigned char lead)
 {
     return lead < 0x80 ? 1 : lead >= 0xc2 && lead <= 0xdf ? 2 : lead >= 0xe0 && lead <= 0xef ? 3
          : lead >= 0xf0 && lead <= 0xf4 ? 4 : 0;
 }
 
-size_t dt_utf8_length(const unsigned char *s, size_t n)
+size_t cli_utf8_length(const unsigned char *s, size_t n)
 {
-    size_t len = dt_utf8_lead_length(s[0]);
+    size_t len = cli_utf8_lead_length(s[0]);
     if (len == 0 || len > n)
         return 0;
     for (size_t i = 1; i < len; i++)
@@ -45,13 +45,13 @@ size_t dt_utf8_length(const unsigned char *s, size_t n)
 }
 
 /* C-style escapes for a terminal. */
-void dt_print_quoted(FILE *f, const char *s, size_t n)
+void cli_print_quoted(FILE *f, const char *s, size_t n)
 {
     const unsigned char *u = (const unsigned char *)s;
     fputc('"', f);
     for (size_t i = 0; i < n;) {
         unsigned char c = u[i];
-        size_t len = dt_utf8_length(u + i, n - i);
+        size_t len = cli_utf8_length(u + i, n - i);
         if (c == '"' || c == '\\') {
             fputc('\\', f);
             fputc(c, f);
@@ -74,7 +74,7 @@ void dt_print_quoted(FILE *f, const char *s, size_t n)
     fputc('"', f);
 }
 
-char *dt_read_file(const char *path, size_t *len)
+char *cli_read_file(const char *path, size_t *len)
 {
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (!f)

@@ -39,7 +39,7 @@
 enum { OPT_MODEL, OPT_THREADS, OPT_PP, OPT_TG, OPT_BATCH, OPT_BATCH_TOKENS, OPT_REPS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH, OPT_BANDWIDTH,
        OPT_JSON };
 
-static const dt_option options[] = {
+static const cli_option options[] = {
     [OPT_MODEL] = {"--model", "FILE", "GGUF model file (required)"},
     [OPT_THREADS] = {"--threads", "LIST", "thread counts (default 1)"},
     [OPT_PP] = {"--pp", "LIST", "prompt lengths to time, 0 for none (default 128)"},
@@ -56,7 +56,7 @@ static const dt_option options[] = {
     {NULL, NULL, NULL},
 };
 
-static const dt_command command = {
+static const cli_command command = {
     "bench",
     "--model FILE [--threads LIST] [--pp LIST] [--tg LIST] [--batch LIST] [--reps N] [--json]",
     "Prompt processing (pp N: N tokens in one step), generation (tg N: N\n"
@@ -110,18 +110,18 @@ static int apply_option(int k, const char *v, void *opts)
     long bw;
     switch (k) {
     case OPT_MODEL: o->model = v; return 1;
-    case OPT_THREADS: return dt_parse_long_list(&command, name, v, 1, 256, o->threads, MAX_LIST, &o->n_threads);
-    case OPT_PP: return dt_parse_long_list(&command, name, v, 0, 1 << 16, o->pp, MAX_LIST, &o->n_pp);
-    case OPT_TG: return dt_parse_long_list(&command, name, v, 0, 1 << 16, o->tg, MAX_LIST, &o->n_tg);
-    case OPT_BATCH: return dt_parse_long_list(&command, name, v, 0, 256, o->batch, MAX_LIST, &o->n_batch);
-    case OPT_BATCH_TOKENS: return dt_parse_long(&command, name, v, 1, 1 << 16, &o->batch_tokens);
-    case OPT_REPS: return dt_parse_long(&command, name, v, 1, MAX_REPS, &o->reps);
-    case OPT_BACKEND: return dt_parse_backend(&command, name, v, &o->backend);
-    case OPT_PROFILE: return dt_parse_profile(&command, name, v, &o->profile);
-    case OPT_DEVICE: return dt_parse_device(&command, name, v, &o->device);
-    case OPT_CPU_PATH: return dt_parse_cpu_path(&command, name, v, &o->cpu_path);
+    case OPT_THREADS: return cli_parse_long_list(&command, name, v, 1, 256, o->threads, MAX_LIST, &o->n_threads);
+    case OPT_PP: return cli_parse_long_list(&command, name, v, 0, 1 << 16, o->pp, MAX_LIST, &o->n_pp);
+    case OPT_TG: return cli_parse_long_list(&command, name, v, 0, 1 << 16, o->tg, MAX_LIST, &o->n_tg);
+    case OPT_BATCH: return cli_parse_long_list(&command, name, v, 0, 256, o->batch, MAX_LIST, &o->n_batch);
+    case OPT_BATCH_TOKENS: return cli_parse_long(&command, name, v, 1, 1 << 16, &o->batch_tokens);
+    case OPT_REPS: return cli_parse_long(&command, name, v, 1, MAX_REPS, &o->reps);
+    case OPT_BACKEND: return cli_parse_backend(&command, name, v, &o->backend);
+    case OPT_PROFILE: return cli_parse_profile(&command, name, v, &o->profile);
+    case OPT_DEVICE: return cli_parse_device(&command, name, v, &o->device);
+    case OPT_CPU_PATH: return cli_parse_cpu_path(&command, name, v, &o->cpu_path);
     case OPT_BANDWIDTH:
-        if (!dt_parse_long(&command, name, v, 1, 1000000, &bw))
+        if (!cli_parse_long(&command, name, v, 1, 1000000, &bw))
             return 0;
         o->bandwidth = (double)bw;
         return 1;
@@ -134,12 +134,12 @@ static int parse(int argc, char **argv, bench_opts *o)
 {
     *o = (bench_opts){.threads = {1}, .n_threads = 1, .pp = {128}, .n_pp = 1, .tg = {32}, .n_tg = 1,
                       .batch_tokens = 64, .reps = 3, .backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE};
-    int rc = dt_parse_options(&command, argc, argv, apply_option, o, NULL);
-    if (rc != DT_EXIT_OK)
+    int rc = cli_parse_options(&command, argc, argv, apply_option, o, NULL);
+    if (rc != CLI_EXIT_OK)
         return rc;
     if (!o->model)
-        return dt_usage(&command, "--model is required");
-    return DT_EXIT_OK;
+        return cli_usage(&command, "--model is required");
+    return CLI_EXIT_OK;
 }
 
 /* ---- Memory bandwidth ------------------------------------------------------ */
@@ -180,7 +180,7 @@ static double measure_bandwidth(const uint64_t *buf, size_t bytes, long threads)
     size_t words = bytes / sizeof *buf, per = words / (size_t)threads;
     double best = 0;
     for (int rep = 0; rep < 3; rep++) {
-        double t0 = dt_now();
+        double t0 = cli_now();
         long started = 0;
         for (long t = 0; t < threads; t++) {
             r[t] = (reader){buf + per * (size_t)t, t == threads - 1 ? words - per * (size_t)t : per, 0};
@@ -192,7 +192,7 @@ static double measure_bandwidth(const uint64_t *buf, size_t bytes, long threads)
         read_words(&r[0]);
         for (long t = 1; t <= started; t++)
             pthread_join(tid[t], NULL);
-        double dt = dt_now() - t0;
+        double dt = cli_now() - t0;
         volatile uint64_t sink = 0;
         for (long t = 0; t < threads; t++)
             sink += r[t].sum; /* keeps the reads */
@@ -220,10 +220,10 @@ static di_status time_pp(di_session *s, const int32_t *prompt, uint32_t n, doubl
 {
     const uint32_t seq = 0;
     di_status st = di_session_seq_reset(s, seq);
-    double t0 = dt_now();
+    double t0 = cli_now();
     if (!st)
         st = di_session_step(s, 1, &seq, &n, prompt, 0);
-    double dt = dt_now() - t0;
+    double dt = cli_now() - t0;
     *tps = n / dt;
     return st;
 }
@@ -235,14 +235,14 @@ static di_status time_tg(di_session *s, int32_t first, uint32_t n, double *tps, 
     di_status st = di_session_seq_reset(s, seq);
     if (!st)
         st = di_session_step(s, 1, &seq, &one, &first, 0);
-    double t0 = dt_now();
+    double t0 = cli_now();
     for (uint32_t i = 0; i < n && !st; i++) {
         int32_t next;
         st = di_session_greedy_token(s, seq, &next);
         if (!st)
             st = di_session_step(s, 1, &seq, &one, &next, 0);
     }
-    double dt = dt_now() - t0;
+    double dt = cli_now() - t0;
     *tps = n / dt;
     if (!st)
         st = di_session_seq_digest(s, seq, digest);
@@ -275,14 +275,14 @@ static di_status time_bd(const bench *b, di_session *s, uint32_t n_seq, uint32_t
         st = di_session_step(s, n_seq, ids, lens, toks, 0);
     for (uint32_t q = 0; q < n_seq; q++)
         lens[q] = 1;
-    double t0 = dt_now();
+    double t0 = cli_now();
     for (uint32_t k = 0; k < n && !st; k++) {
         for (uint32_t q = 0; q < n_seq && !st; q++)
             st = di_session_greedy_token(s, q, &toks[q]);
         if (!st)
             st = di_session_step(s, n_seq, ids, lens, toks, 0);
     }
-    double dt = dt_now() - t0;
+    double dt = cli_now() - t0;
     *tps = (double)n_seq * n / dt;
     for (uint32_t q = 0; q < n_seq && !st; q++)
         st = di_session_seq_digest(s, q, &digests[q]);
@@ -334,15 +334,15 @@ static int run_threads(bench *b, long threads, double bandwidth)
     long ctx = (b->max_pp > 8 ? b->max_pp : 8) + b->max_tg + 2;
     if (b->max_batch > 0 && BATCH_PROMPT + b->o.batch_tokens + 1 > ctx)
         ctx = BATCH_PROMPT + b->o.batch_tokens + 1;
-    dt_session_opts so = {.backend = b->o.backend, .profile = b->o.profile, .threads = threads,
+    cli_session_opts so = {.backend = b->o.backend, .profile = b->o.profile, .threads = threads,
                           .max_sequences = b->max_batch > 1 ? b->max_batch : 1,
                           .context_length = ctx,
                           .device = b->o.device, .cpu_path = b->o.cpu_path};
     di_session *s = NULL;
     char err[512] = "";
-    di_status st = dt_open_session(b->model, &so, &s, err, sizeof err);
+    di_status st = cli_open_session(b->model, &so, &s, err, sizeof err);
     if (st)
-        return dt_fail(&command, "creating the session", st, err);
+        return cli_fail(&command, "creating the session", st, err);
     if (!b->o.json)
         printf("session (%ld thread%s): %s\n", threads, threads == 1 ? "" : "s", di_session_backend_info(s));
     double tps;
@@ -377,9 +377,9 @@ static int run_threads(bench *b, long threads, double bandwidth)
     if (!st)
         st = run_batches(b, s, threads);
     if (st)
-        dt_fail(&command, "step", st, di_session_errmsg(s));
+        cli_fail(&command, "step", st, di_session_errmsg(s));
     di_session_free(s);
-    return st ? DT_EXIT_FAIL : DT_EXIT_OK;
+    return st ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
 
 /* ---- Output -------------------------------------------------------------- */
@@ -406,7 +406,7 @@ static void print_text(const bench *b)
             snprintf(frac, sizeof frac, "%.1f%% of %.1f t/s", 100.0 * r->mean / limit_tps(b, r), limit_tps(b, r));
         printf("| %-10.10s | %6.2f MiB | %7.2f M | %-7s | %7ld | %7s | %9.2f ± %6.2f | %-24s |\n",
                di_model_architecture(b->model), (double)b->file_size / 1048576.0, (double)b->n_params / 1e6,
-               dt_backend_name(b->o.backend), r->threads, test, r->mean, r->std, frac);
+               cli_backend_name(b->o.backend), r->threads, test, r->mean, r->std, frac);
     }
     if (b->tg_runs || b->bd_runs)
         printf("\n");
@@ -424,16 +424,16 @@ static json_t *result_json(const bench *b, const result *r)
 {
     json_t *samples = json_array();
     for (int k = 0; k < r->n_samples; k++)
-        samples = dt_json_push(samples, dt_json_real(r->samples[k]));
+        samples = cli_json_push(samples, cli_json_real(r->samples[k]));
     json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:o, s:o, s:o}", "n_threads", (json_int_t)r->threads, "n_prompt",
                           (json_int_t)r->n_prompt, "n_gen", (json_int_t)r->n_gen, "n_seq", (json_int_t)r->n_seq,
-                          "avg_ts", dt_json_real(r->mean),
-                          "stddev_ts", dt_json_real(r->std), "samples_ts", samples);
+                          "avg_ts", cli_json_real(r->mean),
+                          "stddev_ts", cli_json_real(r->std), "samples_ts", samples);
     if (r->n_gen && !r->n_seq && r->bandwidth > 0) {
-        o = dt_json_set(o, "bandwidth_gbs", dt_json_real(r->bandwidth));
-        o = dt_json_set(o, "weight_bytes_per_token", json_integer(b->bytes_per_token));
-        o = dt_json_set(o, "bandwidth_limit_ts", dt_json_real(limit_tps(b, r)));
-        o = dt_json_set(o, "bandwidth_fraction", dt_json_real(r->mean / limit_tps(b, r)));
+        o = cli_json_set(o, "bandwidth_gbs", cli_json_real(r->bandwidth));
+        o = cli_json_set(o, "weight_bytes_per_token", json_integer(b->bytes_per_token));
+        o = cli_json_set(o, "bandwidth_limit_ts", cli_json_real(limit_tps(b, r)));
+        o = cli_json_set(o, "bandwidth_fraction", cli_json_real(r->mean / limit_tps(b, r)));
     }
     return o;
 }
@@ -442,16 +442,16 @@ static int print_json(const bench *b)
 {
     json_t *results = json_array();
     for (int i = 0; i < b->n_results; i++)
-        results = dt_json_push(results, result_json(b, &b->results[i]));
+        results = cli_json_push(results, result_json(b, &b->results[i]));
     json_t *root = json_pack("{s:s, s:s, s:s, s:o, s:o, s:I, s:I, s:s, s:s, s:I, s:o, s:b, s:b}", "command", "bench",
                              "library_version", di_version_string(), "build_info", di_build_info(),
-                             "model_filename", dt_json_text(b->o.model), "model_type",
-                             dt_json_text(di_model_architecture(b->model)), "model_size", (json_int_t)b->file_size,
-                             "model_n_params", (json_int_t)b->n_params, "backend", dt_backend_name(b->o.backend),
-                             "profile", dt_profile_name(b->o.profile), "repetitions", (json_int_t)b->o.reps,
+                             "model_filename", cli_json_text(b->o.model), "model_type",
+                             cli_json_text(di_model_architecture(b->model)), "model_size", (json_int_t)b->file_size,
+                             "model_n_params", (json_int_t)b->n_params, "backend", cli_backend_name(b->o.backend),
+                             "profile", cli_profile_name(b->o.profile), "repetitions", (json_int_t)b->o.reps,
                              "results", results, "tg_digests_equal", b->tg_equal, "bd_digests_equal",
                              b->bd_equal);
-    return dt_json_emit(&command, root, stdout);
+    return cli_json_emit(&command, root, stdout);
 }
 
 static long list_max(const long *x, int n)
@@ -485,53 +485,53 @@ static void bandwidths(const bench *b, double *bw)
     free(buf);
 }
 
-int dt_cmd_bench(int argc, char **argv)
+int cli_cmd_bench(int argc, char **argv)
 {
     bench *b = calloc(1, sizeof *b);
     if (!b)
-        return dt_fail(&command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
+        return cli_fail(&command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
     int rc = parse(argc, argv, &b->o);
-    if (rc == DT_EXIT_OK)
-        rc = dt_load_model(&command, b->o.model, &b->model);
-    if (rc == DT_EXIT_OK) {
-        b->n_vocab = dt_model_int(b->model, DI_MODEL_N_VOCAB);
-        b->file_size = dt_model_int(b->model, DI_MODEL_FILE_SIZE);
-        b->bytes_per_token = dt_model_int(b->model, DI_MODEL_BYTES_PER_TOKEN);
-        b->n_params = dt_model_int(b->model, DI_MODEL_N_PARAMS);
+    if (rc == CLI_EXIT_OK)
+        rc = cli_load_model(&command, b->o.model, &b->model);
+    if (rc == CLI_EXIT_OK) {
+        b->n_vocab = cli_model_int(b->model, DI_MODEL_N_VOCAB);
+        b->file_size = cli_model_int(b->model, DI_MODEL_FILE_SIZE);
+        b->bytes_per_token = cli_model_int(b->model, DI_MODEL_BYTES_PER_TOKEN);
+        b->n_params = cli_model_int(b->model, DI_MODEL_N_PARAMS);
         b->max_pp = list_max(b->o.pp, b->o.n_pp);
         b->max_tg = list_max(b->o.tg, b->o.n_tg);
         b->max_batch = list_max(b->o.batch, b->o.n_batch);
         b->tg_equal = b->bd_equal = 1;
         b->prompt = malloc((size_t)(b->max_pp > 8 ? b->max_pp : 8) * sizeof *b->prompt);
         if (!b->prompt)
-            rc = dt_fail(&command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
+            rc = cli_fail(&command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
         for (long i = 0; b->prompt && i < (b->max_pp > 8 ? b->max_pp : 8); i++)
             b->prompt[i] = bench_token(b, i);
     }
-    if (rc == DT_EXIT_OK) {
+    if (rc == CLI_EXIT_OK) {
         double bw[MAX_LIST];
         if (!b->o.json)
             printf("model %s: %s, %.1fM parameters, %.1f MiB; libdetinfer %s; backend %s, profile %s; %ld "
                    "repetitions\n",
                    b->o.model, di_model_architecture(b->model), (double)b->n_params / 1e6,
-                   (double)b->file_size / 1048576.0, di_version_string(), dt_backend_name(b->o.backend),
-                   dt_profile_name(b->o.profile), b->o.reps);
+                   (double)b->file_size / 1048576.0, di_version_string(), cli_backend_name(b->o.backend),
+                   cli_profile_name(b->o.profile), b->o.reps);
         bandwidths(b, bw);
-        for (int k = 0; k < b->o.n_threads && rc == DT_EXIT_OK; k++)
+        for (int k = 0; k < b->o.n_threads && rc == CLI_EXIT_OK; k++)
             rc = run_threads(b, b->o.threads[k], bw[k]);
     }
-    if (rc == DT_EXIT_OK) {
+    if (rc == CLI_EXIT_OK) {
         if (b->o.json)
             rc = print_json(b);
         else
             print_text(b);
-        if (rc == DT_EXIT_OK && !(b->tg_equal && b->bd_equal))
-            rc = DT_EXIT_FAIL;
+        if (rc == CLI_EXIT_OK && !(b->tg_equal && b->bd_equal))
+            rc = CLI_EXIT_FAIL;
     }
     free(b->prompt);
     for (int i = 0; i < MAX_LIST; i++)
         free(b->bd_digest[i]);
     di_model_free(b->model);
     free(b);
-    return rc < 0 ? DT_EXIT_OK : rc;
+    return rc < 0 ? CLI_EXIT_OK : rc;
 }

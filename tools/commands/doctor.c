@@ -35,7 +35,7 @@
 
 enum { OPT_PROFILE, OPT_JSON, OPT_SAVE, OPT_COMPARE, OPT_STRICT, OPT_MODEL, OPT_BACKEND, OPT_DEVICE };
 
-static const dt_option options[] = {
+static const cli_option options[] = {
     [OPT_PROFILE] = {"--profile", "NAME", "the profile to fingerprint: portable (default), device or integer"},
     [OPT_JSON] = {"--json", NULL, "checks, facts and fingerprint as one JSON object"},
     [OPT_SAVE] = {"--save", "FILE", "write the fingerprint (every fact) to FILE"},
@@ -47,7 +47,7 @@ static const dt_option options[] = {
     {NULL, NULL, NULL},
 };
 
-static const dt_command command = {
+static const cli_command command = {
     "doctor",
     "[--profile portable|device] [--json] [--save FILE] [--compare FILE] [--strict]\n"
     "       [--model FILE [--backend cpu|cuda] [--device N]]",
@@ -118,9 +118,9 @@ static void add_fact(fact *facts, int *n, const char *key, const char *value)
 {
     if (*n == MAX_FACTS)
         return;
-    dt_copy(facts[*n].key, sizeof facts[*n].key, key);
+    cli_copy(facts[*n].key, sizeof facts[*n].key, key);
     /* one line each: newlines would break the canonical text */
-    dt_copy(facts[*n].value, sizeof facts[*n].value, value);
+    cli_copy(facts[*n].value, sizeof facts[*n].value, value);
     for (char *c = facts[*n].value; *c; c++)
         if (*c == '\n' || *c == '\r')
             *c = ' ';
@@ -169,7 +169,7 @@ static void library_facts(doctor *d)
 {
     char buf[300], numerics[256], flags[256], cc[256], backends[64];
     const char *info = di_build_info();
-    fact_add(d, "profile", dt_profile_name(d->profile));
+    fact_add(d, "profile", cli_profile_name(d->profile));
     fact_add(d, "library.version", di_version_string());
     snprintf(buf, sizeof buf, "%s", DI_VERSION_STRING);
     fact_add(d, "tool.header_version", buf);
@@ -295,7 +295,7 @@ static void host_facts(doctor *d)
 
 /* ---- CUDA ---------------------------------------------------------------------- */
 
-static void device_facts(doctor *d, const dt_cuda_info *ci)
+static void device_facts(doctor *d, const cuda_info *ci)
 {
     level dev_lv = d->profile == DI_PROFILE_DEVICE ? LV_WARN : LV_INFO;
     char buf[256];
@@ -305,8 +305,8 @@ static void device_facts(doctor *d, const dt_cuda_info *ci)
         fact_add(d, "gpu.name", "none");
         return;
     }
-    for (int i = 0; i < ci->n_devices && i < DT_CUDA_MAX_DEVICES; i++) {
-        const dt_cuda_device *g = &ci->devices[i];
+    for (int i = 0; i < ci->n_devices && i < CUDA_MAX_DEVICES; i++) {
+        const cuda_device *g = &ci->devices[i];
         if (i == 0) { /* the device sessions use first */
             fact_add(d, "gpu.name", g->name);
             snprintf(buf, sizeof buf, "%d.%d", g->cc_major, g->cc_minor);
@@ -328,11 +328,11 @@ static void device_facts(doctor *d, const dt_cuda_info *ci)
     }
 }
 
-static void driver_checks(doctor *d, const dt_cuda_info *ci)
+static void driver_checks(doctor *d, const cuda_info *ci)
 {
     char drv[32], rt[32];
-    dt_cuda_version_text(ci->driver_version, drv, sizeof drv);
-    dt_cuda_version_text(ci->runtime_version, rt, sizeof rt);
+    cuda_version_text(ci->driver_version, drv, sizeof drv);
+    cuda_version_text(ci->runtime_version, rt, sizeof rt);
     if (!ci->driver.found) {
         fact_add(d, "cuda.driver", "none");
         check_add(d, d->profile == DI_PROFILE_DEVICE ? LV_WARN : LV_INFO, "cuda driver",
@@ -353,7 +353,7 @@ static void driver_checks(doctor *d, const dt_cuda_info *ci)
         check_add(d, LV_INFO, "cuda runtime", "%s (%s)", rt, ci->runtime.path);
 }
 
-static void library_checks(doctor *d, const dt_cuda_info *ci)
+static void library_checks(doctor *d, const cuda_info *ci)
 {
     char buf[64], built[32];
     int rt_major = ci->runtime_version / 1000;
@@ -368,8 +368,8 @@ static void library_checks(doctor *d, const dt_cuda_info *ci)
         check_add(d, LV_INFO, "cublas", "not found");
     }
     if (ci->cudnn.found) {
-        dt_cudnn_version_text(ci->cudnn_version, buf, sizeof buf);
-        dt_cuda_version_text((int)ci->cudnn_cudart, built, sizeof built);
+        cudnn_version_text(ci->cudnn_version, buf, sizeof buf);
+        cuda_version_text((int)ci->cudnn_cudart, built, sizeof built);
         fact_add(d, "cudnn.version", buf);
         int off = rt_major && ci->cudnn_cudart && (int)ci->cudnn_cudart / 1000 != rt_major;
         check_add(d, off ? LV_WARN : LV_INFO, "cudnn", "%s, built for CUDA %s (%s)%s", buf, built, ci->cudnn.path,
@@ -416,8 +416,8 @@ static void collect(doctor *d)
     library_facts(d);
     float_facts(d);
     host_facts(d);
-    dt_cuda_info ci;
-    dt_cuda_probe(&ci);
+    cuda_info ci;
+    cuda_probe(&ci);
     driver_checks(d, &ci);
     library_checks(d, &ci);
     device_facts(d, &ci);
@@ -426,17 +426,17 @@ static void collect(doctor *d)
 
 /* With --model: the fingerprint the library itself reports for a session of
  * the chosen backend (di_session_backend_info), or why it could not open one. */
-static void session_checks(doctor *d, const char *model_path, const dt_session_opts *so)
+static void session_checks(doctor *d, const char *model_path, const cli_session_opts *so)
 {
     di_model *model = NULL;
     di_session *s = NULL;
     char err[512] = "";
     di_status st = di_model_load(model_path, &model, err, sizeof err);
     if (!st)
-        st = dt_open_session(model, so, &s, err, sizeof err);
+        st = cli_open_session(model, so, &s, err, sizeof err);
     if (st) {
-        check_add(d, LV_WARN, "session", "%s backend, %s profile: %s: %s", dt_backend_name(so->backend),
-                  dt_profile_name(so->profile), di_status_name(st), err);
+        check_add(d, LV_WARN, "session", "%s backend, %s profile: %s: %s", cli_backend_name(so->backend),
+                  cli_profile_name(so->profile), di_status_name(st), err);
     } else {
         fact_add(d, "session.backend_info", di_session_backend_info(s));
         check_add(d, LV_OK, "session", "%s", di_session_backend_info(s));
@@ -467,10 +467,10 @@ static di_status fingerprint(const fact *facts, int n, di_profile profile, di_di
         len += (size_t)snprintf(text + len, sizeof text - len, "%s=%s\n", sorted[i].key, sorted[i].value);
     while (len % 4)
         text[len++] = '\n'; /* so the text itself is what is hashed */
-    return dt_digest_bytes(text, len, out);
+    return cli_digest_bytes(text, len, out);
 }
 
-di_status dt_doctor_fingerprint(di_profile profile, di_digest *out)
+di_status doctor_fingerprint(di_profile profile, di_digest *out)
 {
     doctor *d = calloc(1, sizeof *d);
     if (!d)
@@ -495,19 +495,19 @@ static int save(const doctor *d, const char *path, const di_digest *fp)
     FILE *f = fopen(path, "w");
     if (!f) {
         fprintf(stderr, "detinfer doctor: cannot write '%s': %s\n", path, strerror(errno));
-        return DT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     }
     char hex[DI_DIGEST_HEX_SIZE];
-    dt_hex(fp, hex);
-    fprintf(f, "# detinfer doctor fingerprint, profile %s, digest %s\n", dt_profile_name(d->profile), hex);
+    cli_hex(fp, hex);
+    fprintf(f, "# detinfer doctor fingerprint, profile %s, digest %s\n", cli_profile_name(d->profile), hex);
     for (int i = 0; i < d->n_facts; i++)
         fprintf(f, "%s=%s\n", d->facts[i].key, d->facts[i].value);
     int bad = ferror(f);
     if (fclose(f) || bad) {
         fprintf(stderr, "detinfer doctor: writing '%s' failed\n", path);
-        return DT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     }
-    return DT_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 static int load(const char *path, fact *facts, int *n)
@@ -515,7 +515,7 @@ static int load(const char *path, fact *facts, int *n)
     FILE *f = fopen(path, "r");
     if (!f) {
         fprintf(stderr, "detinfer doctor: cannot read '%s': %s\n", path, strerror(errno));
-        return DT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     }
     char line[1024];
     *n = 0;
@@ -530,9 +530,9 @@ static int load(const char *path, fact *facts, int *n)
     fclose(f);
     if (!fact_get(facts, *n, "profile")) {
         fprintf(stderr, "detinfer doctor: '%s' is not a fingerprint saved by 'detinfer doctor --save'\n", path);
-        return DT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     }
-    return DT_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 /* A key of either side, with both values (NULL when a side lacks it). */
@@ -569,7 +569,7 @@ static int compare(const doctor *d, const char *path, comparison *c)
     if (rc)
         return rc;
     const char *their_profile = fact_get(other, n_other, "profile");
-    c->comparable = !strcmp(their_profile, dt_profile_name(d->profile));
+    c->comparable = !strcmp(their_profile, cli_profile_name(d->profile));
     c->n_diff = differences(d, other, n_other, c->diff, 2 * MAX_FACTS);
     fingerprint(other, n_other, strcmp(their_profile, "device") ? DI_PROFILE_PORTABLE : DI_PROFILE_DEVICE,
                 &c->theirs);
@@ -577,7 +577,7 @@ static int compare(const doctor *d, const char *path, comparison *c)
     for (int i = 0; i < c->n_diff; i++)
         if (in_digest(c->diff[i].key, d->profile))
             c->promised = 0;
-    return DT_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 /* ---- Output ---------------------------------------------------------------- */
@@ -590,7 +590,7 @@ static const char *level_word(level lv)
 static void print_compare_text(const doctor *d, const char *path, const comparison *c)
 {
     char hex[DI_DIGEST_HEX_SIZE];
-    dt_hex(&c->theirs, hex);
+    cli_hex(&c->theirs, hex);
     printf("\ncompared with %s (fingerprint %s):\n", path, hex);
     for (int i = 0; i < c->n_diff; i++) {
         const difference *x = &c->diff[i];
@@ -602,20 +602,20 @@ static void print_compare_text(const doctor *d, const char *path, const comparis
         printf("NOT COMPARABLE: the file was taken for another profile; run doctor with its --profile\n");
     else if (c->promised)
         printf("EQUAL DIGESTS PROMISED: the two environments differ in nothing the %s profile depends on\n",
-               dt_profile_name(d->profile));
+               cli_profile_name(d->profile));
     else
         printf("EQUAL DIGESTS NOT PROMISED: the environments differ in what the %s profile depends on (DIFF above)\n",
-               dt_profile_name(d->profile));
+               cli_profile_name(d->profile));
 }
 
 static void print_text(const doctor *d, const di_digest *fp)
 {
-    printf("detinfer doctor: environment fingerprint for the %s profile\n", dt_profile_name(d->profile));
+    printf("detinfer doctor: environment fingerprint for the %s profile\n", cli_profile_name(d->profile));
     for (int i = 0; i < d->n_checks; i++)
         printf("  %-5s %-24s %s\n", level_word(d->checks[i].lv), d->checks[i].name, d->checks[i].text);
     char hex[DI_DIGEST_HEX_SIZE];
-    dt_hex(fp, hex);
-    printf("fingerprint (%s profile): %s\n", dt_profile_name(d->profile), hex);
+    cli_hex(fp, hex);
+    printf("fingerprint (%s profile): %s\n", cli_profile_name(d->profile), hex);
     printf("  covers:");
     for (int i = 0; i < d->n_facts; i++)
         if (in_digest(d->facts[i].key, d->profile))
@@ -629,12 +629,12 @@ static json_t *compare_json(const doctor *d, const char *path, const comparison 
 {
     json_t *differences = json_array();
     for (int i = 0; i < c->n_diff; i++)
-        differences = dt_json_push(differences,
-                                   json_pack("{s:s, s:o, s:o, s:b}", "key", c->diff[i].key, "here",
-                                             dt_json_text(c->diff[i].here), "there", dt_json_text(c->diff[i].there),
-                                             "matters", in_digest(c->diff[i].key, d->profile)));
-    return json_pack("{s:o, s:o, s:b, s:b, s:o}", "file", dt_json_text(path), "fingerprint",
-                     dt_json_digest(&c->theirs), "comparable", c->comparable, "equal_digests_promised", c->promised,
+        differences = cli_json_push(differences,
+                                    json_pack("{s:s, s:o, s:o, s:b}", "key", c->diff[i].key, "here",
+                                              cli_json_text(c->diff[i].here), "there", cli_json_text(c->diff[i].there),
+                                              "matters", in_digest(c->diff[i].key, d->profile)));
+    return json_pack("{s:o, s:o, s:b, s:b, s:o}", "file", cli_json_text(path), "fingerprint",
+                     cli_json_digest(&c->theirs), "comparable", c->comparable, "equal_digests_promised", c->promised,
                      "differences", differences);
 }
 
@@ -642,26 +642,26 @@ static int print_json(const doctor *d, const di_digest *fp, const char *path, co
 {
     json_t *checks = json_array(), *facts = json_object(), *keys = json_array();
     for (int i = 0; i < d->n_checks; i++)
-        checks = dt_json_push(checks, json_pack("{s:s, s:s, s:o}", "status", level_word(d->checks[i].lv), "name",
-                                                d->checks[i].name, "detail", dt_json_text(d->checks[i].text)));
+        checks = cli_json_push(checks, json_pack("{s:s, s:s, s:o}", "status", level_word(d->checks[i].lv), "name",
+                                                 d->checks[i].name, "detail", cli_json_text(d->checks[i].text)));
     for (int i = 0; i < d->n_facts; i++)
-        facts = dt_json_set(facts, d->facts[i].key, dt_json_text(d->facts[i].value));
+        facts = cli_json_set(facts, d->facts[i].key, cli_json_text(d->facts[i].value));
     for (int i = 0; i < d->n_facts; i++)
         if (in_digest(d->facts[i].key, d->profile))
-            keys = dt_json_push(keys, json_string(d->facts[i].key));
+            keys = cli_json_push(keys, json_string(d->facts[i].key));
     json_t *root = json_pack("{s:s, s:s, s:o, s:o, s:o, s:o}", "command", "doctor", "profile",
-                             dt_profile_name(d->profile), "checks", checks, "facts", facts, "fingerprint_keys", keys,
-                             "fingerprint", dt_json_digest(fp));
+                             cli_profile_name(d->profile), "checks", checks, "facts", facts, "fingerprint_keys", keys,
+                             "fingerprint", cli_json_digest(fp));
     if (path)
-        root = dt_json_set(root, "compare", compare_json(d, path, c));
-    return dt_json_emit(&command, root, stdout);
+        root = cli_json_set(root, "compare", compare_json(d, path, c));
+    return cli_json_emit(&command, root, stdout);
 }
 
 typedef struct doctor_opts {
     const char *save_path, *compare_path, *model_path;
     int json, strict;
     di_profile profile;
-    dt_session_opts session; /* with --model */
+    cli_session_opts session; /* with --model */
 } doctor_opts;
 
 static int apply_option(int k, const char *v, void *opts)
@@ -669,32 +669,32 @@ static int apply_option(int k, const char *v, void *opts)
     doctor_opts *o = opts;
     const char *name = options[k].name;
     switch (k) {
-    case OPT_PROFILE: return dt_parse_profile(&command, name, v, &o->profile);
+    case OPT_PROFILE: return cli_parse_profile(&command, name, v, &o->profile);
     case OPT_JSON: o->json = 1; return 1;
     case OPT_SAVE: o->save_path = v; return 1;
     case OPT_COMPARE: o->compare_path = v; return 1;
     case OPT_STRICT: o->strict = 1; return 1;
     case OPT_MODEL: o->model_path = v; return 1;
-    case OPT_BACKEND: return dt_parse_backend(&command, name, v, &o->session.backend);
-    case OPT_DEVICE: return dt_parse_device(&command, name, v, &o->session.device);
+    case OPT_BACKEND: return cli_parse_backend(&command, name, v, &o->session.backend);
+    case OPT_DEVICE: return cli_parse_device(&command, name, v, &o->session.device);
     }
     return 0;
 }
 
-int dt_cmd_doctor(int argc, char **argv)
+int cli_cmd_doctor(int argc, char **argv)
 {
     doctor_opts o = {.profile = DI_PROFILE_PORTABLE,
                      .session = {DI_BACKEND_CPU, DI_PROFILE_PORTABLE, 1, 1, 16, 0, DI_CPU_PATH_AUTO}};
-    int rc = dt_parse_options(&command, argc, argv, apply_option, &o, NULL);
-    if (rc != DT_EXIT_OK)
-        return rc < 0 ? DT_EXIT_OK : rc;
+    int rc = cli_parse_options(&command, argc, argv, apply_option, &o, NULL);
+    if (rc != CLI_EXIT_OK)
+        return rc < 0 ? CLI_EXIT_OK : rc;
     doctor *d = calloc(1, sizeof *d);
     comparison *c = calloc(1, sizeof *c);
-    rc = !d || !c ? dt_fail(&command, "allocating", DI_ERR_OUT_OF_MEMORY, "") : DT_EXIT_OK;
+    rc = !d || !c ? cli_fail(&command, "allocating", DI_ERR_OUT_OF_MEMORY, "") : CLI_EXIT_OK;
     if (d)
         d->profile = o.profile;
     di_digest fp;
-    if (rc == DT_EXIT_OK) {
+    if (rc == CLI_EXIT_OK) {
         collect(d);
         o.session.profile = d->profile;
         if (o.model_path)
@@ -703,7 +703,7 @@ int dt_cmd_doctor(int argc, char **argv)
         if (o.compare_path)
             rc = compare(d, o.compare_path, c);
     }
-    if (rc == DT_EXIT_OK) {
+    if (rc == CLI_EXIT_OK) {
         if (o.json) {
             rc = print_json(d, &fp, o.compare_path, c);
         } else {
@@ -711,15 +711,15 @@ int dt_cmd_doctor(int argc, char **argv)
             if (o.compare_path)
                 print_compare_text(d, o.compare_path, c);
         }
-        if (rc == DT_EXIT_OK && o.save_path)
+        if (rc == CLI_EXIT_OK && o.save_path)
             rc = save(d, o.save_path, &fp);
-        if (rc == DT_EXIT_OK && o.compare_path && !c->promised)
-            rc = DT_EXIT_FAIL;
-        for (int i = 0; rc == DT_EXIT_OK && o.strict && i < d->n_checks; i++)
+        if (rc == CLI_EXIT_OK && o.compare_path && !c->promised)
+            rc = CLI_EXIT_FAIL;
+        for (int i = 0; rc == CLI_EXIT_OK && o.strict && i < d->n_checks; i++)
             if (d->checks[i].lv == LV_WARN)
-                rc = DT_EXIT_FAIL;
+                rc = CLI_EXIT_FAIL;
     }
     free(d);
     free(c);
-    return rc < 0 ? DT_EXIT_OK : rc;
+    return rc < 0 ? CLI_EXIT_OK : rc;
 }

@@ -9,6 +9,6 @@
 
 /* The digest `detinfer doctor --profile PROFILE` prints as its fingerprint:
  * two hosts with equal ones promise equal digests in that profile. */
-di_status dt_doctor_fingerprint(di_profile profile, di_digest *out);
+di_status doctor_fingerprint(di_profile profile, di_digest *out);
 
 #endif /* DETINFER_DOCTOR_H */

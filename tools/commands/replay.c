@@ -26,7 +26,7 @@
 
 enum { OPT_MODEL, OPT_PROFILE, OPT_THREADS, OPT_CPU_PATH, OPT_BACKEND, OPT_DEVICE };
 
-static const dt_option options[] = {
+static const cli_option options[] = {
     [OPT_MODEL] = {"--model", "FILE", "the server's model file (required: its digest must be the receipts')"},
     [OPT_PROFILE] = {"--profile", "NAME", "numerics profile (default: the first receipt's)"},
     [OPT_THREADS] = {"--threads", "N", "worker threads (default 1); results do not depend on it"},
@@ -36,7 +36,7 @@ static const dt_option options[] = {
     {NULL, NULL, NULL},
 };
 
-static const dt_command command = {
+static const cli_command command = {
     "replay",
     "--model FILE RECEIPT.json|RECEIPTS.jsonl|- ...",
     "Recomputes answers of `detinfer serve` from their receipts (the request and\n"
@@ -63,11 +63,11 @@ static int apply_option(int k, const char *v, void *opts)
     replay_opts *o = opts;
     switch (k) {
     case OPT_MODEL: o->model = v; return 1;
-    case OPT_PROFILE: o->profile_given = 1; return dt_parse_profile(&command, options[k].name, v, &o->profile);
-    case OPT_THREADS: return dt_parse_long(&command, options[k].name, v, 1, 256, &o->threads);
-    case OPT_CPU_PATH: return dt_parse_cpu_path(&command, options[k].name, v, &o->cpu_path);
-    case OPT_BACKEND: return dt_parse_backend(&command, options[k].name, v, &o->backend);
-    case OPT_DEVICE: return dt_parse_device(&command, options[k].name, v, &o->device);
+    case OPT_PROFILE: o->profile_given = 1; return cli_parse_profile(&command, options[k].name, v, &o->profile);
+    case OPT_THREADS: return cli_parse_long(&command, options[k].name, v, 1, 256, &o->threads);
+    case OPT_CPU_PATH: return cli_parse_cpu_path(&command, options[k].name, v, &o->cpu_path);
+    case OPT_BACKEND: return cli_parse_backend(&command, options[k].name, v, &o->backend);
+    case OPT_DEVICE: return cli_parse_device(&command, options[k].name, v, &o->device);
     }
     return 1;
 }
@@ -78,7 +78,7 @@ static int apply_option(int k, const char *v, void *opts)
 static int read_receipts(const char *path, json_t *all)
 {
     size_t len = 0;
-    char *text = dt_read_file(path, &len);
+    char *text = cli_read_file(path, &len);
     if (!text) {
         fprintf(stderr, "detinfer replay: cannot read %s\n", path);
         return -1;
@@ -173,14 +173,14 @@ static long first_difference(json_t *ids, const int32_t *want, uint32_t n)
 static int hex_equal(json_t *v, const di_digest *d)
 {
     char h[DI_DIGEST_HEX_SIZE];
-    dt_hex(d, h);
+    cli_hex(d, h);
     return json_is_string(v) && !strcmp(json_string_value(v), h);
 }
 
 /* The sampling parameters applied, against the receipt's. */
 static int same_params(json_t *given, const sv_request *r, char *why, size_t ws)
 {
-    json_t *want = dt_json_sampling(&r->params);
+    json_t *want = cli_json_sampling(&r->params);
     json_object_set_new(want, "seed", json_integer((json_int_t)r->params.seed));
     json_object_set_new(want, "max_tokens", json_integer(r->max_tokens));
     json_object_set_new(want, "n", json_integer(r->n));
@@ -229,7 +229,7 @@ static int compare_choice(const sv_request *r, uint32_t i, json_t *facts, json_t
                         (unsigned long long)c->seed), -1;
     json_t *text = r->kind == SV_CHAT ? json_object_get(json_object_get(choice, "message"), "content")
                                       : json_object_get(choice, "text");
-    json_t *want = dt_json_textn(c->text ? c->text : "", c->text_visible);
+    json_t *want = cli_json_textn(c->text ? c->text : "", c->text_visible);
     const int same_text = json_equal(text, want);
     json_decref(want);
     if (!same_text)
@@ -245,7 +245,7 @@ static int compare_choice(const sv_request *r, uint32_t i, json_t *facts, json_t
 static int compare_prompt(const sv_request *r, json_t *d, char *why, size_t ws)
 {
     di_digest digest;
-    dt_digest_bytes(r->prompt, (size_t)r->n_prompt * sizeof *r->prompt, &digest);
+    cli_digest_bytes(r->prompt, (size_t)r->n_prompt * sizeof *r->prompt, &digest);
     json_t *ids = json_object_get(d, "prompt_ids");
     const long at = ids ? first_difference(ids, r->prompt, r->n_prompt) : -1;
     if (at >= 0)
@@ -287,36 +287,36 @@ static char *request_body(const receipt *rc)
 }
 
 /* Runs one receipt; 0 matched, 1 differs (why says where). */
-static int replay_one(sv_server *s, const receipt *rc, char *why, size_t ws)
+static int replay_one(sv_server *srv, const receipt *rc, char *why, size_t ws)
 {
-    if (!rc->model_digest || strcmp(rc->model_digest, s->model_digest))
+    if (!rc->model_digest || strcmp(rc->model_digest, srv->model_digest))
         return snprintf(why, ws, "model digest %s; this file's is %s", rc->model_digest ? rc->model_digest : "(none)",
-                        s->model_digest), 1;
-    if (!rc->profile || strcmp(rc->profile, dt_profile_name(s->cfg.profile)))
+                        srv->model_digest), 1;
+    if (!rc->profile || strcmp(rc->profile, cli_profile_name(srv->cfg.profile)))
         return snprintf(why, ws, "profile %s; this replay runs %s (--profile)", rc->profile ? rc->profile : "(none)",
-                        dt_profile_name(s->cfg.profile)), 1;
-    sv_engine_lock(s); /* the engine reads the end of turn while it steps */
-    s->chat_template = rc->chat_template ? rc->chat_template : di_model_chat_template(s->model);
-    s->eot = sv_turn_end_token(s->model, s->chat_template);
-    sv_engine_unlock(s);
+                        cli_profile_name(srv->cfg.profile)), 1;
+    sv_engine_lock(srv); /* the engine reads the end of turn while it steps */
+    srv->chat_template = rc->chat_template ? rc->chat_template : di_model_chat_template(srv->model);
+    srv->eot = sv_turn_end_token(srv->model, srv->chat_template);
+    sv_engine_unlock(srv);
     char *body = request_body(rc);
     sv_request *r = NULL;
     sv_error e;
-    if (!body || sv_request_parse(s, rc->kind, body, strlen(body), &r, &e)) {
+    if (!body || sv_request_parse(srv, rc->kind, body, strlen(body), &r, &e)) {
         free(body);
         return snprintf(why, ws, "the request is refused here: %.400s", body ? e.message : "out of memory"), 1;
     }
     free(body);
     int rcode = compare_prompt(r, rc->detinfer, why, ws) || compare_grammar(r, rc->detinfer, why, ws) ||
                 !same_params(json_object_get(rc->detinfer, "sampling_params"), r, why, ws);
-    if (!rcode && sv_engine_submit(s, r, &e)) {
+    if (!rcode && sv_engine_submit(srv, r, &e)) {
         snprintf(why, ws, "%s", e.message);
         rcode = 1;
     } else if (!rcode) {
-        sv_engine_lock(s);
+        sv_engine_lock(srv);
         while (!sv_request_done(r))
-            sv_engine_wait(s, r, 1.0);
-        sv_engine_unlock(s);
+            sv_engine_wait(srv, r, 1.0);
+        sv_engine_unlock(srv);
         const char *error = sv_request_error(r);
         if (error)
             rcode = snprintf(why, ws, "recomputing failed: %s", error) > 0;
@@ -325,44 +325,44 @@ static int replay_one(sv_server *s, const receipt *rc, char *why, size_t ws)
         if (!rcode && json_array_size(json_object_get(rc->response, "choices")) != r->n)
             rcode = snprintf(why, ws, "the response has %zu choices, the request asks for %u",
                              json_array_size(json_object_get(rc->response, "choices")), r->n) > 0;
-        sv_engine_release(s, r);
+        sv_engine_release(srv, r);
         return rcode;
     }
     sv_request_free(r);
     return rcode;
 }
 
-static int start(sv_server *s, const replay_opts *o, const char *profile)
+static int start(sv_server *srv, const replay_opts *o, const char *profile)
 {
-    s->cfg = (sv_config){.model_path = o->model, .threads = o->threads, .max_sequences = 64, .queue = 1, .chunk = 64,
+    srv->cfg = (sv_config){.model_path = o->model, .threads = o->threads, .max_sequences = 64, .queue = 1, .chunk = 64,
                          .backend = o->backend, .device = o->device, .cpu_path = o->cpu_path, .max_n = 64,
                          .max_tokens_default = 256, .model_name = "replay"};
-    if (!o->profile_given && profile && dt_parse_profile(&command, "--profile", profile, &s->cfg.profile) != 1)
-        return DT_EXIT_FAIL;
+    if (!o->profile_given && profile && cli_parse_profile(&command, "--profile", profile, &srv->cfg.profile) != 1)
+        return CLI_EXIT_FAIL;
     if (o->profile_given)
-        s->cfg.profile = o->profile;
-    int rc = dt_load_model(&command, o->model, &s->model);
+        srv->cfg.profile = o->profile;
+    int rc = cli_load_model(&command, o->model, &srv->model);
     if (rc)
         return rc;
-    s->n_vocab = dt_model_int(s->model, DI_MODEL_N_VOCAB);
-    s->max_token_bytes = sv_max_token_bytes(s->model, s->n_vocab);
-    int64_t train = dt_model_int(s->model, DI_MODEL_N_CTX_TRAIN);
-    s->context = train > 0 && train < (1 << 20) ? train : 1 << 20;
-    s->cfg.context = (long)s->context;
-    s->cfg.max_tokens = (long)s->context;
-    if (di_model_special_token(s->model, DI_TOKEN_EOS, &s->eos) != DI_OK)
-        s->eos = -1;
-    s->eot = -1;
+    srv->n_vocab = cli_model_int(srv->model, DI_MODEL_N_VOCAB);
+    srv->max_token_bytes = sv_max_token_bytes(srv->model, srv->n_vocab);
+    int64_t train = cli_model_int(srv->model, DI_MODEL_N_CTX_TRAIN);
+    srv->context = train > 0 && train < (1 << 20) ? train : 1 << 20;
+    srv->cfg.context = (long)srv->context;
+    srv->cfg.max_tokens = (long)srv->context;
+    if (di_model_special_token(srv->model, DI_TOKEN_EOS, &srv->eos) != DI_OK)
+        srv->eos = -1;
+    srv->eot = -1;
     di_sampling_params p;
-    s->sampling_available = di_sampling_params_init(&p) == DI_OK;
-    if (sv_file_digest(o->model, s->model_digest)) {
+    srv->sampling_available = di_sampling_params_init(&p) == DI_OK;
+    if (sv_file_digest(o->model, srv->model_digest)) {
         fprintf(stderr, "detinfer replay: cannot read %s to digest it\n", o->model);
-        return DT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     }
     char err[512] = "";
-    if (sv_metrics_create(s) || sv_engine_start(s, err, sizeof err))
-        return dt_fail(&command, "starting the engine", DI_ERR_INTERNAL, err[0] ? err : "out of memory");
-    return DT_EXIT_OK;
+    if (sv_metrics_create(srv) || sv_engine_start(srv, err, sizeof err))
+        return cli_fail(&command, "starting the engine", DI_ERR_INTERNAL, err[0] ? err : "out of memory");
+    return CLI_EXIT_OK;
 }
 
 /* Splits argv into the options (with their values) and the receipt files. */
@@ -382,55 +382,56 @@ static void split_args(int argc, char **argv, char **opts, int *n_opts, char **f
     }
 }
 
-int dt_cmd_replay(int argc, char **argv)
+int cli_cmd_replay(int argc, char **argv)
 {
     replay_opts o = {.threads = 1, .backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE};
     char **opts = calloc((size_t)argc + 1, sizeof *opts), **files = calloc((size_t)argc + 1, sizeof *files);
     int n_opts = 0, n_files = 0;
     if (!opts || !files) {
         free(opts), free(files);
-        return dt_fail(&command, "reading the arguments", DI_ERR_OUT_OF_MEMORY, "");
+        return cli_fail(&command, "reading the arguments", DI_ERR_OUT_OF_MEMORY, "");
     }
     split_args(argc, argv, opts, &n_opts, files, &n_files);
-    int rc = dt_parse_options(&command, n_opts, opts, apply_option, &o, NULL);
+    int rc = cli_parse_options(&command, n_opts, opts, apply_option, &o, NULL);
     if (!rc && !o.model)
-        rc = dt_usage(&command, "--model is required");
+        rc = cli_usage(&command, "--model is required");
     else if (!rc && !n_files)
-        rc = dt_usage(&command, "a receipt file (or - for standard input) is required");
+        rc = cli_usage(&command, "a receipt file (or - for standard input) is required");
     json_t *all = json_array();
     for (int i = 0; !rc && i < n_files; i++)
         if (read_receipts(files[i], all))
-            rc = DT_EXIT_USAGE;
+            rc = CLI_EXIT_USAGE;
     free(opts), free(files);
     if (rc) {
         json_decref(all);
-        return rc < 0 ? DT_EXIT_OK : rc;
+        return rc < 0 ? CLI_EXIT_OK : rc;
     }
-    sv_server s = {0};
+    sv_server srv = {0};
     receipt head;
     char why[512] = "";
     const char *profile = read_receipt(json_array_get(all, 0), &head, why, sizeof why) ? NULL : head.profile;
-    rc = start(&s, &o, profile);
+    rc = start(&srv, &o, profile);
     size_t matched = 0, n = json_array_size(all);
-    for (size_t i = 0; rc == DT_EXIT_OK && i < n; i++) {
+    for (size_t i = 0; rc == CLI_EXIT_OK && i < n; i++) {
         receipt r;
         why[0] = '\0';
-        const int differs = read_receipt(json_array_get(all, i), &r, why, sizeof why) || replay_one(&s, &r, why, sizeof why);
+        const int differs =
+            read_receipt(json_array_get(all, i), &r, why, sizeof why) || replay_one(&srv, &r, why, sizeof why);
         printf("receipt %zu: %s%s%s\n", i + 1, differs ? "DIFFERS: " : "matched", why,
                differs ? "" : (r.kind == SV_CHAT ? " (chat)" : " (completion)"));
         matched += !differs;
     }
-    if (rc == DT_EXIT_OK) {
-        printf("replay: %zu of %zu receipts matched (%s profile). %s\n", matched, n, dt_profile_name(s.cfg.profile),
-               s.cfg.profile == DI_PROFILE_DEVICE
+    if (rc == CLI_EXIT_OK) {
+        printf("replay: %zu of %zu receipts matched (%s profile). %s\n", matched, n, cli_profile_name(srv.cfg.profile),
+               srv.cfg.profile == DI_PROFILE_DEVICE
                    ? "In the device profile a match holds on the same GPU model (detinfer doctor --compare)."
                    : "In the portable and integer profiles a match holds on any machine.");
-        rc = matched == n ? DT_EXIT_OK : DT_EXIT_FAIL;
+        rc = matched == n ? CLI_EXIT_OK : CLI_EXIT_FAIL;
     }
-    sv_engine_stop(&s);
-    sv_metrics_free(&s);
+    sv_engine_stop(&srv);
+    sv_metrics_free(&srv);
     sv_grammar_cache_clear();
-    di_model_free(s.model);
+    di_model_free(srv.model);
     json_decref(all);
     return rc;
 }

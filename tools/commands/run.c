@@ -20,7 +20,7 @@ enum { OPT_MODEL, OPT_PROMPT, OPT_TOKENS, OPT_MAX_NEW, OPT_THREADS, OPT_BACKEND,
        OPT_PRESENCE_PENALTY, OPT_FREQUENCY_PENALTY, OPT_PENALTY_WINDOW, OPT_SAMPLING_SEED,
        OPT_ALLOW_LONG_CONTEXT, OPT_GRAMMAR, OPT_JSON_SCHEMA };
 
-static const dt_option options[] = {
+static const cli_option options[] = {
     [OPT_MODEL] = {"--model", "FILE", "GGUF model file (required)"},
     [OPT_PROMPT] = {"--prompt", "TEXT", "prompt text (needs a model with a tokenizer)"},
     [OPT_TOKENS] = {"--tokens", "LIST", "prompt as token ids, e.g. 1,17,42"},
@@ -49,7 +49,7 @@ static const dt_option options[] = {
     {NULL, NULL, NULL},
 };
 
-static const dt_command command = {
+static const cli_command command = {
     "run",
     "--model FILE (--prompt TEXT | --tokens LIST) [options]",
     "Greedy generation (temperature 0: argmax, ties to the lowest id), or seeded\n"
@@ -95,7 +95,7 @@ static int parse_float(const char *opt, const char *text, float *out)
     errno = 0;
     double v = strtod(text, &end);
     if (!*text || *end) {
-        dt_usage(&command, "%s wants a number, not '%s'", opt, text);
+        cli_usage(&command, "%s wants a number, not '%s'", opt, text);
         return 0;
     }
     *out = v > FLT_MAX ? INFINITY : v < -FLT_MAX ? -INFINITY : (float)v;
@@ -108,7 +108,7 @@ static int parse_seed(const char *opt, const char *text, uint64_t *out)
     errno = 0;
     unsigned long long v = strtoull(text, &end, 10);
     if (!*text || *end || errno || text[0] == '-') {
-        dt_usage(&command, "%s wants an integer in 0..18446744073709551615, not '%s'", opt, text);
+        cli_usage(&command, "%s wants an integer in 0..18446744073709551615, not '%s'", opt, text);
         return 0;
     }
     *out = v;
@@ -124,18 +124,18 @@ static int apply_option(int k, const char *v, void *opts)
     case OPT_MODEL: o->model = v; return 1;
     case OPT_PROMPT: o->prompt_text = v; return 1;
     case OPT_TOKENS: o->tokens_text = v; return 1;
-    case OPT_MAX_NEW: return dt_parse_long(&command, options[k].name, v, 1, 1 << 20, &o->max_new);
-    case OPT_THREADS: return dt_parse_long(&command, options[k].name, v, 1, 256, &o->threads);
-    case OPT_BACKEND: return dt_parse_backend(&command, options[k].name, v, &o->backend);
-    case OPT_PROFILE: return dt_parse_profile(&command, options[k].name, v, &o->profile);
-    case OPT_DEVICE: return dt_parse_device(&command, options[k].name, v, &o->device);
-    case OPT_CPU_PATH: return dt_parse_cpu_path(&command, options[k].name, v, &o->cpu_path);
+    case OPT_MAX_NEW: return cli_parse_long(&command, options[k].name, v, 1, 1 << 20, &o->max_new);
+    case OPT_THREADS: return cli_parse_long(&command, options[k].name, v, 1, 256, &o->threads);
+    case OPT_BACKEND: return cli_parse_backend(&command, options[k].name, v, &o->backend);
+    case OPT_PROFILE: return cli_parse_profile(&command, options[k].name, v, &o->profile);
+    case OPT_DEVICE: return cli_parse_device(&command, options[k].name, v, &o->device);
+    case OPT_CPU_PATH: return cli_parse_cpu_path(&command, options[k].name, v, &o->cpu_path);
     case OPT_NO_BOS: o->add_bos = 0; return 1;
     case OPT_IGNORE_EOS: o->stop_at_eos = 0; return 1;
     case OPT_JSON: o->json = 1; return 1;
     case OPT_TEMPERATURE: return parse_float(options[k].name, v, &sp->temperature);
     case OPT_TOP_K:
-        if (!dt_parse_long(&command, options[k].name, v, 0, INT32_MAX, &n))
+        if (!cli_parse_long(&command, options[k].name, v, 0, INT32_MAX, &n))
             return 0;
         sp->top_k = (int32_t)n;
         return 1;
@@ -145,7 +145,7 @@ static int apply_option(int k, const char *v, void *opts)
     case OPT_PRESENCE_PENALTY: return parse_float(options[k].name, v, &sp->presence_penalty);
     case OPT_FREQUENCY_PENALTY: return parse_float(options[k].name, v, &sp->frequency_penalty);
     case OPT_PENALTY_WINDOW:
-        if (!dt_parse_long(&command, options[k].name, v, 0, UINT32_MAX, &n))
+        if (!cli_parse_long(&command, options[k].name, v, 0, UINT32_MAX, &n))
             return 0;
         sp->penalty_window = (uint32_t)n;
         return 1;
@@ -162,45 +162,45 @@ static int parse(int argc, char **argv, run_opts *o)
     *o = (run_opts){.max_new = 32, .threads = 1, .backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE,
                     .add_bos = 1, .stop_at_eos = 1};
     di_sampling_params_init(&o->sampling);
-    int rc = dt_parse_options(&command, argc, argv, apply_option, o, NULL);
-    if (rc != DT_EXIT_OK)
+    int rc = cli_parse_options(&command, argc, argv, apply_option, o, NULL);
+    if (rc != CLI_EXIT_OK)
         return rc;
     if (!o->model)
-        return dt_usage(&command, "--model is required");
+        return cli_usage(&command, "--model is required");
     if (!o->prompt_text == !o->tokens_text)
-        return dt_usage(&command, "give the prompt as exactly one of --prompt TEXT or --tokens LIST");
+        return cli_usage(&command, "give the prompt as exactly one of --prompt TEXT or --tokens LIST");
     if (o->grammar_file && o->schema_file)
-        return dt_usage(&command, "give at most one of --grammar and --json-schema");
+        return cli_usage(&command, "give at most one of --grammar and --json-schema");
     if ((o->grammar_file || o->schema_file) && !o->stop_at_eos)
-        return dt_usage(&command, "--ignore-eos cannot go with a grammar: the end-of-sequence token ends its text");
-    return DT_EXIT_OK;
+        return cli_usage(&command, "--ignore-eos cannot go with a grammar: the end-of-sequence token ends its text");
+    return CLI_EXIT_OK;
 }
 
 static int read_prompt(const run_opts *o, const di_model *model, run_result *r)
 {
     if (o->tokens_text)
-        return dt_parse_tokens(&command, "--tokens", o->tokens_text, &r->prompt, &r->n_prompt)
-                   ? DT_EXIT_OK
-                   : DT_EXIT_USAGE;
+        return cli_parse_tokens(&command, "--tokens", o->tokens_text, &r->prompt, &r->n_prompt)
+                   ? CLI_EXIT_OK
+                   : CLI_EXIT_USAGE;
     char err[512] = "";
-    di_status st = dt_tokenize(model, o->prompt_text, o->add_bos, &r->prompt, &r->n_prompt, err, sizeof err);
+    di_status st = cli_tokenize(model, o->prompt_text, o->add_bos, &r->prompt, &r->n_prompt, err, sizeof err);
     if (st == DI_ERR_UNSUPPORTED)
-        return dt_fail(&command, "this model cannot take a text prompt (give it as --tokens)", st, err);
+        return cli_fail(&command, "this model cannot take a text prompt (give it as --tokens)", st, err);
     if (st)
-        return dt_fail(&command, "tokenizing the prompt", st, err);
+        return cli_fail(&command, "tokenizing the prompt", st, err);
     if (r->n_prompt == 0) {
         fprintf(stderr, "detinfer run: the prompt gives no tokens\n");
-        return DT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     }
-    return DT_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 static void print_piece(const di_model *model, int32_t token)
 {
-    char *piece = dt_token_piece(model, token);
+    char *piece = cli_token_piece(model, token);
     if (piece) {
         putchar(' ');
-        dt_print_quoted(stdout, piece, strlen(piece));
+        cli_print_quoted(stdout, piece, strlen(piece));
         free(piece);
     }
 }
@@ -210,12 +210,12 @@ static int load_grammar(const run_opts *o, run_result *r)
 {
     const char *path = o->grammar_file ? o->grammar_file : o->schema_file;
     if (!path)
-        return DT_EXIT_OK;
+        return CLI_EXIT_OK;
     size_t len;
-    char *text = dt_read_file(path, &len);
+    char *text = cli_read_file(path, &len);
     if (!text) {
         fprintf(stderr, "detinfer run: cannot read %s\n", path);
-        return DT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     }
     char err[512] = "";
     di_status st = o->grammar_file ? di_grammar_from_gbnf(text, len, 0, &r->grammar, err, sizeof err)
@@ -223,9 +223,9 @@ static int load_grammar(const run_opts *o, run_result *r)
     free(text);
     if (st) {
         fprintf(stderr, "detinfer run: %s: %s: %s\n", path, di_status_name(st), err);
-        return DT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     }
-    return DT_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 /* The prompt in one step, then one token per step, printing as it goes;
@@ -256,11 +256,11 @@ static int generate(const run_opts *o, const di_model *model, di_session *s, run
         if (!st)
             st = di_session_sample_token(s, seq, &token); /* greedy with the default options */
         if (st)
-            return dt_fail(&command, "step", st, di_session_errmsg(s));
+            return cli_fail(&command, "step", st, di_session_errmsg(s));
         r->generated[r->n_generated++] = token;
         if (!o->json) {
             char hex[DI_DIGEST_HEX_SIZE];
-            dt_hex(&r->digests[step], hex);
+            cli_hex(&r->digests[step], hex);
             printf("step %ld token %d logits %s", step, token, hex);
             print_piece(model, token);
             putchar('\n');
@@ -273,7 +273,7 @@ static int generate(const run_opts *o, const di_model *model, di_session *s, run
         n = 1;
         feed = &r->generated[step];
     }
-    return DT_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 /* The sequence digest of the generation (include/detinfer.h, DETINFER_1.2):
@@ -300,9 +300,9 @@ static di_status sequence_digest(di_session *s, run_result *r)
 static void print_header(const run_opts *o, const di_model *model, const run_result *r)
 {
     printf("model %s: %s, %lld layers, vocabulary %lld; libdetinfer %s; backend %s, profile %s, %ld thread%s\n",
-           o->model, di_model_architecture(model), (long long)dt_model_int(model, DI_MODEL_N_LAYER),
-           (long long)dt_model_int(model, DI_MODEL_N_VOCAB), di_version_string(), dt_backend_name(o->backend),
-           dt_profile_name(o->profile), o->threads, o->threads == 1 ? "" : "s");
+           o->model, di_model_architecture(model), (long long)cli_model_int(model, DI_MODEL_N_LAYER),
+           (long long)cli_model_int(model, DI_MODEL_N_VOCAB), di_version_string(), cli_backend_name(o->backend),
+           cli_profile_name(o->profile), o->threads, o->threads == 1 ? "" : "s");
     const di_sampling_params *p = &o->sampling;
     if (p->temperature > 0)
         printf("sampling temperature %g top-k %d top-p %g min-p %g repeat-penalty %g presence-penalty %g "
@@ -319,12 +319,12 @@ static void print_header(const run_opts *o, const di_model *model, const run_res
 static void print_footer(const di_model *model, const run_result *r)
 {
     char hex[DI_DIGEST_HEX_SIZE];
-    dt_hex(&r->sequence, hex);
+    cli_hex(&r->sequence, hex);
     printf("sequence %u tokens digest %s\n", r->n_prompt + r->n_generated, hex);
-    char *text = dt_detokenize(model, r->generated, r->n_generated, NULL);
+    char *text = cli_detokenize(model, r->generated, r->n_generated, NULL);
     if (text) {
         printf("text ");
-        dt_print_quoted(stdout, text, strlen(text));
+        cli_print_quoted(stdout, text, strlen(text));
         putchar('\n');
         free(text);
     }
@@ -335,7 +335,7 @@ static void print_footer(const di_model *model, const run_result *r)
     if (r->grammar) {
         di_digest d;
         di_grammar_digest(r->grammar, &d);
-        dt_hex(&d, hex);
+        cli_hex(&d, hex);
         printf("grammar digest %s\n", hex);
     }
 }
@@ -344,12 +344,12 @@ static json_t *steps_json(const di_model *model, const run_result *r)
 {
     json_t *steps = json_array();
     for (uint32_t i = 0; steps && i < r->n_generated; i++) {
-        char *piece = dt_token_piece(model, r->generated[i]);
+        char *piece = cli_token_piece(model, r->generated[i]);
         json_t *step = json_pack("{s:I, s:I, s:o, s:o}", "step", (json_int_t)i, "token",
-                                 (json_int_t)r->generated[i], "logits_digest", dt_json_digest(&r->digests[i]),
-                                 "piece", dt_json_text(piece));
+                                 (json_int_t)r->generated[i], "logits_digest", cli_json_digest(&r->digests[i]),
+                                 "piece", cli_json_text(piece));
         free(piece);
-        steps = dt_json_push(steps, step);
+        steps = cli_json_push(steps, step);
     }
     return steps;
 }
@@ -358,30 +358,30 @@ static int print_json(const run_opts *o, const di_model *model, const run_result
 {
     char seed[24];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->sampling.seed); /* exact beyond 2^53 */
-    json_t *sampling = dt_json_set(dt_json_sampling(&o->sampling), "seed", json_string(seed));
-    char *text = dt_detokenize(model, r->generated, r->n_generated, NULL);
+    json_t *sampling = cli_json_set(cli_json_sampling(&o->sampling), "seed", json_string(seed));
+    char *text = cli_detokenize(model, r->generated, r->n_generated, NULL);
     di_digest gd;
-    json_t *grammar = r->grammar && !di_grammar_digest(r->grammar, &gd) ? dt_json_digest(&gd) : json_null();
+    json_t *grammar = r->grammar && !di_grammar_digest(r->grammar, &gd) ? cli_json_digest(&gd) : json_null();
     json_t *root = json_pack(
         "{s:o, s:o, s:s, s:s, s:s, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:I, s:o, s:o}", "model",
-        dt_json_text(o->model), "architecture", dt_json_text(di_model_architecture(model)), "library_version",
-        di_version_string(), "backend", dt_backend_name(o->backend), "profile", dt_profile_name(o->profile),
-        "threads", (json_int_t)o->threads, "sampling", sampling, "prompt_text", dt_json_text(o->prompt_text),
-        "prompt_tokens", dt_json_tokens(r->prompt, r->n_prompt), "steps", steps_json(model, r), "tokens",
-        dt_json_tokens(r->generated, r->n_generated), "text", dt_json_text(text), "stopped",
+        cli_json_text(o->model), "architecture", cli_json_text(di_model_architecture(model)), "library_version",
+        di_version_string(), "backend", cli_backend_name(o->backend), "profile", cli_profile_name(o->profile),
+        "threads", (json_int_t)o->threads, "sampling", sampling, "prompt_text", cli_json_text(o->prompt_text),
+        "prompt_tokens", cli_json_tokens(r->prompt, r->n_prompt), "steps", steps_json(model, r), "tokens",
+        cli_json_tokens(r->generated, r->n_generated), "text", cli_json_text(text), "stopped",
         r->stopped_at_eos ? "eos" : r->stopped_by_grammar ? "grammar" : "max_new", "sequence_length",
-        (json_int_t)(r->n_prompt + r->n_generated), "sequence_digest", dt_json_digest(&r->sequence),
+        (json_int_t)(r->n_prompt + r->n_generated), "sequence_digest", cli_json_digest(&r->sequence),
         "grammar_digest", grammar);
     free(text);
-    return dt_json_emit(&command, root, stdout);
+    return cli_json_emit(&command, root, stdout);
 }
 
-/* The session of dt_open_session; a context beyond the training context is
+/* The session of cli_open_session; a context beyond the training context is
  * refused here, naming the option, unless --allow-long-context insists. */
-static di_status open_session(const run_opts *o, const di_model *model, dt_session_opts *so,
+static di_status open_session(const run_opts *o, const di_model *model, cli_session_opts *so,
                               di_session **s, char *err, size_t err_size)
 {
-    const int64_t trained = dt_model_int(model, DI_MODEL_N_CTX_TRAIN);
+    const int64_t trained = cli_model_int(model, DI_MODEL_N_CTX_TRAIN);
     if (so->context_length > trained && !o->allow_long_context) {
         snprintf(err, err_size,
                  "the prompt and --max-new need a context of %lld tokens, beyond the model's training "
@@ -390,40 +390,40 @@ static di_status open_session(const run_opts *o, const di_model *model, dt_sessi
         return DI_ERR_INVALID_ARGUMENT;
     }
     so->allow_long_context = o->allow_long_context;
-    return dt_open_session(model, so, s, err, err_size);
+    return cli_open_session(model, so, s, err, err_size);
 }
 
-int dt_cmd_run(int argc, char **argv)
+int cli_cmd_run(int argc, char **argv)
 {
     run_opts o;
     int rc = parse(argc, argv, &o);
     if (rc)
-        return rc < 0 ? DT_EXIT_OK : rc;
+        return rc < 0 ? CLI_EXIT_OK : rc;
     di_model *model = NULL;
     di_session *s = NULL;
     run_result r = {0};
-    if ((rc = dt_load_model(&command, o.model, &model)))
+    if ((rc = cli_load_model(&command, o.model, &model)))
         return rc;
     if ((rc = read_prompt(&o, model, &r)) || (rc = load_grammar(&o, &r)))
         goto out;
     r.generated = calloc((size_t)o.max_new, sizeof *r.generated);
     r.digests = calloc((size_t)o.max_new, sizeof *r.digests);
     if (!r.generated || !r.digests) {
-        rc = dt_fail(&command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
+        rc = cli_fail(&command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
         goto out;
     }
     /* the last generated token is never fed back: P + N - 1 positions */
-    dt_session_opts so = {.backend = o.backend, .profile = o.profile, .threads = o.threads,
+    cli_session_opts so = {.backend = o.backend, .profile = o.profile, .threads = o.threads,
                           .max_sequences = 1, .context_length = (int64_t)r.n_prompt + o.max_new - 1,
                           .device = o.device, .cpu_path = o.cpu_path};
     char err[512] = "";
     di_status st = open_session(&o, model, &so, &s, err, sizeof err);
     if (st) {
-        rc = dt_fail(&command, "creating the session", st, err);
+        rc = cli_fail(&command, "creating the session", st, err);
         goto out;
     }
     if ((st = di_session_seq_set_sampling(s, 0, &o.sampling))) {
-        rc = dt_fail(&command, "the sampling options", st, di_session_errmsg(s));
+        rc = cli_fail(&command, "the sampling options", st, di_session_errmsg(s));
         goto out;
     }
     if (!o.json)
@@ -431,7 +431,7 @@ int dt_cmd_run(int argc, char **argv)
     if ((rc = generate(&o, model, s, &r)))
         goto out;
     if ((st = sequence_digest(s, &r))) {
-        rc = dt_fail(&command, "sequence digest", st, di_session_errmsg(s));
+        rc = cli_fail(&command, "sequence digest", st, di_session_errmsg(s));
         goto out;
     }
     if (o.json)

@@ -98,7 +98,7 @@ size_t sv_utf8_complete_prefix(const char *text, size_t len)
         unsigned char c = (unsigned char)text[len - back];
         if ((c & 0xC0) == 0x80)
             continue; /* continuation byte */
-        size_t need = dt_utf8_lead_length(c);
+        size_t need = cli_utf8_lead_length(c);
         return need > back ? len - back : len;
     }
     return len;

@@ -49,7 +49,7 @@ enum { OPT_MODEL, OPT_PROMPTS, OPT_REPS, OPT_MAX_NEW, OPT_BATCH, OPT_THREADS, OP
        OPT_QUICK, OPT_JSON,
        OPT_NO_PROGRESS, OPT_SAMPLED, N_OPTS };
 
-static const dt_option options[] = {
+static const cli_option options[] = {
     [OPT_MODEL] = {"--model", "FILE", "GGUF model file (required)"},
     [OPT_PROMPTS] = {"--prompts", "FILE", "one prompt per line ('tokens: 1,2,3' for ids; '#' comments)"},
     [OPT_REPS] = {"--reps", "N", "repetitions of each prompt on the repeat axis (default 50)"},
@@ -76,7 +76,7 @@ static const dt_option options[] = {
     {NULL, NULL, NULL},
 };
 
-const dt_command dt_verify_command = {
+const cli_command vf_command = {
     "verify",
     "--model FILE [--prompts FILE] [--reps N] [--batch-sizes LIST] [--threads LIST] [options]",
     "Checks that every logits row and chosen token (greedy, and sampled with\n"
@@ -104,9 +104,10 @@ static int parse_backends(const char *text, verify_opts *o)
     snprintf(buf, sizeof buf, "%s", text);
     o->n_backends = 0;
     for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-        if (o->n_backends == MAX_LIST || !dt_parse_backend(&dt_verify_command, "--backends", tok, &o->backends[o->n_backends++]))
+        if (o->n_backends == MAX_LIST ||
+            !cli_parse_backend(&vf_command, "--backends", tok, &o->backends[o->n_backends++]))
             return 0;
-    return o->n_backends > 0 || dt_usage(&dt_verify_command, "--backends wants a list like cpu,cuda") == 0;
+    return o->n_backends > 0 || cli_usage(&vf_command, "--backends wants a list like cpu,cuda") == 0;
 }
 
 static int parse_option(int k, const char *v, void *opts)
@@ -116,24 +117,24 @@ static int parse_option(int k, const char *v, void *opts)
     switch (k) {
     case OPT_MODEL: o->model = v; return 1;
     case OPT_PROMPTS: o->prompts = v; return 1;
-    case OPT_REPS: return dt_parse_long(&dt_verify_command, name, v, 1, 100000, &o->reps);
-    case OPT_MAX_NEW: return dt_parse_long(&dt_verify_command, name, v, 1, 4096, &o->max_new);
-    case OPT_BATCH: return dt_parse_long_list(&dt_verify_command, name, v, 1, 4096, o->batch, MAX_LIST, &o->n_batch);
-    case OPT_THREADS: return dt_parse_long_list(&dt_verify_command, name, v, 1, 256, o->threads, MAX_LIST, &o->n_threads);
-    case OPT_CHUNKS: return dt_parse_long_list(&dt_verify_command, name, v, 1, 1 << 20, o->chunks, MAX_LIST, &o->n_chunks);
-    case OPT_PROCESSES: return dt_parse_long(&dt_verify_command, name, v, 0, MAX_LIST, &o->processes);
+    case OPT_REPS: return cli_parse_long(&vf_command, name, v, 1, 100000, &o->reps);
+    case OPT_MAX_NEW: return cli_parse_long(&vf_command, name, v, 1, 4096, &o->max_new);
+    case OPT_BATCH: return cli_parse_long_list(&vf_command, name, v, 1, 4096, o->batch, MAX_LIST, &o->n_batch);
+    case OPT_THREADS: return cli_parse_long_list(&vf_command, name, v, 1, 256, o->threads, MAX_LIST, &o->n_threads);
+    case OPT_CHUNKS: return cli_parse_long_list(&vf_command, name, v, 1, 1 << 20, o->chunks, MAX_LIST, &o->n_chunks);
+    case OPT_PROCESSES: return cli_parse_long(&vf_command, name, v, 0, MAX_LIST, &o->processes);
     case OPT_BACKENDS: return parse_backends(v, o);
-    case OPT_BACKEND: return dt_parse_backend(&dt_verify_command, name, v, &o->backend);
-    case OPT_PROFILE: return dt_parse_profile(&dt_verify_command, name, v, &o->profile);
-    case OPT_DEVICE: return dt_parse_device(&dt_verify_command, name, v, &o->device);
-    case OPT_CPU_PATH: return dt_parse_cpu_path(&dt_verify_command, name, v, &o->cpu_path);
-    case OPT_NEAR_TIES: return dt_parse_long(&dt_verify_command, name, v, 0, 256, &o->near_ties);
-    case OPT_TIE_POSITIONS: return dt_parse_long(&dt_verify_command, name, v, 0, 1L << 24, &o->tie_positions);
-    case OPT_SEED: return dt_parse_long(&dt_verify_command, name, v, 0, 1L << 40, &o->seed);
+    case OPT_BACKEND: return cli_parse_backend(&vf_command, name, v, &o->backend);
+    case OPT_PROFILE: return cli_parse_profile(&vf_command, name, v, &o->profile);
+    case OPT_DEVICE: return cli_parse_device(&vf_command, name, v, &o->device);
+    case OPT_CPU_PATH: return cli_parse_cpu_path(&vf_command, name, v, &o->cpu_path);
+    case OPT_NEAR_TIES: return cli_parse_long(&vf_command, name, v, 0, 256, &o->near_ties);
+    case OPT_TIE_POSITIONS: return cli_parse_long(&vf_command, name, v, 0, 1L << 24, &o->tie_positions);
+    case OPT_SEED: return cli_parse_long(&vf_command, name, v, 0, 1L << 40, &o->seed);
     case OPT_QUICK: return 1;
     case OPT_JSON: o->json = 1; return 1;
     case OPT_NO_PROGRESS: o->progress = 0; return 1;
-    case OPT_SAMPLED: return dt_parse_long(&dt_verify_command, name, v, 0, 1000, &o->sampled);
+    case OPT_SAMPLED: return cli_parse_long(&vf_command, name, v, 0, 1000, &o->sampled);
     }
     return 0;
 }
@@ -175,13 +176,13 @@ static int parse(int argc, char **argv, verify_opts *o)
     *o = (verify_opts){.max_new = 16, .seed = 1, .sampled = 3, .backend = DI_BACKEND_CPU,
                        .profile = DI_PROFILE_PORTABLE, .progress = 1};
     int given[N_OPTS] = {0};
-    int rc = dt_parse_options(&dt_verify_command, argc, argv, parse_option, o, given);
-    if (rc != DT_EXIT_OK)
+    int rc = cli_parse_options(&vf_command, argc, argv, parse_option, o, given);
+    if (rc != CLI_EXIT_OK)
         return rc;
     if (!o->model)
-        return dt_usage(&dt_verify_command, "--model is required");
+        return cli_usage(&vf_command, "--model is required");
     fill_defaults(o, given);
-    return DT_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 /* ---- Main -------------------------------------------------------------- */
@@ -190,20 +191,20 @@ static int load_prompts(verify *v)
 {
     char err[512] = "";
     di_status st;
-    uint32_t ctx = (uint32_t)dt_model_int(v->model, DI_MODEL_N_CTX_TRAIN);
+    uint32_t ctx = (uint32_t)cli_model_int(v->model, DI_MODEL_N_CTX_TRAIN);
     uint32_t max_len = ctx > v->o.max_new + 1 ? ctx - (uint32_t)v->o.max_new : 1;
     if (v->o.prompts)
-        st = dt_prompts_file(v->model, v->o.prompts, &v->prompts, err, sizeof err);
+        st = vf_prompts_file(v->model, v->o.prompts, &v->prompts, err, sizeof err);
     else
-        st = dt_prompts_builtin(v->model, max_len, (uint64_t)v->o.seed, &v->prompts, err, sizeof err);
+        st = vf_prompts_builtin(v->model, max_len, (uint64_t)v->o.seed, &v->prompts, err, sizeof err);
     if (st)
-        return dt_fail(&dt_verify_command, "preparing the prompts", st, err);
-    st = dt_prompts_add_sampled(&v->prompts, (uint32_t)v->o.sampled, (uint64_t)v->o.seed, err, sizeof err);
+        return cli_fail(&vf_command, "preparing the prompts", st, err);
+    st = vf_prompts_add_sampled(&v->prompts, (uint32_t)v->o.sampled, (uint64_t)v->o.seed, err, sizeof err);
     if (st)
-        return dt_fail(&dt_verify_command, "adding the sampled requests", st, err);
+        return cli_fail(&vf_command, "adding the sampled requests", st, err);
     for (uint32_t i = 0; i < v->prompts.n; i++)
         v->longest = v->prompts.p[i].n > v->longest ? v->prompts.p[i].n : v->longest;
-    return DT_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 /* The near ties: searched from the greedy prompts and the search's own, then
@@ -213,116 +214,116 @@ static int search_near_ties(verify *v)
     char err[512] = "";
     di_status st = DI_OK;
     if (v->o.near_ties == 0)
-        return DT_EXIT_OK;
+        return CLI_EXIT_OK;
     /* room for --max-new after the longest prefix, as for the prompts */
-    uint32_t ctx = (uint32_t)dt_model_int(v->model, DI_MODEL_N_CTX_TRAIN);
+    uint32_t ctx = (uint32_t)cli_model_int(v->model, DI_MODEL_N_CTX_TRAIN);
     uint32_t max_len = ctx > v->o.max_new + 1 ? ctx - (uint32_t)v->o.max_new : 1;
     for (uint32_t i = 0; i < v->prompts.n && st == DI_OK; i++)
         if (!v->prompts.p[i].sampling.size)
-            st = dt_prompts_add_copy(&v->search, &v->prompts.p[i], err, sizeof err);
+            st = vf_prompts_add_copy(&v->search, &v->prompts.p[i], err, sizeof err);
     if (st == DI_OK)
-        st = dt_prompts_search(v->model, max_len, SEARCH_TOKEN_PROMPTS, (uint64_t)v->o.seed, &v->search, err,
+        st = vf_prompts_search(v->model, max_len, SEARCH_TOKEN_PROMPTS, (uint64_t)v->o.seed, &v->search, err,
                                sizeof err);
-    dt_session_opts so = {.backend = v->o.backend, .profile = v->o.profile,
+    cli_session_opts so = {.backend = v->o.backend, .profile = v->o.profile,
                           .threads = v->o.threads[0], .max_sequences = 1, .context_length = 0,
                           .device = v->o.device, .cpu_path = v->o.cpu_path};
     if (st == DI_OK) {
         if (v->o.progress && isatty(STDERR_FILENO))
             fprintf(stderr, "searching near ties...\r");
-        st = dt_near_ties_search(v->model, &so, v->search.p, v->search.n, max_len, (uint64_t)v->o.tie_positions,
+        st = vf_near_ties_search(v->model, &so, v->search.p, v->search.n, max_len, (uint64_t)v->o.tie_positions,
                                  (uint32_t)v->o.near_ties, (uint64_t)v->o.seed, &v->ties, err, sizeof err);
     }
     if (st)
-        return dt_fail(&dt_verify_command, "searching near ties", st, err);
+        return cli_fail(&vf_command, "searching near ties", st, err);
     v->tie_prompts = calloc(v->ties.n ? v->ties.n : 1, sizeof *v->tie_prompts);
     v->tie_results = calloc((size_t)(v->ties.n ? v->ties.n : 1) * MAX_ROWS, sizeof *v->tie_results);
     if (!v->tie_prompts || !v->tie_results)
-        return dt_fail(&dt_verify_command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
+        return cli_fail(&vf_command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
     for (uint32_t k = 0; k < v->ties.n; k++) {
-        const dt_near_tie *t = &v->ties.t[k];
-        v->tie_prompts[k] = (dt_prompt){NULL, NULL, t->tokens, t->position + 1, {0}}; /* tokens: the tie's */
+        const vf_near_tie *t = &v->ties.t[k];
+        v->tie_prompts[k] = (vf_prompt){NULL, NULL, t->tokens, t->position + 1, {0}}; /* tokens: the tie's */
         v->longest = t->position + 1 > v->longest ? t->position + 1 : v->longest;
     }
-    return DT_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 /* Fails early, with a plain message, when the reference settings cannot run. */
 static int check_reference_settings(const verify *v)
 {
-    dt_session_opts so = {.backend = v->o.backend, .profile = v->o.profile,
+    cli_session_opts so = {.backend = v->o.backend, .profile = v->o.profile,
                           .threads = v->o.threads[0], .max_sequences = 1, .context_length = 0,
                           .device = v->o.device, .cpu_path = v->o.cpu_path};
     di_session *s = NULL;
     char err[256] = "", what[128];
-    di_status st = dt_open_session(v->model, &so, &s, err, sizeof err);
+    di_status st = cli_open_session(v->model, &so, &s, err, sizeof err);
     di_session_free(s);
     snprintf(what, sizeof what, "cannot run the reference (backend %s, profile %s, %ld threads)",
-             dt_backend_name(v->o.backend), dt_profile_name(v->o.profile), v->o.threads[0]);
-    return st ? dt_fail(&dt_verify_command, what, st, err) : DT_EXIT_OK;
+             cli_backend_name(v->o.backend), cli_profile_name(v->o.profile), v->o.threads[0]);
+    return st ? cli_fail(&vf_command, what, st, err) : CLI_EXIT_OK;
 }
 
 static void free_verify(verify *v)
 {
     if (v->ref)
         for (uint32_t i = 0; i < v->prompts.n; i++)
-            dt_trace_free(&v->ref[i]);
+            vf_trace_free(&v->ref[i]);
     free(v->ref);
     free(v->tie_prompts); /* their tokens are the near ties' */
     free(v->tie_results);
-    dt_near_ties_free(&v->ties);
-    dt_prompts_free(&v->search);
-    dt_prompts_free(&v->prompts);
+    vf_near_ties_free(&v->ties);
+    vf_prompts_free(&v->search);
+    vf_prompts_free(&v->prompts);
     di_model_free(v->model);
     free(v);
 }
 
-int dt_cmd_verify(int argc, char **argv)
+int cli_cmd_verify(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) /* a live server: tools/verify/verify_url.c */
         if (!strcmp(argv[i], "--url") || !strncmp(argv[i], "--url=", 6))
-            return dt_cmd_verify_url(argc, argv);
+            return cli_cmd_verify_url(argc, argv);
     verify *v = calloc(1, sizeof *v);
     if (!v)
-        return dt_fail(&dt_verify_command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
+        return cli_fail(&vf_command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
     int rc = parse(argc, argv, &v->o);
     char err[256] = "";
-    if (rc == DT_EXIT_OK && !dt_test_hooks_from_env(&v->hooks, err, sizeof err))
-        rc = dt_usage(&dt_verify_command, "%s", err);
-    if (rc == DT_EXIT_OK)
-        rc = dt_load_model(&dt_verify_command, v->o.model, &v->model);
-    if (rc == DT_EXIT_OK) {
-        v->n_vocab = dt_model_int(v->model, DI_MODEL_N_VOCAB);
+    if (rc == CLI_EXIT_OK && !vf_test_hooks_from_env(&v->hooks, err, sizeof err))
+        rc = cli_usage(&vf_command, "%s", err);
+    if (rc == CLI_EXIT_OK)
+        rc = cli_load_model(&vf_command, v->o.model, &v->model);
+    if (rc == CLI_EXIT_OK) {
+        v->n_vocab = cli_model_int(v->model, DI_MODEL_N_VOCAB);
         rc = check_reference_settings(v);
     }
-    if (rc == DT_EXIT_OK)
+    if (rc == CLI_EXIT_OK)
         rc = load_prompts(v);
-    if (rc == DT_EXIT_OK)
+    if (rc == CLI_EXIT_OK)
         rc = search_near_ties(v);
-    if (rc == DT_EXIT_OK) {
+    if (rc == CLI_EXIT_OK) {
         v->ref = calloc(v->prompts.n, sizeof *v->ref);
         if (!v->ref)
-            rc = dt_fail(&dt_verify_command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
+            rc = cli_fail(&vf_command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
     }
-    if (rc == DT_EXIT_OK) {
+    if (rc == CLI_EXIT_OK) {
         verify_plan(v);
         uint64_t total = v->prompts.n;
         for (uint32_t i = 0; i < v->n_rows; i++)
             total += v->rows[i].n_queue + v->ties.n;
-        dt_progress_init(&v->progress, total, v->o.progress);
+        cli_progress_init(&v->progress, total, v->o.progress);
         rc = verify_run_reference(v);
     }
-    if (rc == DT_EXIT_OK) {
+    if (rc == CLI_EXIT_OK) {
         for (uint32_t i = 0; i < v->n_rows; i++)
             verify_run_row(v, i);
-        dt_progress_end(&v->progress);
+        cli_progress_end(&v->progress);
         uint64_t requests, rows;
         uint32_t bad;
-        rc = verify_verdict(v, &requests, &rows, &bad) ? DT_EXIT_OK : DT_EXIT_FAIL;
+        rc = verify_verdict(v, &requests, &rows, &bad) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
         if (!v->o.json)
             verify_print_text(v);
-        else if (verify_print_json(v) != DT_EXIT_OK)
-            rc = DT_EXIT_FAIL;
+        else if (verify_print_json(v) != CLI_EXIT_OK)
+            rc = CLI_EXIT_FAIL;
     }
     free_verify(v);
-    return rc < 0 ? DT_EXIT_OK : rc;
+    return rc < 0 ? CLI_EXIT_OK : rc;
 }

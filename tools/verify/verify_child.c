@@ -33,7 +33,7 @@ extern char **environ;
 
 /* ---- The test-only fault hook ------------------------------------------- */
 
-int dt_test_hooks_from_env(dt_test_hooks *hooks, char *err, size_t err_size)
+int vf_test_hooks_from_env(vf_test_hooks *hooks, char *err, size_t err_size)
 {
     memset(hooks, 0, sizeof *hooks);
     const char *spec = getenv("DETINFER_TEST_PERTURB");
@@ -43,15 +43,15 @@ int dt_test_hooks_from_env(dt_test_hooks *hooks, char *err, size_t err_size)
     char tail;
     int ok;
     if (!strncmp(spec, "tie-token:", 10) || !strncmp(spec, "tie-digest:", 11)) {
-        hooks->tie_alter = spec[4] == 't' ? DT_TIE_ALTER_TOKEN : DT_TIE_ALTER_DIGEST;
+        hooks->tie_alter = spec[4] == 't' ? VF_TIE_ALTER_TOKEN : VF_TIE_ALTER_DIGEST;
         ok = sscanf(strchr(spec, ':') + 1, "%lu%c", &pos, &tail) == 1 && pos < 1000;
         hooks->tie = (uint32_t)pos;
     } else if (!strncmp(spec, "child:", 6)) {
         ok = sscanf(spec + 6, "%lu%c", &pos, &tail) == 1;
-        hooks->child = (dt_perturb){1, 0, (uint32_t)pos};
+        hooks->child = (vf_perturb){1, 0, (uint32_t)pos};
     } else {
         ok = sscanf(spec, "%lu:%lu%c", &slot, &pos, &tail) == 2 && slot <= 4095;
-        hooks->batched = (dt_perturb){1, (uint32_t)slot, (uint32_t)pos};
+        hooks->batched = (vf_perturb){1, (uint32_t)slot, (uint32_t)pos};
     }
     if (!ok) {
         memset(hooks, 0, sizeof *hooks);
@@ -78,7 +78,7 @@ static int parse_hex(const char *s, di_digest *d)
 }
 
 /* One "trace ..." line into t (allocated here). */
-static int parse_trace(char *line, uint32_t n_prompts, const dt_prompt *prompts, dt_trace *t)
+static int parse_trace(char *line, uint32_t n_prompts, const vf_prompt *prompts, vf_trace *t)
 {
     char *save, *tok = strtok_r(line, " \n", &save);
     unsigned long prompt, n_pos, max_new;
@@ -87,7 +87,7 @@ static int parse_trace(char *line, uint32_t n_prompts, const dt_prompt *prompts,
         sscanf(tok, "%lu", &n_pos) != 1 || !(tok = strtok_r(NULL, " \n", &save)) ||
         sscanf(tok, "%lu", &max_new) != 1 || max_new == 0 || n_pos != prompts[prompt].n + max_new - 1)
         return 0;
-    if (!dt_trace_init(t, prompts[prompt].n, (uint32_t)max_new))
+    if (!vf_trace_init(t, prompts[prompt].n, (uint32_t)max_new))
         return 0;
     t->prompt = (uint32_t)prompt;
     if (!(tok = strtok_r(NULL, " \n", &save)) || !parse_hex(tok, &t->sequence))
@@ -141,7 +141,7 @@ static int send_sampling(int fd, const di_sampling_params *s)
     return write_all(fd, buf, strlen(buf));
 }
 
-static int send_prompts(int fd, const dt_prompt *prompts, uint32_t n_prompts)
+static int send_prompts(int fd, const vf_prompt *prompts, uint32_t n_prompts)
 {
     int ok = 1;
     for (uint32_t p = 0; p < n_prompts && ok; p++) {
@@ -185,7 +185,7 @@ static di_status spawn_child(char *const argv[], pid_t *pid, int *to_child, int 
 }
 
 /* Reads the child's traces; returns how many were well formed. */
-static uint32_t read_traces(FILE *f, const dt_prompt *prompts, uint32_t n_prompts, dt_done_fn done, void *ctx,
+static uint32_t read_traces(FILE *f, const vf_prompt *prompts, uint32_t n_prompts, vf_done_fn done, void *ctx,
                             int *malformed)
 {
     char *line = NULL;
@@ -193,20 +193,20 @@ static uint32_t read_traces(FILE *f, const dt_prompt *prompts, uint32_t n_prompt
     uint32_t got = 0;
     *malformed = 0;
     while (getline(&line, &cap, f) >= 0) {
-        dt_trace t = {0};
+        vf_trace t = {0};
         if (parse_trace(line, n_prompts, prompts, &t)) {
             done(ctx, got++, &t);
         } else {
             *malformed = 1;
         }
-        dt_trace_free(&t);
+        vf_trace_free(&t);
     }
     free(line);
     return got;
 }
 
-di_status dt_child_traces(const char *model_path, uint32_t max_new, int last_only, const dt_session_opts *so,
-                          const dt_prompt *prompts, uint32_t n_prompts, dt_done_fn done, void *ctx, char *err,
+di_status vf_child_traces(const char *model_path, uint32_t max_new, int last_only, const cli_session_opts *so,
+                          const vf_prompt *prompts, uint32_t n_prompts, vf_done_fn done, void *ctx, char *err,
                           size_t err_size)
 {
     char max_new_s[16], threads_s[16], device_s[16];
@@ -214,8 +214,8 @@ di_status dt_child_traces(const char *model_path, uint32_t max_new, int last_onl
     snprintf(threads_s, sizeof threads_s, "%ld", so->threads);
     snprintf(device_s, sizeof device_s, "%ld", so->device);
     char *const argv[] = {"detinfer", "__verify-child", "--model", (char *)model_path, "--max-new", max_new_s,
-                          "--threads", threads_s, "--backend", (char *)dt_backend_name(so->backend), "--profile",
-                          (char *)dt_profile_name(so->profile), "--device", device_s, "--cpu-path",
+                          "--threads", threads_s, "--backend", (char *)cli_backend_name(so->backend), "--profile",
+                          (char *)cli_profile_name(so->profile), "--device", device_s, "--cpu-path",
                           (char *)di_cpu_path_name(so->cpu_path), last_only ? "--last-only" : NULL, NULL};
     pid_t pid;
     int to_child, from_child;
@@ -253,7 +253,7 @@ di_status dt_child_traces(const char *model_path, uint32_t max_new, int last_onl
 
 enum { OPT_MODEL, OPT_MAX_NEW, OPT_THREADS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH, OPT_LAST_ONLY };
 
-static const dt_option child_options[] = {
+static const cli_option child_options[] = {
     [OPT_MODEL] = {"--model", "FILE", "GGUF model file"},
     [OPT_MAX_NEW] = {"--max-new", "N", "tokens to generate per prompt"},
     [OPT_THREADS] = {"--threads", "N", "worker threads"},
@@ -265,7 +265,7 @@ static const dt_option child_options[] = {
     {NULL, NULL, NULL},
 };
 
-static const dt_command child_command = {
+static const cli_command child_command = {
     "__verify-child",
     "--model FILE --max-new N [--threads N] [--backend NAME] [--profile NAME] [--device N] [--cpu-path NAME] "
     "[--last-only] < prompts",
@@ -275,15 +275,15 @@ static const dt_command child_command = {
     child_options,
 };
 
-static void print_trace(void *ctx, uint32_t request, const dt_trace *t)
+static void print_trace(void *ctx, uint32_t request, const vf_trace *t)
 {
     (void)ctx;
     (void)request;
     char hex[DI_DIGEST_HEX_SIZE];
-    dt_hex(&t->sequence, hex);
+    cli_hex(&t->sequence, hex);
     printf("trace %u %u %u %s", t->prompt, t->n_pos, t->max_new, hex);
     for (uint32_t i = 0; i < t->n_pos; i++) {
-        dt_hex(&t->digests[i], hex);
+        cli_hex(&t->digests[i], hex);
         printf(" %s", hex);
     }
     for (uint32_t i = 0; i < t->max_new; i++)
@@ -312,7 +312,7 @@ static int read_sampling(di_sampling_params *s)
 }
 
 /* Prompts from stdin, each line "N t0 ... t(N-1)" and its sampling parameters. */
-static int read_prompts(dt_prompt_set *set)
+static int read_prompts(vf_prompt_set *set)
 {
     unsigned long n;
     while (scanf("%lu", &n) == 1) {
@@ -320,14 +320,14 @@ static int read_prompts(dt_prompt_set *set)
             return 0;
         if (set->n == set->cap) {
             uint32_t cap = set->cap ? 2 * set->cap : 16;
-            dt_prompt *p = realloc(set->p, cap * sizeof *p);
+            vf_prompt *p = realloc(set->p, cap * sizeof *p);
             if (!p)
                 return 0;
             set->p = p;
             set->cap = cap;
         }
-        dt_prompt *p = &set->p[set->n];
-        *p = (dt_prompt){NULL, NULL, malloc(n * sizeof(int32_t)), (uint32_t)n, {0}};
+        vf_prompt *p = &set->p[set->n];
+        *p = (vf_prompt){NULL, NULL, malloc(n * sizeof(int32_t)), (uint32_t)n, {0}};
         if (!p->tokens)
             return 0;
         set->n++;
@@ -344,7 +344,7 @@ typedef struct child_opts {
     const char *model_path;
     long max_new;
     int last_only;
-    dt_session_opts session;
+    cli_session_opts session;
 } child_opts;
 
 static int apply_option(int k, const char *v, void *opts)
@@ -353,68 +353,68 @@ static int apply_option(int k, const char *v, void *opts)
     const char *name = child_options[k].name;
     switch (k) {
     case OPT_MODEL: o->model_path = v; return 1;
-    case OPT_MAX_NEW: return dt_parse_long(&child_command, name, v, 1, 1 << 20, &o->max_new);
-    case OPT_THREADS: return dt_parse_long(&child_command, name, v, 1, 256, &o->session.threads);
-    case OPT_BACKEND: return dt_parse_backend(&child_command, name, v, &o->session.backend);
-    case OPT_PROFILE: return dt_parse_profile(&child_command, name, v, &o->session.profile);
-    case OPT_DEVICE: return dt_parse_device(&child_command, name, v, &o->session.device);
-    case OPT_CPU_PATH: return dt_parse_cpu_path(&child_command, name, v, &o->session.cpu_path);
+    case OPT_MAX_NEW: return cli_parse_long(&child_command, name, v, 1, 1 << 20, &o->max_new);
+    case OPT_THREADS: return cli_parse_long(&child_command, name, v, 1, 256, &o->session.threads);
+    case OPT_BACKEND: return cli_parse_backend(&child_command, name, v, &o->session.backend);
+    case OPT_PROFILE: return cli_parse_profile(&child_command, name, v, &o->session.profile);
+    case OPT_DEVICE: return cli_parse_device(&child_command, name, v, &o->session.device);
+    case OPT_CPU_PATH: return cli_parse_cpu_path(&child_command, name, v, &o->session.cpu_path);
     case OPT_LAST_ONLY: o->last_only = 1; return 1;
     }
     return 0;
 }
 
-int dt_cmd_verify_child(int argc, char **argv)
+int cli_cmd_verify_child(int argc, char **argv)
 {
     child_opts o = {.session = {DI_BACKEND_CPU, DI_PROFILE_PORTABLE, 1, 1, 0, 0, DI_CPU_PATH_AUTO}};
-    int rc = dt_parse_options(&child_command, argc, argv, apply_option, &o, NULL);
-    if (rc != DT_EXIT_OK)
-        return rc < 0 ? DT_EXIT_OK : rc;
+    int rc = cli_parse_options(&child_command, argc, argv, apply_option, &o, NULL);
+    if (rc != CLI_EXIT_OK)
+        return rc < 0 ? CLI_EXIT_OK : rc;
     if (!o.model_path || !o.max_new)
-        return dt_usage(&child_command, "--model and --max-new are required");
+        return cli_usage(&child_command, "--model and --max-new are required");
     const char *model_path = o.model_path;
     long max_new = o.max_new;
-    dt_session_opts so = o.session;
+    cli_session_opts so = o.session;
 
     char err[512] = "";
-    dt_test_hooks hooks;
-    if (!dt_test_hooks_from_env(&hooks, err, sizeof err))
-        return dt_usage(&child_command, "%s", err);
-    dt_perturb child = hooks.child;
+    vf_test_hooks hooks;
+    if (!vf_test_hooks_from_env(&hooks, err, sizeof err))
+        return cli_usage(&child_command, "%s", err);
+    vf_perturb child = hooks.child;
     di_model *model = NULL;
-    rc = dt_load_model(&child_command, model_path, &model);
+    rc = cli_load_model(&child_command, model_path, &model);
     if (rc)
         return rc;
-    dt_prompt_set set = {0};
+    vf_prompt_set set = {0};
     di_session *s = NULL;
     if (!read_prompts(&set)) {
         fprintf(stderr, "detinfer __verify-child: malformed prompts on stdin\n");
-        rc = DT_EXIT_FAIL;
+        rc = CLI_EXIT_FAIL;
         goto out;
     }
     uint32_t longest = 0;
     for (uint32_t i = 0; i < set.n; i++)
         longest = set.p[i].n > longest ? set.p[i].n : longest;
     so.context_length = (int64_t)longest + max_new;
-    di_status st = dt_open_session(model, &so, &s, err, sizeof err);
+    di_status st = cli_open_session(model, &so, &s, err, sizeof err);
     if (st) {
-        rc = dt_fail(&child_command, "creating the session", st, err);
+        rc = cli_fail(&child_command, "creating the session", st, err);
         goto out;
     }
     uint32_t *queue = malloc(set.n * sizeof *queue);
     for (uint32_t i = 0; queue && i < set.n; i++)
         queue[i] = i;
     child.slot = 0; /* alone: every request runs in slot 0 */
-    dt_engine_cfg cfg = {1, 0, (uint32_t)max_new, 1, child, o.last_only, 0, print_trace, NULL};
-    st = queue ? dt_engine_run(s, dt_model_int(model, DI_MODEL_N_VOCAB), set.p, queue, set.n, &cfg, err,
+    vf_engine_cfg cfg = {1, 0, (uint32_t)max_new, 1, child, o.last_only, 0, print_trace, NULL};
+    st = queue ? vf_engine_run(s, cli_model_int(model, DI_MODEL_N_VOCAB), set.p, queue, set.n, &cfg, err,
                                sizeof err)
                : DI_ERR_OUT_OF_MEMORY;
     free(queue);
     if (st)
-        rc = dt_fail(&child_command, "running the prompts", st, err);
+        rc = cli_fail(&child_command, "running the prompts", st, err);
 out:
     fflush(stdout);
-    dt_prompts_free(&set);
+    vf_prompts_free(&set);
     di_session_free(s);
     di_model_free(model);
     return rc;

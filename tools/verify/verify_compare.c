@@ -9,9 +9,9 @@
 
 #include "verify/verify_state.h"
 
-static int trace_copy(dt_trace *dst, const dt_trace *src)
+static int trace_copy(vf_trace *dst, const vf_trace *src)
 {
-    if (!dt_trace_init(dst, src->n_prompt, src->max_new))
+    if (!vf_trace_init(dst, src->n_prompt, src->max_new))
         return 0;
     dst->prompt = src->prompt;
     dst->slot = src->slot;
@@ -24,23 +24,23 @@ static int trace_copy(dt_trace *dst, const dt_trace *src)
     return 1;
 }
 
-void verify_keep_reference(void *ctx, uint32_t request, const dt_trace *t)
+void verify_keep_reference(void *ctx, uint32_t request, const vf_trace *t)
 {
     verify *v = ctx;
     (void)request;
     if (!v->ref[t->prompt].digests && !trace_copy(&v->ref[t->prompt], t))
         fprintf(stderr, "detinfer verify: out of memory keeping the reference\n");
-    dt_progress_add(&v->progress, 1, "reference");
+    cli_progress_add(&v->progress, 1, "reference");
 }
 
-void verify_compare_trace(void *ctx, uint32_t request, const dt_trace *t)
+void verify_compare_trace(void *ctx, uint32_t request, const vf_trace *t)
 {
     verify *v = ctx;
     vrow *r = &v->rows[v->current];
-    const dt_trace *ref = &v->ref[t->prompt];
+    const vf_trace *ref = &v->ref[t->prompt];
     char label[48];
     snprintf(label, sizeof label, "%s %s", r->axis, r->value);
-    dt_progress_add(&v->progress, 1, label);
+    cli_progress_add(&v->progress, 1, label);
     r->requests++;
     r->rows += t->n_pos;
     uint32_t pos = 0;
@@ -67,7 +67,7 @@ void verify_compare_trace(void *ctx, uint32_t request, const dt_trace *t)
     }
 }
 
-int verify_tie_held(const dt_near_tie *tie, int32_t token, const di_digest *digest)
+int verify_tie_held(const vf_near_tie *tie, int32_t token, const di_digest *digest)
 {
     return token == tie->top1 && di_digest_equal(digest, &tie->digest);
 }
@@ -76,20 +76,20 @@ int verify_tie_held(const dt_near_tie *tie, int32_t token, const di_digest *dige
  * asks for, on the batched runs. */
 static void test_alter(const verify *v, uint32_t tie, int32_t *token, di_digest *digest)
 {
-    const dt_test_hooks *h = &v->hooks;
-    if (h->tie_alter == DT_TIE_ALTER_NONE || h->tie != tie || !v->rows[v->current].perturbable)
+    const vf_test_hooks *h = &v->hooks;
+    if (h->tie_alter == VF_TIE_ALTER_NONE || h->tie != tie || !v->rows[v->current].perturbable)
         return;
-    if (h->tie_alter == DT_TIE_ALTER_TOKEN)
+    if (h->tie_alter == VF_TIE_ALTER_TOKEN)
         *token = v->ties.t[tie].top2;
     else
         digest->bytes[0] ^= 1u;
 }
 
-void verify_record_tie(void *ctx, uint32_t request, const dt_trace *t)
+void verify_record_tie(void *ctx, uint32_t request, const vf_trace *t)
 {
     verify *v = ctx;
     (void)request;
-    const dt_near_tie *tie = &v->ties.t[t->prompt];
+    const vf_near_tie *tie = &v->ties.t[t->prompt];
     tie_result *res = &v->tie_results[(size_t)t->prompt * MAX_ROWS + v->current];
     int32_t token = t->tokens[0];
     di_digest digest = t->digests[t->n_prompt - 1];
@@ -101,7 +101,7 @@ void verify_record_tie(void *ctx, uint32_t request, const dt_trace *t)
     }
     res->held = (res->runs == 0 || res->held) && held;
     res->runs++;
-    dt_progress_add(&v->progress, 1, "near ties");
+    cli_progress_add(&v->progress, 1, "near ties");
 }
 
 uint32_t verify_ties_differing(const verify *v)

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int dt_trace_init(dt_trace *t, uint32_t n_prompt, uint32_t max_new)
+int vf_trace_init(vf_trace *t, uint32_t n_prompt, uint32_t max_new)
 {
     memset(t, 0, sizeof *t);
     t->n_prompt = n_prompt;
@@ -24,13 +24,13 @@ int dt_trace_init(dt_trace *t, uint32_t n_prompt, uint32_t max_new)
     t->best_logit = calloc(max_new, sizeof *t->best_logit);
     t->second_logit = calloc(max_new, sizeof *t->second_logit);
     if (!t->digests || !t->tokens || !t->runner_up || !t->best_logit || !t->second_logit) {
-        dt_trace_free(t);
+        vf_trace_free(t);
         return 0;
     }
     return 1;
 }
 
-void dt_trace_free(dt_trace *t)
+void vf_trace_free(vf_trace *t)
 {
     free(t->digests);
     free(t->tokens);
@@ -40,7 +40,7 @@ void dt_trace_free(dt_trace *t)
     memset(t, 0, sizeof *t);
 }
 
-void dt_top2(const float *row, int64_t n, int32_t *best, int32_t *second, float *best_value,
+void vf_top2(const float *row, int64_t n, int32_t *best, int32_t *second, float *best_value,
              float *second_value)
 {
     int32_t b = -1, s = -1;
@@ -69,7 +69,7 @@ static int64_t ordered_bits(float f)
     return (u & 0x80000000u) ? -(int64_t)(u & 0x7fffffffu) : (int64_t)u;
 }
 
-uint64_t dt_ulp_distance(float a, float b)
+uint64_t vf_ulp_distance(float a, float b)
 {
     if (isnan(a) || isnan(b))
         return UINT64_MAX;
@@ -80,16 +80,16 @@ uint64_t dt_ulp_distance(float a, float b)
 typedef struct slot_state {
     int busy;
     uint32_t request; /* index into the queue */
-    const dt_prompt *prompt;
+    const vf_prompt *prompt;
     uint32_t fed;       /* tokens appended to the sequence so far */
     uint32_t generated; /* tokens chosen so far */
-    dt_trace trace;
+    vf_trace trace;
 } slot_state;
 
 typedef struct engine {
     di_session *s;
     int64_t n_vocab;
-    const dt_engine_cfg *cfg;
+    const vf_engine_cfg *cfg;
     slot_state *slots;
     uint32_t *order, *seq_ids, *n_tokens;
     int32_t *tokens;
@@ -106,17 +106,17 @@ static di_status engine_error(engine *e, di_status st, const char *what)
 }
 
 /* Puts the next request into a random free slot. */
-static di_status admit(engine *e, const dt_prompt *prompts, const uint32_t *queue, uint32_t request)
+static di_status admit(engine *e, const vf_prompt *prompts, const uint32_t *queue, uint32_t request)
 {
     uint32_t n_free = 0, pick;
     for (uint32_t i = 0; i < e->cfg->batch; i++)
         n_free += !e->slots[i].busy;
-    pick = (uint32_t)(dt_rand(&e->rng) % n_free);
+    pick = (uint32_t)(cli_rand(&e->rng) % n_free);
     for (uint32_t i = 0; i < e->cfg->batch; i++) {
         slot_state *sl = &e->slots[i];
         if (sl->busy || pick--)
             continue;
-        const dt_prompt *p = &prompts[queue[request]];
+        const vf_prompt *p = &prompts[queue[request]];
         di_status st = di_session_seq_reset(e->s, i);
         if (!st)
             st = di_session_seq_set_sampling(e->s, i, p->sampling.size ? &p->sampling : NULL);
@@ -126,7 +126,7 @@ static di_status admit(engine *e, const dt_prompt *prompts, const uint32_t *queu
         sl->request = request;
         sl->prompt = p;
         sl->fed = sl->generated = 0;
-        if (!dt_trace_init(&sl->trace, sl->prompt->n, e->cfg->max_new)) {
+        if (!vf_trace_init(&sl->trace, sl->prompt->n, e->cfg->max_new)) {
             snprintf(e->err, e->err_size, "out of memory");
             return DI_ERR_OUT_OF_MEMORY;
         }
@@ -145,7 +145,7 @@ static uint32_t build_step(engine *e)
         if (e->slots[i].busy)
             e->order[n++] = i;
     for (uint32_t i = n; i > 1; i--) { /* Fisher-Yates */
-        uint32_t j = (uint32_t)(dt_rand(&e->rng) % i), t = e->order[i - 1];
+        uint32_t j = (uint32_t)(cli_rand(&e->rng) % i), t = e->order[i - 1];
         e->order[i - 1] = e->order[j];
         e->order[j] = t;
     }
@@ -173,13 +173,13 @@ static uint32_t build_step(engine *e)
 /* The digest of one row, perturbed first when the test hook asks for it. */
 static di_status row_digest(engine *e, uint32_t slot, uint32_t pos, const float *row, di_digest *d)
 {
-    const dt_perturb *pt = &e->cfg->perturb;
+    const vf_perturb *pt = &e->cfg->perturb;
     if (!pt->enabled || pt->slot != slot || pt->pos != pos)
         return DI_OK; /* keep the library's digest */
     int32_t best, second;
     float bv, sv;
     uint32_t bits;
-    dt_top2(row, e->n_vocab, &best, &second, &bv, &sv);
+    vf_top2(row, e->n_vocab, &best, &second, &bv, &sv);
     memcpy(e->scratch, row, (size_t)e->n_vocab * sizeof *row);
     memcpy(&bits, &e->scratch[best], sizeof bits);
     bits ^= 1u; /* TEST ONLY: one ulp off in one logit */
@@ -191,7 +191,7 @@ static di_status row_digest(engine *e, uint32_t slot, uint32_t pos, const float 
 static di_status record_choice(engine *e, uint32_t slot, const float *row)
 {
     slot_state *sl = &e->slots[slot];
-    dt_trace *t = &sl->trace;
+    vf_trace *t = &sl->trace;
     const int sampled = sl->prompt->sampling.size != 0;
     int32_t lib_token, best;
     di_status st = sampled ? di_session_sample_token(e->s, slot, &lib_token)
@@ -199,7 +199,7 @@ static di_status record_choice(engine *e, uint32_t slot, const float *row)
     if (st)
         return engine_error(e, st, sampled ? "sampling a token" : "reading the greedy token");
     uint32_t k = sl->generated++;
-    dt_top2(row, e->n_vocab, &best, &t->runner_up[k], &t->best_logit[k], &t->second_logit[k]);
+    vf_top2(row, e->n_vocab, &best, &t->runner_up[k], &t->best_logit[k], &t->second_logit[k]);
     if (!sampled && best != lib_token) {
         snprintf(e->err, e->err_size,
                  "the library's greedy token %d is not the argmax %d of the logits it returned", lib_token,
@@ -213,7 +213,7 @@ static di_status record_choice(engine *e, uint32_t slot, const float *row)
 static di_status finish(engine *e, uint32_t slot)
 {
     slot_state *sl = &e->slots[slot];
-    dt_trace *t = &sl->trace;
+    vf_trace *t = &sl->trace;
     uint32_t n = t->n_prompt + t->max_new;
     int32_t *all = malloc(n * sizeof *all);
     if (!all) {
@@ -228,7 +228,7 @@ static di_status finish(engine *e, uint32_t slot)
         return st;
     if (e->cfg->done)
         e->cfg->done(e->cfg->ctx, sl->request, t);
-    dt_trace_free(t);
+    vf_trace_free(t);
     sl->busy = 0;
     return DI_OK;
 }
@@ -262,7 +262,7 @@ static void engine_free(engine *e)
 {
     if (e->slots)
         for (uint32_t i = 0; i < e->cfg->batch; i++)
-            dt_trace_free(&e->slots[i].trace);
+            vf_trace_free(&e->slots[i].trace);
     free(e->slots);
     free(e->order);
     free(e->seq_ids);
@@ -271,8 +271,8 @@ static void engine_free(engine *e)
     free(e->scratch);
 }
 
-di_status dt_engine_run(di_session *s, int64_t n_vocab, const dt_prompt *prompts, const uint32_t *queue,
-                        uint32_t n_queue, const dt_engine_cfg *cfg, char *err, size_t err_size)
+di_status vf_engine_run(di_session *s, int64_t n_vocab, const vf_prompt *prompts, const uint32_t *queue,
+                        uint32_t n_queue, const vf_engine_cfg *cfg, char *err, size_t err_size)
 {
     engine e = {.s = s, .n_vocab = n_vocab, .cfg = cfg, .rng = cfg->seed, .err = err, .err_size = err_size};
     uint32_t longest = 1;

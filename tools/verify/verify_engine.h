@@ -14,19 +14,19 @@
 
 #include <detinfer.h>
 
-typedef struct dt_prompt {
+typedef struct vf_prompt {
     char *label;    /* for reports: the text, or the first token ids */
     char *text;     /* NULL for a token-id prompt */
     int32_t *tokens;
     uint32_t n;
     di_sampling_params sampling; /* a sampled request's parameters; size 0: greedy */
-} dt_prompt;
+} vf_prompt;
 
 /* What one request produced. Positions are indexes in the sequence: the
  * logits of position p predict token p + 1. A prompt of n tokens and
  * max_new generated tokens give n + max_new - 1 logits rows (the last
  * generated token is chosen but not fed). */
-typedef struct dt_trace {
+typedef struct vf_trace {
     uint32_t prompt;    /* index into the prompt list */
     uint32_t slot;      /* batch slot (sequence id) it ran in */
     uint32_t n_prompt, max_new, n_pos;
@@ -36,29 +36,29 @@ typedef struct dt_trace {
     float *best_logit;  /* [max_new] the largest logit at each choice */
     float *second_logit;/* [max_new] the runner-up's logit */
     di_digest sequence; /* digest of prompt + generated tokens */
-} dt_trace;
+} vf_trace;
 
-int dt_trace_init(dt_trace *t, uint32_t n_prompt, uint32_t max_new);
-void dt_trace_free(dt_trace *t);
+int vf_trace_init(vf_trace *t, uint32_t n_prompt, uint32_t max_new);
+void vf_trace_free(vf_trace *t);
 
 /* TEST ONLY: the fault injection that proves `detinfer verify` can fail.
  * When enabled, the logits row of sequence position `pos` of every request
  * that runs in batch slot `slot` has the lowest bit of its largest logit
  * flipped before it is hashed (the library's own digest is not used then).
  * Set from DETINFER_TEST_PERTURB; never enabled otherwise. */
-typedef struct dt_perturb {
+typedef struct vf_perturb {
     int enabled;
     uint32_t slot, pos;
-} dt_perturb;
+} vf_perturb;
 
-typedef void (*dt_done_fn)(void *ctx, uint32_t request, const dt_trace *trace);
+typedef void (*vf_done_fn)(void *ctx, uint32_t request, const vf_trace *trace);
 
-typedef struct dt_engine_cfg {
+typedef struct vf_engine_cfg {
     uint32_t batch;   /* sequences at once; the session needs max_sequences >= batch */
     uint32_t chunk;   /* prompt tokens per step; 0: the whole prompt in one step */
     uint32_t max_new; /* >= 1 */
     uint64_t seed;    /* entry order and slot choice */
-    dt_perturb perturb;
+    vf_perturb perturb;
     /* 1: only the last position of each entry is read and hashed (no
      * DI_STEP_ALL_LOGITS; the other digests stay zero): for requests whose
      * one interesting row is the last, like the near ties. */
@@ -67,25 +67,25 @@ typedef struct dt_engine_cfg {
      * at a time, those before them in one step (0: the whole prompt is
      * chunked). Bounds the cost of chunking long prompts. */
     uint32_t chunk_tail;
-    dt_done_fn done;  /* called for each finished request (trace valid during the call) */
+    vf_done_fn done;  /* called for each finished request (trace valid during the call) */
     void *ctx;
-} dt_engine_cfg;
+} vf_engine_cfg;
 
 /* Runs queue[0..n_queue) (prompt indexes). On a library error returns its
  * status with the detail in err; DI_ERR_INTERNAL when the library's greedy
  * token is not the argmax of the logits it returned. A sampled request's
  * tokens come from di_session_sample_token with its parameters. */
-di_status dt_engine_run(di_session *s, int64_t n_vocab, const dt_prompt *prompts, const uint32_t *queue,
-                        uint32_t n_queue, const dt_engine_cfg *cfg, char *err, size_t err_size);
+di_status vf_engine_run(di_session *s, int64_t n_vocab, const vf_prompt *prompts, const uint32_t *queue,
+                        uint32_t n_queue, const vf_engine_cfg *cfg, char *err, size_t err_size);
 
 /* The largest logit (lowest index among equals; NaN never chosen: what
  * di_session_greedy_token picks) and the runner-up, with their values. */
-void dt_top2(const float *row, int64_t n, int32_t *best, int32_t *second, float *best_value,
+void vf_top2(const float *row, int64_t n, int32_t *best, int32_t *second, float *best_value,
              float *second_value);
 
 /* The gap between two logits in ulp: the number of float32 values x with
  * min(a, b) < x <= max(a, b), so 0 when a == b, 1 for neighbours (+0 and
  * -0 count as one value); UINT64_MAX when either is NaN. */
-uint64_t dt_ulp_distance(float a, float b);
+uint64_t vf_ulp_distance(float a, float b);
 
 #endif /* DETINFER_ENGINE_H */

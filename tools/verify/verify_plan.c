@@ -56,7 +56,7 @@ void verify_plan(verify *v)
         if (o->backends[i] == o->backend)
             continue;
         r = add_row(v, "backend", 1, t0, 0, o->backends[i], np);
-        snprintf(r->value, sizeof r->value, "%s", dt_backend_name(o->backends[i]));
+        snprintf(r->value, sizeof r->value, "%s", cli_backend_name(o->backends[i]));
     }
     /* the other CPU paths (a path this CPU lacks: skipped when its session is refused) */
     di_cpu_path ref_path;

@@ -55,7 +55,7 @@ static const char *const search_text[] = {
 /* Lengths of the built-in token-id prompts (for models without a tokenizer). */
 static const uint32_t builtin_lengths[] = {1, 5, 13, 24};
 
-void dt_prompts_free(dt_prompt_set *set)
+void vf_prompts_free(vf_prompt_set *set)
 {
     for (uint32_t i = 0; i < set->n; i++) {
         free(set->p[i].label);
@@ -79,12 +79,12 @@ static char *token_label(const char *prefix, const int32_t *tokens, uint32_t n)
 }
 
 /* Takes ownership of tokens (and of text, which may be NULL). */
-static di_status add_prompt(dt_prompt_set *set, char *label, char *text, int32_t *tokens, uint32_t n,
+static di_status add_prompt(vf_prompt_set *set, char *label, char *text, int32_t *tokens, uint32_t n,
                             char *err, size_t err_size)
 {
     if (set->n == set->cap) {
         uint32_t cap = set->cap ? 2 * set->cap : 16;
-        dt_prompt *p = realloc(set->p, cap * sizeof *p);
+        vf_prompt *p = realloc(set->p, cap * sizeof *p);
         if (!p)
             goto oom;
         set->p = p;
@@ -92,7 +92,7 @@ static di_status add_prompt(dt_prompt_set *set, char *label, char *text, int32_t
     }
     if (!label)
         goto oom;
-    set->p[set->n++] = (dt_prompt){label, text, tokens, n, {0}};
+    set->p[set->n++] = (vf_prompt){label, text, tokens, n, {0}};
     return DI_OK;
 oom:
     free(label);
@@ -102,12 +102,12 @@ oom:
     return DI_ERR_OUT_OF_MEMORY;
 }
 
-static di_status add_text(const di_model *model, dt_prompt_set *set, const char *text, char *err,
+static di_status add_text(const di_model *model, vf_prompt_set *set, const char *text, char *err,
                           size_t err_size)
 {
     int32_t *tokens;
     uint32_t n;
-    di_status st = dt_tokenize(model, text, 1, &tokens, &n, err, err_size);
+    di_status st = cli_tokenize(model, text, 1, &tokens, &n, err, err_size);
     if (st)
         return st;
     if (n == 0) {
@@ -118,7 +118,7 @@ static di_status add_text(const di_model *model, dt_prompt_set *set, const char 
     return add_prompt(set, strdup(text), strdup(text), tokens, n, err, err_size);
 }
 
-di_status dt_prompts_builtin(const di_model *model, uint32_t max_len, uint64_t seed, dt_prompt_set *set,
+di_status vf_prompts_builtin(const di_model *model, uint32_t max_len, uint64_t seed, vf_prompt_set *set,
                              char *err, size_t err_size)
 {
     int32_t probe[8];
@@ -135,7 +135,7 @@ di_status dt_prompts_builtin(const di_model *model, uint32_t max_len, uint64_t s
     if (st != DI_ERR_UNSUPPORTED)
         return st;
     /* No tokenizer (the generated test models): token ids, a few lengths. */
-    int64_t n_vocab = dt_model_int(model, DI_MODEL_N_VOCAB);
+    int64_t n_vocab = cli_model_int(model, DI_MODEL_N_VOCAB);
     uint64_t rng = seed ^ 0x70726f6d707473ull;
     uint32_t last = 0;
     st = DI_OK;
@@ -150,7 +150,7 @@ di_status dt_prompts_builtin(const di_model *model, uint32_t max_len, uint64_t s
             return DI_ERR_OUT_OF_MEMORY;
         }
         for (uint32_t i = 0; i < len; i++)
-            tokens[i] = (int32_t)(dt_rand(&rng) % (uint64_t)n_vocab);
+            tokens[i] = (int32_t)(cli_rand(&rng) % (uint64_t)n_vocab);
         st = add_prompt(set, token_label("", tokens, len), NULL, tokens, len, err, err_size);
     }
     snprintf(set->note, sizeof set->note,
@@ -174,13 +174,13 @@ static void unescape(char *s)
     *w = '\0';
 }
 
-static di_status file_line(const di_model *model, dt_prompt_set *set, char *line, unsigned lineno, char *err,
+static di_status file_line(const di_model *model, vf_prompt_set *set, char *line, unsigned lineno, char *err,
                            size_t err_size)
 {
     if (!strncmp(line, "tokens:", 7)) {
         int32_t *tokens;
         uint32_t n;
-        di_status st = dt_token_list(line + 7, dt_model_int(model, DI_MODEL_N_VOCAB), &tokens, &n);
+        di_status st = cli_token_list(line + 7, cli_model_int(model, DI_MODEL_N_VOCAB), &tokens, &n);
         if (st)
             snprintf(err, err_size, "line %u: 'tokens:' wants ids in [0, n_vocab) separated by commas", lineno);
         return st ? st : add_prompt(set, token_label("", tokens, n), NULL, tokens, n, err, err_size);
@@ -196,7 +196,7 @@ static di_status file_line(const di_model *model, dt_prompt_set *set, char *line
     return st;
 }
 
-di_status dt_prompts_file(const di_model *model, const char *path, dt_prompt_set *set, char *err,
+di_status vf_prompts_file(const di_model *model, const char *path, vf_prompt_set *set, char *err,
                           size_t err_size)
 {
     FILE *f = fopen(path, "r");
@@ -256,14 +256,14 @@ static di_sampling_params sampled_params(uint32_t k)
     return p;
 }
 
-di_status dt_prompts_add_sampled(dt_prompt_set *set, uint32_t n_sampled, uint64_t seed, char *err,
+di_status vf_prompts_add_sampled(vf_prompt_set *set, uint32_t n_sampled, uint64_t seed, char *err,
                                  size_t err_size)
 {
     const uint32_t n_base = set->n;
     if (n_sampled == 0 || n_base == 0)
         return DI_OK;
     for (uint32_t k = 0; k < n_sampled; k++) {
-        const dt_prompt *base = &set->p[k % n_base];
+        const vf_prompt *base = &set->p[k % n_base];
         di_sampling_params p = sampled_params(k);
         p.seed = seed * 1000003u + k; /* a seed of its own per request */
         char label[200];
@@ -286,8 +286,8 @@ di_status dt_prompts_add_sampled(dt_prompt_set *set, uint32_t n_sampled, uint64_
     return DI_OK;
 }
 
-di_status dt_prompts_search(const di_model *model, uint32_t max_len, uint32_t count, uint64_t seed,
-                            dt_prompt_set *set, char *err, size_t err_size)
+di_status vf_prompts_search(const di_model *model, uint32_t max_len, uint32_t count, uint64_t seed,
+                            vf_prompt_set *set, char *err, size_t err_size)
 {
     int32_t probe[8];
     size_t n_probe = 0;
@@ -315,10 +315,10 @@ di_status dt_prompts_search(const di_model *model, uint32_t max_len, uint32_t co
         return st;
     err[0] = '\0';
     st = DI_OK;
-    int64_t n_vocab = dt_model_int(model, DI_MODEL_N_VOCAB);
+    int64_t n_vocab = cli_model_int(model, DI_MODEL_N_VOCAB);
     uint64_t rng = seed ^ 0x6e6561722d746965ull;
     for (uint32_t k = 0; k < count && st == DI_OK; k++) {
-        uint32_t len = 2 + (uint32_t)(dt_rand(&rng) % 7);
+        uint32_t len = 2 + (uint32_t)(cli_rand(&rng) % 7);
         len = len < max_len ? len : max_len;
         int32_t *tokens = malloc(len * sizeof *tokens);
         if (!tokens) {
@@ -326,13 +326,13 @@ di_status dt_prompts_search(const di_model *model, uint32_t max_len, uint32_t co
             return DI_ERR_OUT_OF_MEMORY;
         }
         for (uint32_t i = 0; i < len; i++)
-            tokens[i] = (int32_t)(dt_rand(&rng) % (uint64_t)n_vocab);
+            tokens[i] = (int32_t)(cli_rand(&rng) % (uint64_t)n_vocab);
         st = add_prompt(set, token_label("", tokens, len), NULL, tokens, len, err, err_size);
     }
     return st;
 }
 
-di_status dt_prompts_add_copy(dt_prompt_set *set, const dt_prompt *p, char *err, size_t err_size)
+di_status vf_prompts_add_copy(vf_prompt_set *set, const vf_prompt *p, char *err, size_t err_size)
 {
     int32_t *tokens = malloc(p->n * sizeof *tokens);
     char *text = p->text ? strdup(p->text) : NULL;

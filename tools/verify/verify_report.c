@@ -41,7 +41,7 @@ static void print_table(const verify *v)
     }
 }
 
-static void print_prompt_label(const dt_prompt *p, int width)
+static void print_prompt_label(const vf_prompt *p, int width)
 {
     char buf[64];
     size_t limit = width < 40 ? (size_t)width : 40;
@@ -95,7 +95,7 @@ static uint32_t axis_names(const verify *v, const char **names)
 
 static void print_ties(const verify *v)
 {
-    const dt_near_ties *t = &v->ties;
+    const vf_near_ties *t = &v->ties;
     if (v->o.near_ties == 0)
         return;
     double seconds = 0;
@@ -113,7 +113,7 @@ static void print_ties(const verify *v)
         printf(" %-8s", names[a]);
     putchar('\n');
     for (uint32_t k = 0; k < t->n; k++) {
-        const dt_near_tie *nt = &t->t[k];
+        const vf_near_tie *nt = &t->t[k];
         char label[32];
         snprintf(label, sizeof label, "%u ", nt->source);
         printf("%3u %s", k + 1, label);
@@ -129,8 +129,8 @@ static void print_ties(const verify *v)
             if (!res->runs || res->held)
                 continue;
             char want[DI_DIGEST_HEX_SIZE], got[DI_DIGEST_HEX_SIZE];
-            dt_hex(&t->t[k].digest, want);
-            dt_hex(&res->digest, got);
+            cli_hex(&t->t[k].digest, want);
+            cli_hex(&res->digest, got);
             printf("near tie %u DIFFERS on %s %s: token %d (reference %d), logits digest %s (reference %s)\n",
                    k + 1, v->rows[r].axis, v->rows[r].value, res->token, t->t[k].top1, got, want);
         }
@@ -140,17 +140,17 @@ static void print_mismatch(const verify *v)
 {
     const mismatch *m = &v->first;
     const vrow *r = &v->rows[m->row];
-    const dt_prompt *p = &v->prompts.p[m->prompt];
+    const vf_prompt *p = &v->prompts.p[m->prompt];
     char chunk[16], want[DI_DIGEST_HEX_SIZE], got[DI_DIGEST_HEX_SIZE];
     verify_chunk_text(r->chunk, chunk, sizeof chunk);
     printf("\nfirst divergence: %s %s (batch %u, %ld thread%s, chunk %s, backend %s%s), request %u in slot %u\n",
-           r->axis, r->value, r->batch, r->threads, r->threads == 1 ? "" : "s", chunk, dt_backend_name(r->backend),
+           r->axis, r->value, r->batch, r->threads, r->threads == 1 ? "" : "s", chunk, cli_backend_name(r->backend),
            r->fresh ? ", fresh process" : "", m->request, m->slot);
     printf("  prompt %u ", m->prompt);
-    dt_print_quoted(stdout, p->label, strlen(p->label));
+    cli_print_quoted(stdout, p->label, strlen(p->label));
     if (m->pos < v->ref[m->prompt].n_pos) {
-        dt_hex(&m->want, want);
-        dt_hex(&m->got, got);
+        cli_hex(&m->want, want);
+        cli_hex(&m->got, got);
         if (m->choice >= 0)
             printf(", position %u (where generated token %lld of %ld was chosen)\n", m->pos,
                    (long long)m->choice + 1, v->o.max_new);
@@ -162,8 +162,8 @@ static void print_mismatch(const verify *v)
     } else {
         printf(": every logits row equal, but the sequence digests differ\n");
     }
-    dt_hex(&m->want_sequence, want);
-    dt_hex(&m->got_sequence, got);
+    cli_hex(&m->want_sequence, want);
+    cli_hex(&m->got_sequence, got);
     printf("  sequence digest: reference %s, this run %s\n", want, got);
 }
 
@@ -172,7 +172,7 @@ void verify_print_text(const verify *v)
     printf("detinfer verify: %s (%s, vocabulary %lld), libdetinfer %s\n", v->o.model,
            di_model_architecture(v->model), (long long)v->n_vocab, di_version_string());
     printf("reference: backend %s, profile %s, alone (batch 1), %ld thread%s, whole prompt in one step (%.2f s)\n",
-           dt_backend_name(v->o.backend), dt_profile_name(v->o.profile), v->o.threads[0],
+           cli_backend_name(v->o.backend), cli_profile_name(v->o.profile), v->o.threads[0],
            v->o.threads[0] == 1 ? "" : "s", v->ref_seconds);
     printf("prompts: %s; %ld new tokens each\n\n", v->prompts.note, v->o.max_new);
     print_table(v);

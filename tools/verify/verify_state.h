@@ -70,38 +70,38 @@ typedef struct verify {
     di_model *model;
     int64_t n_vocab;
     uint32_t longest; /* the longest prompt or near-tie prefix */
-    dt_prompt_set prompts;
-    dt_trace *ref;       /* [n prompts] the reference traces */
-    dt_prompt_set search; /* the prompts the near-tie search started from */
-    dt_near_ties ties;   /* what it found: the references of the near ties */
-    dt_prompt *tie_prompts; /* [ties.n] each near tie's prefix, run for one token */
+    vf_prompt_set prompts;
+    vf_trace *ref;       /* [n prompts] the reference traces */
+    vf_prompt_set search; /* the prompts the near-tie search started from */
+    vf_near_ties ties;   /* what it found: the references of the near ties */
+    vf_prompt *tie_prompts; /* [ties.n] each near tie's prefix, run for one token */
     tie_result *tie_results; /* [ties.n][MAX_ROWS] */
     vrow rows[MAX_ROWS];
     uint32_t n_rows, current;
     mismatch first;
-    dt_progress progress;
-    dt_test_hooks hooks; /* TEST ONLY */
+    cli_progress progress;
+    vf_test_hooks hooks; /* TEST ONLY */
     double ref_seconds;
 } verify;
 
-extern const dt_command dt_verify_command;
+extern const cli_command vf_command;
 
 /* verify_plan.c: the runs, one axis changed from the reference each. */
 void verify_plan(verify *v);
 
 /* verify_run.c */
-int verify_run_reference(verify *v); /* DT_EXIT_OK, or DT_EXIT_FAIL after printing why */
+int verify_run_reference(verify *v); /* CLI_EXIT_OK, or CLI_EXIT_FAIL after printing why */
 void verify_run_row(verify *v, uint32_t index);
 
 /* verify_compare.c: the engine's callbacks (ctx is the verify). */
-void verify_keep_reference(void *ctx, uint32_t request, const dt_trace *t);
-void verify_compare_trace(void *ctx, uint32_t request, const dt_trace *t);
+void verify_keep_reference(void *ctx, uint32_t request, const vf_trace *t);
+void verify_compare_trace(void *ctx, uint32_t request, const vf_trace *t);
 /* A near tie's result from one run of the plan (trace->prompt is the tie's
  * index): its token and logits digest at the tie's position, compared with
  * the reference's. */
-void verify_record_tie(void *ctx, uint32_t request, const dt_trace *t);
+void verify_record_tie(void *ctx, uint32_t request, const vf_trace *t);
 /* 1 when token and digest are the near tie's reference token and digest. */
-int verify_tie_held(const dt_near_tie *tie, int32_t token, const di_digest *digest);
+int verify_tie_held(const vf_near_tie *tie, int32_t token, const di_digest *digest);
 /* The (near tie, run) pairs where the result differs from the reference. */
 uint32_t verify_ties_differing(const verify *v);
 /* 1 when every run matched and every near tie held; the totals over the
@@ -115,7 +115,7 @@ void verify_chunk_text(uint32_t chunk, char *buf, size_t n);
 const char *verify_tie_word(const verify *v, uint32_t tie, uint32_t row);
 void verify_print_text(const verify *v);
 
-/* verify_json.c: DT_EXIT_OK, or DT_EXIT_FAIL when it cannot be written. */
+/* verify_json.c: CLI_EXIT_OK, or CLI_EXIT_FAIL when it cannot be written. */
 int verify_print_json(const verify *v);
 
 #endif /* DETINFER_VERIFY_STATE_H */

@@ -4,7 +4,7 @@
  * position of every sequence, teacher-forced, ranked by the gap in ulp
  * between its two largest logits.
  *
- * The gap of a position is dt_ulp_distance(top-1 logit, top-2 logit): the
+ * The gap of a position is vf_ulp_distance(top-1 logit, top-2 logit): the
  * number of float32 values x with top2 < x <= top1. A gap of g ulp means
  * that g roundings in the same direction would be needed to swap the two
  * tokens: the smaller it is, the more a determinism bug would show there.
@@ -17,7 +17,7 @@
 
 #define GENERATE_BATCH 16 /* continuations generated at once */
 
-void dt_near_ties_free(dt_near_ties *t)
+void vf_near_ties_free(vf_near_ties *t)
 {
     for (uint32_t i = 0; i < t->n; i++)
         free(t->t[i].tokens);
@@ -30,13 +30,13 @@ void dt_near_ties_free(dt_near_ties *t)
 }
 
 typedef struct search {
-    dt_near_ties *out;
-    const dt_prompt *prompts;
+    vf_near_ties *out;
+    const vf_prompt *prompts;
     uint32_t keep;
 } search;
 
 /* The engine's callback: a finished continuation becomes a whole sequence. */
-static void keep_sequence(void *ctx, uint32_t request, const dt_trace *t)
+static void keep_sequence(void *ctx, uint32_t request, const vf_trace *t)
 {
     search *s = ctx;
     (void)request;
@@ -51,7 +51,7 @@ static void keep_sequence(void *ctx, uint32_t request, const dt_trace *t)
 }
 
 /* The order of the kept list: gap, then source, then position. */
-static int tie_before(uint64_t gap, uint32_t source, uint32_t position, const dt_near_tie *t)
+static int tie_before(uint64_t gap, uint32_t source, uint32_t position, const vf_near_tie *t)
 {
     if (gap != t->gap_ulps)
         return gap < t->gap_ulps;
@@ -59,7 +59,7 @@ static int tie_before(uint64_t gap, uint32_t source, uint32_t position, const dt
 }
 
 /* 1 when a kept tie has the same prefix (two prompts that begin alike). */
-static int prefix_kept(const dt_near_ties *out, const int32_t *seq, uint32_t position)
+static int prefix_kept(const vf_near_ties *out, const int32_t *seq, uint32_t position)
 {
     for (uint32_t i = 0; i < out->n; i++)
         if (out->t[i].position == position && !memcmp(out->t[i].tokens, seq, (position + 1) * sizeof *seq))
@@ -71,13 +71,13 @@ static int prefix_kept(const dt_near_ties *out, const int32_t *seq, uint32_t pos
 static di_status consider(search *s, uint32_t source, uint32_t position, const float *row, int64_t n_vocab,
                           di_session *ses, char *err, size_t err_size)
 {
-    dt_near_ties *out = s->out;
+    vf_near_ties *out = s->out;
     int32_t top1, top2;
     float v1, v2;
-    dt_top2(row, n_vocab, &top1, &top2, &v1, &v2);
+    vf_top2(row, n_vocab, &top1, &top2, &v1, &v2);
     if (top2 < 0)
         return DI_OK; /* a vocabulary of one, or NaN: no runner-up */
-    uint64_t gap = dt_ulp_distance(v1, v2);
+    uint64_t gap = vf_ulp_distance(v1, v2);
     if (gap == UINT64_MAX)
         return DI_OK;
     if (out->n == s->keep && !tie_before(gap, source, position, &out->t[out->n - 1]))
@@ -85,7 +85,7 @@ static di_status consider(search *s, uint32_t source, uint32_t position, const f
     const int32_t *seq = out->sequences[source];
     if (prefix_kept(out, seq, position))
         return DI_OK;
-    dt_near_tie t = {source, position, malloc((position + 1) * sizeof(int32_t)), top1, top2, v1, v2, gap, {{0}}};
+    vf_near_tie t = {source, position, malloc((position + 1) * sizeof(int32_t)), top1, top2, v1, v2, gap, {{0}}};
     di_status st = t.tokens ? di_session_logits_at(ses, 0, position, &row, &t.digest) : DI_ERR_OUT_OF_MEMORY;
     if (st) {
         free(t.tokens);
@@ -106,16 +106,16 @@ static di_status consider(search *s, uint32_t source, uint32_t position, const f
 }
 
 /* Every sequence alone, whole, in one step with every position's logits. */
-static di_status teacher_forced(search *s, const di_model *model, const dt_session_opts *so, uint32_t longest,
+static di_status teacher_forced(search *s, const di_model *model, const cli_session_opts *so, uint32_t longest,
                                 char *err, size_t err_size)
 {
-    dt_near_ties *out = s->out;
-    int64_t n_vocab = dt_model_int(model, DI_MODEL_N_VOCAB);
-    dt_session_opts one = *so;
+    vf_near_ties *out = s->out;
+    int64_t n_vocab = cli_model_int(model, DI_MODEL_N_VOCAB);
+    cli_session_opts one = *so;
     one.max_sequences = 1;
     one.context_length = longest;
     di_session *ses = NULL;
-    di_status st = dt_open_session(model, &one, &ses, err, err_size);
+    di_status st = cli_open_session(model, &one, &ses, err, err_size);
     for (uint32_t src = 0; st == DI_OK && src < out->n_sources; src++) {
         const int32_t *seq = out->sequences[src];
         uint32_t n = out->lengths[src], seq_id = 0;
@@ -140,12 +140,12 @@ static di_status teacher_forced(search *s, const di_model *model, const dt_sessi
     return st;
 }
 
-di_status dt_near_ties_search(const di_model *model, const dt_session_opts *so, const dt_prompt *prompts,
+di_status vf_near_ties_search(const di_model *model, const cli_session_opts *so, const vf_prompt *prompts,
                               uint32_t n_prompts, uint32_t max_len, uint64_t positions, uint32_t keep,
-                              uint64_t seed, dt_near_ties *out, char *err, size_t err_size)
+                              uint64_t seed, vf_near_ties *out, char *err, size_t err_size)
 {
     memset(out, 0, sizeof *out);
-    double t0 = dt_now();
+    double t0 = cli_now();
     uint32_t *queue = malloc((n_prompts ? n_prompts : 1) * sizeof *queue);
     out->t = calloc(keep ? keep : 1, sizeof *out->t);
     out->sequences = calloc(n_prompts ? n_prompts : 1, sizeof *out->sequences);
@@ -174,16 +174,16 @@ di_status dt_near_ties_search(const di_model *model, const dt_session_opts *so, 
     uint64_t want = positions > prompt_tokens ? (positions - prompt_tokens + n_queue - 1) / n_queue : 1;
     out->continuation = (uint32_t)(want < max_len - longest ? want : max_len - longest);
     uint32_t batch = n_queue < GENERATE_BATCH ? n_queue : GENERATE_BATCH;
-    dt_session_opts gen = *so;
+    cli_session_opts gen = *so;
     gen.max_sequences = batch;
     gen.context_length = longest + out->continuation;
     di_session *ses = NULL;
     search s = {out, prompts, keep};
-    st = dt_open_session(model, &gen, &ses, err, err_size);
+    st = cli_open_session(model, &gen, &ses, err, err_size);
     if (st == DI_OK) {
         /* only the tokens matter here: last position only, no digests */
-        dt_engine_cfg cfg = {batch, 0, out->continuation, seed, {0}, 1, 0, keep_sequence, &s};
-        st = dt_engine_run(ses, dt_model_int(model, DI_MODEL_N_VOCAB), prompts, queue, n_queue, &cfg, err,
+        vf_engine_cfg cfg = {batch, 0, out->continuation, seed, {0}, 1, 0, keep_sequence, &s};
+        st = vf_engine_run(ses, cli_model_int(model, DI_MODEL_N_VOCAB), prompts, queue, n_queue, &cfg, err,
                            err_size);
     }
     di_session_free(ses);
@@ -195,6 +195,6 @@ di_status dt_near_ties_search(const di_model *model, const dt_session_opts *so, 
     if (st == DI_OK)
         st = teacher_forced(&s, model, so, longest + out->continuation, err, err_size);
     free(queue);
-    out->seconds = dt_now() - t0;
+    out->seconds = cli_now() - t0;
     return st;
 }

@@ -28,7 +28,7 @@
 enum { OPT_URL, OPT_MODEL, OPT_API_KEY_FILE, OPT_REPS, OPT_MAX_NEW, OPT_CONCURRENCY, OPT_TRAFFIC, OPT_TIES,
        OPT_SEED, OPT_TIMEOUT, OPT_SAVE };
 
-static const dt_option options[] = {
+static const cli_option options[] = {
     [OPT_URL] = {"--url", "URL", "the server, e.g. http://127.0.0.1:8080 (required)"},
     [OPT_MODEL] = {"--model", "FILE", "the server's model file: references from the local library, run alone"},
     [OPT_API_KEY_FILE] = {"--api-key-file", "FILE", "send 'Authorization: Bearer KEY' (first line of FILE)"},
@@ -45,7 +45,7 @@ static const dt_option options[] = {
     {NULL, NULL, NULL},
 };
 
-static const dt_command command = {
+static const cli_command command = {
     "verify",
     "--url http://HOST:PORT [--model FILE] [--reps N] [options]",
     "Checks a live `detinfer serve`: the same request --reps times, concurrently and\n"
@@ -197,7 +197,7 @@ static int read_server_info(vu *v)
     json_t *root = http(v, "/v1/models", NULL, &status, err, sizeof err);
     if (!root) {
         fprintf(stderr, "detinfer verify --url: %s\n", err);
-        return DT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     }
     json_t *m = json_array_get(json_object_get(root, "data"), 0);
     json_t *d = json_object_get(m, "detinfer");
@@ -206,7 +206,7 @@ static int read_server_info(vu *v)
         fprintf(stderr, "detinfer verify --url: %s is not a detinfer server (no fingerprint in /v1/models)\n",
                 v->o.url);
         json_decref(root);
-        return DT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     }
     copy_str(v->server_model, sizeof v->server_model, json_object_get(m, "id"));
     copy_str(v->server_digest, sizeof v->server_digest, json_object_get(fp, "model_digest"));
@@ -220,9 +220,9 @@ static int read_server_info(vu *v)
     json_decref(root);
     if (v->n_vocab <= 0 || v->context < 16) {
         fprintf(stderr, "detinfer verify --url: the server reports no vocabulary size or a context under 16\n");
-        return DT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     }
-    return DT_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 /* ---- Requests and responses ------------------------------------------------ */
@@ -370,7 +370,7 @@ static int local_reference(vu *v, di_session *s, probe *p)
             st = p->sampled ? di_session_sample_token(s, seq, &tok) : di_session_greedy_token(s, seq, &tok);
         if (st)
             break;
-        dt_hex(&d, p->ref.digests[t]);
+        cli_hex(&d, p->ref.digests[t]);
         p->ref.tokens[p->ref.n++] = tok;
         if (tok == eos)
             break;
@@ -386,7 +386,7 @@ static int local_reference(vu *v, di_session *s, probe *p)
                 di_session_errmsg(s));
         return -1;
     }
-    dt_hex(&seqd, p->ref.sequence);
+    cli_hex(&seqd, p->ref.sequence);
     p->ref.ok = 1;
     p->ref_source = "local library";
     return 0;
@@ -421,7 +421,7 @@ static int32_t *random_prompt(vu *v, uint64_t *rng, uint32_t n)
 {
     int32_t *t = malloc(n * sizeof *t);
     for (uint32_t i = 0; t && i < n; i++)
-        t[i] = i == 0 && v->bos >= 0 ? (int32_t)v->bos : (int32_t)(dt_rand(rng) % (uint64_t)v->n_vocab);
+        t[i] = i == 0 && v->bos >= 0 ? (int32_t)v->bos : (int32_t)(cli_rand(rng) % (uint64_t)v->n_vocab);
     return t;
 }
 
@@ -451,51 +451,51 @@ static int plan(vu *v)
     if (max_prompt < 4) {
         fprintf(stderr, "detinfer verify --url: the server's context (%lld) is too small for --max-new %u\n",
                 v->context, max_new);
-        return DT_EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     /* near ties, as `detinfer verify` finds them (needs the model file);
      * each prefix at most max_prompt tokens, so that it fits the server */
-    dt_prompt_set sources = {0};
-    dt_near_ties ties = {0};
+    vf_prompt_set sources = {0};
+    vf_near_ties ties = {0};
     if (v->model && v->o.ties > 0) {
         char err[256] = "";
-        dt_session_opts so = {.backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE,
+        cli_session_opts so = {.backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE,
                               .threads = 1, .max_sequences = 1, .context_length = 0, .device = 0,
                               .cpu_path = DI_CPU_PATH_AUTO};
-        di_status st = dt_prompts_builtin(v->model, max_prompt, (uint64_t)v->o.seed, &sources, err, sizeof err);
+        di_status st = vf_prompts_builtin(v->model, max_prompt, (uint64_t)v->o.seed, &sources, err, sizeof err);
         if (st == DI_OK)
-            st = dt_prompts_search(v->model, max_prompt, 16, (uint64_t)v->o.seed, &sources, err, sizeof err);
+            st = vf_prompts_search(v->model, max_prompt, 16, (uint64_t)v->o.seed, &sources, err, sizeof err);
         if (st == DI_OK)
-            st = dt_near_ties_search(v->model, &so, sources.p, sources.n, max_prompt, 512 * (uint64_t)v->o.ties,
+            st = vf_near_ties_search(v->model, &so, sources.p, sources.n, max_prompt, 512 * (uint64_t)v->o.ties,
                                      (uint32_t)v->o.ties, (uint64_t)v->o.seed, &ties, err, sizeof err);
-        dt_prompts_free(&sources);
+        vf_prompts_free(&sources);
         if (st) {
-            dt_near_ties_free(&ties);
-            return dt_fail(&command, "searching near ties", st, err);
+            vf_near_ties_free(&ties);
+            return cli_fail(&command, "searching near ties", st, err);
         }
     }
     uint32_t cap = 4 + ties.n + (uint32_t)v->o.traffic;
     v->p = calloc(cap, sizeof *v->p);
     if (!v->p)
-        return DT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     uint32_t reps = (uint32_t)v->o.reps, tie_reps = reps / 5 > 2 ? (uint32_t)reps / 5 : 2;
     if (!add_probe(v, "greedy", random_prompt(v, &rng, max_prompt < 12 ? max_prompt : 12), 12 < max_prompt ? 12 : max_prompt,
                    max_new, reps))
-        return DT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     for (uint32_t i = 0; i < ties.n; i++) { /* the probe takes the tie's prefix */
         uint32_t n = ties.t[i].position + 1;
         int32_t *t = ties.t[i].tokens;
         ties.t[i].tokens = NULL;
         if (!add_probe(v, "near-tie", t, n, max_new, tie_reps)) {
-            dt_near_ties_free(&ties);
-            return DT_EXIT_FAIL;
+            vf_near_ties_free(&ties);
+            return CLI_EXIT_FAIL;
         }
     }
-    dt_near_ties_free(&ties);
+    vf_near_ties_free(&ties);
     if (v->sampling) {
         probe *p = add_probe(v, "sampled", random_prompt(v, &rng, 8), 8, max_new, reps);
         if (!p)
-            return DT_EXIT_FAIL;
+            return CLI_EXIT_FAIL;
         p->sampled = 1;
         p->temperature = 0.8;
         p->top_p = 0.95;
@@ -506,7 +506,7 @@ static int plan(vu *v)
     for (int sampled = 0; sampled <= v->sampling; sampled++) { /* structured output: a JSON schema */
         probe *p = add_probe(v, "json", random_prompt(v, &rng, 8), 8, max_new, sampled ? reps / 2 : reps);
         if (!p)
-            return DT_EXIT_FAIL;
+            return CLI_EXIT_FAIL;
         p->constrained = 1;
         p->sampled = sampled;
         p->temperature = 0.9;
@@ -516,45 +516,45 @@ static int plan(vu *v)
                  p->prompt[1], p->prompt[2]);
     }
     for (long i = 0; i < v->o.traffic; i++) {
-        uint32_t n = 1 + (uint32_t)(dt_rand(&rng) % max_prompt);
-        uint32_t m = 1 + (uint32_t)(dt_rand(&rng) % (2 * max_new));
+        uint32_t n = 1 + (uint32_t)(cli_rand(&rng) % max_prompt);
+        uint32_t m = 1 + (uint32_t)(cli_rand(&rng) % (2 * max_new));
         if (!add_probe(v, "traffic", random_prompt(v, &rng, n), n, m, 1))
-            return DT_EXIT_FAIL;
+            return CLI_EXIT_FAIL;
     }
     for (uint32_t i = 0; i < v->n_probes; i++)
         v->n_jobs += v->p[i].reps;
     v->jobs = calloc(v->n_jobs, sizeof *v->jobs);
     if (!v->jobs)
-        return DT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     uint32_t k = 0;
     for (uint32_t i = 0; i < v->n_probes; i++)
         for (uint32_t r = 0; r < v->p[i].reps; r++)
             v->jobs[k++] = (job){i, r};
     for (uint32_t i = v->n_jobs; i > 1; i--) { /* shuffled: the checked requests among the traffic */
-        uint32_t j = (uint32_t)(dt_rand(&rng) % i);
+        uint32_t j = (uint32_t)(cli_rand(&rng) % i);
         job t = v->jobs[i - 1];
         v->jobs[i - 1] = v->jobs[j];
         v->jobs[j] = t;
     }
-    return DT_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 static int references(vu *v)
 {
     if (!v->model)
-        return DT_EXIT_OK;
+        return CLI_EXIT_OK;
     di_session *s = NULL;
     char err[512] = "";
-    dt_session_opts so = {.backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE, .threads = 1,
+    cli_session_opts so = {.backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE, .threads = 1,
                           .max_sequences = 1, .context_length = v->context, .device = 0,
                           .cpu_path = DI_CPU_PATH_AUTO};
-    di_status st = dt_open_session(v->model, &so, &s, err, sizeof err);
+    di_status st = cli_open_session(v->model, &so, &s, err, sizeof err);
     if (st)
-        return dt_fail(&command, "creating the local session", st, err);
-    int rc = DT_EXIT_OK;
-    for (uint32_t i = 0; i < v->n_probes && rc == DT_EXIT_OK; i++)
+        return cli_fail(&command, "creating the local session", st, err);
+    int rc = CLI_EXIT_OK;
+    for (uint32_t i = 0; i < v->n_probes && rc == CLI_EXIT_OK; i++)
         if (local_reference(v, s, &v->p[i]))
-            rc = DT_EXIT_FAIL;
+            rc = CLI_EXIT_FAIL;
     di_session_free(s);
     return rc;
 }
@@ -638,13 +638,13 @@ static int apply_option(int k, const char *val, void *opts)
     case OPT_URL: o->url = val; return 1;
     case OPT_MODEL: o->model = val; return 1;
     case OPT_API_KEY_FILE: o->key_file = val; return 1;
-    case OPT_REPS: return dt_parse_long(&command, options[k].name, val, 2, 100000, &o->reps);
-    case OPT_MAX_NEW: return dt_parse_long(&command, options[k].name, val, 1, 4096, &o->max_new);
-    case OPT_CONCURRENCY: return dt_parse_long(&command, options[k].name, val, 1, 1024, &o->concurrency);
-    case OPT_TRAFFIC: return dt_parse_long(&command, options[k].name, val, 0, 100000, &o->traffic);
-    case OPT_TIES: return dt_parse_long(&command, options[k].name, val, 0, 64, &o->ties);
-    case OPT_SEED: return dt_parse_long(&command, options[k].name, val, 0, 1L << 30, &o->seed);
-    case OPT_TIMEOUT: return dt_parse_long(&command, options[k].name, val, 1, 86400, &o->timeout);
+    case OPT_REPS: return cli_parse_long(&command, options[k].name, val, 2, 100000, &o->reps);
+    case OPT_MAX_NEW: return cli_parse_long(&command, options[k].name, val, 1, 4096, &o->max_new);
+    case OPT_CONCURRENCY: return cli_parse_long(&command, options[k].name, val, 1, 1024, &o->concurrency);
+    case OPT_TRAFFIC: return cli_parse_long(&command, options[k].name, val, 0, 100000, &o->traffic);
+    case OPT_TIES: return cli_parse_long(&command, options[k].name, val, 0, 64, &o->ties);
+    case OPT_SEED: return cli_parse_long(&command, options[k].name, val, 0, 1L << 30, &o->seed);
+    case OPT_TIMEOUT: return cli_parse_long(&command, options[k].name, val, 1, 86400, &o->timeout);
     case OPT_SAVE: o->save_dir = val; return 1;
     }
     return 1;
@@ -663,25 +663,25 @@ static char *read_key(const char *path)
     return strdup(line);
 }
 
-int dt_cmd_verify_url(int argc, char **argv)
+int cli_cmd_verify_url(int argc, char **argv)
 {
     vu v = {0};
     v.o = (vu_opts){.reps = 50, .max_new = 16, .concurrency = 16, .traffic = -1, .ties = 4, .seed = 1, .timeout = 300};
-    int rc = dt_parse_options(&command, argc, argv, apply_option, &v.o, NULL);
+    int rc = cli_parse_options(&command, argc, argv, apply_option, &v.o, NULL);
     if (rc)
-        return rc < 0 ? DT_EXIT_OK : rc;
+        return rc < 0 ? CLI_EXIT_OK : rc;
     if (!v.o.url)
-        return dt_usage(&command, "--url is required");
+        return cli_usage(&command, "--url is required");
     if (strncmp(v.o.url, "http://", 7) && strncmp(v.o.url, "https://", 8))
-        return dt_usage(&command, "--url must start with http:// or https://");
+        return cli_usage(&command, "--url must start with http:// or https://");
     struct stat sd;
     if (v.o.save_dir && (stat(v.o.save_dir, &sd) || !S_ISDIR(sd.st_mode)))
-        return dt_usage(&command, "--save %s: not a directory", v.o.save_dir);
+        return cli_usage(&command, "--save %s: not a directory", v.o.save_dir);
     if (v.o.traffic < 0)
         v.o.traffic = 2 * v.o.reps;
     if (v.o.key_file && !(v.key = read_key(v.o.key_file))) {
         fprintf(stderr, "detinfer verify --url: cannot read --api-key-file %s\n", v.o.key_file);
-        return DT_EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     pthread_mutex_init(&v.lock, NULL);
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -694,16 +694,16 @@ int dt_cmd_verify_url(int argc, char **argv)
         char local[DI_DIGEST_HEX_SIZE];
         if (file_digest(v.o.model, local)) {
             fprintf(stderr, "detinfer verify --url: cannot read %s\n", v.o.model);
-            rc = DT_EXIT_FAIL;
+            rc = CLI_EXIT_FAIL;
             goto out;
         }
         if (strcmp(local, v.server_digest)) {
             fprintf(stderr, "detinfer verify --url: %s (digest %s) is not the server's model file (digest %s)\n",
                     v.o.model, local, v.server_digest);
-            rc = DT_EXIT_FAIL;
+            rc = CLI_EXIT_FAIL;
             goto out;
         }
-        if ((rc = dt_load_model(&command, v.o.model, &v.model)))
+        if ((rc = cli_load_model(&command, v.o.model, &v.model)))
             goto out;
         printf("local  %s: the same file; libdetinfer %s\n", v.o.model, di_version_string());
     }
@@ -711,7 +711,7 @@ int dt_cmd_verify_url(int argc, char **argv)
         goto out;
     printf("sending %u requests, %ld at once...\n", v.n_jobs, v.o.concurrency);
     fflush(stdout);
-    double t0 = dt_now();
+    double t0 = cli_now();
     long n_threads = v.o.concurrency < (long)v.n_jobs ? v.o.concurrency : (long)v.n_jobs;
     pthread_t *threads = calloc((size_t)n_threads, sizeof *threads);
     long started = 0;
@@ -724,8 +724,8 @@ int dt_cmd_verify_url(int argc, char **argv)
         pthread_join(threads[i], NULL);
     free(threads);
     int problems = compare(&v);
-    report(&v, dt_now() - t0);
-    rc = problems ? DT_EXIT_FAIL : DT_EXIT_OK;
+    report(&v, cli_now() - t0);
+    rc = problems ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 out:
     for (uint32_t i = 0; i < v.n_probes; i++) {
         for (uint32_t r = 0; r < v.p[i].reps && v.p[i].got; r++)
