@@ -25,7 +25,8 @@ int cli_usage(const cli_command *cmd, const char *fmt, ...)
 
 /* getopt_long reads argv, with three settings of its optstring: "-" hands
  * back each argument that is not an option (code 1: refused, no command takes
- * one here), ":" tells a missing value from an unknown option, "h" is -h.
+ * one here; so is any after "--"), ":" tells a missing value from an unknown
+ * option, "h" is -h.
  * The option's code is its index in cmd->options plus FIRST_CODE. One
  * behaviour of getopt_long is not kept: it takes a unique abbreviation
  * (--temp for --temperature); the tool refuses it, as it always has, so a

@@ -684,7 +684,8 @@ static int apply_option(int k, const char *v, void *opts)
 int cli_cmd_doctor(int argc, char **argv)
 {
     doctor_opts o = {.profile = DI_PROFILE_PORTABLE,
-                     .session = {DI_BACKEND_CPU, DI_PROFILE_PORTABLE, 1, 1, 16, 0, DI_CPU_PATH_AUTO}};
+                     .session = {.backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE, .threads = 1,
+                                 .max_sequences = 1, .context_length = 16}};
     int rc = cli_parse_options(&command, argc, argv, apply_option, &o, NULL);
     if (rc != CLI_EXIT_OK)
         return rc < 0 ? CLI_EXIT_OK : rc;

@@ -366,7 +366,7 @@ static int apply_option(int k, const char *v, void *opts)
 
 int cli_cmd_verify_child(int argc, char **argv)
 {
-    child_opts o = {.session = {DI_BACKEND_CPU, DI_PROFILE_PORTABLE, 1, 1, 0, 0, DI_CPU_PATH_AUTO}};
+    child_opts o = {.session = {.backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE, .threads = 1, .max_sequences = 1}};
     int rc = cli_parse_options(&child_command, argc, argv, apply_option, &o, NULL);
     if (rc != CLI_EXIT_OK)
         return rc < 0 ? CLI_EXIT_OK : rc;
