@@ -155,9 +155,9 @@ $(MODELS)/tokenizers.txt: tests/tools/make_tokenizer_models.py tests/tools/make_
 # llama.cpp tokenize it). real.txt holds the model's path, or nothing when it
 # could not be fetched (the real-model suite then says it is skipped).
 REAL_PROMPT := 2,818,5279,529,7001,563
-$(MODELS)/real.txt: tools/fetch-model.sh tests/tools/reference.py
+$(MODELS)/real.txt: tools/scripts/fetch-model.sh tests/tools/reference.py
 	@mkdir -p $(MODELS)
-	@if path=$$(tools/fetch-model.sh); then \
+	@if path=$$(tools/scripts/fetch-model.sh); then \
 	    $(PYTHON) tests/tools/reference.py "$$path" --tokens $(REAL_PROMPT) --out $(MODELS)/real.ref && \
 	    echo "$$path" > $@; \
 	else echo "check: the real model could not be fetched; its suite will be skipped" >&2; : > $@; fi
@@ -265,7 +265,7 @@ DEMO_VERIFY := --reps 50 --batch-sizes 1,4,8 --threads 1,2 --chunks 5 --processe
                --backends cpu --max-new 6 --near-ties 4 --no-progress
 demo: all
 	@mkdir -p $(CACHE)
-	@if model=$$(tools/fetch-model.sh); then \
+	@if model=$$(tools/scripts/fetch-model.sh); then \
 	    for p in "The capital of France is" "def fibonacci(n):" "Once upon a time,"; do \
 	        $(BUILD)/tools/detinfer run --model "$$model" --prompt "$$p" --max-new 24 --threads 2 || exit 1; \
 	        echo; done; \
@@ -286,11 +286,11 @@ bench: detinfer
 	    --n-vocab 32000 --n-embd 1024 --n-layer 18 --n-head 16 --n-head-kv 4 --n-ff 2816 --ctx 2048 \
 	    --untied --seed 11
 	$(BUILD)/tools/detinfer bench --model $(BENCH_MODEL) --threads 1,2 --pp 512 --tg 128 --reps 3
-	@if model=$$(tools/fetch-model.sh 2>/dev/null); then \
+	@if model=$$(tools/scripts/fetch-model.sh 2>/dev/null); then \
 	    $(BUILD)/tools/detinfer bench --model "$$model" --threads 1,2 --pp 512 --tg 128 --reps 3; fi
 
 deps:
-	bash tools/setup.sh
+	bash tools/scripts/setup.sh
 
 # The library and tests/portability/digests.c built with gcc and clang, -O0 and
 # -O3, glibc and musl, x86-64 and aarch64 (qemu-user), compared with the
@@ -366,7 +366,7 @@ $(BIG_MODEL): bench/make_big_model.py
 bench-peer: all $(PEER_VENV)/ok $(BIG_MODEL)
 	bench/compare-llamacpp.sh --threads 1,2 --reps 3 --batch 16 --batch-tokens 64
 	MODEL=$(BIG_MODEL) bench/compare-llamacpp.sh --threads 1,2 --reps 3 --pp 256 --tg 32 --batch 16 --batch-tokens 16
-	$(PEER_VENV)/bin/python tests/peer/accuracy.py "$$(tools/fetch-model.sh)" "$$(tools/fetch-smollm2.sh)" --threads 2
+	$(PEER_VENV)/bin/python tests/peer/accuracy.py "$$(tools/scripts/fetch-model.sh)" "$$(tools/scripts/fetch-smollm2.sh)" --threads 2
 
 # libdetinfer against llama.cpp (docs/MODELS.md): the generated F32 models
 # teacher-forced within the documented tolerance, then the real models (Gemma 3
@@ -379,7 +379,7 @@ check-peer: $(SHARED) $(MODELS)/models.txt
 	    exit 0; fi; \
 	set -e; \
 	$(PEER_VENV)/bin/python tests/peer/compare_generated.py $(MODELS) --lib $(SHARED) --threads 2; \
-	gemma=$$(tools/fetch-model.sh); smollm2=$$(tools/fetch-smollm2.sh); \
+	gemma=$$(tools/scripts/fetch-model.sh); smollm2=$$(tools/scripts/fetch-smollm2.sh); \
 	for model in "$$gemma" "$$smollm2"; do \
 	    $(PEER_VENV)/bin/python tests/peer/compare_llamacpp.py "$$model" --lib $(SHARED) --new 32 --threads 2; \
 	done; \
@@ -409,7 +409,7 @@ FUZZ_SECONDS ?= 60
 # the request path: parsing, the messages, the JSON budget, the responses
 FUZZ_REQUEST_SRC := $(addprefix tools/serve/,serve_request.c serve_json.c serve_messages.c serve_response.c \
                     serve_grammar.c) \
-                    tools/cli_digest.c tools/cli_options.c tools/cli_json.c tools/cli_text.c
+                    $(addprefix tools/cli/,cli_digest.c cli_options.c cli_json.c cli_text.c)
 FUZZ_CC := clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude -I.
 fuzz: $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(STATIC)
 	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus_chat
@@ -422,7 +422,7 @@ fuzz: $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(STATIC)
 	    -max_len=4096 -dict=tests/fuzz/chat.dict $(BUILD)/fuzz/corpus_chat
 	@mkdir -p $(BUILD)/fuzz/corpus_request
 	cp tests/fuzz/request_seeds/* $(BUILD)/fuzz/corpus_request/
-	$(FUZZ_CC) -std=c11 -Itools -Itools/serve tests/fuzz/fuzz_request.c $(FUZZ_REQUEST_SRC) \
+	$(FUZZ_CC) -std=c11 -Itools tests/fuzz/fuzz_request.c $(FUZZ_REQUEST_SRC) \
 	    $(STATIC) -o $(BUILD)/fuzz/fuzz_request \
 	    -ljansson -lxxhash -lpcre2-8 -lm -lpthread -ldl
 	DI_FUZZ_MODEL=$(MODELS)/tok_chat_markers.gguf $(BUILD)/fuzz/fuzz_request -max_total_time=$(FUZZ_SECONDS) \

@@ -1,6 +1,6 @@
 #!/bin/sh
 # libdetinfer against llama.cpp on the real model (Gemma 3 270M Q4_K_M,
-# tools/fetch-model.sh), or on the GGUF file MODEL names, same threads,
+# tools/scripts/fetch-model.sh), or on the GGUF file MODEL names, same threads,
 # alternating runs:
 #
 #   [MODEL=file.gguf] bench/compare-llamacpp.sh [--threads 1,2] [--reps 5]
@@ -14,7 +14,7 @@ set -eu
 cd "$(dirname "$0")/.."
 CACHE=${CACHE:-$HOME/.cache/detinfer}
 make -s all >&2
-model=${MODEL:-$(tools/fetch-model.sh)}
+model=${MODEL:-$(tools/scripts/fetch-model.sh)}
 case " $* " in
 *" --llama-bench "*) python=python3 ;;
 *) make -s peer-venv >&2; python="$CACHE/peer-venv/bin/python" ;;

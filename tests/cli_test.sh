@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tests of the detinfer command (tools/detinfer*.c), one section per call,
+# Tests of the detinfer command (tools/detinfer.c and its folders), one section per call,
 # run by tests/check_cli.c:
 #   cli_test.sh SECTION ROOT TOOL MODELS_DIR [SANITIZE] [EXAMPLE]
 # Sections: usage run verify verify-fails doctor bench install.

@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli_commands.h"
-#include "cli_options.h"
+#include "cli/cli_commands.h"
+#include "cli/cli_options.h"
 
 typedef struct subcommand {
     const char *name;
@@ -25,14 +25,15 @@ typedef struct subcommand {
 } subcommand;
 
 static const subcommand subcommands[] = {
-    {"run", dt_cmd_run, "greedy continuation of a prompt, each token's logits digest, the sequence digest"},
-    {"verify", dt_cmd_verify,
+    {"run", cli_cmd_run, "greedy continuation of a prompt, each token's logits digest, the sequence digest"},
+    {"verify", cli_cmd_verify,
      "check bitwise determinism across repetitions, batch sizes, threads, chunks, processes, backends"},
-    {"doctor", dt_cmd_doctor, "environment fingerprint: library, CPU and SIMD path, OS, CUDA; OK/WARN checks"},
-    {"bench", dt_cmd_bench, "prompt processing and generation tokens per second (pp N, tg N)"},
-    {"serve", dt_cmd_serve, "HTTP service, OpenAI's API, continuous batching, digests in every response"},
-    {"replay", dt_cmd_replay, "recompute served answers from their receipts (request + response); exit 0 if all match"},
-    {"__verify-child", dt_cmd_verify_child, NULL},
+    {"doctor", cli_cmd_doctor, "environment fingerprint: library, CPU and SIMD path, OS, CUDA; OK/WARN checks"},
+    {"bench", cli_cmd_bench, "prompt processing and generation tokens per second (pp N, tg N)"},
+    {"serve", cli_cmd_serve, "HTTP service, OpenAI's API, continuous batching, digests in every response"},
+    {"replay", cli_cmd_replay,
+     "recompute served answers from their receipts (request + response); exit 0 if all match"},
+    {"__verify-child", cli_cmd_verify_child, NULL},
     {NULL, NULL, NULL},
 };
 
@@ -51,21 +52,21 @@ int main(int argc, char **argv)
     if (argc < 2) {
         fprintf(stderr, "detinfer: a command is required\n");
         print_usage(stderr);
-        return DT_EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         print_usage(stdout);
-        return DT_EXIT_OK;
+        return CLI_EXIT_OK;
     }
     if (!strcmp(argv[1], "--version")) {
         printf("detinfer %s (built with header %s)\n%s\n", di_version_string(), DI_VERSION_STRING,
                di_build_info());
-        return DT_EXIT_OK;
+        return CLI_EXIT_OK;
     }
     for (const subcommand *c = subcommands; c->name; c++)
         if (!strcmp(argv[1], c->name))
             return c->fn(argc - 1, argv + 1);
     fprintf(stderr, "detinfer: unknown command '%s'\n", argv[1]);
     print_usage(stderr);
-    return DT_EXIT_USAGE;
+    return CLI_EXIT_USAGE;
 }

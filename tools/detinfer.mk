@@ -1,7 +1,22 @@
-# Rules for the detinfer command-line tool (tools/detinfer*.c: the subcommands;
-# tools/cli_*.c: what they share; tools/serve/*.c). Included by
-# the top-level Makefile, which defines BUILD, SHARED, CC, CFLAGS, LDFLAGS,
-# PREFIX and DESTDIR.
+# Rules for the detinfer command-line tool. Included by the top-level
+# Makefile, which defines BUILD, SHARED, CC, CFLAGS, LDFLAGS, PREFIX and DESTDIR.
+#
+#   tools/detinfer.c   the program's entry: dispatches on the command's name
+#   tools/commands/    the small commands: run, bench, doctor (+ cuda.c), replay
+#   tools/verify/      `detinfer verify` and verify --url
+#   tools/serve/       `detinfer serve`
+#   tools/cli/         what the commands share: options, JSON, text, models, digests
+#   tools/scripts/     shell scripts: the real models' fetchers, make deps
+#
+# Includes name the folder ("cli/cli_json.h"); the only flags are -Iinclude
+# -Itools. Dependencies point one way:
+#   detinfer.c -> commands/, verify/, serve/ -> cli/ -> detinfer.h
+# cli/ includes nothing of the command folders, and a command folder no other,
+# but for two uses of one code on purpose (tests/tools/check_layers.py lists them):
+#   commands/replay.c -> serve/serve.h: a receipt is replayed through the
+#     server's own request parser and engine, so what is checked is the served path;
+#   serve/serve_main.c -> commands/doctor.h: the server's system_fingerprint is
+#     the digest `detinfer doctor` prints (its facts are the doctor's).
 #
 #   make detinfer          $(BUILD)/tools/detinfer, linked against the built library
 #   make install-tools     $(DESTDIR)$(bindir)/detinfer, relinked to find $(libdir)
@@ -15,10 +30,10 @@
 bindir ?= $(PREFIX)/bin
 
 DETINFER        := $(BUILD)/tools/detinfer
-DETINFER_SRC    := $(wildcard tools/detinfer*.c tools/cli_*.c) $(wildcard tools/serve/*.c)
+DETINFER_SRC    := tools/detinfer.c $(wildcard $(addprefix tools/,$(addsuffix /*.c,cli commands verify serve)))
 DETINFER_OBJ    := $(DETINFER_SRC:tools/%.c=$(BUILD)/tools/%.o)
 DETINFER_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
-                   -ffp-contract=off -fno-fast-math -Iinclude -Itools -Itools/serve
+                   -ffp-contract=off -fno-fast-math -Iinclude -Itools
 # serve: HTTP from libmicrohttpd, JSON from jansson, the model file's digest
 # from libxxhash; verify --url: HTTP client from libcurl (make deps installs them).
 DETINFER_LIBS   := -lmicrohttpd -ljansson -lcurl -lxxhash -ldl -lpthread -lm
@@ -31,7 +46,7 @@ detinfer: $(DETINFER) $(SERVE_NET_KEY_TEST)
 # The connection counting by network of tools/serve/serve_conns.c, alone
 # (tests/serve/test_attack.py runs it).
 $(SERVE_NET_KEY_TEST): tests/serve/net_key_test.c tools/serve/serve_conns.c tools/serve/serve_allow.c \
-                       $(wildcard tools/serve/*.h tools/cli_*.h) include/detinfer.h
+                       $(wildcard tools/serve/*.h tools/cli/*.h) include/detinfer.h
 	@mkdir -p $(dir $@)
 	$(CC) $(DETINFER_CFLAGS) $(CFLAGS) tests/serve/net_key_test.c tools/serve/serve_conns.c \
 	    tools/serve/serve_allow.c -o $@ $(LDFLAGS) -lpthread

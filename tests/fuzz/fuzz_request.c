@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve.h"
+#include "serve/serve.h"
 
 #define CHECK(cond)           \
     do {                      \

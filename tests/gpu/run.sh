@@ -15,7 +15,7 @@
 #   determinism-portable  the determinism suite on CUDA (repeat, batch size and
 #                composition, chunking, prefix copy and truncate, long context, and
 #                the cross-process test against a CPU process)
-#   real-model-cuda  the real model (~/.cache/detinfer, tools/fetch-model.sh) on
+#   real-model-cuda  the real model (~/.cache/detinfer, tools/scripts/fetch-model.sh) on
 #                CUDA against float64 and its generation invariance, when present
 #   determinism-device    the determinism suite in the device profile
 #   cpu-vs-gpu-integer, determinism-integer  the same two in the integer profile
@@ -121,7 +121,7 @@ if [ $failed = 0 ]; then
         step real-model-cuda 60 "${suite_env[@]}" DI_TEST_BACKEND=cuda CK_RUN_SUITE=real-model \
             build/tests/check_detinfer
     else
-        skip real-model "no real model in ~/.cache/detinfer (tools/fetch-model.sh)"
+        skip real-model "no real model in ~/.cache/detinfer (tools/scripts/fetch-model.sh)"
     fi
     step determinism-device 90 "${suite_env[@]}" DI_TEST_BACKEND=cuda DI_TEST_PROFILE=device \
         CK_RUN_SUITE=determinism build/tests/check_detinfer

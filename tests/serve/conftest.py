@@ -6,7 +6,7 @@ each test with SIGTERM, which must exit 0. References come from `detinfer run
 --json`, the library run alone on one sequence: never from the server.
 
 Models: $DI_TEST_MODELS (default build/models) for the generated ones, and the
-real Gemma 3 270M file from tools/fetch-model.sh for the end-to-end case.
+real Gemma 3 270M file from tools/scripts/fetch-model.sh for the end-to-end case.
 """
 import json
 import os
@@ -32,7 +32,7 @@ def real_model():
     path = os.environ.get("DI_TEST_REAL_MODEL")
     if path is None:
         try:
-            path = subprocess.run([os.path.join(ROOT, "tools", "fetch-model.sh")], capture_output=True,
+            path = subprocess.run([os.path.join(ROOT, "tools", "scripts", "fetch-model.sh")], capture_output=True,
                                   text=True, timeout=60).stdout.strip()
         except Exception:
             path = ""

@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "serve.h"
+#include "serve/serve.h"
 
 static int failures;
 

@@ -122,7 +122,7 @@ def test_chat_needs_a_template(serve):
 def test_real_model_end_to_end(serve):
     path = real_model()
     if not path:
-        pytest.skip("the real model is not available (tools/fetch-model.sh)")
+        pytest.skip("the real model is not available (tools/scripts/fetch-model.sh)")
     s = serve(path, "--max-sequences", "4", "--context", "256")
     c = client(s)
     prompt = "The capital of France is"

@@ -158,7 +158,7 @@ def test_chat_logprobs(serve):
 def test_real_model_logprobs_and_offsets(serve):
     path = real_model()
     if not path:
-        pytest.skip("the real model is not available (tools/fetch-model.sh)")
+        pytest.skip("the real model is not available (tools/scripts/fetch-model.sh)")
     s = serve(path, "--context", "64")
     prompt = "The capital of France is"
     ref = logprobs_reference(path, prompt_ids(path, prompt), 8, 5)

@@ -6,7 +6,7 @@
  *   serve_main.c     options, start-up, signals, draining shutdown
  *   serve_allow.c    the client allowlist (CIDR) and the API key check
  *   serve_conns.c    open connections by network, the request deadline watchdog
- *   serve_json.c     a body's JSON under a memory budget; text as JSON strings
+ *   serve_json.c     a body's JSON under a memory budget; where a text may be cut in a character
  *   serve_request.c  request JSON -> a checked sv_request
  *   serve_messages.c a chat's messages -> roles and contents for di_chat_tokenize
  *   serve_grammar.c  response_format, grammar, json_schema -> a compiled grammar (cached)
@@ -31,11 +31,11 @@
 
 #include <jansson.h>
 
-#include "cli_commands.h"
-#include "cli_digest.h"
-#include "cli_model.h"
-#include "cli_options.h"
-#include "cli_progress.h"
+#include "cli/cli_commands.h"
+#include "cli/cli_digest.h"
+#include "cli/cli_model.h"
+#include "cli/cli_options.h"
+#include "cli/cli_progress.h"
 
 /* ---- Allowlist and key (serve_allow.c) ----------------------------------- */
 typedef struct sv_cidr {
@@ -145,9 +145,9 @@ typedef struct sv_server {
     int draining;              /* SIGTERM/SIGINT/SIGHUP: refuse new requests; atomic (sv_draining) */
 } sv_server;
 
-static inline int sv_draining(const sv_server *s)
+static inline int sv_draining(const sv_server *srv)
 {
-    return __atomic_load_n(&s->draining, __ATOMIC_SEQ_CST);
+    return __atomic_load_n(&srv->draining, __ATOMIC_SEQ_CST);
 }
 
 /* ---- Requests (serve_request.c) ------------------------------------------ */
@@ -237,11 +237,11 @@ int sv_bad(sv_error *e, const char *param, const char *fmt, ...) __attribute__((
 
 /* Parses and checks a request body; on success *out is a new request with
  * refs = 1. On failure fills e (status 400) and returns -1. */
-int sv_request_parse(sv_server *s, sv_kind kind, const char *body, size_t len, sv_request **out, sv_error *e);
+int sv_request_parse(sv_server *srv, sv_kind kind, const char *body, size_t len, sv_request **out, sv_error *e);
 void sv_request_free(sv_request *r);
 /* 1 when a text of `bytes` bytes may fit the context (each token stands for
  * at most max_token_bytes bytes); else e is set for param and 0. */
-int sv_text_may_fit(const sv_server *s, size_t bytes, const char *param, sv_error *e);
+int sv_text_may_fit(const sv_server *srv, size_t bytes, const char *param, sv_error *e);
 
 /* ---- A chat's messages (serve_messages.c) -------------------------------- */
 /* What di_chat_tokenize takes: roles (static strings) and contents
@@ -284,9 +284,6 @@ json_t *sv_json_load(const char *body, size_t len, sv_error *e);
  * is left of the body's budget (same thread, after sv_json_load); NULL with
  * e set, naming `what`. */
 json_t *sv_json_load_inner(const char *text, size_t len, const char *what, sv_error *e);
-/* A JSON string value of bytes that may end inside a UTF-8 sequence or hold
- * invalid bytes (replaced by U+FFFD). */
-json_t *sv_json_text(const char *text, size_t len);
 /* Length of the longest prefix of text[0..len) that does not end inside a
  * UTF-8 sequence. */
 size_t sv_utf8_complete_prefix(const char *text, size_t len);
@@ -296,29 +293,29 @@ char *sv_json_dump(json_t *root);
 /* ---- Responses (serve_response.c) ---------------------------------------- */
 /* The complete (non-streaming) response body; caller frees. Call with the
  * request done. */
-char *sv_response_json(const sv_server *s, const sv_request *r);
+char *sv_response_json(const sv_server *srv, const sv_request *r);
 /* One SSE chunk's JSON for response choice `index` (computed choice c): a
  * text delta and, with logprobs, those of the tokens [tok_from, tok_to);
  * finish set on the choice's last chunk, which carries its detinfer object.
  * role: the chat's first chunk of the choice, {"role", "content": ""}.
  * Caller frees. */
-char *sv_chunk_json(const sv_server *s, const sv_request *r, uint32_t index, const char *delta, size_t delta_len,
+char *sv_chunk_json(const sv_server *srv, const sv_request *r, uint32_t index, const char *delta, size_t delta_len,
                     uint32_t tok_from, uint32_t tok_to, const char *finish, int role);
 /* The last chunk with stream_options.include_usage: no choices, the usage. */
-char *sv_usage_chunk_json(const sv_server *s, const sv_request *r);
+char *sv_usage_chunk_json(const sv_server *srv, const sv_request *r);
 /* {"error": {...}} */
 char *sv_error_json(const sv_error *e);
 /* The detinfer object: the request's facts, and response choice `index`'s
  * (index < 0: every choice's, in "choices"). New reference. */
-json_t *sv_detinfer_object(const sv_server *s, const sv_request *r, int index);
+json_t *sv_detinfer_object(const sv_server *srv, const sv_request *r, int index);
 /* The fingerprint object (/v1/models and every detinfer object). */
-json_t *sv_fingerprint_object(const sv_server *s);
+json_t *sv_fingerprint_object(const sv_server *srv);
 
 /* ---- Token endpoints (serve_tokens.c) ------------------------------------ */
 /* /tokenize and /detokenize: the response body (caller frees), or NULL with
  * e set. */
-char *sv_tokenize_json(sv_server *s, const char *body, size_t len, sv_error *e);
-char *sv_detokenize_json(sv_server *s, const char *body, size_t len, sv_error *e);
+char *sv_tokenize_json(sv_server *srv, const char *body, size_t len, sv_error *e);
+char *sv_detokenize_json(sv_server *srv, const char *body, size_t len, sv_error *e);
 
 /* ---- The model's facts (serve_main.c) ------------------------------------ */
 /* XXH3-128 of the file's bytes, as `xxh128sum FILE` prints it; 0 or -1. */
@@ -331,51 +328,51 @@ int32_t sv_turn_end_token(const di_model *model, const char *chat_template);
 
 /* ---- Engine (serve_engine.c) --------------------------------------------- */
 /* Creates the session and starts the engine thread. */
-int sv_engine_start(sv_server *s, char *err, size_t err_size);
+int sv_engine_start(sv_server *srv, char *err, size_t err_size);
 /* Hands r to the engine (adds a reference). 0, or -1 with e set (429 when
  * the queue is full, 503 while draining). The engine gives each computed
  * choice a slot: the one whose whole cache is the longest prefix of the
  * prompt, else the least recently used idle one; it starts from the longest
  * prefix of the prompt any slot holds (choices after the first, once the
  * first has read the prompt: theirs). */
-int sv_engine_submit(sv_server *s, sv_request *r, sv_error *e);
+int sv_engine_submit(sv_server *srv, sv_request *r, sv_error *e);
 /* Waits until r changes or `seconds` pass; returns with the lock held for the
  * caller to read r: call sv_engine_unlock after. */
-void sv_engine_lock(sv_server *s);
-void sv_engine_unlock(sv_server *s);
-void sv_engine_wait(sv_server *s, sv_request *r, double seconds);
+void sv_engine_lock(sv_server *srv);
+void sv_engine_unlock(sv_server *srv);
+void sv_engine_wait(sv_server *srv, sv_request *r, double seconds);
 /* The client went away: the engine frees r's sequence at its next step. */
-void sv_engine_cancel(sv_server *s, sv_request *r);
+void sv_engine_cancel(sv_server *srv, sv_request *r);
 /* Drops the HTTP side's reference. */
-void sv_engine_release(sv_server *s, sv_request *r);
+void sv_engine_release(sv_server *srv, sv_request *r);
 /* Requests waiting and running. */
-void sv_engine_counts(sv_server *s, int *queued, int *running);
+void sv_engine_counts(sv_server *srv, int *queued, int *running);
 /* Finishes the requests in flight, then stops the thread and frees the session. */
-void sv_engine_stop(sv_server *s);
+void sv_engine_stop(sv_server *srv);
 
 /* ---- Metrics (serve_metrics.c) ------------------------------------------- */
-int sv_metrics_create(sv_server *s);
-void sv_metrics_free(sv_server *s);
-void sv_metrics_request(sv_server *s, const char *endpoint, int status);
-void sv_metrics_tokens(sv_server *s, uint64_t prompt, uint64_t completion);
-void sv_metrics_step(sv_server *s, uint32_t batch_sequences, uint32_t batch_tokens, double seconds);
+int sv_metrics_create(sv_server *srv);
+void sv_metrics_free(sv_server *srv);
+void sv_metrics_request(sv_server *srv, const char *endpoint, int status);
+void sv_metrics_tokens(sv_server *srv, uint64_t prompt, uint64_t completion);
+void sv_metrics_step(sv_server *srv, uint32_t batch_sequences, uint32_t batch_tokens, double seconds);
 /* Prompt tokens a request took from a cached prefix instead of computing. */
-void sv_metrics_prefix(sv_server *s, uint32_t tokens);
+void sv_metrics_prefix(sv_server *srv, uint32_t tokens);
 /* Prometheus text exposition, with the engine's queue counts (sv_engine_counts,
  * taken by the caller before: the metrics never call into the engine); caller frees. */
-char *sv_metrics_text(sv_server *s, int queued, int running);
+char *sv_metrics_text(sv_server *srv, int queued, int running);
 
 /* ---- HTTP (serve_http.c, serve_stream.c) -------------------------------- */
 struct MHD_Daemon;
 struct MHD_Connection;
 struct MHD_Response;
 /* A streaming response for r (whose reference it takes over), or NULL. */
-struct MHD_Response *sv_stream_response(sv_server *s, struct MHD_Connection *c, sv_request *r);
+struct MHD_Response *sv_stream_response(sv_server *srv, struct MHD_Connection *conn, sv_request *r);
 /* The connection's socket, or -1. */
-int sv_connection_fd(struct MHD_Connection *c);
+int sv_connection_fd(struct MHD_Connection *conn);
 /* 1 when the client has closed its end (checked without reading). */
 int sv_client_gone(int fd);
-struct MHD_Daemon *sv_http_start(sv_server *s, char *err, size_t err_size);
+struct MHD_Daemon *sv_http_start(sv_server *srv, char *err, size_t err_size);
 /* Requests received and not yet completed (their response sent or abandoned). */
 int sv_http_in_flight(void);
 

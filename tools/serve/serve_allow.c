@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve.h"
+#include "serve/serve.h"
 
 static int parse_one(const char *item, sv_cidr *out, char *err, size_t err_size)
 {

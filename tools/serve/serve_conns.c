@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "serve.h"
+#include "serve/serve.h"
 
 typedef struct entry {
     const void *connection;

@@ -25,7 +25,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "serve.h"
+#include "serve/serve.h"
 
 struct sv_engine {
     pthread_mutex_t lock;
@@ -88,10 +88,10 @@ static void fail_locked(sv_engine *g, sv_choice *c, const char *what, di_status 
  * text_visible to what may be sent: everything up to a stop string, or,
  * while running, all but the bytes that could still begin one. Returns 1
  * when a stop string was found. */
-static int update_text_locked(sv_server *s, const sv_request *r, sv_choice *c)
+static int update_text_locked(sv_server *srv, const sv_request *r, sv_choice *c)
 {
     size_t all = 0; /* lengths, not strlen: a token may decode to a NUL byte */
-    char *text = dt_detokenize(s->model, c->out, c->n_out, &all);
+    char *text = cli_detokenize(srv->model, c->out, c->n_out, &all);
     if (!text) {
         text = strdup("");
         all = 0;
@@ -118,15 +118,15 @@ static int update_text_locked(sv_server *s, const sv_request *r, sv_choice *c)
 }
 
 /* End of sequence, or, in a chat, the end of the assistant's turn. */
-static int is_end_token(const sv_server *s, const sv_request *r, int32_t token)
+static int is_end_token(const sv_server *srv, const sv_request *r, int32_t token)
 {
-    return (s->eos >= 0 && token == s->eos) || (r->kind == SV_CHAT && s->eot >= 0 && token == s->eot);
+    return (srv->eos >= 0 && token == srv->eos) || (r->kind == SV_CHAT && srv->eot >= 0 && token == srv->eot);
 }
 
 /* The grammar's text is complete and nothing may follow, but the model has
  * no end token to choose: c finishes ("stop") with the tokens it has, all
  * of them stepped. */
-static void finish_complete_locked(sv_server *s, sv_engine *g, sv_choice *c)
+static void finish_complete_locked(sv_server *srv, sv_engine *g, sv_choice *c)
 {
     di_status st = di_session_seq_digest_extra(g->session, c->slot, NULL, 0, &c->sequence);
     if (st) {
@@ -137,17 +137,17 @@ static void finish_complete_locked(sv_server *s, sv_engine *g, sv_choice *c)
     if (c->n_out > 0)
         c->visible_after[c->n_out - 1] = c->text_visible;
     c->finish_reason = "stop";
-    sv_metrics_tokens(s, c->index == 0 ? c->req->n_prompt : 0, c->n_out);
+    sv_metrics_tokens(srv, c->index == 0 ? c->req->n_prompt : 0, c->n_out);
     finish_locked(g, c);
 }
 
 /* The prompt is in: c's grammar starts here (its end tokens: the model's
  * end of sequence, which the library adds, and a chat's end of turn). */
-static di_status start_grammar(const sv_server *s, sv_engine *g, sv_choice *c)
+static di_status start_grammar(const sv_server *srv, sv_engine *g, sv_choice *c)
 {
     const sv_request *r = c->req;
-    const int turn = r->kind == SV_CHAT && s->eot >= 0;
-    return di_session_seq_set_grammar(g->session, c->slot, sv_grammar_handle(r->grammar), turn ? &s->eot : NULL,
+    const int turn = r->kind == SV_CHAT && srv->eot >= 0;
+    return di_session_seq_set_grammar(g->session, c->slot, sv_grammar_handle(r->grammar), turn ? &srv->eot : NULL,
                                       turn ? 1 : 0);
 }
 
@@ -156,7 +156,7 @@ static di_status start_grammar(const sv_server *s, sv_engine *g, sv_choice *c)
  * generation (EOS, the end of the turn) counts as a generated token:
  * completion_token_ids, usage, the sequence digest and the stream's chunks
  * (one per token) all hold it. */
-static void advance_locked(sv_server *s, sv_engine *g, sv_choice *c)
+static void advance_locked(sv_server *srv, sv_engine *g, sv_choice *c)
 {
     sv_request *r = c->req;
     uint32_t seq = c->slot;
@@ -165,8 +165,8 @@ static void advance_locked(sv_server *s, sv_engine *g, sv_choice *c)
     int32_t token;
     uint32_t flags = 0;
     di_status st = r->grammar ? di_session_seq_grammar_state(g->session, seq, &flags) : DI_OK;
-    if (!st && (flags & DI_GRAMMAR_MUST_END) && s->eos < 0 && !(r->kind == SV_CHAT && s->eot >= 0)) {
-        finish_complete_locked(s, g, c);
+    if (!st && (flags & DI_GRAMMAR_MUST_END) && srv->eos < 0 && !(r->kind == SV_CHAT && srv->eot >= 0)) {
+        finish_complete_locked(srv, g, c);
         return;
     }
     if (!st)
@@ -187,11 +187,11 @@ static void advance_locked(sv_server *s, sv_engine *g, sv_choice *c)
         return;
     }
     if (c->n_out == 0)
-        c->t_first_token = dt_now();
+        c->t_first_token = cli_now();
     c->digests[c->n_out] = digest;
     c->out[c->n_out++] = token;
-    int stopped = update_text_locked(s, r, c);
-    const char *finish = stopped || is_end_token(s, r, token) ? "stop" : c->n_out == r->max_tokens ? "length" : NULL;
+    int stopped = update_text_locked(srv, r, c);
+    const char *finish = stopped || is_end_token(srv, r, token) ? "stop" : c->n_out == r->max_tokens ? "length" : NULL;
     if (finish) {
         /* The last token was chosen but never stepped. */
         st = di_session_seq_digest_extra(g->session, seq, &c->out[c->n_out - 1], 1, &c->sequence);
@@ -203,7 +203,7 @@ static void advance_locked(sv_server *s, sv_engine *g, sv_choice *c)
             c->text_visible = c->text_len;
         c->visible_after[c->n_out - 1] = c->text_visible;
         c->finish_reason = finish;
-        sv_metrics_tokens(s, c->index == 0 ? r->n_prompt : 0, c->n_out);
+        sv_metrics_tokens(srv, c->index == 0 ? r->n_prompt : 0, c->n_out);
         finish_locked(g, c);
         return;
     }
@@ -243,7 +243,7 @@ static int choose_slot(const sv_engine *g, const int32_t *prompt, uint32_t n)
 
 /* Gives c's slot the longest prefix of the prompt held by any slot (at least
  * one prompt token is left to step, for the logits), or empties it. */
-static di_status start_from_prefix(sv_server *s, sv_engine *g, sv_choice *c)
+static di_status start_from_prefix(sv_server *srv, sv_engine *g, sv_choice *c)
 {
     const sv_request *r = c->req;
     uint32_t slot = c->slot, best = 0, donor = slot;
@@ -269,7 +269,7 @@ static di_status start_from_prefix(sv_server *s, sv_engine *g, sv_choice *c)
     g->n_held[slot] = best;
     c->n_fed = best;
     if (best)
-        sv_metrics_prefix(s, best);
+        sv_metrics_prefix(srv, best);
     return DI_OK;
 }
 
@@ -283,7 +283,7 @@ static void drop_unadmitted_locked(sv_engine *g, sv_request *r)
     release_locked(r);
 }
 
-static void admit_locked(sv_server *s, sv_engine *g)
+static void admit_locked(sv_server *srv, sv_engine *g)
 {
     while (g->q_len > 0) {
         sv_request *r = g->queue[g->q_head];
@@ -309,12 +309,12 @@ static void admit_locked(sv_server *s, sv_engine *g)
         c->state = SV_RUNNING;
         g->slots[slot] = c;
         g->last_use[slot] = ++g->use_clock;
-        di_status st = start_from_prefix(s, g, c);
+        di_status st = start_from_prefix(srv, g, c);
         /* the slot's own cache, truncated, may keep a grammar of its last
          * request (truncate restores one): this request's starts after its prompt */
         if (!st)
             st = di_session_seq_set_grammar(g->session, (uint32_t)slot, NULL, NULL, 0);
-        if (!st && s->sampling_available) {
+        if (!st && srv->sampling_available) {
             di_sampling_params p = r->params;
             p.seed = c->seed;
             st = di_session_seq_set_sampling(g->session, (uint32_t)slot, r->sampled ? &p : NULL);
@@ -326,14 +326,14 @@ static void admit_locked(sv_server *s, sv_engine *g)
 
 static void *engine_main(void *arg)
 {
-    sv_server *s = arg;
-    sv_engine *g = s->engine;
+    sv_server *srv = arg;
+    sv_engine *g = srv->engine;
     pthread_mutex_lock(&g->lock);
     for (;;) {
         for (uint32_t i = 0; i < g->n_slots; i++)
             if (g->slots[i] && g->slots[i]->req->cancelled)
                 finish_locked(g, g->slots[i]);
-        admit_locked(s, g);
+        admit_locked(srv, g);
         uint32_t n = 0, n_tok = 0;
         for (uint32_t i = 0; i < g->n_slots; i++) {
             sv_choice *c = g->slots[i];
@@ -343,8 +343,8 @@ static void *engine_main(void *arg)
             uint32_t take;
             if (c->n_fed < r->n_prompt) {
                 take = r->n_prompt - c->n_fed;
-                if (take > (uint32_t)s->cfg.chunk)
-                    take = (uint32_t)s->cfg.chunk;
+                if (take > (uint32_t)srv->cfg.chunk)
+                    take = (uint32_t)srv->cfg.chunk;
                 memcpy(&g->tokens[n_tok], &r->prompt[c->n_fed], take * sizeof *g->tokens);
             } else {
                 take = 1;
@@ -363,10 +363,10 @@ static void *engine_main(void *arg)
             continue;
         }
         pthread_mutex_unlock(&g->lock);
-        double t0 = dt_now();
+        double t0 = cli_now();
         di_status st = di_session_step(g->session, n, g->seq_ids, g->n_tokens, g->tokens, 0);
-        double elapsed = dt_now() - t0;
-        sv_metrics_step(s, n, n_tok, elapsed);
+        double elapsed = cli_now() - t0;
+        sv_metrics_step(srv, n, n_tok, elapsed);
         if (g->step_delay_ms > 0) {
             struct timespec ts = {g->step_delay_ms / 1000, (g->step_delay_ms % 1000) * 1000000L};
             nanosleep(&ts, NULL);
@@ -377,7 +377,7 @@ static void *engine_main(void *arg)
             uint32_t slot = g->seq_ids[k];
             if (st)
                 g->n_held[slot] = 0; /* undefined after a failed step */
-            else if (g->n_held[slot] + g->n_tokens[k] <= (uint32_t)s->context) {
+            else if (g->n_held[slot] + g->n_tokens[k] <= (uint32_t)srv->context) {
                 memcpy(g->held[slot] + g->n_held[slot], &g->tokens[at], g->n_tokens[k] * sizeof *g->tokens);
                 g->n_held[slot] += g->n_tokens[k];
             }
@@ -393,28 +393,28 @@ static void *engine_main(void *arg)
                 c->n_fed += g->n_tokens[k];
                 if (c->n_fed < c->req->n_prompt)
                     continue; /* more prompt to read */
-                di_status gst = c->req->grammar ? start_grammar(s, g, c) : DI_OK;
+                di_status gst = c->req->grammar ? start_grammar(srv, g, c) : DI_OK;
                 if (gst) {
                     fail_locked(g, c, "starting the grammar", gst, di_session_errmsg(g->session));
                     continue;
                 }
             }
-            advance_locked(s, g, c);
+            advance_locked(srv, g, c);
         }
     }
     pthread_mutex_unlock(&g->lock);
     return NULL;
 }
 
-int sv_engine_start(sv_server *s, char *err, size_t err_size)
+int sv_engine_start(sv_server *srv, char *err, size_t err_size)
 {
     sv_engine *g = calloc(1, sizeof *g);
     if (!g) {
         snprintf(err, err_size, "out of memory");
         return -1;
     }
-    s->engine = g;
-    g->n_slots = (uint32_t)s->cfg.max_sequences;
+    srv->engine = g;
+    g->n_slots = (uint32_t)srv->cfg.max_sequences;
     /* TEST ONLY: a pause after every step, so the lifecycle tests (a client
      * leaving mid-stream, SIGTERM during load, a full queue) can act while
      * requests are in flight on a tiny model. Results do not change. */
@@ -426,14 +426,14 @@ int sv_engine_start(sv_server *s, char *err, size_t err_size)
         fprintf(stderr, "detinfer serve: TEST ONLY: DETINFER_TEST_STEP_DELAY_MS=%ld pauses after every step\n",
                 g->step_delay_ms);
     }
-    g->q_cap = (int)s->cfg.queue;
-    size_t max_tokens = (size_t)g->n_slots * (size_t)s->cfg.chunk;
+    g->q_cap = (int)srv->cfg.queue;
+    size_t max_tokens = (size_t)g->n_slots * (size_t)srv->cfg.chunk;
     g->slots = calloc(g->n_slots, sizeof *g->slots);
     g->held = calloc(g->n_slots, sizeof *g->held);
     g->n_held = calloc(g->n_slots, sizeof *g->n_held);
     g->last_use = calloc(g->n_slots, sizeof *g->last_use);
     for (uint32_t i = 0; g->held && i < g->n_slots; i++)
-        if (!(g->held[i] = calloc((size_t)s->context, sizeof **g->held))) {
+        if (!(g->held[i] = calloc((size_t)srv->context, sizeof **g->held))) {
             snprintf(err, err_size, "out of memory");
             return -1;
         }
@@ -446,20 +446,20 @@ int sv_engine_start(sv_server *s, char *err, size_t err_size)
         snprintf(err, err_size, "out of memory");
         return -1;
     }
-    dt_session_opts so = {.backend = s->cfg.backend, .profile = s->cfg.profile,
-                          .threads = s->cfg.threads, .max_sequences = s->cfg.max_sequences,
-                          .context_length = s->context, .device = s->cfg.device,
-                          .cpu_path = s->cfg.cpu_path};
+    cli_session_opts so = {.backend = srv->cfg.backend, .profile = srv->cfg.profile,
+                          .threads = srv->cfg.threads, .max_sequences = srv->cfg.max_sequences,
+                          .context_length = srv->context, .device = srv->cfg.device,
+                          .cpu_path = srv->cfg.cpu_path};
     char detail[512] = "";
-    di_status st = dt_open_session(s->model, &so, &g->session, detail, sizeof detail);
+    di_status st = cli_open_session(srv->model, &so, &g->session, detail, sizeof detail);
     if (st) {
         snprintf(err, err_size, "creating the session: %s: %s", di_status_name(st), detail);
         return -1;
     }
-    snprintf(s->backend_info, sizeof s->backend_info, "%s", di_session_backend_info(g->session));
+    snprintf(srv->backend_info, sizeof srv->backend_info, "%s", di_session_backend_info(g->session));
     pthread_mutex_init(&g->lock, NULL);
     pthread_cond_init(&g->work, NULL);
-    if (pthread_create(&g->thread, NULL, engine_main, s)) {
+    if (pthread_create(&g->thread, NULL, engine_main, srv)) {
         snprintf(err, err_size, "cannot start the engine thread");
         return -1;
     }
@@ -467,18 +467,18 @@ int sv_engine_start(sv_server *s, char *err, size_t err_size)
     return 0;
 }
 
-int sv_engine_submit(sv_server *s, sv_request *r, sv_error *e)
+int sv_engine_submit(sv_server *srv, sv_request *r, sv_error *e)
 {
-    sv_engine *g = s->engine;
+    sv_engine *g = srv->engine;
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&r->changed, &attr);
     pthread_condattr_destroy(&attr);
-    r->t_queued = dt_now();
+    r->t_queued = cli_now();
     pthread_mutex_lock(&g->lock);
     int rc = 0;
-    if (sv_draining(s) || g->stop) {
+    if (sv_draining(srv) || g->stop) {
         sv_set_error(e, 503, "server_error", NULL, "the server is shutting down");
         rc = -1;
     } else if (g->q_len >= g->q_cap) {
@@ -495,22 +495,22 @@ int sv_engine_submit(sv_server *s, sv_request *r, sv_error *e)
     return rc;
 }
 
-void sv_engine_lock(sv_server *s) { pthread_mutex_lock(&s->engine->lock); }
-void sv_engine_unlock(sv_server *s) { pthread_mutex_unlock(&s->engine->lock); }
+void sv_engine_lock(sv_server *srv) { pthread_mutex_lock(&srv->engine->lock); }
+void sv_engine_unlock(sv_server *srv) { pthread_mutex_unlock(&srv->engine->lock); }
 
-void sv_engine_wait(sv_server *s, sv_request *r, double seconds)
+void sv_engine_wait(sv_server *srv, sv_request *r, double seconds)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     long long ns = ts.tv_nsec + (long long)(seconds * 1e9);
     ts.tv_sec += (time_t)(ns / 1000000000);
     ts.tv_nsec = (long)(ns % 1000000000);
-    pthread_cond_timedwait(&r->changed, &s->engine->lock, &ts);
+    pthread_cond_timedwait(&r->changed, &srv->engine->lock, &ts);
 }
 
-void sv_engine_cancel(sv_server *s, sv_request *r)
+void sv_engine_cancel(sv_server *srv, sv_request *r)
 {
-    sv_engine *g = s->engine;
+    sv_engine *g = srv->engine;
     pthread_mutex_lock(&g->lock);
     if (!sv_request_done(r)) {
         r->cancelled = 1;
@@ -519,16 +519,16 @@ void sv_engine_cancel(sv_server *s, sv_request *r)
     pthread_mutex_unlock(&g->lock);
 }
 
-void sv_engine_release(sv_server *s, sv_request *r)
+void sv_engine_release(sv_server *srv, sv_request *r)
 {
-    pthread_mutex_lock(&s->engine->lock);
+    pthread_mutex_lock(&srv->engine->lock);
     release_locked(r);
-    pthread_mutex_unlock(&s->engine->lock);
+    pthread_mutex_unlock(&srv->engine->lock);
 }
 
-void sv_engine_counts(sv_server *s, int *queued, int *running)
+void sv_engine_counts(sv_server *srv, int *queued, int *running)
 {
-    sv_engine *g = s->engine;
+    sv_engine *g = srv->engine;
     pthread_mutex_lock(&g->lock);
     *queued = g->q_len;
     *running = 0;
@@ -537,9 +537,9 @@ void sv_engine_counts(sv_server *s, int *queued, int *running)
     pthread_mutex_unlock(&g->lock);
 }
 
-void sv_engine_stop(sv_server *s)
+void sv_engine_stop(sv_server *srv)
 {
-    sv_engine *g = s->engine;
+    sv_engine *g = srv->engine;
     if (!g)
         return;
     if (g->thread_started) {
@@ -564,5 +564,5 @@ void sv_engine_stop(sv_server *s)
     free(g->stepped);
     free(g->tokens);
     free(g);
-    s->engine = NULL;
+    srv->engine = NULL;
 }

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve.h"
+#include "serve/serve.h"
 
 #define SV_GRAMMAR_CACHE 64
 #define MAX_NAME 64
@@ -116,7 +116,7 @@ static int compile(char kind, const char *text, size_t len, const char *param, s
     keyed[0] = kind;
     memcpy(keyed + 1, text, len);
     di_digest key;
-    dt_digest_bytes(keyed, len + 1, &key);
+    cli_digest_bytes(keyed, len + 1, &key);
     free(keyed);
     pthread_mutex_lock(&cache_lock);
     *out = lookup_locked(&key);
@@ -137,7 +137,7 @@ static int compile(char kind, const char *text, size_t len, const char *param, s
     }
     di_digest d;
     di_grammar_digest(g->g, &d);
-    dt_hex(&d, g->digest);
+    cli_hex(&d, g->digest);
     g->key = key;
     g->refs = 1;
     pthread_mutex_lock(&cache_lock);

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "serve.h"
+#include "serve/serve.h"
 
 #if MHD_VERSION < 0x00097002
 typedef int MHD_Result_t;
@@ -45,25 +45,25 @@ static const struct route {
     [R_NONE] = {"other", NULL, 0, 0},
 };
 
-typedef struct conn {
+typedef struct exchange {
     route_id route;
     char *body;
     size_t len, cap;
     int status;         /* of the response queued; for metrics */
     const char *origin; /* an allowed Origin, echoed in the CORS headers; NULL for none */
-} conn;
+} exchange;
 
 static int in_flight; /* requests between their first call and completion (atomic) */
 
-static void add_cors(struct MHD_Response *resp, const conn *k)
+static void add_cors(struct MHD_Response *resp, const exchange *ex)
 {
-    if (!k->origin)
+    if (!ex->origin)
         return;
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, k->origin);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, ex->origin);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Origin");
 }
 
-static MHD_Result_t queue_text(struct MHD_Connection *c, conn *k, int status, const char *type, char *body,
+static MHD_Result_t queue_text(struct MHD_Connection *conn, exchange *ex, int status, const char *type, char *body,
                                const char *retry_after)
 {
     if (!body) {
@@ -79,7 +79,7 @@ static MHD_Result_t queue_text(struct MHD_Connection *c, conn *k, int status, co
         return MHD_NO;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    add_cors(resp, k);
+    add_cors(resp, ex);
     if (status == 401 || status == 403 || status == 413 || status == 421) /* no second try on this connection */
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (retry_after)
@@ -87,38 +87,38 @@ static MHD_Result_t queue_text(struct MHD_Connection *c, conn *k, int status, co
     if (status == 401)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (status == 405)
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, routes[k->route].method);
-    k->status = status;
-    MHD_Result_t ret = MHD_queue_response(c, (unsigned)status, resp);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, routes[ex->route].method);
+    ex->status = status;
+    MHD_Result_t ret = MHD_queue_response(conn, (unsigned)status, resp);
     MHD_destroy_response(resp);
     return ret;
 }
 
-static MHD_Result_t queue_json(struct MHD_Connection *c, conn *k, int status, char *body)
+static MHD_Result_t queue_json(struct MHD_Connection *conn, exchange *ex, int status, char *body)
 {
-    return queue_text(c, k, status, "application/json", body, NULL);
+    return queue_text(conn, ex, status, "application/json", body, NULL);
 }
 
-static MHD_Result_t queue_error(struct MHD_Connection *c, conn *k, const sv_error *e)
+static MHD_Result_t queue_error(struct MHD_Connection *conn, exchange *ex, const sv_error *e)
 {
     const char *retry = e->status == 429 || e->status == 503 ? "1" : NULL;
-    return queue_text(c, k, e->status, "application/json", sv_error_json(e), retry);
+    return queue_text(conn, ex, e->status, "application/json", sv_error_json(e), retry);
 }
 
-static MHD_Result_t fail(struct MHD_Connection *c, conn *k, int status, const char *type, const char *fmt,
+static MHD_Result_t fail(struct MHD_Connection *conn, exchange *ex, int status, const char *type, const char *fmt,
                          const char *arg)
 {
     sv_error e;
     sv_set_error(&e, status, type, NULL, fmt, arg);
-    return queue_error(c, k, &e);
+    return queue_error(conn, ex, &e);
 }
 
-static MHD_Result_t too_big(sv_server *s, struct MHD_Connection *c, conn *k)
+static MHD_Result_t too_big(sv_server *srv, struct MHD_Connection *conn, exchange *ex)
 {
     sv_error e;
     sv_set_error(&e, 413, "invalid_request_error", NULL, "the body is larger than %ld bytes (--max-body)",
-                 s->cfg.max_body);
-    return queue_error(c, k, &e);
+                 srv->cfg.max_body);
+    return queue_error(conn, ex, &e);
 }
 
 /* A body past --max-body while it is still arriving (chunked): this
@@ -126,13 +126,13 @@ static MHD_Result_t too_big(sv_server *s, struct MHD_Connection *c, conn *k)
  * never ends. So the 413 is written on the socket here, the write side shut
  * (the client reads it, then the end), and the connection dropped (MHD_NO).
  * No response of libmicrohttpd's is under way on it, and there is no TLS. */
-static MHD_Result_t too_big_now(sv_server *s, struct MHD_Connection *c, conn *k)
+static MHD_Result_t too_big_now(sv_server *srv, struct MHD_Connection *conn, exchange *ex)
 {
     sv_error e;
     sv_set_error(&e, 413, "invalid_request_error", NULL, "the body is larger than %ld bytes (--max-body)",
-                 s->cfg.max_body);
+                 srv->cfg.max_body);
     char *body = sv_error_json(&e);
-    const int fd = sv_connection_fd(c);
+    const int fd = sv_connection_fd(conn);
     if (body && fd >= 0) {
         char head[256];
         const int n = snprintf(head, sizeof head,
@@ -144,7 +144,7 @@ static MHD_Result_t too_big_now(sv_server *s, struct MHD_Connection *c, conn *k)
         shutdown(fd, SHUT_WR);
     }
     free(body);
-    k->status = 413;
+    ex->status = 413;
     return MHD_NO;
 }
 
@@ -159,143 +159,146 @@ static route_id find_route(const char *url)
 }
 
 /* "Authorization: Bearer KEY", compared in constant time. */
-static int key_ok(sv_server *s, struct MHD_Connection *c)
+static int key_ok(sv_server *srv, struct MHD_Connection *conn)
 {
-    if (!s->api_key)
+    if (!srv->api_key)
         return 1;
-    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     if (!auth || strncmp(auth, "Bearer ", 7))
         return 0;
     const char *given = auth + 7;
     size_t n = strlen(given);
     /* Compare as many bytes as the key has whatever was given, so the time
      * tells nothing about the key but its length. */
-    char *padded = calloc(1, s->api_key_len + 1);
+    char *padded = calloc(1, srv->api_key_len + 1);
     if (!padded)
         return 0;
-    memcpy(padded, given, n < s->api_key_len ? n : s->api_key_len);
-    int equal = sv_bytes_equal_ct(padded, s->api_key, s->api_key_len);
-    explicit_bzero(padded, s->api_key_len + 1);
+    memcpy(padded, given, n < srv->api_key_len ? n : srv->api_key_len);
+    int equal = sv_bytes_equal_ct(padded, srv->api_key, srv->api_key_len);
+    explicit_bzero(padded, srv->api_key_len + 1);
     free(padded);
-    return equal && n == s->api_key_len;
+    return equal && n == srv->api_key_len;
 }
 
 /* ---- Handlers --------------------------------------------------------------- */
 
-static MHD_Result_t handle_generation(sv_server *s, struct MHD_Connection *c, conn *k)
+static MHD_Result_t handle_generation(sv_server *srv, struct MHD_Connection *conn, exchange *ex)
 {
     sv_request *r = NULL;
     sv_error e;
-    if (sv_request_parse(s, k->route == R_CHAT ? SV_CHAT : SV_COMPLETION, k->body ? k->body : "", k->len, &r, &e))
-        return queue_error(c, k, &e);
-    if (sv_engine_submit(s, r, &e)) {
+    if (sv_request_parse(srv, ex->route == R_CHAT ? SV_CHAT : SV_COMPLETION, ex->body ? ex->body : "", ex->len, &r, &e))
+        return queue_error(conn, ex, &e);
+    if (sv_engine_submit(srv, r, &e)) {
         sv_request_free(r);
-        return queue_error(c, k, &e);
+        return queue_error(conn, ex, &e);
     }
     /* Two references now: this side's (from sv_request_parse) and the engine's. */
     if (r->stream) {
-        struct MHD_Response *resp = sv_stream_response(s, c, r);
+        struct MHD_Response *resp = sv_stream_response(srv, conn, r);
         if (!resp)
-            return fail(c, k, 500, "server_error", "%s", "out of memory");
+            return fail(conn, ex, 500, "server_error", "%s", "out of memory");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        add_cors(resp, k);
-        k->status = 200;
-        MHD_Result_t ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+        add_cors(resp, ex);
+        ex->status = 200;
+        MHD_Result_t ret = MHD_queue_response(conn, MHD_HTTP_OK, resp);
         MHD_destroy_response(resp);
         return ret;
     }
-    int fd = sv_connection_fd(c);
-    sv_engine_lock(s);
+    int fd = sv_connection_fd(conn);
+    sv_engine_lock(srv);
     while (!sv_request_done(r)) {
-        sv_engine_wait(s, r, 0.1);
+        sv_engine_wait(srv, r, 0.1);
         if (!sv_request_done(r) && sv_client_gone(fd)) {
             r->cancelled = 1;
-            sv_engine_unlock(s);
-            sv_engine_cancel(s, r);
-            sv_engine_release(s, r);
-            k->status = 499; /* nginx's "client closed request", for metrics */
+            sv_engine_unlock(srv);
+            sv_engine_cancel(srv, r);
+            sv_engine_release(srv, r);
+            ex->status = 499; /* nginx's "client closed request", for metrics */
             return MHD_NO;
         }
     }
-    sv_engine_unlock(s);
+    sv_engine_unlock(srv);
     MHD_Result_t ret;
     const char *error = sv_request_error(r);
     if (error) {
         sv_set_error(&e, 500, "server_error", NULL, "%s", error);
-        ret = queue_error(c, k, &e);
+        ret = queue_error(conn, ex, &e);
     } else {
-        ret = queue_json(c, k, 200, sv_response_json(s, r));
+        ret = queue_json(conn, ex, 200, sv_response_json(srv, r));
     }
-    sv_engine_release(s, r);
+    sv_engine_release(srv, r);
     return ret;
 }
 
 /* /v1/models' one model object. */
-static json_t *model_object(sv_server *s)
+static json_t *model_object(sv_server *srv)
 {
-    json_t *model = json_pack("{s:s, s:s, s:I, s:s}", "id", s->cfg.model_name, "object", "model", "created",
-                              (json_int_t)s->created, "owned_by", "detinfer");
+    json_t *model = json_pack("{s:s, s:s, s:I, s:s}", "id", srv->cfg.model_name, "object", "model", "created",
+                              (json_int_t)srv->created, "owned_by", "detinfer");
     json_t *d = json_object();
-    json_object_set_new(d, "fingerprint", sv_fingerprint_object(s));
-    json_object_set_new(d, "system_fingerprint", json_string(s->system_fingerprint));
-    json_object_set_new(d, "context", json_integer(s->context));
-    json_object_set_new(d, "n_vocab", json_integer(s->n_vocab));
+    json_object_set_new(d, "fingerprint", sv_fingerprint_object(srv));
+    json_object_set_new(d, "system_fingerprint", json_string(srv->system_fingerprint));
+    json_object_set_new(d, "context", json_integer(srv->context));
+    json_object_set_new(d, "n_vocab", json_integer(srv->n_vocab));
     int32_t bos;
     json_object_set_new(d, "bos_token",
-                        di_model_special_token(s->model, DI_TOKEN_BOS, &bos) == DI_OK ? json_integer(bos) : json_null());
-    json_object_set_new(d, "max_tokens", json_integer(s->cfg.max_tokens));
-    json_object_set_new(d, "max_tokens_default", json_integer(s->cfg.max_tokens_default));
-    json_object_set_new(d, "max_n", json_integer(s->cfg.max_n));
-    json_object_set_new(d, "chat_template", s->chat_template ? json_string(s->chat_template) : json_null());
-    json_object_set_new(d, "sampling", json_boolean(s->sampling_available));
+                        di_model_special_token(srv->model, DI_TOKEN_BOS, &bos) == DI_OK ? json_integer(bos)
+                                                                                        : json_null());
+    json_object_set_new(d, "max_tokens", json_integer(srv->cfg.max_tokens));
+    json_object_set_new(d, "max_tokens_default", json_integer(srv->cfg.max_tokens_default));
+    json_object_set_new(d, "max_n", json_integer(srv->cfg.max_n));
+    json_object_set_new(d, "chat_template", srv->chat_template ? json_string(srv->chat_template) : json_null());
+    json_object_set_new(d, "sampling", json_boolean(srv->sampling_available));
     json_object_set_new(model, "detinfer", d);
     return model;
 }
 
-static MHD_Result_t handle_models(sv_server *s, struct MHD_Connection *c, conn *k, const char *url)
+static MHD_Result_t handle_models(sv_server *srv, struct MHD_Connection *conn, exchange *ex, const char *url)
 {
-    if (k->route == R_MODEL) {
+    if (ex->route == R_MODEL) {
         const char *id = url + strlen(routes[R_MODEL].path);
-        if (strcmp(id, s->cfg.model_name)) {
+        if (strcmp(id, srv->cfg.model_name)) {
             sv_error e;
             sv_set_error(&e, 404, "invalid_request_error", "model", "The model '%.200s' does not exist (this server "
-                         "serves '%.200s')", id, s->cfg.model_name);
-            return queue_error(c, k, &e);
+                         "serves '%.200s')", id, srv->cfg.model_name);
+            return queue_error(conn, ex, &e);
         }
-        return queue_json(c, k, 200, sv_json_dump(model_object(s)));
+        return queue_json(conn, ex, 200, sv_json_dump(model_object(srv)));
     }
-    return queue_json(c, k, 200, sv_json_dump(json_pack("{s:s, s:[o]}", "object", "list", "data", model_object(s))));
+    return queue_json(conn, ex, 200,
+                      sv_json_dump(json_pack("{s:s, s:[o]}", "object", "list", "data", model_object(srv))));
 }
 
-static MHD_Result_t handle_tokens(sv_server *s, struct MHD_Connection *c, conn *k)
+static MHD_Result_t handle_tokens(sv_server *srv, struct MHD_Connection *conn, exchange *ex)
 {
     sv_error e;
-    const char *body = k->body ? k->body : "";
-    char *out = k->route == R_TOKENIZE ? sv_tokenize_json(s, body, k->len, &e) : sv_detokenize_json(s, body, k->len, &e);
-    return out ? queue_json(c, k, 200, out) : queue_error(c, k, &e);
+    const char *body = ex->body ? ex->body : "";
+    char *out =
+        ex->route == R_TOKENIZE ? sv_tokenize_json(srv, body, ex->len, &e) : sv_detokenize_json(srv, body, ex->len, &e);
+    return out ? queue_json(conn, ex, 200, out) : queue_error(conn, ex, &e);
 }
 
-static MHD_Result_t handle_health(sv_server *s, struct MHD_Connection *c, conn *k)
+static MHD_Result_t handle_health(sv_server *srv, struct MHD_Connection *conn, exchange *ex)
 {
     int queued = 0, running = 0;
-    sv_engine_counts(s, &queued, &running);
-    const int draining = sv_draining(s);
+    sv_engine_counts(srv, &queued, &running);
+    const int draining = sv_draining(srv);
     json_t *root = json_pack("{s:s, s:i, s:i}", "status", draining ? "draining" : "ok", "queued", queued,
                              "running", running);
     char *body = json_dumps(root, JSON_COMPACT);
     json_decref(root);
-    return queue_json(c, k, draining ? 503 : 200, body);
+    return queue_json(conn, ex, draining ? 503 : 200, body);
 }
 
-static MHD_Result_t handle_metrics(sv_server *s, struct MHD_Connection *c, conn *k)
+static MHD_Result_t handle_metrics(sv_server *srv, struct MHD_Connection *conn, exchange *ex)
 {
     int queued = 0, running = 0;
-    sv_engine_counts(s, &queued, &running); /* before the metrics' lock: the engine takes its own */
-    char *text = sv_metrics_text(s, queued, running);
+    sv_engine_counts(srv, &queued, &running); /* before the metrics' lock: the engine takes its own */
+    char *text = sv_metrics_text(srv, queued, running);
     if (!text)
-        return fail(c, k, 500, "server_error", "%s", "out of memory");
-    return queue_text(c, k, 200, "text/plain; version=0.0.4", text, NULL);
+        return fail(conn, ex, 500, "server_error", "%s", "out of memory");
+    return queue_text(conn, ex, 200, "text/plain; version=0.0.4", text, NULL);
 }
 
 /* 1 when `item` (n bytes) is one of the comma-separated entries of list,
@@ -338,156 +341,158 @@ static int json_content_type(const char *type)
 }
 
 /* A CORS preflight (OPTIONS from an allowed origin) answered: 204. */
-static MHD_Result_t queue_preflight(struct MHD_Connection *c, conn *k)
+static MHD_Result_t queue_preflight(struct MHD_Connection *conn, exchange *ex)
 {
     struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!resp)
         return MHD_NO;
-    add_cors(resp, k);
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_METHODS, routes[k->route].method);
+    add_cors(resp, ex);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_METHODS, routes[ex->route].method);
     MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
     MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
-    k->status = 204;
-    MHD_Result_t ret = MHD_queue_response(c, 204, resp);
+    ex->status = 204;
+    MHD_Result_t ret = MHD_queue_response(conn, 204, resp);
     MHD_destroy_response(resp);
     return ret;
 }
 
 /* The first call of a request: every check that needs no body. Returns 1
  * when it queued a response. */
-static int first_checks(sv_server *s, struct MHD_Connection *c, conn *k, const char *method, MHD_Result_t *ret)
+static int first_checks(sv_server *srv, struct MHD_Connection *conn, exchange *ex, const char *method,
+                        MHD_Result_t *ret)
 {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (!ci || !sv_allow_match(&s->allow, ci->client_addr)) { /* the accept policy refused it already */
-        *ret = fail(c, k, 403, "permission_error", "%s", "this client's address is not in the server's allowlist");
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !sv_allow_match(&srv->allow, ci->client_addr)) { /* the accept policy refused it already */
+        *ret = fail(conn, ex, 403, "permission_error", "%s", "this client's address is not in the server's allowlist");
         return 1;
     }
-    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
-    if (host && s->allowed_hosts) { /* a DNS-rebound page names its own host */
+    const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    if (host && srv->allowed_hosts) { /* a DNS-rebound page names its own host */
         const char *name;
         size_t n;
         host_name(host, &name, &n);
-        if (!list_has(s->allowed_hosts, name, n)) {
-            *ret = fail(c, k, 421, "invalid_request_error", "%s",
+        if (!list_has(srv->allowed_hosts, name, n)) {
+            *ret = fail(conn, ex, 421, "invalid_request_error", "%s",
                         "this Host is not one the server answers for (--allowed-hosts)");
             return 1;
         }
     }
-    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN);
+    const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN);
     if (origin) { /* a browser's request: only from the origins --cors-origin names */
-        if (!s->cfg.cors_origins || !list_has(s->cfg.cors_origins, origin, strlen(origin))) {
-            *ret = fail(c, k, 403, "permission_error", "%s",
+        if (!srv->cfg.cors_origins || !list_has(srv->cfg.cors_origins, origin, strlen(origin))) {
+            *ret = fail(conn, ex, 403, "permission_error", "%s",
                         "requests from web pages are refused unless their origin is in --cors-origin");
             return 1;
         }
-        k->origin = origin;
+        ex->origin = origin;
     }
-    if (k->route == R_NONE) {
-        *ret = fail(c, k, 404, "invalid_request_error", "%s", "no such endpoint");
+    if (ex->route == R_NONE) {
+        *ret = fail(conn, ex, 404, "invalid_request_error", "%s", "no such endpoint");
         return 1;
     }
-    if (!strcmp(method, "OPTIONS") && k->origin) {
-        *ret = queue_preflight(c, k);
+    if (!strcmp(method, "OPTIONS") && ex->origin) {
+        *ret = queue_preflight(conn, ex);
         return 1;
     }
-    if (strcmp(method, routes[k->route].method)) {
-        *ret = fail(c, k, 405, "invalid_request_error", "this endpoint takes %s", routes[k->route].method);
+    if (strcmp(method, routes[ex->route].method)) {
+        *ret = fail(conn, ex, 405, "invalid_request_error", "this endpoint takes %s", routes[ex->route].method);
         return 1;
     }
-    if (routes[k->route].needs_key && !key_ok(s, c)) {
-        *ret = fail(c, k, 401, "authentication_error", "%s",
+    if (routes[ex->route].needs_key && !key_ok(srv, conn)) {
+        *ret = fail(conn, ex, 401, "authentication_error", "%s",
                     "a valid API key is required (Authorization: Bearer KEY)");
         return 1;
     }
-    if (sv_draining(s) && (k->route == R_COMPLETIONS || k->route == R_CHAT)) {
+    if (sv_draining(srv) && (ex->route == R_COMPLETIONS || ex->route == R_CHAT)) {
         sv_error e;
         sv_set_error(&e, 503, "server_error", NULL, "the server is shutting down");
-        *ret = queue_error(c, k, &e);
+        *ret = queue_error(conn, ex, &e);
         return 1;
     }
     if (!strcmp(method, "POST") &&
-        !json_content_type(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE))) {
-        *ret = fail(c, k, 415, "invalid_request_error", "%s", "the body must be JSON (Content-Type: application/json)");
+        !json_content_type(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE))) {
+        *ret = fail(conn, ex, 415, "invalid_request_error", "%s",
+                    "the body must be JSON (Content-Type: application/json)");
         return 1;
     }
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtoull(cl, NULL, 10) > (unsigned long long)s->cfg.max_body) {
-        *ret = too_big(s, c, k);
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > (unsigned long long)srv->cfg.max_body) {
+        *ret = too_big(srv, conn, ex);
         return 1;
     }
     return 0;
 }
 
-static MHD_Result_t on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+static MHD_Result_t on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
     (void)version;
-    sv_server *s = cls;
-    conn *k = *con_cls;
-    if (!k) {
-        k = calloc(1, sizeof *k);
-        if (!k)
+    sv_server *srv = cls;
+    exchange *ex = *con_cls;
+    if (!ex) {
+        ex = calloc(1, sizeof *ex);
+        if (!ex)
             return MHD_NO;
-        *con_cls = k;
+        *con_cls = ex;
         __atomic_add_fetch(&in_flight, 1, __ATOMIC_SEQ_CST);
-        k->route = find_route(url);
+        ex->route = find_route(url);
         MHD_Result_t ret;
-        if (first_checks(s, c, k, method, &ret))
+        if (first_checks(srv, conn, ex, method, &ret))
             return ret;
         return MHD_YES;
     }
-    if (k->status) { /* answered already (a body past the limit): the rest is not read */
+    if (ex->status) { /* answered already (a body past the limit): the rest is not read */
         *upload_size = 0;
         return MHD_YES;
     }
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
-        if (k->len + n > (size_t)s->cfg.max_body) /* a chunked body: answered as soon as it passes the limit */
-            return too_big_now(s, c, k);
-        if (k->len + n + 1 > k->cap) {
-            size_t cap = (k->len + n + 1) * 2; /* doubling, up to the largest body and its NUL */
-            if (cap > (size_t)s->cfg.max_body + 1)
-                cap = (size_t)s->cfg.max_body + 1;
-            char *p = realloc(k->body, cap);
+        if (ex->len + n > (size_t)srv->cfg.max_body) /* a chunked body: answered as soon as it passes the limit */
+            return too_big_now(srv, conn, ex);
+        if (ex->len + n + 1 > ex->cap) {
+            size_t cap = (ex->len + n + 1) * 2; /* doubling, up to the largest body and its NUL */
+            if (cap > (size_t)srv->cfg.max_body + 1)
+                cap = (size_t)srv->cfg.max_body + 1;
+            char *p = realloc(ex->body, cap);
             if (!p)
                 return MHD_NO;
-            k->body = p;
-            k->cap = cap;
+            ex->body = p;
+            ex->cap = cap;
         }
-        memcpy(k->body + k->len, upload, n);
-        k->len += n;
-        k->body[k->len] = '\0';
+        memcpy(ex->body + ex->len, upload, n);
+        ex->len += n;
+        ex->body[ex->len] = '\0';
         return MHD_YES;
     }
-    sv_conns_received(s->conns, c); /* the request is in: its deadline is met */
-    switch (k->route) {
+    sv_conns_received(srv->conns, conn); /* the request is in: its deadline is met */
+    switch (ex->route) {
     case R_COMPLETIONS:
-    case R_CHAT: return handle_generation(s, c, k);
+    case R_CHAT: return handle_generation(srv, conn, ex);
     case R_MODELS:
-    case R_MODEL: return handle_models(s, c, k, url);
+    case R_MODEL: return handle_models(srv, conn, ex, url);
     case R_TOKENIZE:
-    case R_DETOKENIZE: return handle_tokens(s, c, k);
-    case R_HEALTH: return handle_health(s, c, k);
-    case R_METRICS: return handle_metrics(s, c, k);
+    case R_DETOKENIZE: return handle_tokens(srv, conn, ex);
+    case R_HEALTH: return handle_health(srv, conn, ex);
+    case R_METRICS: return handle_metrics(srv, conn, ex);
     default: return MHD_NO;
     }
 }
 
-static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode why)
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode why)
 {
-    sv_server *s = cls;
-    conn *k = *con_cls;
-    if (!k)
+    sv_server *srv = cls;
+    exchange *ex = *con_cls;
+    if (!ex)
         return;
     /* A response cut short (the client went away mid-stream, a timeout)
      * counts as 499, nginx's "client closed request" (a 413 written by
      * too_big_now ends its connection too, and counts as 413). */
-    int status = k->status && (why == MHD_REQUEST_TERMINATED_COMPLETED_OK || k->status == 413) ? k->status : 499;
-    sv_metrics_request(s, routes[k->route].path, status);
-    sv_conns_answered(s->conns, c); /* the next request on this connection has its own deadline */
-    free(k->body);
-    free(k);
+    int status = ex->status && (why == MHD_REQUEST_TERMINATED_COMPLETED_OK || ex->status == 413) ? ex->status : 499;
+    sv_metrics_request(srv, routes[ex->route].path, status);
+    sv_conns_answered(srv->conns, conn); /* the next request on this connection has its own deadline */
+    free(ex->body);
+    free(ex);
     *con_cls = NULL;
     __atomic_sub_fetch(&in_flight, 1, __ATOMIC_SEQ_CST);
 }
@@ -501,49 +506,49 @@ int sv_http_in_flight(void) { return __atomic_load_n(&in_flight, __ATOMIC_SEQ_CS
 static MHD_Result_t accept_policy(void *cls, const struct sockaddr *addr, socklen_t len)
 {
     (void)len;
-    sv_server *s = cls;
-    if (!sv_allow_match(&s->allow, addr) || sv_conns_total(s->conns) >= s->connection_cap)
+    sv_server *srv = cls;
+    if (!sv_allow_match(&srv->allow, addr) || sv_conns_total(srv->conns) >= srv->connection_cap)
         return MHD_NO;
-    if (s->cfg.max_connections_per_ip > 0 && sv_conns_count(s->conns, addr) >= s->cfg.max_connections_per_ip)
+    if (srv->cfg.max_connections_per_ip > 0 && sv_conns_count(srv->conns, addr) >= srv->cfg.max_connections_per_ip)
         return MHD_NO;
     return MHD_YES;
 }
 
-static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
     (void)socket_context;
-    sv_server *s = cls;
+    sv_server *srv = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-        const int fd = sv_connection_fd(c);
-        if (s->test_sndbuf > 0 && fd >= 0)
-            setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &s->test_sndbuf, sizeof s->test_sndbuf);
-        sv_conns_opened(s->conns, c, fd, ci ? ci->client_addr : NULL);
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const int fd = sv_connection_fd(conn);
+        if (srv->test_sndbuf > 0 && fd >= 0)
+            setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &srv->test_sndbuf, sizeof srv->test_sndbuf);
+        sv_conns_opened(srv->conns, conn, fd, ci ? ci->client_addr : NULL);
     } else {
-        sv_conns_closed(s->conns, c);
+        sv_conns_closed(srv->conns, conn);
     }
 }
 
-struct MHD_Daemon *sv_http_start(sv_server *s, char *err, size_t err_size)
+struct MHD_Daemon *sv_http_start(sv_server *srv, char *err, size_t err_size)
 {
     struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_PASSIVE, .ai_socktype = SOCK_STREAM}, *ai = NULL;
     char port[16];
-    snprintf(port, sizeof port, "%ld", s->cfg.port);
-    int gai = getaddrinfo(s->cfg.host, port, &hints, &ai);
+    snprintf(port, sizeof port, "%ld", srv->cfg.port);
+    int gai = getaddrinfo(srv->cfg.host, port, &hints, &ai);
     if (gai) {
-        snprintf(err, err_size, "--host %s: %s (give a numeric IPv4 or IPv6 address)", s->cfg.host,
+        snprintf(err, err_size, "--host %s: %s (give a numeric IPv4 or IPv6 address)", srv->cfg.host,
                  gai_strerror(gai));
         return NULL;
     }
-    s->connection_cap = s->cfg.max_sequences + s->cfg.queue + 16;
+    srv->connection_cap = srv->cfg.max_sequences + srv->cfg.queue + 16;
     /* TEST ONLY: a small send buffer, so that a test's client that stops
      * reading a stream blocks the server's writes within a few chunks. */
     const char *sndbuf = getenv("DETINFER_TEST_SNDBUF");
     if (sndbuf && *sndbuf) {
         const long v = strtol(sndbuf, NULL, 10);
-        s->test_sndbuf = v > 0 && v <= (1 << 20) ? (int)v : 0;
-        fprintf(stderr, "detinfer serve: TEST ONLY: DETINFER_TEST_SNDBUF=%d bytes per connection\n", s->test_sndbuf);
+        srv->test_sndbuf = v > 0 && v <= (1 << 20) ? (int)v : 0;
+        fprintf(stderr, "detinfer serve: TEST ONLY: DETINFER_TEST_SNDBUF=%d bytes per connection\n", srv->test_sndbuf);
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG;
@@ -551,14 +556,14 @@ struct MHD_Daemon *sv_http_start(sv_server *s, char *err, size_t err_size)
         flags |= IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr) ? MHD_USE_DUAL_STACK
                                                                                           : MHD_USE_IPv6;
     struct MHD_Daemon *d = MHD_start_daemon(
-        flags, (uint16_t)s->cfg.port, accept_policy, s, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->connection_cap + 1, /* the accept policy holds the cap */
+        flags, (uint16_t)srv->cfg.port, accept_policy, srv, on_request, srv, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)srv->cfg.timeout,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->connection_cap + 1, /* the accept policy holds the cap */
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!d)
         snprintf(err, err_size, "cannot listen on %s port %ld (in use, or not an address of this machine?)",
-                 s->cfg.host, s->cfg.port);
+                 srv->cfg.host, srv->cfg.port);
     return d;
 }

@@ -1,12 +1,12 @@
 /*
  * serve_json.c — a request body's JSON, parsed by jansson (strict: it
  * rejects invalid UTF-8, and duplicate keys are refused) within a memory
- * budget, and text written back as JSON strings.
+ * budget; where a text may be cut inside a UTF-8 sequence.
  */
-#include <stdlib.h>
 #include <string.h>
 
-#include "serve.h"
+#include "cli/cli_text.h"
+#include "serve/serve.h"
 
 /* What parsing a body may allocate: jansson has no limit on array lengths
  * or member counts, and a 1 MiB body of small values costs about 16 MiB of
@@ -91,11 +91,6 @@ json_t *sv_json_load_inner(const char *text, size_t len, const char *what, sv_er
     return v;
 }
 
-static size_t utf8_seq_len(unsigned char c)
-{
-    return c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-}
-
 size_t sv_utf8_complete_prefix(const char *text, size_t len)
 {
     /* Look back at most 3 bytes for a lead byte whose sequence runs past len. */
@@ -103,40 +98,10 @@ size_t sv_utf8_complete_prefix(const char *text, size_t len)
         unsigned char c = (unsigned char)text[len - back];
         if ((c & 0xC0) == 0x80)
             continue; /* continuation byte */
-        size_t need = utf8_seq_len(c);
+        size_t need = cli_utf8_lead_length(c);
         return need > back ? len - back : len;
     }
     return len;
-}
-
-json_t *sv_json_text(const char *text, size_t len)
-{
-    json_t *v = json_stringn(text, len);
-    if (v)
-        return v;
-    /* Not valid UTF-8 (a byte token, or a stop cut inside a character): each
-     * bad byte becomes U+FFFD. */
-    char *clean = malloc(len * 3 + 1);
-    if (!clean)
-        return json_string("");
-    size_t o = 0;
-    for (size_t i = 0; i < len;) {
-        size_t n = utf8_seq_len((unsigned char)text[i]);
-        json_t *probe = n && i + n <= len ? json_stringn(text + i, n) : NULL;
-        if (probe) {
-            memcpy(clean + o, text + i, n);
-            o += n;
-            i += n;
-            json_decref(probe);
-        } else {
-            memcpy(clean + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            i++;
-        }
-    }
-    v = json_stringn(clean, o);
-    free(clean);
-    return v ? v : json_string("");
 }
 
 char *sv_json_dump(json_t *root)

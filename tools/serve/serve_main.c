@@ -15,15 +15,15 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "detinfer_doctor.h"
-#include "serve.h"
+#include "commands/doctor.h"
+#include "serve/serve.h"
 
 enum { OPT_MODEL, OPT_HOST, OPT_PORT, OPT_ALLOW, OPT_API_KEY_FILE, OPT_THREADS, OPT_MAX_SEQUENCES, OPT_CONTEXT,
        OPT_MAX_TOKENS, OPT_QUEUE, OPT_TIMEOUT, OPT_CHUNK, OPT_MAX_BODY, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE,
        OPT_CPU_PATH, OPT_CHAT_TEMPLATE, OPT_MODEL_NAME, OPT_MAX_CONNECTIONS_PER_IP, OPT_REQUEST_TIMEOUT,
        OPT_DRAIN_TIMEOUT, OPT_ALLOWED_HOSTS, OPT_CORS_ORIGIN, OPT_MAX_N, OPT_MAX_TOKENS_DEFAULT };
 
-static const dt_option options[] = {
+static const cli_option options[] = {
     [OPT_MODEL] = {"--model", "FILE", "GGUF model file (required)"},
     [OPT_HOST] = {"--host", "ADDR", "numeric address to listen on (default 127.0.0.1; :: for every IPv6 and IPv4 one)"},
     [OPT_PORT] = {"--port", "N", "TCP port (default 8080; 0: a free port, printed at start)"},
@@ -59,7 +59,7 @@ static const dt_option options[] = {
     {NULL, NULL, NULL},
 };
 
-static const dt_command command = {
+static const cli_command command = {
     "serve",
     "--model FILE [options]",
     "An HTTP service with OpenAI's /v1/completions and /v1/chat/completions (and\n"
@@ -79,30 +79,30 @@ static int apply_option(int k, const char *v, void *opts)
     switch (k) {
     case OPT_MODEL: o->model_path = v; return 1;
     case OPT_HOST: o->host = v; return 1;
-    case OPT_PORT: return dt_parse_long(&command, options[k].name, v, 0, 65535, &o->port);
+    case OPT_PORT: return cli_parse_long(&command, options[k].name, v, 0, 65535, &o->port);
     case OPT_ALLOW: o->allow_text = v; return 1;
     case OPT_API_KEY_FILE: o->api_key_file = v; return 1;
-    case OPT_THREADS: return dt_parse_long(&command, options[k].name, v, 1, 256, &o->threads);
-    case OPT_MAX_SEQUENCES: return dt_parse_long(&command, options[k].name, v, 1, 4096, &o->max_sequences);
-    case OPT_CONTEXT: return dt_parse_long(&command, options[k].name, v, 2, 1 << 24, &o->context);
-    case OPT_MAX_TOKENS: return dt_parse_long(&command, options[k].name, v, 1, 1 << 24, &o->max_tokens);
+    case OPT_THREADS: return cli_parse_long(&command, options[k].name, v, 1, 256, &o->threads);
+    case OPT_MAX_SEQUENCES: return cli_parse_long(&command, options[k].name, v, 1, 4096, &o->max_sequences);
+    case OPT_CONTEXT: return cli_parse_long(&command, options[k].name, v, 2, 1 << 24, &o->context);
+    case OPT_MAX_TOKENS: return cli_parse_long(&command, options[k].name, v, 1, 1 << 24, &o->max_tokens);
     case OPT_MAX_TOKENS_DEFAULT:
-        return dt_parse_long(&command, options[k].name, v, 1, 1 << 24, &o->max_tokens_default);
-    case OPT_MAX_N: return dt_parse_long(&command, options[k].name, v, 1, 64, &o->max_n);
-    case OPT_QUEUE: return dt_parse_long(&command, options[k].name, v, 1, 1 << 20, &o->queue);
-    case OPT_TIMEOUT: return dt_parse_long(&command, options[k].name, v, 1, 86400, &o->timeout);
-    case OPT_CHUNK: return dt_parse_long(&command, options[k].name, v, 1, 1 << 16, &o->chunk);
-    case OPT_MAX_BODY: return dt_parse_long(&command, options[k].name, v, 1024, 1L << 30, &o->max_body);
-    case OPT_BACKEND: return dt_parse_backend(&command, options[k].name, v, &o->backend);
-    case OPT_PROFILE: return dt_parse_profile(&command, options[k].name, v, &o->profile);
-    case OPT_DEVICE: return dt_parse_device(&command, options[k].name, v, &o->device);
-    case OPT_CPU_PATH: return dt_parse_cpu_path(&command, options[k].name, v, &o->cpu_path);
+        return cli_parse_long(&command, options[k].name, v, 1, 1 << 24, &o->max_tokens_default);
+    case OPT_MAX_N: return cli_parse_long(&command, options[k].name, v, 1, 64, &o->max_n);
+    case OPT_QUEUE: return cli_parse_long(&command, options[k].name, v, 1, 1 << 20, &o->queue);
+    case OPT_TIMEOUT: return cli_parse_long(&command, options[k].name, v, 1, 86400, &o->timeout);
+    case OPT_CHUNK: return cli_parse_long(&command, options[k].name, v, 1, 1 << 16, &o->chunk);
+    case OPT_MAX_BODY: return cli_parse_long(&command, options[k].name, v, 1024, 1L << 30, &o->max_body);
+    case OPT_BACKEND: return cli_parse_backend(&command, options[k].name, v, &o->backend);
+    case OPT_PROFILE: return cli_parse_profile(&command, options[k].name, v, &o->profile);
+    case OPT_DEVICE: return cli_parse_device(&command, options[k].name, v, &o->device);
+    case OPT_CPU_PATH: return cli_parse_cpu_path(&command, options[k].name, v, &o->cpu_path);
     case OPT_CHAT_TEMPLATE: o->chat_template = v; return 1;
     case OPT_MODEL_NAME: o->model_name = v; return 1;
     case OPT_MAX_CONNECTIONS_PER_IP:
-        return dt_parse_long(&command, options[k].name, v, 0, 1 << 16, &o->max_connections_per_ip);
-    case OPT_REQUEST_TIMEOUT: return dt_parse_long(&command, options[k].name, v, 1, 86400, &o->request_timeout);
-    case OPT_DRAIN_TIMEOUT: return dt_parse_long(&command, options[k].name, v, 0, 86400, &o->drain_timeout);
+        return cli_parse_long(&command, options[k].name, v, 0, 1 << 16, &o->max_connections_per_ip);
+    case OPT_REQUEST_TIMEOUT: return cli_parse_long(&command, options[k].name, v, 1, 86400, &o->request_timeout);
+    case OPT_DRAIN_TIMEOUT: return cli_parse_long(&command, options[k].name, v, 0, 86400, &o->drain_timeout);
     case OPT_ALLOWED_HOSTS: o->allowed_hosts = v; return 1;
     case OPT_CORS_ORIGIN: o->cors_origins = v; return 1;
     }
@@ -138,9 +138,9 @@ int sv_file_digest(const char *path, char out[DI_DIGEST_HEX_SIZE])
 #define KEY_MAX 4095 /* bytes of a key */
 
 /* The key is the first line of the file, surrounding whitespace stripped. */
-static int read_key(sv_server *s)
+static int read_key(sv_server *srv)
 {
-    const char *path = s->cfg.api_key_file;
+    const char *path = srv->cfg.api_key_file;
     FILE *f = fopen(path, "r");
     if (!f) {
         fprintf(stderr, "detinfer serve: --api-key-file %s: %s\n", path, strerror(errno));
@@ -170,10 +170,10 @@ static int read_key(sv_server *s)
                 path);
     else if (memchr(line + start, '\0', end - start))
         fprintf(stderr, "detinfer serve: --api-key-file %s: the key holds a NUL byte\n", path);
-    else if ((s->api_key = malloc(end - start + 1))) {
-        memcpy(s->api_key, line + start, end - start);
-        s->api_key[end - start] = '\0';
-        s->api_key_len = end - start;
+    else if ((srv->api_key = malloc(end - start + 1))) {
+        memcpy(srv->api_key, line + start, end - start);
+        srv->api_key[end - start] = '\0';
+        srv->api_key_len = end - start;
         rc = 0;
     }
     if (line)
@@ -212,53 +212,54 @@ int32_t sv_turn_end_token(const di_model *model, const char *chat_template)
     return id;
 }
 
-static int set_up_model(sv_server *s)
+static int set_up_model(sv_server *srv)
 {
-    int rc = dt_load_model(&command, s->cfg.model_path, &s->model);
+    int rc = cli_load_model(&command, srv->cfg.model_path, &srv->model);
     if (rc)
         return rc;
-    s->n_vocab = dt_model_int(s->model, DI_MODEL_N_VOCAB);
-    s->max_token_bytes = sv_max_token_bytes(s->model, s->n_vocab);
-    int64_t train = dt_model_int(s->model, DI_MODEL_N_CTX_TRAIN);
-    s->context = s->cfg.context;
-    if (train > 0 && s->context > train)
-        s->context = train;
-    if (di_model_special_token(s->model, DI_TOKEN_EOS, &s->eos) != DI_OK)
-        s->eos = -1;
-    s->chat_template = s->cfg.chat_template ? s->cfg.chat_template : di_model_chat_template(s->model);
-    if (s->cfg.chat_template) { /* an unknown name is an error now, not at the first chat */
+    srv->n_vocab = cli_model_int(srv->model, DI_MODEL_N_VOCAB);
+    srv->max_token_bytes = sv_max_token_bytes(srv->model, srv->n_vocab);
+    int64_t train = cli_model_int(srv->model, DI_MODEL_N_CTX_TRAIN);
+    srv->context = srv->cfg.context;
+    if (train > 0 && srv->context > train)
+        srv->context = train;
+    if (di_model_special_token(srv->model, DI_TOKEN_EOS, &srv->eos) != DI_OK)
+        srv->eos = -1;
+    srv->chat_template = srv->cfg.chat_template ? srv->cfg.chat_template : di_model_chat_template(srv->model);
+    if (srv->cfg.chat_template) { /* an unknown name is an error now, not at the first chat */
         const char *role = "user", *content = "hi";
         char err[256] = "";
         size_t need = 0;
-        di_status st = di_chat_format(s->cfg.chat_template, &role, &content, 1, 1, NULL, 0, &need, err, sizeof err);
+        di_status st = di_chat_format(srv->cfg.chat_template, &role, &content, 1, 1, NULL, 0, &need, err, sizeof err);
         if (st != DI_OK && st != DI_ERR_BUFFER_TOO_SMALL)
-            return dt_usage(&command, "--chat-template %s: %s", s->cfg.chat_template, err[0] ? err : di_status_name(st));
+            return cli_usage(&command, "--chat-template %s: %s", srv->cfg.chat_template,
+                             err[0] ? err : di_status_name(st));
     }
-    s->eot = sv_turn_end_token(s->model, s->chat_template);
+    srv->eot = sv_turn_end_token(srv->model, srv->chat_template);
     di_sampling_params p;
-    s->sampling_available = di_sampling_params_init(&p) == DI_OK;
-    if (sv_file_digest(s->cfg.model_path, s->model_digest)) {
-        fprintf(stderr, "detinfer serve: cannot read %s to digest it\n", s->cfg.model_path);
-        return DT_EXIT_FAIL;
+    srv->sampling_available = di_sampling_params_init(&p) == DI_OK;
+    if (sv_file_digest(srv->cfg.model_path, srv->model_digest)) {
+        fprintf(stderr, "detinfer serve: cannot read %s to digest it\n", srv->cfg.model_path);
+        return CLI_EXIT_FAIL;
     }
     struct stat st;
-    s->created = stat(s->cfg.model_path, &st) == 0 ? (long long)st.st_mtime : (long long)time(NULL);
+    srv->created = stat(srv->cfg.model_path, &st) == 0 ? (long long)st.st_mtime : (long long)time(NULL);
     di_digest fp;
-    if (dt_doctor_fingerprint(s->cfg.profile, &fp) != DI_OK) {
+    if (doctor_fingerprint(srv->cfg.profile, &fp) != DI_OK) {
         fprintf(stderr, "detinfer serve: cannot compute the environment fingerprint (out of memory)\n");
-        return DT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     }
-    dt_hex(&fp, s->system_fingerprint);
-    if (!s->cfg.model_name) {
-        const char *base = strrchr(s->cfg.model_path, '/');
+    cli_hex(&fp, srv->system_fingerprint);
+    if (!srv->cfg.model_name) {
+        const char *base = strrchr(srv->cfg.model_path, '/');
         static char name[256];
-        snprintf(name, sizeof name, "%s", base ? base + 1 : s->cfg.model_path);
+        snprintf(name, sizeof name, "%s", base ? base + 1 : srv->cfg.model_path);
         size_t n = strlen(name);
         if (n > 5 && !strcmp(name + n - 5, ".gguf"))
             name[n - 5] = '\0';
-        s->cfg.model_name = name;
+        srv->cfg.model_name = name;
     }
-    return DT_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 static const char *signal_name(int sig)
@@ -276,18 +277,18 @@ static double monotonic_s(void)
 /* After the first signal: nothing new is accepted; wait until every request
  * received has been answered, for --drain-timeout at most. Past it, or at a
  * second signal, every connection is cut. Returns the requests cut. */
-static int drain(sv_server *s, struct MHD_Daemon *d, const sigset_t *signals)
+static int drain(sv_server *srv, struct MHD_Daemon *d, const sigset_t *signals)
 {
-    __atomic_store_n(&s->draining, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&srv->draining, 1, __ATOMIC_SEQ_CST);
     MHD_socket listen_fd = MHD_quiesce_daemon(d);
     if (listen_fd != MHD_INVALID_SOCKET)
         close(listen_fd);
     fprintf(stderr, "detinfer serve: draining: finishing the requests in flight (at most %ld s)\n",
-            s->cfg.drain_timeout);
-    const double deadline = monotonic_s() + (double)s->cfg.drain_timeout;
+            srv->cfg.drain_timeout);
+    const double deadline = monotonic_s() + (double)srv->cfg.drain_timeout;
     for (;;) {
         int queued = 0, running = 0;
-        sv_engine_counts(s, &queued, &running);
+        sv_engine_counts(srv, &queued, &running);
         const int left = sv_http_in_flight();
         if (queued == 0 && running == 0 && left == 0)
             return 0;
@@ -297,7 +298,7 @@ static int drain(sv_server *s, struct MHD_Daemon *d, const sigset_t *signals)
             const int cut = left > queued + running ? left : queued + running;
             fprintf(stderr, "detinfer serve: %s: cutting %d request(s) still in flight\n",
                     sig > 0 ? "second signal" : "drain timeout", cut);
-            sv_conns_cut_all(s->conns);
+            sv_conns_cut_all(srv->conns);
             return cut > 0 ? cut : 1;
         }
     }
@@ -309,40 +310,40 @@ static int loopback_host(const char *host)
     return !strncmp(host, "127.", 4) || !strcmp(host, "::1");
 }
 
-/* s->allowed_hosts: --allowed-hosts as given ("*": none checked), else on
+/* srv->allowed_hosts: --allowed-hosts as given ("*": none checked), else on
  * loopback the listen address, localhost, 127.0.0.1 and ::1, else none
  * checked. 0 when the default does not fit buf. */
-static int allowed_hosts(sv_server *s, char *buf, size_t size)
+static int allowed_hosts(sv_server *srv, char *buf, size_t size)
 {
-    if (s->cfg.allowed_hosts) {
-        s->allowed_hosts = strcmp(s->cfg.allowed_hosts, "*") ? s->cfg.allowed_hosts : NULL;
+    if (srv->cfg.allowed_hosts) {
+        srv->allowed_hosts = strcmp(srv->cfg.allowed_hosts, "*") ? srv->cfg.allowed_hosts : NULL;
         return 1;
     }
-    if (!loopback_host(s->cfg.host))
+    if (!loopback_host(srv->cfg.host))
         return 1;
-    const int n = snprintf(buf, size, "%s,localhost,127.0.0.1,::1", s->cfg.host);
-    s->allowed_hosts = buf;
+    const int n = snprintf(buf, size, "%s,localhost,127.0.0.1,::1", srv->cfg.host);
+    srv->allowed_hosts = buf;
     return n > 0 && (size_t)n < size;
 }
 
-int dt_cmd_serve(int argc, char **argv)
+int cli_cmd_serve(int argc, char **argv)
 {
-    sv_server s = {0};
-    s.cfg = (sv_config){.host = "127.0.0.1", .port = 8080, .allow_text = "127.0.0.0/8,::1/128", .threads = 1,
-                        .max_sequences = 8, .context = 2048, .max_tokens = 1024, .queue = 64, .timeout = 30,
-                        .chunk = 64, .max_body = 1 << 20, .max_connections_per_ip = 32, .request_timeout = 10,
-                        .drain_timeout = 30, .backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE,
-                        .max_n = 8, .max_tokens_default = 256};
-    int rc = dt_parse_options(&command, argc, argv, apply_option, &s.cfg, NULL);
+    sv_server srv = {0};
+    srv.cfg = (sv_config){.host = "127.0.0.1", .port = 8080, .allow_text = "127.0.0.0/8,::1/128", .threads = 1,
+                          .max_sequences = 8, .context = 2048, .max_tokens = 1024, .queue = 64, .timeout = 30,
+                          .chunk = 64, .max_body = 1 << 20, .max_connections_per_ip = 32, .request_timeout = 10,
+                          .drain_timeout = 30, .backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE,
+                          .max_n = 8, .max_tokens_default = 256};
+    int rc = cli_parse_options(&command, argc, argv, apply_option, &srv.cfg, NULL);
     if (rc)
-        return rc < 0 ? DT_EXIT_OK : rc;
-    if (!s.cfg.model_path)
-        return dt_usage(&command, "--model is required");
+        return rc < 0 ? CLI_EXIT_OK : rc;
+    if (!srv.cfg.model_path)
+        return cli_usage(&command, "--model is required");
     char err[512] = "";
-    if (sv_allow_parse(s.cfg.allow_text, &s.allow, err, sizeof err))
-        return dt_usage(&command, "--allow: %s", err);
-    if (s.cfg.api_key_file && read_key(&s)) {
-        rc = DT_EXIT_USAGE;
+    if (sv_allow_parse(srv.cfg.allow_text, &srv.allow, err, sizeof err))
+        return cli_usage(&command, "--allow: %s", err);
+    if (srv.cfg.api_key_file && read_key(&srv)) {
+        rc = CLI_EXIT_USAGE;
         goto out;
     }
     /* Signals are taken by sigwait in this thread only; SIGPIPE is ignored
@@ -354,59 +355,59 @@ int dt_cmd_serve(int argc, char **argv)
     sigaddset(&signals, SIGHUP); /* drains as SIGTERM does (no reload) */
     pthread_sigmask(SIG_BLOCK, &signals, NULL);
     signal(SIGPIPE, SIG_IGN);
-    if ((rc = set_up_model(&s)))
+    if ((rc = set_up_model(&srv)))
         goto out;
     /* a one-token prompt leaves room for context tokens (the last is never fed back) */
-    if (s.cfg.max_tokens > s.context)
-        s.cfg.max_tokens = s.context;
+    if (srv.cfg.max_tokens > srv.context)
+        srv.cfg.max_tokens = srv.context;
     char hosts[512];
-    if (!allowed_hosts(&s, hosts, sizeof hosts)) {
-        rc = dt_usage(&command, "--allowed-hosts: the list is longer than %zu bytes", sizeof hosts - 1);
+    if (!allowed_hosts(&srv, hosts, sizeof hosts)) {
+        rc = cli_usage(&command, "--allowed-hosts: the list is longer than %zu bytes", sizeof hosts - 1);
         goto out;
     }
-    if (!(s.conns = sv_conns_start(s.cfg.request_timeout))) {
-        rc = dt_fail(&command, "starting the connection watchdog", DI_ERR_INTERNAL, "out of memory");
+    if (!(srv.conns = sv_conns_start(srv.cfg.request_timeout))) {
+        rc = cli_fail(&command, "starting the connection watchdog", DI_ERR_INTERNAL, "out of memory");
         goto out;
     }
-    if (sv_metrics_create(&s) || sv_engine_start(&s, err, sizeof err)) {
-        rc = dt_fail(&command, "starting the engine", DI_ERR_INTERNAL, err[0] ? err : "out of memory");
+    if (sv_metrics_create(&srv) || sv_engine_start(&srv, err, sizeof err)) {
+        rc = cli_fail(&command, "starting the engine", DI_ERR_INTERNAL, err[0] ? err : "out of memory");
         goto out;
     }
-    struct MHD_Daemon *d = sv_http_start(&s, err, sizeof err);
+    struct MHD_Daemon *d = sv_http_start(&srv, err, sizeof err);
     if (!d) {
         fprintf(stderr, "detinfer serve: %s\n", err);
-        rc = DT_EXIT_FAIL;
+        rc = CLI_EXIT_FAIL;
         goto out;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    int v6 = strchr(s.cfg.host, ':') != NULL;
+    int v6 = strchr(srv.cfg.host, ':') != NULL;
     fprintf(stderr,
             "detinfer serve: listening on http://%s%s%s:%u (model %s, digest %s; libdetinfer %s; %s; "
             "%ld sequences, context %lld; chat template %s; sampling %s)\n",
-            v6 ? "[" : "", s.cfg.host, v6 ? "]" : "", info ? (unsigned)info->port : (unsigned)s.cfg.port,
-            s.cfg.model_name, s.model_digest, di_version_string(), s.backend_info, s.cfg.max_sequences,
-            (long long)s.context, s.chat_template ? s.chat_template : "none",
-            s.sampling_available ? "available" : "greedy only");
+            v6 ? "[" : "", srv.cfg.host, v6 ? "]" : "", info ? (unsigned)info->port : (unsigned)srv.cfg.port,
+            srv.cfg.model_name, srv.model_digest, di_version_string(), srv.backend_info, srv.cfg.max_sequences,
+            (long long)srv.context, srv.chat_template ? srv.chat_template : "none",
+            srv.sampling_available ? "available" : "greedy only");
     fprintf(stderr, "detinfer serve: Host header %s%s; requests from web pages (Origin) %s%s\n",
-            s.allowed_hosts ? "checked against " : "not checked (bound beyond loopback: set --allowed-hosts)",
-            s.allowed_hosts ? s.allowed_hosts : "", s.cfg.cors_origins ? "allowed from " : "refused",
-            s.cfg.cors_origins ? s.cfg.cors_origins : "");
+            srv.allowed_hosts ? "checked against " : "not checked (bound beyond loopback: set --allowed-hosts)",
+            srv.allowed_hosts ? srv.allowed_hosts : "", srv.cfg.cors_origins ? "allowed from " : "refused",
+            srv.cfg.cors_origins ? srv.cfg.cors_origins : "");
     int sig = 0;
     sigwait(&signals, &sig);
     fprintf(stderr, "detinfer serve: %s received\n", signal_name(sig));
-    const int cut = drain(&s, d, &signals);
+    const int cut = drain(&srv, d, &signals);
     MHD_stop_daemon(d);
     fprintf(stderr, "detinfer serve: stopped%s\n", cut ? " (requests were cut: exit status 1)" : "");
-    rc = cut ? DT_EXIT_FAIL : DT_EXIT_OK;
+    rc = cut ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 out:
-    sv_engine_stop(&s);
-    sv_conns_stop(s.conns);
-    sv_metrics_free(&s);
+    sv_engine_stop(&srv);
+    sv_conns_stop(srv.conns);
+    sv_metrics_free(&srv);
     sv_grammar_cache_clear();
-    sv_allow_free(&s.allow);
-    if (s.api_key)
-        explicit_bzero(s.api_key, s.api_key_len);
-    free(s.api_key);
-    di_model_free(s.model);
+    sv_allow_free(&srv.allow);
+    if (srv.api_key)
+        explicit_bzero(srv.api_key, srv.api_key_len);
+    free(srv.api_key);
+    di_model_free(srv.model);
     return rc;
 }

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve.h"
+#include "serve/serve.h"
 
 #define MAX_MESSAGES 256
 #define MAX_CALLS 64 /* per assistant message */

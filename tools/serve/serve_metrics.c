@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve.h"
+#include "serve/serve.h"
 
 #define MAX_REQUEST_SERIES 64
 
@@ -37,7 +37,7 @@ struct sv_metrics {
     histogram batch, latency;
 };
 
-int sv_metrics_create(sv_server *s)
+int sv_metrics_create(sv_server *srv)
 {
     sv_metrics *m = calloc(1, sizeof *m);
     if (!m)
@@ -45,23 +45,23 @@ int sv_metrics_create(sv_server *s)
     pthread_mutex_init(&m->lock, NULL);
     m->batch = (histogram){.bounds = batch_buckets, .n = N_BATCH};
     m->latency = (histogram){.bounds = latency_buckets, .n = N_LATENCY};
-    s->metrics = m;
+    srv->metrics = m;
     return 0;
 }
 
-void sv_metrics_free(sv_server *s)
+void sv_metrics_free(sv_server *srv)
 {
-    if (!s->metrics)
+    if (!srv->metrics)
         return;
-    pthread_mutex_destroy(&s->metrics->lock);
-    free(s->metrics);
-    s->metrics = NULL;
+    pthread_mutex_destroy(&srv->metrics->lock);
+    free(srv->metrics);
+    srv->metrics = NULL;
 }
 
 /* endpoint is a static string (the route table's). */
-void sv_metrics_request(sv_server *s, const char *endpoint, int status)
+void sv_metrics_request(sv_server *srv, const char *endpoint, int status)
 {
-    sv_metrics *m = s->metrics;
+    sv_metrics *m = srv->metrics;
     pthread_mutex_lock(&m->lock);
     int i = 0;
     while (i < m->n_requests && !(m->requests[i].endpoint == endpoint && m->requests[i].status == status))
@@ -76,18 +76,18 @@ void sv_metrics_request(sv_server *s, const char *endpoint, int status)
     pthread_mutex_unlock(&m->lock);
 }
 
-void sv_metrics_tokens(sv_server *s, uint64_t prompt, uint64_t completion)
+void sv_metrics_tokens(sv_server *srv, uint64_t prompt, uint64_t completion)
 {
-    sv_metrics *m = s->metrics;
+    sv_metrics *m = srv->metrics;
     pthread_mutex_lock(&m->lock);
     m->prompt_tokens += prompt;
     m->completion_tokens += completion;
     pthread_mutex_unlock(&m->lock);
 }
 
-void sv_metrics_prefix(sv_server *s, uint32_t tokens)
+void sv_metrics_prefix(sv_server *srv, uint32_t tokens)
 {
-    sv_metrics *m = s->metrics;
+    sv_metrics *m = srv->metrics;
     pthread_mutex_lock(&m->lock);
     m->prefix_tokens += tokens;
     pthread_mutex_unlock(&m->lock);
@@ -103,9 +103,9 @@ static void observe(histogram *h, double v)
     h->total++;
 }
 
-void sv_metrics_step(sv_server *s, uint32_t batch_sequences, uint32_t batch_tokens, double seconds)
+void sv_metrics_step(sv_server *srv, uint32_t batch_sequences, uint32_t batch_tokens, double seconds)
 {
-    sv_metrics *m = s->metrics;
+    sv_metrics *m = srv->metrics;
     pthread_mutex_lock(&m->lock);
     m->steps++;
     m->step_tokens += batch_tokens;
@@ -164,18 +164,18 @@ static void put_histogram(buf *b, const char *name, const char *help, const hist
         h->sum, name, (unsigned long long)h->total);
 }
 
-char *sv_metrics_text(sv_server *s, int queued, int running)
+char *sv_metrics_text(sv_server *srv, int queued, int running)
 {
-    sv_metrics *m = s->metrics;
+    sv_metrics *m = srv->metrics;
     buf b = {0};
     pthread_mutex_lock(&m->lock);
     put(&b, "# HELP detinfer_info The fingerprint of this server's results.\n# TYPE detinfer_info gauge\n");
     put(&b, "detinfer_info{version=\"");
     put_label(&b, di_version_string());
     put(&b, "\",backend=\"");
-    put_label(&b, s->backend_info);
-    put(&b, "\",model_digest=\"%s\",model=\"", s->model_digest);
-    put_label(&b, s->cfg.model_name);
+    put_label(&b, srv->backend_info);
+    put(&b, "\",model_digest=\"%s\",model=\"", srv->model_digest);
+    put_label(&b, srv->cfg.model_name);
     put(&b, "\"} 1\n");
     put(&b, "# HELP detinfer_requests_total HTTP requests by endpoint and status.\n"
             "# TYPE detinfer_requests_total counter\n");

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "serve.h"
+#include "serve/serve.h"
 
 #define MAX_STOPS 4
 #define MAX_STOP_BYTES 256
@@ -152,7 +152,7 @@ static int get_stops(json_t *root, sv_request *r, sv_error *e)
 }
 
 /* Sampling fields into r->params; r->sampled when any is not greedy's. */
-static int get_sampling(sv_server *s, json_t *root, sv_request *r, sv_error *e)
+static int get_sampling(sv_server *srv, json_t *root, sv_request *r, sv_error *e)
 {
     double temperature = 0, top_p = 1, min_p = 0, presence = 0, frequency = 0, repetition = 1;
     long long top_k = 0, seed = 0;
@@ -175,7 +175,7 @@ static int get_sampling(sv_server *s, json_t *root, sv_request *r, sv_error *e)
     p.top_p = 1;
     p.repetition_penalty = 1;
     p.penalty_window = 64;
-    if (s->sampling_available)
+    if (srv->sampling_available)
         di_sampling_params_init(&p);
     p.temperature = (float)temperature;
     p.top_k = (int32_t)top_k;
@@ -194,7 +194,7 @@ static int get_sampling(sv_server *s, json_t *root, sv_request *r, sv_error *e)
                         : repetition != 1 ? "repetition_penalty"
                                           : NULL;
     r->sampled = needs != NULL;
-    if (r->sampled && !s->sampling_available)
+    if (r->sampled && !srv->sampling_available)
         return sv_bad(e, needs,
                    "'%s' asks for sampling, which this build of libdetinfer does not have yet: "
                    "only greedy decoding (temperature 0, no penalties) is served",
@@ -210,56 +210,56 @@ typedef struct token_source {
     size_t n_messages;
 } token_source;
 
-static di_status source_tokens(sv_server *s, const token_source *src, int32_t *tokens, size_t capacity,
+static di_status source_tokens(sv_server *srv, const token_source *src, int32_t *tokens, size_t capacity,
                                size_t *n, char *err, size_t es)
 {
     if (src->text)
-        return di_model_tokenize(s->model, src->text, src->len, DI_TOKENIZE_ADD_BOS, tokens, capacity, n, err, es);
+        return di_model_tokenize(srv->model, src->text, src->len, DI_TOKENIZE_ADD_BOS, tokens, capacity, n, err, es);
     /* the template's markers are control tokens; no message text becomes one */
-    return di_chat_tokenize(s->model, s->chat_template, src->roles, src->contents, src->n_messages, 1,
+    return di_chat_tokenize(srv->model, srv->chat_template, src->roles, src->contents, src->n_messages, 1,
                             DI_TOKENIZE_ADD_BOS, tokens, capacity, n, err, es);
 }
 
-int sv_text_may_fit(const sv_server *s, size_t bytes, const char *param, sv_error *e)
+int sv_text_may_fit(const sv_server *srv, size_t bytes, const char *param, sv_error *e)
 {
-    if (s->max_token_bytes && bytes / s->max_token_bytes > (size_t)s->context) {
+    if (srv->max_token_bytes && bytes / srv->max_token_bytes > (size_t)srv->context) {
         sv_bad(e, param, "the text has more than %lld tokens (%zu bytes of text, at most %zu bytes per token); "
-               "the context is %lld", (long long)s->context, bytes, s->max_token_bytes, (long long)s->context);
+               "the context is %lld", (long long)srv->context, bytes, srv->max_token_bytes, (long long)srv->context);
         return 0;
     }
     return 1;
 }
 
-static int tokenize(sv_server *s, const token_source *src, sv_request *r, sv_error *e, const char *param)
+static int tokenize(sv_server *srv, const token_source *src, sv_request *r, sv_error *e, const char *param)
 {
     size_t bytes = src->len; /* of text tokenized as such: a chat's messages */
     for (size_t i = 0; !src->text && i < src->n_messages; i++)
         bytes += strlen(src->contents[i]);
-    if (!sv_text_may_fit(s, bytes, param, e))
+    if (!sv_text_may_fit(srv, bytes, param, e))
         return -1;
     char err[256] = "";
     size_t need = 0;
-    di_status st = source_tokens(s, src, NULL, 0, &need, err, sizeof err);
+    di_status st = source_tokens(srv, src, NULL, 0, &need, err, sizeof err);
     if (st == DI_OK || st == DI_ERR_BUFFER_TOO_SMALL) {
-        if (need > (size_t)s->context)
-            return sv_bad(e, param, "the prompt has %zu tokens; the context is %lld", need, (long long)s->context);
+        if (need > (size_t)srv->context)
+            return sv_bad(e, param, "the prompt has %zu tokens; the context is %lld", need, (long long)srv->context);
         r->prompt = malloc((need ? need : 1) * sizeof *r->prompt);
         if (!r->prompt)
             return sv_bad(e, param, "out of memory");
-        st = source_tokens(s, src, r->prompt, need, &need, err, sizeof err);
+        st = source_tokens(srv, src, r->prompt, need, &need, err, sizeof err);
         r->n_prompt = (uint32_t)need;
     }
     if (st == DI_ERR_UNSUPPORTED && src->text)
         return sv_bad(e, param, "this model has no tokenizer: give the prompt as an array of token ids");
     if (st && !src->text)
-        return sv_bad(e, param, "the messages cannot be tokenized with the '%s' template: %s: %s", s->chat_template,
+        return sv_bad(e, param, "the messages cannot be tokenized with the '%s' template: %s: %s", srv->chat_template,
                    di_status_name(st), err);
     if (st)
         return sv_bad(e, param, "the prompt cannot be tokenized: %s: %s", di_status_name(st), err);
     return 0;
 }
 
-static int get_prompt(sv_server *s, json_t *root, sv_request *r, sv_error *e)
+static int get_prompt(sv_server *srv, json_t *root, sv_request *r, sv_error *e)
 {
     json_t *v = json_object_get(root, "prompt");
     if (!v)
@@ -269,15 +269,15 @@ static int get_prompt(sv_server *s, json_t *root, sv_request *r, sv_error *e)
     if (json_is_string(v)) {
         /* a text prompt parses no special tokens: a client that wants them sends ids */
         const token_source src = {json_string_value(v), json_string_length(v), NULL, NULL, 0};
-        return tokenize(s, &src, r, e, "prompt");
+        return tokenize(srv, &src, r, e, "prompt");
     }
     if (!json_is_array(v))
         return sv_bad(e, "prompt", "'prompt' must be a string or an array of token ids");
     size_t n = json_array_size(v);
     if (n == 0)
         return sv_bad(e, "prompt", "'prompt' has no tokens");
-    if (n > (size_t)s->context)
-        return sv_bad(e, "prompt", "the prompt has %zu tokens; the context is %lld", n, (long long)s->context);
+    if (n > (size_t)srv->context)
+        return sv_bad(e, "prompt", "the prompt has %zu tokens; the context is %lld", n, (long long)srv->context);
     r->prompt = malloc(n * sizeof *r->prompt);
     if (!r->prompt)
         return sv_bad(e, "prompt", "out of memory");
@@ -286,20 +286,20 @@ static int get_prompt(sv_server *s, json_t *root, sv_request *r, sv_error *e)
         if (!json_is_integer(t))
             return sv_bad(e, "prompt", "'prompt' must be a string, or an array of token ids (integers); one prompt only");
         long long id = json_integer_value(t);
-        if (id < 0 || id >= s->n_vocab)
-            return sv_bad(e, "prompt", "token id %lld at %zu is outside [0, %lld)", id, i, (long long)s->n_vocab);
+        if (id < 0 || id >= srv->n_vocab)
+            return sv_bad(e, "prompt", "token id %lld at %zu is outside [0, %lld)", id, i, (long long)srv->n_vocab);
         r->prompt[i] = (int32_t)id;
     }
     r->n_prompt = (uint32_t)n;
     return 0;
 }
 
-static int get_messages(sv_server *s, json_t *root, sv_request *r, sv_error *e)
+static int get_messages(sv_server *srv, json_t *root, sv_request *r, sv_error *e)
 {
     json_t *v = json_object_get(root, "messages");
     if (!v)
         return sv_bad(e, "messages", "'messages' is required");
-    if (!s->chat_template)
+    if (!srv->chat_template)
         return sv_bad(e, "messages",
                    "this model carries no chat template the server recognises (a base model?): "
                    "start the server with --chat-template NAME (docs/SERVING.md), or use /v1/completions");
@@ -307,7 +307,7 @@ static int get_messages(sv_server *s, json_t *root, sv_request *r, sv_error *e)
     if (sv_chat_messages(v, &chat, e))
         return -1;
     const token_source src = {NULL, 0, chat.roles, (const char *const *)chat.contents, chat.n};
-    const int rc = tokenize(s, &src, r, e, "messages");
+    const int rc = tokenize(srv, &src, r, e, "messages");
     sv_chat_free(&chat);
     return rc;
 }
@@ -358,7 +358,7 @@ static int check_unsupported(json_t *root, sv_error *e)
 #define MAX_TOP_COMPLETION 5
 #define MAX_TOP_CHAT 20
 
-static int get_logprobs(sv_server *s, json_t *root, sv_kind kind, sv_request *r, sv_error *e)
+static int get_logprobs(sv_server *srv, json_t *root, sv_kind kind, sv_request *r, sv_error *e)
 {
     long long n_top = -1;
     if (kind == SV_COMPLETION) {
@@ -372,7 +372,7 @@ static int get_logprobs(sv_server *s, json_t *root, sv_kind kind, sv_request *r,
         if (n_top >= 0 && !r->logprobs)
             return sv_bad(e, "top_logprobs", "'top_logprobs' needs \"logprobs\": true");
     }
-    r->n_top = n_top > 0 ? (uint32_t)(n_top < s->n_vocab ? n_top : s->n_vocab) : 0;
+    r->n_top = n_top > 0 ? (uint32_t)(n_top < srv->n_vocab ? n_top : srv->n_vocab) : 0;
     return 0;
 }
 
@@ -424,13 +424,14 @@ static void new_id(sv_request *r)
 
 /* The choices: n of them in the response, computed n times when sampled
  * (choice i with seed + i), once when greedy (they are equal). */
-static int make_choices(sv_server *s, json_t *root, sv_request *r, sv_error *e)
+static int make_choices(sv_server *srv, json_t *root, sv_request *r, sv_error *e)
 {
     long long n = 1;
-    if (get_int(root, "n", 1, s->cfg.max_n, &n, e)) {
-        if (json_is_integer(json_object_get(root, "n")) && json_integer_value(json_object_get(root, "n")) > s->cfg.max_n)
+    if (get_int(root, "n", 1, srv->cfg.max_n, &n, e)) {
+        if (json_is_integer(json_object_get(root, "n")) &&
+            json_integer_value(json_object_get(root, "n")) > srv->cfg.max_n)
             sv_bad(e, "n", "'n' is %lld; this server's cap is %ld (--max-n)", json_integer_value(json_object_get(root, "n")),
-                   s->cfg.max_n);
+                   srv->cfg.max_n);
         return -1;
     }
     r->n = (uint32_t)n;
@@ -463,34 +464,34 @@ static int make_choices(sv_server *s, json_t *root, sv_request *r, sv_error *e)
  * absent 16 for completions (OpenAI's) and --max-tokens-default for chats;
  * the prompt and all generated tokens but the last (never fed back) must fit
  * the context. */
-static int get_max_tokens(sv_server *s, json_t *root, sv_request *r, sv_error *e)
+static int get_max_tokens(sv_server *srv, json_t *root, sv_request *r, sv_error *e)
 {
     const char *name = "max_tokens";
     if (r->kind == SV_CHAT && json_object_get(root, "max_completion_tokens") &&
         !json_is_null(json_object_get(root, "max_completion_tokens")))
         name = "max_completion_tokens";
     long long max_tokens = -1;
-    if (get_int(root, name, 1, s->cfg.max_tokens, &max_tokens, e)) {
+    if (get_int(root, name, 1, srv->cfg.max_tokens, &max_tokens, e)) {
         json_t *v = json_object_get(root, name);
         if (json_is_integer(v) && json_integer_value(v) >= 1)
             sv_bad(e, name, "'%s' is %lld; this server's cap is %ld (--max-tokens)", name, json_integer_value(v),
-                   s->cfg.max_tokens);
+                   srv->cfg.max_tokens);
         return -1;
     }
-    const long long room = s->context - (long long)r->n_prompt + 1;
+    const long long room = srv->context - (long long)r->n_prompt + 1;
     if (max_tokens < 0) { /* the default, within the context */
-        max_tokens = r->kind == SV_CHAT ? s->cfg.max_tokens_default : 16;
+        max_tokens = r->kind == SV_CHAT ? srv->cfg.max_tokens_default : 16;
         if (max_tokens > room && r->kind == SV_CHAT)
             max_tokens = room;
     }
     if (max_tokens < 1 || max_tokens > room)
         return sv_bad(e, name, "the prompt's %u tokens and %s %lld exceed the context of %lld tokens", r->n_prompt,
-                      name, max_tokens, (long long)s->context);
+                      name, max_tokens, (long long)srv->context);
     r->max_tokens = (uint32_t)max_tokens;
     return 0;
 }
 
-int sv_request_parse(sv_server *s, sv_kind kind, const char *body, size_t len, sv_request **out, sv_error *e)
+int sv_request_parse(sv_server *srv, sv_kind kind, const char *body, size_t len, sv_request **out, sv_error *e)
 {
     *out = NULL;
     json_t *root = sv_json_load(body, len, e);
@@ -508,18 +509,18 @@ int sv_request_parse(sv_server *s, sv_kind kind, const char *body, size_t len, s
         sv_bad(e, NULL, "the body must be a JSON object");
         goto out;
     }
-    if (check_known_fields(root, kind, e) || check_unsupported(root, e) || get_logprobs(s, root, kind, r, e) ||
+    if (check_known_fields(root, kind, e) || check_unsupported(root, e) || get_logprobs(srv, root, kind, r, e) ||
         get_bool(root, "stream", &r->stream, e) || get_stream_options(root, r, e) ||
-        get_detinfer_options(root, r, e) || get_stops(root, r, e) || get_sampling(s, root, r, e) ||
+        get_detinfer_options(root, r, e) || get_stops(root, r, e) || get_sampling(srv, root, r, e) ||
         sv_request_grammar(root, r, e))
         goto out;
-    if ((kind == SV_CHAT ? get_messages(s, root, r, e) : get_prompt(s, root, r, e)))
+    if ((kind == SV_CHAT ? get_messages(srv, root, r, e) : get_prompt(srv, root, r, e)))
         goto out;
     if (r->n_prompt == 0) {
         sv_bad(e, kind == SV_CHAT ? "messages" : "prompt", "the prompt gives no tokens");
         goto out;
     }
-    if (get_max_tokens(s, root, r, e) || make_choices(s, root, r, e))
+    if (get_max_tokens(srv, root, r, e) || make_choices(srv, root, r, e))
         goto out;
     new_id(r);
     rc = 0;

@@ -7,22 +7,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli_json.h"
-#include "serve.h"
+#include "cli/cli_json.h"
+#include "serve/serve.h"
 
 /* ---- The detinfer object ------------------------------------------------------ */
 
 static json_t *hex(const di_digest *d)
 {
     char h[DI_DIGEST_HEX_SIZE];
-    dt_hex(d, h);
+    cli_hex(d, h);
     return json_string(h);
 }
 
-json_t *sv_fingerprint_object(const sv_server *s)
+json_t *sv_fingerprint_object(const sv_server *srv)
 {
-    return json_pack("{s:s, s:s, s:s, s:s}", "library_version", di_version_string(), "backend", s->backend_info,
-                     "profile", dt_profile_name(s->cfg.profile), "model_digest", s->model_digest);
+    return json_pack("{s:s, s:s, s:s, s:s}", "library_version", di_version_string(), "backend", srv->backend_info,
+                     "profile", cli_profile_name(srv->cfg.profile), "model_digest", srv->model_digest);
 }
 
 /* What one choice adds: its seed, tokens and digests. */
@@ -33,7 +33,7 @@ static json_t *choice_facts(const sv_request *r, uint32_t index)
     json_object_set_new(o, "index", json_integer(index));
     json_object_set_new(o, "seed", r->sampled ? json_integer((json_int_t)c->seed) : json_null());
     json_object_set_new(o, "sequence_digest", hex(&c->sequence));
-    json_object_set_new(o, "completion_token_ids", dt_json_tokens(c->out, c->n_out));
+    json_object_set_new(o, "completion_token_ids", cli_json_tokens(c->out, c->n_out));
     if (r->want_logits_digests) {
         json_t *d = json_array();
         for (uint32_t i = 0; i < c->n_out; i++)
@@ -43,7 +43,7 @@ static json_t *choice_facts(const sv_request *r, uint32_t index)
     return o;
 }
 
-json_t *sv_detinfer_object(const sv_server *s, const sv_request *r, int index)
+json_t *sv_detinfer_object(const sv_server *srv, const sv_request *r, int index)
 {
     json_t *o = index >= 0 ? choice_facts(r, (uint32_t)index) : json_object();
     if (index >= 0 && r->n == 1)
@@ -56,22 +56,22 @@ json_t *sv_detinfer_object(const sv_server *s, const sv_request *r, int index)
     }
     json_object_set_new(o, "prompt_tokens", json_integer(r->n_prompt));
     di_digest prompt;
-    if (dt_digest_bytes(r->prompt, (size_t)r->n_prompt * sizeof *r->prompt, &prompt) == DI_OK)
+    if (cli_digest_bytes(r->prompt, (size_t)r->n_prompt * sizeof *r->prompt, &prompt) == DI_OK)
         json_object_set_new(o, "prompt_digest", hex(&prompt));
     if (r->want_prompt_ids)
-        json_object_set_new(o, "prompt_ids", dt_json_tokens(r->prompt, r->n_prompt));
+        json_object_set_new(o, "prompt_ids", cli_json_tokens(r->prompt, r->n_prompt));
     json_object_set_new(o, "sampling", json_string(r->sampled ? "sampled" : "greedy"));
     /* as applied, defaults included: what replay needs besides the request */
-    json_t *applied = dt_json_sampling(&r->params);
+    json_t *applied = cli_json_sampling(&r->params);
     json_object_set_new(applied, "seed", json_integer((json_int_t)r->params.seed));
     json_object_set_new(applied, "max_tokens", json_integer(r->max_tokens));
     json_object_set_new(applied, "n", json_integer(r->n));
     json_object_set_new(o, "sampling_params", applied);
     if (r->kind == SV_CHAT)
-        json_object_set_new(o, "chat_template", json_string(s->chat_template));
+        json_object_set_new(o, "chat_template", json_string(srv->chat_template));
     if (r->grammar)
         json_object_set_new(o, "grammar_digest", json_string(sv_grammar_digest(r->grammar)));
-    json_object_set_new(o, "fingerprint", sv_fingerprint_object(s));
+    json_object_set_new(o, "fingerprint", sv_fingerprint_object(srv));
     return o;
 }
 
@@ -92,13 +92,13 @@ typedef struct token_text {
     json_t *string;
 } token_text;
 
-static token_text token_text_of(const sv_server *s, int32_t token)
+static token_text token_text_of(const sv_server *srv, int32_t token)
 {
     token_text t = {NULL, 0, NULL};
     size_t need = 0;
-    di_status st = di_model_token_piece(s->model, token, NULL, 0, &need);
+    di_status st = di_model_token_piece(srv->model, token, NULL, 0, &need);
     if ((st == DI_OK || st == DI_ERR_BUFFER_TOO_SMALL) && (t.bytes = malloc(need + 1)) &&
-        di_model_token_piece(s->model, token, t.bytes, need + 1, &need) == DI_OK)
+        di_model_token_piece(srv->model, token, t.bytes, need + 1, &need) == DI_OK)
         t.len = need;
     t.string = memchr(t.bytes ? t.bytes : "", '\0', t.len) ? NULL : json_stringn(t.bytes ? t.bytes : "", t.len);
     if (!t.string) {
@@ -117,9 +117,9 @@ static token_text token_text_of(const sv_server *s, int32_t token)
 }
 
 /* {"token", "logprob", "bytes"}: one entry of chat's logprobs. */
-static json_t *chat_entry(const sv_server *s, int32_t token, float lp)
+static json_t *chat_entry(const sv_server *srv, int32_t token, float lp)
 {
-    token_text t = token_text_of(s, token);
+    token_text t = token_text_of(srv, token);
     json_t *bytes = json_array();
     for (size_t i = 0; i < t.len; i++)
         json_array_append_new(bytes, json_integer((unsigned char)t.bytes[i]));
@@ -129,9 +129,9 @@ static json_t *chat_entry(const sv_server *s, int32_t token, float lp)
 
 /* Adds token: lp to a completion's top_logprobs object unless a token of the
  * same text is there already (the higher-ranked one keeps the key). */
-static void completion_top_add(const sv_server *s, json_t *top, int32_t token, float lp)
+static void completion_top_add(const sv_server *srv, json_t *top, int32_t token, float lp)
 {
-    token_text t = token_text_of(s, token);
+    token_text t = token_text_of(srv, token);
     const char *key = json_string_value(t.string);
     if (!json_object_get(top, key))
         json_object_set_new(top, key, logprob_number(lp));
@@ -140,11 +140,11 @@ static void completion_top_add(const sv_server *s, json_t *top, int32_t token, f
 }
 
 /* The offset, in Unicode code points of the text as the response spells it
- * (sv_json_text), of byte `at` of text: a token that begins inside a UTF-8
+ * (cli_json_textn), of byte `at` of text: a token that begins inside a UTF-8
  * sequence gets the offset of that character. */
 static size_t text_offset_chars(const char *text, size_t at)
 {
-    json_t *prefix = sv_json_text(text, sv_utf8_complete_prefix(text, at));
+    json_t *prefix = cli_json_textn(text, sv_utf8_complete_prefix(text, at));
     const char *p = json_string_value(prefix);
     size_t count = 0, n = json_string_length(prefix);
     for (size_t i = 0; i < n; i++)
@@ -155,7 +155,7 @@ static size_t text_offset_chars(const char *text, size_t at)
 
 /* Choice c's "logprobs" value for its generated tokens [from, to), in the
  * endpoint's shape; null when the request did not ask or the range is empty. */
-static json_t *logprobs_json(const sv_server *s, const sv_request *r, const sv_choice *c, uint32_t from,
+static json_t *logprobs_json(const sv_server *srv, const sv_request *r, const sv_choice *c, uint32_t from,
                              uint32_t to)
 {
     if (!r->logprobs || from >= to)
@@ -163,10 +163,10 @@ static json_t *logprobs_json(const sv_server *s, const sv_request *r, const sv_c
     if (r->kind == SV_CHAT) {
         json_t *content = json_array();
         for (uint32_t i = from; i < to; i++) {
-            json_t *entry = chat_entry(s, c->out[i], c->token_logprob[i]);
+            json_t *entry = chat_entry(srv, c->out[i], c->token_logprob[i]);
             json_t *top = json_array();
             for (uint32_t k = 0; k < r->n_top; k++)
-                json_array_append_new(top, chat_entry(s, c->top_tokens[(size_t)i * r->n_top + k],
+                json_array_append_new(top, chat_entry(srv, c->top_tokens[(size_t)i * r->n_top + k],
                                                       c->top_logprobs[(size_t)i * r->n_top + k]));
             json_object_set_new(entry, "top_logprobs", top);
             json_array_append_new(content, entry);
@@ -175,16 +175,16 @@ static json_t *logprobs_json(const sv_server *s, const sv_request *r, const sv_c
     }
     json_t *tokens = json_array(), *values = json_array(), *tops = json_array(), *offsets = json_array();
     for (uint32_t i = from; i < to; i++) {
-        token_text t = token_text_of(s, c->out[i]);
+        token_text t = token_text_of(srv, c->out[i]);
         free(t.bytes);
         json_array_append_new(tokens, t.string);
         json_array_append_new(values, logprob_number(c->token_logprob[i]));
         /* the n most likely, and the chosen token (OpenAI: up to logprobs + 1) */
         json_t *top = json_object();
         for (uint32_t k = 0; k < r->n_top; k++)
-            completion_top_add(s, top, c->top_tokens[(size_t)i * r->n_top + k],
+            completion_top_add(srv, top, c->top_tokens[(size_t)i * r->n_top + k],
                                c->top_logprobs[(size_t)i * r->n_top + k]);
-        completion_top_add(s, top, c->out[i], c->token_logprob[i]);
+        completion_top_add(srv, top, c->out[i], c->token_logprob[i]);
         json_array_append_new(tops, top);
         json_array_append_new(offsets, json_integer((json_int_t)(c->text ? text_offset_chars(c->text, c->text_offset[i]) : 0)));
     }
@@ -201,46 +201,46 @@ static json_t *usage(const sv_request *r)
                      "total_tokens", (json_int_t)r->n_prompt + completion);
 }
 
-static json_t *envelope(const sv_server *s, const sv_request *r, const char *object)
+static json_t *envelope(const sv_server *srv, const sv_request *r, const char *object)
 {
     return json_pack("{s:s, s:s, s:I, s:s, s:s}", "id", r->id, "object", object, "created", (json_int_t)r->created,
-                     "model", s->cfg.model_name, "system_fingerprint", s->system_fingerprint);
+                     "model", srv->cfg.model_name, "system_fingerprint", srv->system_fingerprint);
 }
 
-char *sv_response_json(const sv_server *s, const sv_request *r)
+char *sv_response_json(const sv_server *srv, const sv_request *r)
 {
     int chat = r->kind == SV_CHAT;
-    json_t *root = envelope(s, r, chat ? "chat.completion" : "text_completion");
+    json_t *root = envelope(srv, r, chat ? "chat.completion" : "text_completion");
     json_t *choices = json_array();
     for (uint32_t i = 0; i < r->n; i++) {
         const sv_choice *c = sv_choice_of(r, i);
         json_t *choice = json_object();
         json_object_set_new(choice, "index", json_integer(i));
-        json_t *text = sv_json_text(c->text ? c->text : "", c->text_visible);
+        json_t *text = cli_json_textn(c->text ? c->text : "", c->text_visible);
         if (chat)
             json_object_set_new(choice, "message",
                                 json_pack("{s:s, s:o, s:n}", "role", "assistant", "content", text, "refusal"));
         else
             json_object_set_new(choice, "text", text);
-        json_object_set_new(choice, "logprobs", logprobs_json(s, r, c, 0, c->n_out));
+        json_object_set_new(choice, "logprobs", logprobs_json(srv, r, c, 0, c->n_out));
         json_object_set_new(choice, "finish_reason", json_string(c->finish_reason ? c->finish_reason : "length"));
         json_array_append_new(choices, choice);
     }
     json_object_set_new(root, "choices", choices);
     json_object_set_new(root, "usage", usage(r));
-    json_object_set_new(root, "detinfer", sv_detinfer_object(s, r, r->n == 1 ? 0 : -1));
+    json_object_set_new(root, "detinfer", sv_detinfer_object(srv, r, r->n == 1 ? 0 : -1));
     return sv_json_dump(root);
 }
 
-char *sv_chunk_json(const sv_server *s, const sv_request *r, uint32_t index, const char *delta, size_t delta_len,
+char *sv_chunk_json(const sv_server *srv, const sv_request *r, uint32_t index, const char *delta, size_t delta_len,
                     uint32_t tok_from, uint32_t tok_to, const char *finish, int role)
 {
     int chat = r->kind == SV_CHAT;
     const sv_choice *c = sv_choice_of(r, index);
-    json_t *root = envelope(s, r, chat ? "chat.completion.chunk" : "text_completion");
+    json_t *root = envelope(srv, r, chat ? "chat.completion.chunk" : "text_completion");
     json_t *choice = json_object();
     json_object_set_new(choice, "index", json_integer(index));
-    json_t *text = sv_json_text(delta, delta_len);
+    json_t *text = cli_json_textn(delta, delta_len);
     if (chat) {
         json_t *d = json_object();
         if (role)
@@ -250,17 +250,17 @@ char *sv_chunk_json(const sv_server *s, const sv_request *r, uint32_t index, con
     } else {
         json_object_set_new(choice, "text", text);
     }
-    json_object_set_new(choice, "logprobs", logprobs_json(s, r, c, tok_from, tok_to));
+    json_object_set_new(choice, "logprobs", logprobs_json(srv, r, c, tok_from, tok_to));
     json_object_set_new(choice, "finish_reason", finish ? json_string(finish) : json_null());
     json_object_set_new(root, "choices", json_pack("[o]", choice));
     if (finish)
-        json_object_set_new(root, "detinfer", sv_detinfer_object(s, r, (int)index));
+        json_object_set_new(root, "detinfer", sv_detinfer_object(srv, r, (int)index));
     return sv_json_dump(root);
 }
 
-char *sv_usage_chunk_json(const sv_server *s, const sv_request *r)
+char *sv_usage_chunk_json(const sv_server *srv, const sv_request *r)
 {
-    json_t *root = envelope(s, r, r->kind == SV_CHAT ? "chat.completion.chunk" : "text_completion");
+    json_t *root = envelope(srv, r, r->kind == SV_CHAT ? "chat.completion.chunk" : "text_completion");
     json_object_set_new(root, "choices", json_array());
     json_object_set_new(root, "usage", usage(r));
     return sv_json_dump(root);
@@ -268,12 +268,12 @@ char *sv_usage_chunk_json(const sv_server *s, const sv_request *r)
 
 char *sv_error_json(const sv_error *e)
 {
-    /* The message and param may quote the request, cut to fit: sv_json_text
+    /* The message and param may quote the request, cut to fit: cli_json_textn
      * keeps them valid UTF-8. */
     json_t *err = json_object();
-    json_object_set_new(err, "message", sv_json_text(e->message, strlen(e->message)));
+    json_object_set_new(err, "message", cli_json_textn(e->message, strlen(e->message)));
     json_object_set_new(err, "type", json_string(e->type ? e->type : "error"));
-    json_object_set_new(err, "param", e->param[0] ? sv_json_text(e->param, strlen(e->param)) : json_null());
+    json_object_set_new(err, "param", e->param[0] ? cli_json_textn(e->param, strlen(e->param)) : json_null());
     json_object_set_new(err, "code", json_null());
     return sv_json_dump(json_pack("{s:o}", "error", err));
 }

@@ -17,10 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve.h"
+#include "serve/serve.h"
 
 typedef struct stream {
-    sv_server *s;
+    sv_server *srv;
     sv_request *r;
     int fd;
     char *pending; /* SSE bytes not yet handed to MHD */
@@ -32,9 +32,9 @@ typedef struct stream {
     int finished;  /* [DONE] queued */
 } stream;
 
-int sv_connection_fd(struct MHD_Connection *c)
+int sv_connection_fd(struct MHD_Connection *conn)
 {
-    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     return info ? info->connect_fd : -1;
 }
 
@@ -72,7 +72,7 @@ static void choice_chunks(stream *st, uint32_t k, uint32_t i, int finish)
     const size_t upto = finish ? st->text_sent[k] : c->visible_after[i];
     const size_t from = st->text_sent[k] < upto ? st->text_sent[k] : upto;
     for (uint32_t j = r->sampled ? k : 0; j < (r->sampled ? k + 1 : r->n); j++)
-        stream_append(st, sv_chunk_json(st->s, r, j, c->text ? c->text + from : "", upto - from, finish ? 0 : i,
+        stream_append(st, sv_chunk_json(st->srv, r, j, c->text ? c->text + from : "", upto - from, finish ? 0 : i,
                                         finish ? 0 : i + 1, finish ? c->finish_reason : NULL, 0));
     if (upto > st->text_sent[k])
         st->text_sent[k] = upto;
@@ -87,7 +87,7 @@ static int stream_collect_locked(stream *st)
     const char *error = sv_request_error(r);
     if (!st->opened && !error && r->kind == SV_CHAT)
         for (uint32_t j = 0; j < r->n; j++)
-            stream_append(st, sv_chunk_json(st->s, r, j, "", 0, 0, 0, NULL, 1));
+            stream_append(st, sv_chunk_json(st->srv, r, j, "", 0, 0, 0, NULL, 1));
     st->opened = 1;
     /* round by round, a token of each choice: the choices' chunks interleave */
     for (int more = !error; more;) {
@@ -108,7 +108,7 @@ static int stream_collect_locked(stream *st)
             sv_set_error(&e, 500, "server_error", NULL, "%s", error);
             stream_append(st, sv_error_json(&e));
         } else if (r->include_usage) {
-            stream_append(st, sv_usage_chunk_json(st->s, r));
+            stream_append(st, sv_usage_chunk_json(st->srv, r));
         }
         char *p = realloc(st->pending, st->pending_len + 16);
         if (p) {
@@ -129,15 +129,15 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
         if (st->finished)
             return MHD_CONTENT_READER_END_OF_STREAM;
         st->pending_len = st->pending_off = 0;
-        sv_engine_lock(st->s);
+        sv_engine_lock(st->srv);
         while (!stream_collect_locked(st)) {
-            sv_engine_wait(st->s, st->r, 0.1);
+            sv_engine_wait(st->srv, st->r, 0.1);
             if (!sv_request_done(st->r) && sv_client_gone(st->fd)) {
-                sv_engine_unlock(st->s);
+                sv_engine_unlock(st->srv);
                 return MHD_CONTENT_READER_END_WITH_ERROR;
             }
         }
-        sv_engine_unlock(st->s);
+        sv_engine_unlock(st->srv);
         if (!st->pending)
             return MHD_CONTENT_READER_END_WITH_ERROR;
     }
@@ -154,8 +154,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 static void stream_free(void *cls)
 {
     stream *st = cls;
-    sv_engine_cancel(st->s, st->r);
-    sv_engine_release(st->s, st->r);
+    sv_engine_cancel(st->srv, st->r);
+    sv_engine_release(st->srv, st->r);
     free(st->pending);
     free(st->text_sent);
     free(st->tokens_sent);
@@ -163,7 +163,7 @@ static void stream_free(void *cls)
     free(st);
 }
 
-struct MHD_Response *sv_stream_response(sv_server *s, struct MHD_Connection *c, sv_request *r)
+struct MHD_Response *sv_stream_response(sv_server *srv, struct MHD_Connection *conn, sv_request *r)
 {
     stream *st = calloc(1, sizeof *st);
     if (st) {
@@ -178,11 +178,11 @@ struct MHD_Response *sv_stream_response(sv_server *s, struct MHD_Connection *c, 
             free(st->closed);
             free(st);
         }
-        sv_engine_cancel(s, r);
-        sv_engine_release(s, r);
+        sv_engine_cancel(srv, r);
+        sv_engine_release(srv, r);
         return NULL;
     }
-    st->s = s, st->r = r, st->fd = sv_connection_fd(c);
+    st->srv = srv, st->r = r, st->fd = sv_connection_fd(conn);
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
     if (!resp)
         stream_free(st);

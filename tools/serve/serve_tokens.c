@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve.h"
+#include "cli/cli_json.h"
+#include "serve/serve.h"
 
 /* Each key of root is one of the space-separated names. */
 static int only_fields(json_t *root, const char *names, const char *endpoint, sv_error *e)
@@ -41,13 +42,13 @@ static int flag(json_t *root, const char *name, int *out, sv_error *e)
 }
 
 /* A token's piece: a string when it is valid UTF-8 without NUL, else its bytes. */
-static json_t *piece_json(const sv_server *s, int32_t id)
+static json_t *piece_json(const sv_server *srv, int32_t id)
 {
     size_t need = 0;
     char small[64], *buf = small;
-    di_status st = di_model_token_piece(s->model, id, small, sizeof small, &need);
+    di_status st = di_model_token_piece(srv->model, id, small, sizeof small, &need);
     if (st == DI_ERR_BUFFER_TOO_SMALL && (buf = malloc(need + 1)))
-        st = di_model_token_piece(s->model, id, buf, need + 1, &need);
+        st = di_model_token_piece(srv->model, id, buf, need + 1, &need);
     json_t *v = NULL;
     if (st == DI_OK && !memchr(buf, '\0', need))
         v = json_stringn(buf, need);
@@ -61,7 +62,7 @@ static json_t *piece_json(const sv_server *s, int32_t id)
     return v ? v : json_null();
 }
 
-char *sv_tokenize_json(sv_server *s, const char *body, size_t len, sv_error *e)
+char *sv_tokenize_json(sv_server *srv, const char *body, size_t len, sv_error *e)
 {
     json_t *root = sv_json_load(body, len, e);
     if (!root)
@@ -81,16 +82,16 @@ char *sv_tokenize_json(sv_server *s, const char *body, size_t len, sv_error *e)
         sv_bad(e, "content", "'content' must be a string (without NUL)");
         goto done;
     }
-    if (!sv_text_may_fit(s, json_string_length(content), "content", e))
+    if (!sv_text_may_fit(srv, json_string_length(content), "content", e))
         goto done;
     const uint32_t flags = (add_special ? DI_TOKENIZE_ADD_BOS : 0) | (parse_special ? DI_TOKENIZE_PARSE_SPECIAL : 0);
     size_t n = 0;
     char err[256] = "";
-    di_status st = di_model_tokenize(s->model, json_string_value(content), json_string_length(content), flags, NULL,
+    di_status st = di_model_tokenize(srv->model, json_string_value(content), json_string_length(content), flags, NULL,
                                      0, &n, err, sizeof err);
     int32_t *ids = (st == DI_OK || st == DI_ERR_BUFFER_TOO_SMALL) ? malloc((n ? n : 1) * sizeof *ids) : NULL;
     if (ids)
-        st = di_model_tokenize(s->model, json_string_value(content), json_string_length(content), flags, ids, n, &n,
+        st = di_model_tokenize(srv->model, json_string_value(content), json_string_length(content), flags, ids, n, &n,
                                err, sizeof err);
     if (st || !ids) {
         sv_bad(e, "content", "the text cannot be tokenized: %s: %s", di_status_name(st ? st : DI_ERR_OUT_OF_MEMORY),
@@ -100,8 +101,9 @@ char *sv_tokenize_json(sv_server *s, const char *body, size_t len, sv_error *e)
     }
     json_t *tokens = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(tokens, with_pieces ? json_pack("{s:i, s:o}", "id", ids[i], "piece", piece_json(s, ids[i]))
-                                                  : json_integer(ids[i]));
+        json_array_append_new(tokens, with_pieces
+                                          ? json_pack("{s:i, s:o}", "id", ids[i], "piece", piece_json(srv, ids[i]))
+                                          : json_integer(ids[i]));
     free(ids);
     out = sv_json_dump(json_pack("{s:o}", "tokens", tokens));
 done:
@@ -109,7 +111,7 @@ done:
     return out;
 }
 
-char *sv_detokenize_json(sv_server *s, const char *body, size_t len, sv_error *e)
+char *sv_detokenize_json(sv_server *srv, const char *body, size_t len, sv_error *e)
 {
     json_t *root = sv_json_load(body, len, e);
     if (!root)
@@ -123,8 +125,9 @@ char *sv_detokenize_json(sv_server *s, const char *body, size_t len, sv_error *e
     }
     if (only_fields(root, "tokens", "/detokenize", e))
         goto done;
-    if (!json_is_array(tokens) || json_array_size(tokens) > (size_t)s->context) {
-        sv_bad(e, "tokens", "'tokens' must be an array of at most %lld token ids (the context)", (long long)s->context);
+    if (!json_is_array(tokens) || json_array_size(tokens) > (size_t)srv->context) {
+        sv_bad(e, "tokens", "'tokens' must be an array of at most %lld token ids (the context)",
+               (long long)srv->context);
         goto done;
     }
     const size_t n = json_array_size(tokens);
@@ -135,19 +138,19 @@ char *sv_detokenize_json(sv_server *s, const char *body, size_t len, sv_error *e
     }
     for (size_t i = 0; i < n; i++) {
         json_t *t = json_array_get(tokens, i);
-        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= s->n_vocab) {
-            sv_bad(e, "tokens", "token %zu is not an id in [0, %lld)", i, (long long)s->n_vocab);
+        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= srv->n_vocab) {
+            sv_bad(e, "tokens", "token %zu is not an id in [0, %lld)", i, (long long)srv->n_vocab);
             goto done;
         }
         ids[i] = (int32_t)json_integer_value(t);
     }
     size_t text_len = 0;
-    char *text = dt_detokenize(s->model, ids, n, &text_len);
+    char *text = cli_detokenize(srv->model, ids, n, &text_len);
     if (!text) {
         sv_bad(e, "tokens", "this model has no tokenizer");
         goto done;
     }
-    out = sv_json_dump(json_pack("{s:o}", "content", sv_json_text(text, text_len)));
+    out = sv_json_dump(json_pack("{s:o}", "content", cli_json_textn(text, text_len)));
     free(text);
 done:
     free(ids);

@@ -61,7 +61,7 @@ def real_model() -> pathlib.Path:
     if os.environ.get("DI_RAY_REAL") != "1":
         pytest.skip("the real-model case runs with DI_RAY_REAL=1 (make check-ray RAY_REAL=1)")
     if not REAL.exists():
-        pytest.skip(f"{REAL} is absent (tools/fetch-model.sh fetches it)")
+        pytest.skip(f"{REAL} is absent (tools/scripts/fetch-model.sh fetches it)")
     return REAL
 
 def reference_records(model_path, requests, threads=1):

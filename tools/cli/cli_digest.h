@@ -1,0 +1,17 @@
+/*
+ * cli_digest.h — digests as hex text, and the digest of a byte string.
+ */
+#ifndef CLI_DIGEST_H
+#define CLI_DIGEST_H
+
+#include <stddef.h>
+
+#include <detinfer.h>
+
+/* The 32 hex digits of d ('?' when it cannot be formatted). */
+void cli_hex(const di_digest *d, char out[DI_DIGEST_HEX_SIZE]);
+/* XXH3-128 of n bytes, n a multiple of 4 (what xxh128sum prints for them):
+ * the bytes are packed into little-endian int32 words for di_digest_tokens. */
+di_status cli_digest_bytes(const void *bytes, size_t n, di_digest *out);
+
+#endif /* CLI_DIGEST_H */
