@@ -1,6 +1,7 @@
 /*
- * cpu_int_avx512_common.h — what the avx512 integer kernels share
- * (cpu_int_avx512.c with VNNI, cpu_int_amx.c with AMX): the kinds of
+ * cpu_int_avx512_common.h — the avx512 integer kernel's weight side and tile
+ * (cpu_int_avx512.c, with VNNI; kept apart for a second kernel over the same
+ * layout, such as the AMX one tried in docs/PERFORMANCE.md): the kinds of
  * weight, the decoders of the file's blocks and of the packed layout
  * (cpu_int_avx512.c's head comment describes both), where a row is read
  * from, and the many-token product's tile of decoded rows and its float
@@ -487,7 +488,7 @@ INLINE void tile_store_group(const int_kind *kd, const tile_rows *t, uint32_t nb
                              __m512 n1)
 {
     /* straight from the registers: through a copy on the stack, each block's
-     * reload missed store forwarding and cost the AMX product a third */
+     * reload missed store forwarding */
     uint32_t *row = t->u + ((size_t)q * nb + b0) * 8;
     for (uint32_t m = 0; m < 8 && 2 * m < count; m++) { /* position p holds block pair_order(p) */
         _mm256_storeu_si256((void *)(row + 8 * (uint32_t)pair_order((int)(2 * m), order)), _mm512_castsi512_si256(u[m]));

@@ -90,46 +90,46 @@ typedef struct di_steps {
     void (*residual)(void *ctx, di_act y);
 } di_steps;
 
-static inline void di_layer_recipe(const di_arch *a, const di_steps *s, void *ctx, uint32_t il)
+static inline void di_layer_recipe(const di_arch *a, const di_steps *steps, void *ctx, uint32_t il)
 {
     const int bias = (a->features & DI_FEAT_QKV_BIAS) != 0;
     const int post_norms = (a->features & DI_FEAT_POST_NORMS) != 0;
 
-    s->norm(ctx, il, DI_ACT_X, DI_T_ATTN_NORM, DI_ACT_XN);
-    s->matmul(ctx, il, DI_T_WQ, bias ? DI_T_BQ : DI_T_NONE, DI_ACT_XN, DI_ACT_Q);
-    s->matmul(ctx, il, DI_T_WK, bias ? DI_T_BK : DI_T_NONE, DI_ACT_XN, DI_ACT_K);
-    s->matmul(ctx, il, DI_T_WV, bias ? DI_T_BV : DI_T_NONE, DI_ACT_XN, DI_ACT_V);
-    s->qk_rope_store(ctx, il, (a->features & DI_FEAT_QK_NORM) != 0);
-    s->attention(ctx, il);
-    s->matmul(ctx, il, DI_T_WO, DI_T_NONE, DI_ACT_ATT, DI_ACT_TMP);
+    steps->norm(ctx, il, DI_ACT_X, DI_T_ATTN_NORM, DI_ACT_XN);
+    steps->matmul(ctx, il, DI_T_WQ, bias ? DI_T_BQ : DI_T_NONE, DI_ACT_XN, DI_ACT_Q);
+    steps->matmul(ctx, il, DI_T_WK, bias ? DI_T_BK : DI_T_NONE, DI_ACT_XN, DI_ACT_K);
+    steps->matmul(ctx, il, DI_T_WV, bias ? DI_T_BV : DI_T_NONE, DI_ACT_XN, DI_ACT_V);
+    steps->qk_rope_store(ctx, il, (a->features & DI_FEAT_QK_NORM) != 0);
+    steps->attention(ctx, il);
+    steps->matmul(ctx, il, DI_T_WO, DI_T_NONE, DI_ACT_ATT, DI_ACT_TMP);
     if (post_norms) {
-        s->norm(ctx, il, DI_ACT_TMP, DI_T_POST_ATTN_NORM, DI_ACT_XN);
-        s->residual(ctx, DI_ACT_XN);
+        steps->norm(ctx, il, DI_ACT_TMP, DI_T_POST_ATTN_NORM, DI_ACT_XN);
+        steps->residual(ctx, DI_ACT_XN);
     } else {
-        s->residual(ctx, DI_ACT_TMP);
+        steps->residual(ctx, DI_ACT_TMP);
     }
 
-    s->norm(ctx, il, DI_ACT_X, DI_T_FFN_NORM, DI_ACT_XN);
-    s->matmul(ctx, il, DI_T_FFN_GATE, DI_T_NONE, DI_ACT_XN, DI_ACT_GATE);
-    s->matmul(ctx, il, DI_T_FFN_UP, DI_T_NONE, DI_ACT_XN, DI_ACT_UP);
-    s->glu(ctx, a->glu);
-    s->matmul(ctx, il, DI_T_FFN_DOWN, DI_T_NONE, DI_ACT_GATE, DI_ACT_TMP);
+    steps->norm(ctx, il, DI_ACT_X, DI_T_FFN_NORM, DI_ACT_XN);
+    steps->matmul(ctx, il, DI_T_FFN_GATE, DI_T_NONE, DI_ACT_XN, DI_ACT_GATE);
+    steps->matmul(ctx, il, DI_T_FFN_UP, DI_T_NONE, DI_ACT_XN, DI_ACT_UP);
+    steps->glu(ctx, a->glu);
+    steps->matmul(ctx, il, DI_T_FFN_DOWN, DI_T_NONE, DI_ACT_GATE, DI_ACT_TMP);
     if (post_norms) {
-        s->norm(ctx, il, DI_ACT_TMP, DI_T_POST_FFN_NORM, DI_ACT_XN);
-        s->residual(ctx, DI_ACT_XN);
+        steps->norm(ctx, il, DI_ACT_TMP, DI_T_POST_FFN_NORM, DI_ACT_XN);
+        steps->residual(ctx, DI_ACT_XN);
     } else {
-        s->residual(ctx, DI_ACT_TMP);
+        steps->residual(ctx, DI_ACT_TMP);
     }
 }
 
 /* The embedding and every layer; the final norm and the logits are the
  * backend's (they run on chosen rows only), and so is the logits' soft cap
  * when the model's final_softcap is not 0. */
-static inline void di_forward_recipe(const struct di_model *m, const di_steps *s, void *ctx)
+static inline void di_forward_recipe(const struct di_model *m, const di_steps *steps, void *ctx)
 {
-    s->embed(ctx);
+    steps->embed(ctx);
     for (uint32_t il = 0; il < m->n_layer; il++)
-        di_layer_recipe(m->arch_info, s, ctx, il);
+        di_layer_recipe(m->arch_info, steps, ctx, il);
 }
 
 #endif /* DI_LAYER_RECIPE_H */

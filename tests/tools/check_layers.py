@@ -15,6 +15,8 @@ Rules:
     deepest layer folder holding it (lib/backend/cpu/x.c is in lib/backend/cpu);
   - every function of the version script (lib/detinfer.map) is defined in
     lib/api, and nothing else there is DI_API: the contract's edge is one folder;
+  - docs/ARCHITECTURE.md's "Files" lists every file of the layer folders, and
+    only those;
   - tools/, examples/ and bindings/ include nothing of lib/ or kernels/ (only
     include/detinfer.h); in tools/, a command's folder (tools/X/) includes
     tools/cli/ and itself (but for TOOL_EXCEPTIONS), tools/cli/ only itself,
@@ -33,6 +35,7 @@ LIBRARY_TOPS = ("lib", "kernels")
 PUBLIC_ONLY = ("tools", "examples", "bindings")
 API = "lib/api"
 MAP = "lib/detinfer.map"
+DOC = "docs/ARCHITECTURE.md"
 MAP_SYMBOL = re.compile(r"^\s+(di_\w+);", re.M)
 # A command's include of another command's header, allowed on purpose (the
 # reasons are in tools/detinfer.mk's head comment).
@@ -163,8 +166,37 @@ def check_tool_include(root, path, inc):
     return [f"{path}: includes tools/{target}; tools/{here}/ includes only tools/cli/ and itself"]
 
 
+def check_doc(root, layers):
+    """docs/ARCHITECTURE.md's "Files" names every file of each layer folder, and
+    nothing else: a folder's line "- **F/**", then "  - `name` — ..." per file."""
+    path = os.path.join(root, DOC)
+    if not os.path.isfile(path):
+        return [f"{DOC}: missing"]
+    listed, folder = set(), None
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            m = re.match(r"- \*\*([\w/]+)/\*\*\s*$", line)
+            if m:
+                folder = m.group(1)
+                continue
+            m = re.match(r"  - `([^`]+)` — ", line)
+            if m and folder:
+                listed.add(f"{folder}/{m.group(1)}")
+            elif not line.startswith("  "):
+                folder = None
+    present = set()
+    for layer in layers:
+        for folder in layer.split(","):
+            d = os.path.join(root, folder)
+            if os.path.isdir(d):
+                present |= {f"{folder}/{n}" for n in os.listdir(d) if os.path.isfile(os.path.join(d, n))}
+    return ([f"{p}: not in {DOC}, \"Files\"" for p in sorted(present - listed)] +
+            [f"{p}: in {DOC}, \"Files\", but not in the tree" for p in sorted(listed - present)])
+
+
 def check(root, layers):
-    return check_library(root, layers) + check_api(root) + check_public_only(root)
+    return (check_library(root, layers) + check_api(root) + check_public_only(root) +
+            check_doc(root, layers))
 
 
 def self_test():
@@ -187,6 +219,9 @@ def self_test():
         write("tools/cli/c.h", '#include "serve/s.h"\n')                                    # cli up
         write("tools/serve/s.h", '#include "cli/c.h"\n')                                    # fine
         write("tools/verify/v.c", '#include "serve/s.h"\n')                                 # a sibling
+        write(DOC, "## Files\n\n- **lib/base/**\n  - `low.h` — x\n  - `gone.c` — y\n- **kernels/cpu/**\n"
+              "  - `k.h` — a\n  - `k.c` — b\n  - `close.c` — c\n- **kernels/cuda/**\n  - `g.h` — d\n"
+              "- **lib/api/**\n  - `high.h` — e\n  - `open.c` — f\n")                    # low.c left out
         errors = check(root, ["lib/base", "kernels/cpu,kernels/cuda", "lib/api"])
         expected = [
             'kernels/cpu/k.c: includes "k.h" by name; name it by its path from the root',
@@ -196,12 +231,15 @@ def self_test():
             "tools/cli/c.h: includes tools/serve/s.h; tools/cli/ includes only itself",
             "tools/t.c: includes lib/api/high.h; tools/ uses only include/detinfer.h",
             "tools/verify/v.c: includes tools/serve/s.h; tools/verify/ includes only tools/cli/ and itself",
+            'lib/base/low.c: not in docs/ARCHITECTURE.md, "Files"',
+            'lib/base/gone.c: in docs/ARCHITECTURE.md, "Files", but not in the tree',
         ]
         if sorted(errors) != sorted(expected):
             print("check_layers self-test FAILED:\n  got      %s\n  expected %s" % (errors, expected))
             return 1
     print("check_layers self-test: an up-arrow, a peer's include, an include by name, a public "
-          "call outside lib/api, a tool's private include and a command's sibling are caught")
+          "call outside lib/api, a tool's private include, a command's sibling and an out-of-date file list "
+          "are caught")
     return 0
 
 
