@@ -410,7 +410,9 @@ FUZZ_SECONDS ?= 60
 FUZZ_REQUEST_SRC := $(addprefix tools/serve/,serve_request.c serve_json.c serve_messages.c serve_response.c \
                     serve_grammar.c) \
                     $(addprefix tools/cli/,cli_digest.c cli_options.c cli_json.c cli_text.c)
-FUZZ_CC := clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude -I.
+# UBSan's findings stop the run (-fno-sanitize-recover), as ASan's do.
+FUZZ_CC := clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE \
+           -Iinclude -I.
 fuzz: $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(STATIC)
 	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus_chat
 	cp $(MODELS)/mha_tied_q8_0.gguf $(MODELS)/odd_f32.gguf $(BUILD)/fuzz/corpus/

@@ -352,7 +352,8 @@ static int64_t intern_set(di_gram_builder *b, const uint32_t *r, size_t n, int n
     c->first = (uint32_t)(b->n_ranges / 2);
     c->n = (uint32_t)n;
     c->negated = (uint32_t)negated;
-    memcpy(b->ranges + b->n_ranges, r, n * 2 * sizeof *r);
+    if (n) /* an empty set may have no ranges array yet, nor r */
+        memcpy(b->ranges + b->n_ranges, r, n * 2 * sizeof *r);
     b->n_ranges += 2 * n;
     for (size_t k = 0; k < n; k++)
         for (uint32_t cp = r[2 * k]; cp <= r[2 * k + 1] && cp < 128; cp++)
