@@ -110,14 +110,21 @@ static void insert_locked(sv_grammar *g)
  * or compiled here (outside the lock: a large schema takes a while). */
 static int compile(char kind, const char *text, size_t len, const char *param, sv_grammar **out, sv_error *e)
 {
-    char *keyed = malloc(len + 1);
+    /* the key's bytes: the kind, the text's length (8 bytes, little-endian),
+     * the text, zeros up to a multiple of 4 (what cli_digest_bytes takes) */
+    const size_t head = 9, size = (head + len + 3) / 4 * 4;
+    unsigned char *keyed = len <= SIZE_MAX - head - 3 ? calloc(size, 1) : NULL;
     if (!keyed)
         return sv_bad(e, param, "out of memory");
-    keyed[0] = kind;
-    memcpy(keyed + 1, text, len);
+    keyed[0] = (unsigned char)kind;
+    for (int i = 0; i < 8; i++)
+        keyed[1 + i] = (unsigned char)((uint64_t)len >> (8 * i));
+    memcpy(keyed + head, text, len);
     di_digest key;
-    cli_digest_bytes(keyed, len + 1, &key);
+    const di_status kst = cli_digest_bytes(keyed, size, &key);
     free(keyed);
+    if (kst) /* a cache keyed by an unwritten digest would mix grammars up */
+        return sv_bad(e, param, "out of memory");
     pthread_mutex_lock(&cache_lock);
     *out = lookup_locked(&key);
     pthread_mutex_unlock(&cache_lock);
