@@ -42,19 +42,6 @@ static void free_tiny_model(void)
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-static int mentions(const char *text, const char *needle)
-{
-    size_t n = strlen(needle);
-    for (const char *p = text; *p; p++) {
-        size_t i = 0;
-        while (i < n && p[i] && tolower((unsigned char)p[i]) == tolower((unsigned char)needle[i]))
-            i++;
-        if (i == n)
-            return 1;
-    }
-    return n == 0;
-}
-
 /* A session with max_sequences and context length set (0: defaults). The
  * config is freed at once: the session must have copied what it needs. */
 static di_session *new_session(int64_t max_sequences, int64_t context_length)
@@ -486,7 +473,7 @@ START_TEST(test_sampling_key_out_of_range)
                        ? di_config_set_float(c, SAMPLING_BAD[_i].key, SAMPLING_BAD[_i].value)
                        : di_config_set_int(c, SAMPLING_BAD[_i].key, (int64_t)SAMPLING_BAD[_i].value);
     expect_status(st, DI_ERR_INVALID_ARGUMENT, SAMPLING_BAD[_i].needle);
-    ck_assert_msg(mentions(di_config_errmsg(c), SAMPLING_BAD[_i].needle), "message '%s' does not name %s",
+    ck_assert_msg(tu_mentions(di_config_errmsg(c), SAMPLING_BAD[_i].needle), "message '%s' does not name %s",
                   di_config_errmsg(c), SAMPLING_BAD[_i].needle);
     /* the setting keeps its default */
     if (SAMPLING_BAD[_i].is_float) {
@@ -515,13 +502,13 @@ START_TEST(test_sampling_keys_start_sequences)
     ck_assert_int_eq(di_config_set_float(c, DI_CONFIG_TEMPERATURE, 0.9), DI_OK);
     expect_status(di_session_create(g_model, c, &s, err, sizeof err), DI_ERR_SAMPLING_REFUSED,
                   "temperature without do_sample");
-    ck_assert_msg(mentions(err, "temperature") && mentions(err, "do_sample"), "%s", err);
+    ck_assert_msg(tu_mentions(err, "temperature") && tu_mentions(err, "do_sample"), "%s", err);
     ck_assert_ptr_null(s);
     ck_assert_int_eq(di_config_set_float(c, DI_CONFIG_TEMPERATURE, 0.0), DI_OK);
     ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_DO_SAMPLE, 1), DI_OK);
     expect_status(di_session_create(g_model, c, &s, err, sizeof err), DI_ERR_SAMPLING_REFUSED,
                   "do_sample without temperature");
-    ck_assert_msg(mentions(err, "temperature") && mentions(err, "do_sample"), "%s", err);
+    ck_assert_msg(tu_mentions(err, "temperature") && tu_mentions(err, "do_sample"), "%s", err);
 
     ck_assert_int_eq(di_config_set_float(c, DI_CONFIG_TEMPERATURE, 3.0), DI_OK);
     ck_assert_int_eq(di_config_set_float(c, DI_CONFIG_TOP_P, 0.95), DI_OK);

@@ -483,7 +483,7 @@ START_TEST(test_known_unsupported_type)
     char want[64];
     snprintf(want, sizeof want, "type %s (%u), not supported", REFUSED_TYPES[_i].type_name,
              REFUSED_TYPES[_i].type);
-    ck_assert_msg(mentions(err, REFUSED_TYPES[_i].tensor) && mentions(err, want),
+    ck_assert_msg(tu_mentions(err, REFUSED_TYPES[_i].tensor) && tu_mentions(err, want),
                   "message '%s' does not name the tensor %s and '%s'", err, REFUSED_TYPES[_i].tensor, want);
     gb_model_free(&m);
 }

@@ -2,26 +2,12 @@
  * format_util.c — the model-file suites' shared helpers (format_util.h).
  */
 #include <check.h>
-#include <ctype.h>
 #include <string.h>
 
 #include "format_util.h"
+#include "test_util.h"
 
 char untouched_marker;
-
-/* Case-insensitive substring test. */
-int mentions(const char *text, const char *needle)
-{
-    size_t n = strlen(needle);
-    for (const char *p = text; *p; p++) {
-        size_t i = 0;
-        while (i < n && p[i] && tolower((unsigned char)p[i]) == tolower((unsigned char)needle[i]))
-            i++;
-        if (i == n)
-            return 1;
-    }
-    return n == 0;
-}
 
 void tiny_model(gb_model *m)
 {
@@ -64,7 +50,7 @@ void check_refused(di_status st, di_model *model, const char *err, di_status wan
     ck_assert_msg(model == NULL, "*out is not NULL after a failed load");
     ck_assert_msg(err[0] != '\0', "empty error message for %s", di_status_name(want));
     if (needle)
-        ck_assert_msg(mentions(err, needle), "message '%s' does not mention '%s'", err, needle);
+        ck_assert_msg(tu_mentions(err, needle), "message '%s' does not mention '%s'", err, needle);
 }
 
 void expect_bytes_refused(const void *bytes, size_t len, di_status want, const char *needle)

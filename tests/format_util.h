@@ -22,8 +22,6 @@
 extern char untouched_marker;
 #define UNTOUCHED ((di_model *)&untouched_marker)
 
-/* Case-insensitive substring test. */
-int mentions(const char *text, const char *needle);
 /* The one-layer llama of gguf_builder's defaults. */
 void tiny_model(gb_model *m);
 /* Writes bytes (or the serialized model) to a fresh temp file, loads it and

@@ -5,6 +5,7 @@
 
 #include "gguf_builder.h"
 
+#include <ctype.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,4 +259,17 @@ char *tu_read_doc_flat(const char *rel)
     }
     text[n] = '\0';
     return text;
+}
+
+int tu_mentions(const char *text, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (const char *p = text; *p; p++) {
+        size_t i = 0;
+        while (i < n && p[i] && tolower((unsigned char)p[i]) == tolower((unsigned char)needle[i]))
+            i++;
+        if (i == n)
+            return 1;
+    }
+    return n == 0;
 }

@@ -67,4 +67,7 @@ uint64_t tu_rand(uint64_t *state);
  * comment margins (" * ") become single spaces. */
 char *tu_read_doc_flat(const char *rel);
 
+/* 1 when needle occurs in text, ignoring ASCII case (every text holds ""). */
+int tu_mentions(const char *text, const char *needle);
+
 #endif /* DI_TEST_UTIL_H */
