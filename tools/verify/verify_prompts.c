@@ -102,6 +102,20 @@ oom:
     return DI_ERR_OUT_OF_MEMORY;
 }
 
+/* A prompt of len token ids drawn from *rng, below n_vocab. */
+static di_status add_random_prompt(vf_prompt_set *set, uint64_t *rng, int64_t n_vocab, uint32_t len, char *err,
+                                   size_t err_size)
+{
+    int32_t *tokens = malloc(len * sizeof *tokens);
+    if (!tokens) {
+        snprintf(err, err_size, "out of memory");
+        return DI_ERR_OUT_OF_MEMORY;
+    }
+    for (uint32_t i = 0; i < len; i++)
+        tokens[i] = (int32_t)(cli_rand(rng) % (uint64_t)n_vocab);
+    return add_prompt(set, token_label("", tokens, len), NULL, tokens, len, err, err_size);
+}
+
 static di_status add_text(const di_model *model, vf_prompt_set *set, const char *text, char *err,
                           size_t err_size)
 {
@@ -144,14 +158,7 @@ di_status vf_prompts_builtin(const di_model *model, uint32_t max_len, uint64_t s
         if (len == 0 || len == last)
             continue;
         last = len;
-        int32_t *tokens = malloc(len * sizeof *tokens);
-        if (!tokens) {
-            snprintf(err, err_size, "out of memory");
-            return DI_ERR_OUT_OF_MEMORY;
-        }
-        for (uint32_t i = 0; i < len; i++)
-            tokens[i] = (int32_t)(cli_rand(&rng) % (uint64_t)n_vocab);
-        st = add_prompt(set, token_label("", tokens, len), NULL, tokens, len, err, err_size);
+        st = add_random_prompt(set, &rng, n_vocab, len, err, err_size);
     }
     snprintf(set->note, sizeof set->note,
              "%u built-in token-id prompts (the model has no tokenizer)", set->n);
@@ -320,14 +327,7 @@ di_status vf_prompts_search(const di_model *model, uint32_t max_len, uint32_t co
     for (uint32_t k = 0; k < count && st == DI_OK; k++) {
         uint32_t len = 2 + (uint32_t)(cli_rand(&rng) % 7);
         len = len < max_len ? len : max_len;
-        int32_t *tokens = malloc(len * sizeof *tokens);
-        if (!tokens) {
-            snprintf(err, err_size, "out of memory");
-            return DI_ERR_OUT_OF_MEMORY;
-        }
-        for (uint32_t i = 0; i < len; i++)
-            tokens[i] = (int32_t)(cli_rand(&rng) % (uint64_t)n_vocab);
-        st = add_prompt(set, token_label("", tokens, len), NULL, tokens, len, err, err_size);
+        st = add_random_prompt(set, &rng, n_vocab, len, err, err_size);
     }
     return st;
 }
