@@ -11,7 +11,10 @@
 /* The 32 hex digits of d ('?' when it cannot be formatted). */
 void cli_hex(const di_digest *d, char out[DI_DIGEST_HEX_SIZE]);
 /* XXH3-128 of n bytes, n a multiple of 4 (what xxh128sum prints for them):
- * the bytes are packed into little-endian int32 words for di_digest_tokens. */
+ * the bytes are packed into little-endian int32 words for di_digest_tokens.
+ * On failure (n not a multiple of 4, out of memory) *out is not written, so
+ * the status must be read. */
+__attribute__((warn_unused_result))
 di_status cli_digest_bytes(const void *bytes, size_t n, di_digest *out);
 
 #endif /* CLI_DIGEST_H */

@@ -245,7 +245,8 @@ static int compare_choice(const sv_request *r, uint32_t i, json_t *facts, json_t
 static int compare_prompt(const sv_request *r, json_t *d, char *why, size_t ws)
 {
     di_digest digest;
-    cli_digest_bytes(r->prompt, (size_t)r->n_prompt * sizeof *r->prompt, &digest);
+    if (cli_digest_bytes(r->prompt, (size_t)r->n_prompt * sizeof *r->prompt, &digest) != DI_OK)
+        return snprintf(why, ws, "the prompt: out of memory for its digest"), -1;
     json_t *ids = json_object_get(d, "prompt_ids");
     const long at = ids ? first_difference(ids, r->prompt, r->n_prompt) : -1;
     if (at >= 0)
