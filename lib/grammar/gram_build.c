@@ -300,10 +300,18 @@ static size_t normalize(const uint32_t *in, size_t n, int negated, uint32_t *out
     return k;
 }
 
+/* The ranges of set c; NULL for an empty set, whose builder may have no
+ * ranges array yet (an offset from a null pointer is undefined even when 0). */
+static const uint32_t *set_ranges(const uint32_t *ranges, const di_charset *c)
+{
+    return c->n ? ranges + 2 * c->first : NULL;
+}
+
 static int same_set(const di_gram_builder *b, uint32_t id, const uint32_t *r, size_t n, int negated)
 {
-    return b->sets[id].n == n && b->sets[id].negated == (uint32_t)negated &&
-           memcmp(b->ranges + 2 * b->sets[id].first, r, n * 2 * sizeof *r) == 0;
+    const di_charset *c = &b->sets[id];
+    return c->n == n && c->negated == (uint32_t)negated &&
+           (n == 0 || memcmp(set_ranges(b->ranges, c), r, n * 2 * sizeof *r) == 0);
 }
 
 static uint64_t set_hash(const uint32_t *r, size_t n, int negated)
@@ -319,7 +327,7 @@ static int grow_set_table(di_gram_builder *b)
         return 0;
     for (size_t s = 0; s < b->n_sets; s++) {
         const di_charset *c = &b->sets[s];
-        size_t i = set_hash(b->ranges + 2 * c->first, c->n, (int)c->negated) & (cap - 1);
+        size_t i = set_hash(set_ranges(b->ranges, c), c->n, (int)c->negated) & (cap - 1);
         while (t[i])
             i = (i + 1) & (cap - 1);
         t[i] = (uint32_t)s + 1;
@@ -620,7 +628,7 @@ int di_gram_charset_has(const di_gram *g, uint32_t set, uint32_t c)
 /* The first range of `set` whose hi >= lo (its count when none), by binary search. */
 static uint32_t first_range(const di_gram *g, const di_charset *s, uint32_t lo)
 {
-    const uint32_t *r = g->ranges + 2 * s->first;
+    const uint32_t *r = set_ranges(g->ranges, s);
     uint32_t a = 0, z = s->n;
     while (a < z) {
         const uint32_t m = a + (z - a) / 2;
