@@ -92,6 +92,18 @@ DI_HD int di_qa_exponent(uint32_t bits)
  * 127). Scaling by 2^h1 and 2^h2 is exact unless the result is subnormal,
  * and then its code is 0 either way.
  */
+/* The three factors of a block whose m = max |x_i| has the bits max_bits
+ * (positive and finite): c_i = rint(((x_i * p[0]) * p[1]) * p[2]). SIMD
+ * paths take them from here and do the multiplications in vectors. */
+DI_HD void di_qa_factors(uint32_t max_bits, float p[3])
+{
+    const float m = di_float_from_bits(max_bits);
+    const int e = di_qa_exponent(max_bits), h1 = (-e) >= 0 ? (-e) / 2 : -((e + 1) / 2), h2 = -e - h1;
+    p[0] = di_pow2(h1);
+    p[1] = di_pow2(h2);
+    p[2] = 127.0f / ((m * p[0]) * p[1]);
+}
+
 DI_HD float di_qa_block(const float *x, int8_t *codes, int16_t *sums)
 {
     uint32_t max_bits = 0;
@@ -106,9 +118,9 @@ DI_HD float di_qa_block(const float *x, int8_t *codes, int16_t *sums)
         return max_bits == 0 ? 0.0f : di_float_from_bits(0x7fc00000u);
     }
     const float m = di_float_from_bits(max_bits);
-    const int e = di_qa_exponent(max_bits), h1 = (-e) >= 0 ? (-e) / 2 : -((e + 1) / 2), h2 = -e - h1;
-    const float p1 = di_pow2(h1), p2 = di_pow2(h2);
-    const float r = 127.0f / ((m * p1) * p2);
+    float f[3];
+    di_qa_factors(max_bits, f);
+    const float p1 = f[0], p2 = f[1], r = f[2];
     int s[2] = {0, 0};
     for (int i = 0; i < DI_QA_BLOCK; i++) {
         const int c = (int)di_int_rne(((x[i] * p1) * p2) * r);

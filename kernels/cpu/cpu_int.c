@@ -45,14 +45,14 @@ di_qa *di_qa_layout(void *buf, uint32_t n, uint32_t n_tokens, int grouped)
     return qa;
 }
 
-void di_qa_fill_scalar(di_qa *qa, const float *x)
+void di_qa_fill(di_qa *qa, const float *x, di_qa_row_fn row)
 {
     const uint32_t n = qa->n, nb = qa->nb;
     for (uint32_t t = 0; t < qa->n_tokens; t++) {
         int8_t *codes = qa->codes + (size_t)t * n;
         float *scales = qa->scales + (size_t)t * nb;
         int16_t *sums = qa->sums + (size_t)t * 2 * nb;
-        di_qa_row(x + (size_t)t * n, n, codes, scales, sums);
+        row(x + (size_t)t * n, n, codes, scales, sums);
         for (uint32_t b = 0; b < nb; b++) {
             const float a = scales[b];
             qa->as_full[(size_t)t * nb + b] = a * (float)(sums[2 * b] + sums[2 * b + 1]);
@@ -82,7 +82,7 @@ void di_qa_fill_scalar(di_qa *qa, const float *x)
 
 void di_int_quantize_scalar(const di_weight *w, const float *x, uint32_t n_tokens, void *buf)
 {
-    di_qa_fill_scalar(di_qa_layout(buf, w->n_in, n_tokens, 0), x);
+    di_qa_fill(di_qa_layout(buf, w->n_in, n_tokens, 0), x, di_qa_row);
 }
 
 void di_int_rows_scalar(const di_weight *w, uint32_t r0, uint32_t r1, const void *buf, float *y, float *scratch)

@@ -77,10 +77,13 @@ size_t di_qa_bytes(uint32_t n, uint32_t n_tokens);
  * di_qa itself first, and returns it. */
 di_qa *di_qa_layout(void *buf, uint32_t n, uint32_t n_tokens, int grouped);
 
-/* Fills codes, scales, sums, as_full and as_half of qa from x (int_dot.h's
- * quantization, in plain C): the scalar path's, and any path's reference;
- * then tok from them when qa is grouped. */
-void di_qa_fill_scalar(di_qa *qa, const float *x);
+/* A row's quantization: int_dot.h's di_qa_row (the scalar path's, and any
+ * path's reference) or a path's own with the same bits. */
+typedef void (*di_qa_row_fn)(const float *x, uint32_t n, int8_t *codes, float *scales, int16_t *sums);
+
+/* Fills codes, scales, sums, as_full and as_half of qa from x, each row by
+ * `row`; then tok from them when qa is grouped. */
+void di_qa_fill(di_qa *qa, const float *x, di_qa_row_fn row);
 
 /* Packed weights: a path's own copy of a weight matrix, laid out for its
  * kernel and made once per model (di_cpu_ops.int_pack_rows;

@@ -254,6 +254,18 @@ INLINE __m512 token_sums(const int_kind *kd, const uint32_t *u, const float *k, 
 
 #define TILE_ROWS 4u /* rows sharing each load of the tokens' codes */
 
+/* Block b of the tile's nr rows against a group of 16 tokens, added to
+ * their lanes b % 32 (first: the lanes' first block, added to +0). */
+INLINE void tile_block(const int_kind *kd, const tile_rows *t, uint32_t nr, uint32_t nb, uint32_t b,
+                       const di_qa_tblock *tb, __m512 (*acc)[DI_LANES], int first)
+{
+    for (uint32_t q = 0; q < nr; q++) {
+        const size_t at = (size_t)q * nb + b;
+        const __m512 P = token_sums(kd, t->u + at * 8, t->k + (size_t)q * 2 * nb, b, tb);
+        acc[q][b % DI_LANES] = token_step(kd, t, at, P, tb, first ? _mm512_setzero_ps() : acc[q][b % DI_LANES]);
+    }
+}
+
 /* Rows r..r + nr (nr <= TILE_ROWS), decoded once, against every token
  * group: the rows share each load of the tokens' codes, so those are read
  * from L2 once per TILE_ROWS rows (a block of 16 tokens is 960 bytes). */
@@ -269,17 +281,17 @@ INLINE void grouped_tile(const int_kind *kd, decode_fn decode, packed_fn pdecode
             const uint32_t end = di_chunk_end(nb, c0);
             /* the first chunk's lanes are the totals (di_lane_combine), so no copy */
             __m512(*acc)[DI_LANES] = c0 == 0 ? total : lane;
+            /* a lane's first block adds to +0 from a register: only the lanes
+             * no block reaches are stored as zeros (a memset of every lane
+             * was 7% of the Q4_K product) */
+            const uint32_t first_end = end - c0 < DI_LANES ? end : c0 + DI_LANES;
             for (uint32_t q = 0; q < nr; q++)
-                for (uint32_t l = 0; l < DI_LANES; l++)
+                for (uint32_t l = first_end - c0; l < DI_LANES; l++)
                     acc[q][l] = _mm512_setzero_ps();
-            for (uint32_t b = c0; b < end; b++) {
-                const di_qa_tblock *tb = tok + b;
-                for (uint32_t q = 0; q < nr; q++) {
-                    const size_t at = (size_t)q * nb + b;
-                    const __m512 P = token_sums(kd, t->u + at * 8, t->k + (size_t)q * 2 * nb, b, tb);
-                    acc[q][b % DI_LANES] = token_step(kd, t, at, P, tb, acc[q][b % DI_LANES]);
-                }
-            }
+            for (uint32_t b = c0; b < first_end; b++)
+                tile_block(kd, t, nr, nb, b, tok + b, acc, 1);
+            for (uint32_t b = first_end; b < end; b++)
+                tile_block(kd, t, nr, nb, b, tok + b, acc, 0);
             for (uint32_t q = 0; q < nr && c0 > 0; q++)
                 for (uint32_t l = 0; l < DI_LANES; l++)
                     total[q][l] = _mm512_add_ps(total[q][l], lane[q][l]);
@@ -298,8 +310,8 @@ INLINE void rows_grouped(const int_kind *kd, decode_fn decode, packed_fn pdecode
     uint32_t r = r0;
     for (; r + TILE_ROWS <= r1; r += TILE_ROWS)
         grouped_tile(kd, decode, pdecode, w, r, TILE_ROWS, qa, y, &t);
-    for (; r < r1; r++)
-        grouped_tile(kd, decode, pdecode, w, r, 1, qa, y, &t);
+    if (r < r1) /* the rest in one tile: the tokens' codes are read once for them too */
+        grouped_tile(kd, decode, pdecode, w, r, r1 - r, qa, y, &t);
 }
 
 /* Rows [r0, r1) for every token: one token's lanes stay in registers (the
@@ -448,10 +460,43 @@ void di_int_pack_rows_avx512(const di_weight *w, uint32_t r0, uint32_t r1, uint8
 
 /* ---- the activations ------------------------------------------------------------------ */
 
+/* int_dot.h's di_qa_row in vectors: a block is two registers; its max by
+ * bits, its factors from di_qa_factors, the same three multiplications and
+ * the rounding by adding and taking off 1.5 * 2^23, all in the contract's
+ * rounding; a block whose max is 0, subnormal, infinite or NaN takes
+ * di_qa_block itself. */
+static void qa_row(const float *x, uint32_t n, int8_t *codes, float *scales, int16_t *sums)
+{
+    const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+    const __m512 magic = _mm512_set1_ps(12582912.0f);
+    for (uint32_t b = 0; b < n / DI_QA_BLOCK; b++) {
+        const float *xb = x + (size_t)b * DI_QA_BLOCK;
+        const __m512 half[2] = {_mm512_loadu_ps(xb), _mm512_loadu_ps(xb + 16)};
+        const uint32_t max_bits = _mm512_reduce_max_epu32(
+            _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(half[0]), magnitude),
+                             _mm512_and_si512(_mm512_castps_si512(half[1]), magnitude)));
+        if (max_bits < 0x00800000u || max_bits >= 0x7f800000u) {
+            scales[b] = di_qa_block(xb, codes + (size_t)b * DI_QA_BLOCK, sums + 2 * (size_t)b);
+            continue;
+        }
+        float f[3];
+        di_qa_factors(max_bits, f);
+        for (int h = 0; h < 2; h++) {
+            __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(half[h], _mm512_set1_ps(f[0])), _mm512_set1_ps(f[1])),
+                                     _mm512_set1_ps(f[2]));
+            v = _mm512_sub_ps(_mm512_add_ps(v, magic), magic);
+            const __m512i c = _mm512_cvttps_epi32(v); /* an integer already: exact */
+            _mm_storeu_si128((__m128i *)(void *)(codes + (size_t)b * DI_QA_BLOCK + 16 * h), _mm512_cvtepi32_epi8(c));
+            sums[2 * (size_t)b + (size_t)h] = (int16_t)_mm512_reduce_add_epi32(c);
+        }
+        scales[b] = di_float_from_bits(max_bits) / 127.0f;
+    }
+}
+
 void di_int_quantize_avx512(const di_weight *w, const float *x, uint32_t n_tokens, void *buf)
 {
     di_qa *qa = di_qa_layout(buf, w->n_in, n_tokens, n_tokens >= DI_QA_GROUP_MIN);
-    di_qa_fill_scalar(qa, x);
+    di_qa_fill(qa, x, qa_row);
     if (qa->grouped)
         return;
     if (w->packed) { /* word k of a group's blocks side by side, as the packed weights */

@@ -70,12 +70,19 @@ def measure(path, n_new, threads):
     return {name: logit_error.merge(p) for name, p in parts.items()}
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parser(doc):
+    """The options of this tool and of activation_blocks.py: the models, the library,
+    the greedy tokens after each prompt, the threads."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("models", nargs="+")
     ap.add_argument("--lib", default=os.path.join(HERE, "..", "..", "build", "libdetinfer.so.1"))
     ap.add_argument("--new", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
+    return ap
+
+
+def main(argv=None):
+    ap = parser(__doc__)
     ap.add_argument("--json", help="also write the results to this file")
     a = ap.parse_args(argv)
     os.environ["DETINFER_LIB"] = os.path.abspath(a.lib)
