@@ -78,6 +78,19 @@ DI_HD int di_qa_exponent(uint32_t bits)
     return e;
 }
 
+/* The three factors of a block whose m = max |x_i| has the bits max_bits
+ * (positive and finite), as di_qa_block below defines them:
+ * c_i = rint(((x_i * p[0]) * p[1]) * p[2]). SIMD paths take them from here
+ * and do the multiplications in vectors. */
+DI_HD void di_qa_factors(uint32_t max_bits, float p[3])
+{
+    const float m = di_float_from_bits(max_bits);
+    const int e = di_qa_exponent(max_bits), h1 = (-e) >= 0 ? (-e) / 2 : -((e + 1) / 2), h2 = -e - h1;
+    p[0] = di_pow2(h1);
+    p[1] = di_pow2(h2);
+    p[2] = 127.0f / ((m * p[0]) * p[1]);
+}
+
 /*
  * The codes of one block x[0..32), its two code sums and its scale:
  *   m = max |x_i|, compared as bits (exact, order-free);
@@ -92,18 +105,6 @@ DI_HD int di_qa_exponent(uint32_t bits)
  * 127). Scaling by 2^h1 and 2^h2 is exact unless the result is subnormal,
  * and then its code is 0 either way.
  */
-/* The three factors of a block whose m = max |x_i| has the bits max_bits
- * (positive and finite): c_i = rint(((x_i * p[0]) * p[1]) * p[2]). SIMD
- * paths take them from here and do the multiplications in vectors. */
-DI_HD void di_qa_factors(uint32_t max_bits, float p[3])
-{
-    const float m = di_float_from_bits(max_bits);
-    const int e = di_qa_exponent(max_bits), h1 = (-e) >= 0 ? (-e) / 2 : -((e + 1) / 2), h2 = -e - h1;
-    p[0] = di_pow2(h1);
-    p[1] = di_pow2(h2);
-    p[2] = 127.0f / ((m * p[0]) * p[1]);
-}
-
 DI_HD float di_qa_block(const float *x, int8_t *codes, int16_t *sums)
 {
     uint32_t max_bits = 0;
