@@ -36,6 +36,21 @@ static __m512i spair[NB / 2], shift[NB];
 static __m512 lanes[ROWS][32];
 static float sink;
 
+static void zero_lanes(void)
+{
+    for (int q = 0; q < ROWS; q++)
+        for (int l = 0; l < 32; l++)
+            lanes[q][l] = _mm512_setzero_ps();
+}
+
+/* The float steps of super-block s of row q (B, C, D): its scaled sum P and
+ * its min sum into lane s % 32. */
+static inline void superblock_terms(int q, int s, __m512 P, __m512i msum)
+{
+    const __m512 l = _mm512_fmadd_ps(P, _mm512_mul_ps(_mm512_set1_ps(dsb[q][s]), asb[s]), lanes[q][s % 32]);
+    lanes[q][s % 32] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(_mm512_set1_ps(msb[q][s]), asb[s]), l);
+}
+
 /* Block b of row q against the 16 tokens: 8 vpdpbusd, two chains. */
 static inline __m512i block_sum(int q, int b)
 {
@@ -49,9 +64,7 @@ static inline __m512i block_sum(int q, int b)
 
 __attribute__((noinline)) static void variant_a(void)
 {
-    for (int q = 0; q < ROWS; q++)
-        for (int l = 0; l < 32; l++)
-            lanes[q][l] = _mm512_setzero_ps();
+    zero_lanes();
     for (int b = 0; b < NB; b++)
         for (int q = 0; q < ROWS; q++) {
             __m512 P = _mm512_mul_ps(_mm512_cvtepi32_ps(block_sum(q, b)), _mm512_set1_ps(kf[q][b]));
@@ -66,9 +79,7 @@ __attribute__((noinline)) static void variant_a(void)
  * tokens' codes of a block are loaded once for the rows, as in A. */
 static inline void variant_b_body(int with_shift)
 {
-    for (int q = 0; q < ROWS; q++)
-        for (int l = 0; l < 32; l++)
-            lanes[q][l] = _mm512_setzero_ps();
+    zero_lanes();
     for (int s = 0; s < SB; s++) {
         __m512i isum[ROWS], msum[ROWS];
         for (int q = 0; q < ROWS; q++)
@@ -84,12 +95,8 @@ static inline void variant_b_body(int with_shift)
                     msum[q] = _mm512_add_epi32(msum[q], _mm512_madd_epi16(spair[b / 2], _mm512_set1_epi32(mpair[q][b / 2])));
             }
         }
-        for (int q = 0; q < ROWS; q++) {
-            __m512 l = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[q]), _mm512_mul_ps(_mm512_set1_ps(dsb[q][s]), asb[s]),
-                                       lanes[q][s % 32]);
-            lanes[q][s % 32] =
-                _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum[q]), _mm512_mul_ps(_mm512_set1_ps(msb[q][s]), asb[s]), l);
-        }
+        for (int q = 0; q < ROWS; q++)
+            superblock_terms(q, s, _mm512_cvtepi32_ps(isum[q]), msum[q]);
     }
 }
 
@@ -97,9 +104,7 @@ static inline void variant_b_body(int with_shift)
  * (< 2^24), the 8 of a super-block summed by fma in block order */
 __attribute__((noinline)) static void variant_d(void)
 {
-    for (int q = 0; q < ROWS; q++)
-        for (int l = 0; l < 32; l++)
-            lanes[q][l] = _mm512_setzero_ps();
+    zero_lanes();
     for (int s = 0; s < SB; s++) {
         __m512 fsum[ROWS];
         __m512i msum[ROWS];
@@ -113,11 +118,8 @@ __attribute__((noinline)) static void variant_d(void)
                     msum[q] = _mm512_add_epi32(msum[q], _mm512_madd_epi16(spair[b / 2], _mm512_set1_epi32(mpair[q][b / 2])));
             }
         }
-        for (int q = 0; q < ROWS; q++) {
-            __m512 l = _mm512_fmadd_ps(fsum[q], _mm512_mul_ps(_mm512_set1_ps(dsb[q][s]), asb[s]), lanes[q][s % 32]);
-            lanes[q][s % 32] =
-                _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum[q]), _mm512_mul_ps(_mm512_set1_ps(msb[q][s]), asb[s]), l);
-        }
+        for (int q = 0; q < ROWS; q++)
+            superblock_terms(q, s, fsum[q], msum[q]);
     }
 }
 
