@@ -30,7 +30,11 @@ def get(url):
 
 def test_200_requests_16_clients_equal_alone(serve):
     # --chunk 4: long prompts join the running decode steps in pieces.
-    s = serve(SMALL, "--max-sequences", "8", "--chunk", "4", "--queue", "64")
+    # 5 ms per step: on this tiny model a step takes microseconds and the
+    # clients' HTTP sets the pace, so without the pause whether requests
+    # overlap depends on the machine (a CI run saw 2489 of 2689 steps
+    # alone); with it, each request spans steps that others join.
+    s = serve(SMALL, "--max-sequences", "8", "--chunk", "4", "--queue", "64", env=step_delay(5))
     rng = random.Random(13)
     room = {p: 64 - len(reference(SMALL, prompt=p, max_tokens=1)["prompt_tokens"]) for p in PROMPTS}
     jobs = []
@@ -90,12 +94,12 @@ def test_200_requests_16_clients_equal_alone(serve):
                                                                  for j in jobs)
     assert metric(m, "detinfer_prompt_tokens_total") == sum(len(refs[(j["prompt"], j["max_tokens"])]["prompt_tokens"])
                                                              for j in jobs)
-    # The steps really were shared: many held several sequences (this model
-    # is so small that HTTP, not the step, sets the pace, so not all did).
+    # The steps really were shared: most held three or more sequences
+    # (observed here: about 390 steps, 2 or 3 alone, 25 to 28 with at most two).
     steps = metric(m, "detinfer_step_batch_sequences_count")
     single = metric(m, "detinfer_step_batch_sequences_bucket", {"le": "1"})
     up_to_2 = metric(m, "detinfer_step_batch_sequences_bucket", {"le": "2"})
-    assert steps - single >= 100 and steps - up_to_2 >= 20, (single, up_to_2, steps)
+    assert steps - up_to_2 >= steps / 2, (single, up_to_2, steps)
     assert metric(m, "detinfer_queue_depth") == 0 and metric(m, "detinfer_running_requests") == 0
     # Repeated prompts started from cached prefixes (di_session_seq_copy), and still matched.
     assert metric(m, "detinfer_prefix_reused_tokens_total") > 0
