@@ -70,7 +70,10 @@ static void int_matmul(const di_cpu_ops *ops, const di_weight *w, uint32_t r0, u
     float *scratch = malloc(DI_MATMUL_SCRATCH(w->n_in) * sizeof(float));
     ck_assert_ptr_nonnull(qa);
     ck_assert_ptr_nonnull(scratch);
-    ops->int_quantize(w, x, n_tokens, qa);
+    /* one unit at a time, as threads would split them */
+    const uint32_t units = ops->int_layout(w, n_tokens, qa);
+    for (uint32_t u = 0; u < units; u++)
+        ops->int_quantize(w, x, qa, u, u + 1);
     ops->int_rows(w, r0, r1, qa, y, scratch);
     free(scratch);
     free(qa);

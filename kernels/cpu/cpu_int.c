@@ -45,10 +45,24 @@ di_qa *di_qa_layout(void *buf, uint32_t n, uint32_t n_tokens, int grouped)
     return qa;
 }
 
-void di_qa_fill(di_qa *qa, const float *x, di_qa_row_fn row)
+uint32_t di_qa_units(const di_qa *qa)
+{
+    return qa->grouped ? di_qa_groups(qa->n_tokens) : qa->n_tokens;
+}
+
+void di_qa_unit_tokens(const di_qa *qa, uint32_t u0, uint32_t u1, uint32_t *t0, uint32_t *t1)
+{
+    const uint32_t per = qa->grouped ? DI_QA_TOKENS : 1;
+    *t0 = u0 * per;
+    *t1 = (size_t)u1 * per < qa->n_tokens ? u1 * per : qa->n_tokens;
+}
+
+void di_qa_fill(di_qa *qa, const float *x, uint32_t u0, uint32_t u1, di_qa_row_fn row)
 {
     const uint32_t n = qa->n, nb = qa->nb;
-    for (uint32_t t = 0; t < qa->n_tokens; t++) {
+    uint32_t t0, t1;
+    di_qa_unit_tokens(qa, u0, u1, &t0, &t1);
+    for (uint32_t t = t0; t < t1; t++) {
         int8_t *codes = qa->codes + (size_t)t * n;
         float *scales = qa->scales + (size_t)t * nb;
         int16_t *sums = qa->sums + (size_t)t * 2 * nb;
@@ -62,8 +76,8 @@ void di_qa_fill(di_qa *qa, const float *x, di_qa_row_fn row)
     }
     if (!qa->grouped)
         return;
-    memset(qa->tok, 0, (size_t)di_qa_groups(qa->n_tokens) * nb * sizeof(di_qa_tblock));
-    for (uint32_t t = 0; t < qa->n_tokens; t++)
+    memset(qa->tok + (size_t)u0 * nb, 0, (size_t)(u1 - u0) * nb * sizeof(di_qa_tblock));
+    for (uint32_t t = t0; t < t1; t++)
         for (uint32_t b = 0; b < nb; b++) {
             di_qa_tblock *tb = qa->tok + (size_t)(t / DI_QA_TOKENS) * nb + b;
             const uint32_t l = t % DI_QA_TOKENS;
@@ -80,9 +94,15 @@ void di_qa_fill(di_qa *qa, const float *x, di_qa_row_fn row)
         }
 }
 
-void di_int_quantize_scalar(const di_weight *w, const float *x, uint32_t n_tokens, void *buf)
+uint32_t di_int_layout_scalar(const di_weight *w, uint32_t n_tokens, void *buf)
 {
-    di_qa_fill(di_qa_layout(buf, w->n_in, n_tokens, 0), x, di_qa_row);
+    return di_qa_units(di_qa_layout(buf, w->n_in, n_tokens, 0));
+}
+
+void di_int_quantize_scalar(const di_weight *w, const float *x, void *buf, uint32_t u0, uint32_t u1)
+{
+    (void)w;
+    di_qa_fill(buf, x, u0, u1, di_qa_row);
 }
 
 void di_int_rows_scalar(const di_weight *w, uint32_t r0, uint32_t r1, const void *buf, float *y, float *scratch)
@@ -106,16 +126,19 @@ static pthread_once_t int_tables_once = PTHREAD_ONCE_INIT;
 static void fill_int_tables(void)
 {
     int_tables[0] = di_cpu_ops_scalar;
+    int_tables[0].int_layout = di_int_layout_scalar;
     int_tables[0].int_quantize = di_int_quantize_scalar;
     int_tables[0].int_rows = di_int_rows_scalar;
 #ifdef DI_HAVE_X86_PATHS
     int_tables[1] = di_cpu_ops_avx2;
-    int_tables[1].int_quantize = di_int_quantize_avx2;
+    int_tables[1].int_layout = di_int_layout_scalar;
+    int_tables[1].int_quantize = di_int_quantize_scalar;
     int_tables[1].int_rows = di_int_rows_avx2;
     int_tables[2] = di_cpu_ops_avx512;
     /* an AVX-512 CPU without VNNI (Skylake-SP) runs the avx2 integer product */
     const int vnni = (di_cpu_features() & DI_CPU_AVX512VNNI) != 0;
-    int_tables[2].int_quantize = vnni ? di_int_quantize_avx512 : di_int_quantize_avx2;
+    int_tables[2].int_layout = vnni ? di_int_layout_avx512 : di_int_layout_scalar;
+    int_tables[2].int_quantize = vnni ? di_int_quantize_avx512 : di_int_quantize_scalar;
     int_tables[2].int_rows = vnni ? di_int_rows_avx512 : di_int_rows_avx2;
     int_tables[2].int_packed_row_bytes = vnni ? di_int_packed_row_bytes_avx512 : NULL;
     int_tables[2].int_pack_rows = vnni ? di_int_pack_rows_avx512 : NULL;

@@ -5,8 +5,8 @@
  * A session of that profile runs the table di_cpu_ops_integer gives for its
  * path: the path's own table with int_quantize and int_rows set (cpu_ops.h).
  * di_cpu_matmul then quantizes the activations once per product of a
- * quantized weight (int_quantize, on the calling thread) and splits the rows
- * over the threads (int_rows); F32, F16 and BF16 weights keep the float
+ * quantized weight (int_layout, then int_quantize with its units split
+ * over the threads) and splits the rows over the threads (int_rows); F32, F16 and BF16 weights keep the float
  * path. Every path gives the definition's bits: the block sums are exact
  * integers in any order, and every float operation is int_dot.h's, in its
  * order.
@@ -81,9 +81,15 @@ di_qa *di_qa_layout(void *buf, uint32_t n, uint32_t n_tokens, int grouped);
  * path's reference) or a path's own with the same bits. */
 typedef void (*di_qa_row_fn)(const float *x, uint32_t n, int8_t *codes, float *scales, int16_t *sums);
 
-/* Fills codes, scales, sums, as_full and as_half of qa from x, each row by
- * `row`; then tok from them when qa is grouped. */
-void di_qa_fill(di_qa *qa, const float *x, di_qa_row_fn row);
+/* The units of a laid-out qa that int_quantize splits over: its token
+ * groups when it is grouped (each group's tok blocks are one unit's), else
+ * its tokens; and the tokens [*t0, *t1) of units [u0, u1). */
+uint32_t di_qa_units(const di_qa *qa);
+void di_qa_unit_tokens(const di_qa *qa, uint32_t u0, uint32_t u1, uint32_t *t0, uint32_t *t1);
+
+/* Fills codes, scales, sums, as_full and as_half of qa's units [u0, u1)
+ * from x, each row by `row`; then their tok blocks when qa is grouped. */
+void di_qa_fill(di_qa *qa, const float *x, uint32_t u0, uint32_t u1, di_qa_row_fn row);
 
 /* Packed weights: a path's own copy of a weight matrix, laid out for its
  * kernel and made once per model (di_cpu_ops.int_pack_rows;
@@ -95,16 +101,18 @@ void di_qa_fill(di_qa *qa, const float *x, di_qa_row_fn row);
 /* The integer-profile table of the path `base` is the float table of. */
 const di_cpu_ops *di_cpu_ops_integer(const di_cpu_ops *base);
 
-/* The scalar path's two functions (cpu_ops.h), on int_dot.h's code. */
-void di_int_quantize_scalar(const di_weight *w, const float *x, uint32_t n_tokens, void *qa);
+/* The scalar path's functions (cpu_ops.h), on int_dot.h's code; the avx2
+ * path lays out and quantizes as it does. */
+uint32_t di_int_layout_scalar(const di_weight *w, uint32_t n_tokens, void *qa);
+void di_int_quantize_scalar(const di_weight *w, const float *x, void *qa, uint32_t u0, uint32_t u1);
 void di_int_rows_scalar(const di_weight *w, uint32_t r0, uint32_t r1, const void *qa, float *y,
                         float *scratch);
 
 /* The SIMD paths' (cpu_int_avx2.c, cpu_int_avx512.c). */
 #ifdef DI_HAVE_X86_PATHS
-void di_int_quantize_avx2(const di_weight *w, const float *x, uint32_t n_tokens, void *qa);
 void di_int_rows_avx2(const di_weight *w, uint32_t r0, uint32_t r1, const void *qa, float *y, float *scratch);
-void di_int_quantize_avx512(const di_weight *w, const float *x, uint32_t n_tokens, void *qa);
+uint32_t di_int_layout_avx512(const di_weight *w, uint32_t n_tokens, void *qa);
+void di_int_quantize_avx512(const di_weight *w, const float *x, void *qa, uint32_t u0, uint32_t u1);
 void di_int_rows_avx512(const di_weight *w, uint32_t r0, uint32_t r1, const void *qa, float *y, float *scratch);
 size_t di_int_packed_row_bytes_avx512(uint32_t type, uint32_t n_in);
 void di_int_pack_rows_avx512(const di_weight *w, uint32_t r0, uint32_t r1, uint8_t *dst, size_t stride);

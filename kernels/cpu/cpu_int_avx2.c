@@ -387,12 +387,6 @@ void di_int_rows_avx2(const di_weight *w, uint32_t r0, uint32_t r1, const void *
     }
 }
 
-/* The activations: int_dot.h's quantization as it is, one row per token. */
-void di_int_quantize_avx2(const di_weight *w, const float *x, uint32_t n_tokens, void *qa)
-{
-    di_qa_fill(di_qa_layout(qa, w->n_in, n_tokens, 0), x, di_qa_row);
-}
-
 #ifdef __clang__
 #pragma clang attribute pop
 #endif

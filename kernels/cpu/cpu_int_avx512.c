@@ -493,15 +493,28 @@ static void qa_row(const float *x, uint32_t n, int8_t *codes, float *scales, int
     }
 }
 
-void di_int_quantize_avx512(const di_weight *w, const float *x, uint32_t n_tokens, void *buf)
+/* Grouped from DI_QA_GROUP_MIN tokens on; else the codes in the order the
+ * kernel reads them with w: word k of a group's blocks side by side for
+ * packed weights (order 2), blocks 1 and 2 of every 4 swapped for Q4_K and
+ * Q5_K read from the file (order 1). */
+uint32_t di_int_layout_avx512(const di_weight *w, uint32_t n_tokens, void *buf)
 {
     di_qa *qa = di_qa_layout(buf, w->n_in, n_tokens, n_tokens >= DI_QA_GROUP_MIN);
-    di_qa_fill(qa, x, qa_row);
-    if (qa->grouped)
-        return;
-    if (w->packed) { /* word k of a group's blocks side by side, as the packed weights */
-        qa->order = 2;
-        for (uint32_t t = 0; t < n_tokens; t++)
+    const int_kind *kd = kind_of(w->type);
+    if (!qa->grouped)
+        qa->order = w->packed ? 2 : kd && kd->order ? 1 : 0;
+    return di_qa_units(qa);
+}
+
+void di_int_quantize_avx512(const di_weight *w, const float *x, void *buf, uint32_t u0, uint32_t u1)
+{
+    (void)w;
+    di_qa *qa = buf;
+    di_qa_fill(qa, x, u0, u1, qa_row);
+    uint32_t t0, t1;
+    di_qa_unit_tokens(qa, u0, u1, &t0, &t1);
+    if (qa->order == 2)
+        for (uint32_t t = t0; t < t1; t++)
             for (uint32_t b0 = 0; b0 < qa->nb; b0 += GROUP) {
                 const uint32_t c = qa->nb - b0 < GROUP ? qa->nb - b0 : GROUP;
                 int8_t *codes = qa->codes + (size_t)t * qa->n + (size_t)b0 * DI_QA_BLOCK;
@@ -511,12 +524,8 @@ void di_int_quantize_avx512(const di_weight *w, const float *x, uint32_t n_token
                     for (uint32_t j = 0; j < c; j++)
                         memcpy(codes + 4 * c * k + 4 * j, tmp + DI_QA_BLOCK * j + 4 * k, 4);
             }
-        return;
-    }
-    const int_kind *kd = kind_of(w->type);
-    if (kd && kd->order) { /* blocks 1 and 2 of every 4 swap places */
-        qa->order = 1;
-        for (uint32_t t = 0; t < n_tokens; t++)
+    if (qa->order == 1)
+        for (uint32_t t = t0; t < t1; t++)
             for (uint32_t b = 0; b + 4 <= qa->nb; b += 4) {
                 int8_t *c = qa->codes + (size_t)t * qa->n + (size_t)b * DI_QA_BLOCK;
                 int8_t tmp[DI_QA_BLOCK];
@@ -524,7 +533,6 @@ void di_int_quantize_avx512(const di_weight *w, const float *x, uint32_t n_token
                 memcpy(c + DI_QA_BLOCK, c + 2 * DI_QA_BLOCK, DI_QA_BLOCK);
                 memcpy(c + 2 * DI_QA_BLOCK, tmp, DI_QA_BLOCK);
             }
-    }
 }
 
 #ifdef __clang__

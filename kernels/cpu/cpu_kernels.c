@@ -127,7 +127,7 @@ typedef struct matmul_job {
     uint32_t n_tokens;
     float *y;
     float *scratch;
-    const void *qa; /* the quantized activations of an integer product */
+    void *qa; /* the quantized activations of an integer product */
 } matmul_job;
 
 static void matmul_range(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
@@ -140,13 +140,21 @@ static void matmul_range(void *ctx, uint32_t begin, uint32_t end, uint32_t threa
         job->ops->matmul_rows(job->w, begin, end, job->x, job->n_tokens, job->y, scratch);
 }
 
+static void quantize_range(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
+{
+    (void)thread;
+    const matmul_job *job = ctx;
+    job->ops->int_quantize(job->w, job->x, job->qa, begin, end);
+}
+
 void di_cpu_matmul(di_pool *pool, const di_cpu_ops *ops, const di_weight *w, const float *x,
                    uint32_t n_tokens, float *y, float *scratch, void *qa)
 {
     matmul_job job = {ops, w, x, n_tokens, y, scratch, NULL};
     if (qa && ops->int_rows && di_int_type(w->type)) { /* the integer profile (cpu_int.h) */
-        ops->int_quantize(w, x, n_tokens, qa);
         job.qa = qa;
+        /* its units (token groups, or tokens) on the threads: each writes its own */
+        di_pool_run(pool, ops->int_layout(w, n_tokens, qa), quantize_range, &job);
     }
     di_pool_run(pool, w->n_out, matmul_range, &job);
 }

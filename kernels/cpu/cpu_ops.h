@@ -48,11 +48,14 @@ typedef struct di_cpu_ops {
     /* lowest index of the largest non-NaN value; 0 when all are NaN */
     uint32_t (*argmax)(const float *x, uint32_t n);
     /* The integer profile's product (cpu_int.h), NULL in the float tables:
-     * int_quantize writes the quantized rows x[0..n_tokens) for weight w
-     * into qa (di_qa_bytes(w->n_in, n_tokens) bytes, 64-byte aligned), then
-     * int_rows gives y[t * w->n_out + r] for rows [r0, r1) from it; scratch
-     * holds DI_MATMUL_SCRATCH(w->n_in) floats. */
-    void (*int_quantize)(const di_weight *w, const float *x, uint32_t n_tokens, void *qa);
+     * int_layout lays qa (di_qa_bytes(w->n_in, n_tokens) bytes, 64-byte
+     * aligned) out for n_tokens rows of w's input and returns the count of
+     * its units (cpu_int.h's di_qa_units); int_quantize writes the
+     * quantized rows of x of units [u0, u1) into it, units apart on any
+     * thread; then int_rows gives y[t * w->n_out + r] for rows [r0, r1)
+     * from it; scratch holds DI_MATMUL_SCRATCH(w->n_in) floats. */
+    uint32_t (*int_layout)(const di_weight *w, uint32_t n_tokens, void *qa);
+    void (*int_quantize)(const di_weight *w, const float *x, void *qa, uint32_t u0, uint32_t u1);
     void (*int_rows)(const di_weight *w, uint32_t r0, uint32_t r1, const void *qa, float *y, float *scratch);
     /* A path whose int_rows reads a weight's packed copy where it has one
      * (di_weight.packed, cpu_int.h "Packed weights"), NULL elsewhere: the
