@@ -3,13 +3,13 @@
  * kernels/common/int_dot.h, docs/DETERMINISM.md "The integer profile").
  *
  * A session of that profile runs the table di_cpu_ops_integer gives for its
- * path: the path's own table with int_quantize and int_rows set (cpu_ops.h).
- * di_cpu_matmul then quantizes the activations once per product of a
- * quantized weight (int_layout, then int_quantize with its units split
- * over the threads) and splits the rows over the threads (int_rows); F32, F16 and BF16 weights keep the float
- * path. Every path gives the definition's bits: the block sums are exact
- * integers in any order, and every float operation is int_dot.h's, in its
- * order.
+ * path: the path's own table with int_layout, int_quantize and int_rows set
+ * (cpu_ops.h). di_cpu_matmul then quantizes the activations once per
+ * product of a quantized weight (int_layout, then int_quantize with its
+ * units split over the threads) and splits the rows over the threads
+ * (int_rows); F32, F16 and BF16 weights keep the float path. Every path
+ * gives the definition's bits: the block sums are exact integers in any
+ * order, and every float operation is int_dot.h's, in its order.
  */
 #ifndef DI_CPU_INT_H
 #define DI_CPU_INT_H
