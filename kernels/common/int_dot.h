@@ -91,6 +91,12 @@ DI_HD void di_qa_factors(uint32_t max_bits, float p[3])
     p[2] = 127.0f / ((m * p[0]) * p[1]);
 }
 
+/* The scale a = m / 127 of the same block. */
+DI_HD float di_qa_scale(uint32_t max_bits)
+{
+    return di_float_from_bits(max_bits) / 127.0f;
+}
+
 /*
  * The codes of one block x[0..32), its two code sums and its scale:
  *   m = max |x_i|, compared as bits (exact, order-free);
@@ -118,7 +124,6 @@ DI_HD float di_qa_block(const float *x, int8_t *codes, int16_t *sums)
             codes[i] = 0;
         return max_bits == 0 ? 0.0f : di_float_from_bits(0x7fc00000u);
     }
-    const float m = di_float_from_bits(max_bits);
     float f[3];
     di_qa_factors(max_bits, f);
     const float p1 = f[0], p2 = f[1], r = f[2];
@@ -130,7 +135,7 @@ DI_HD float di_qa_block(const float *x, int8_t *codes, int16_t *sums)
     }
     sums[0] = (int16_t)s[0];
     sums[1] = (int16_t)s[1];
-    return m / 127.0f;
+    return di_qa_scale(max_bits);
 }
 
 /* A row of n values (n a multiple of 32): codes[n], scales[n / 32],

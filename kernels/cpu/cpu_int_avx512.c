@@ -489,7 +489,7 @@ static void qa_row(const float *x, uint32_t n, int8_t *codes, float *scales, int
             _mm_storeu_si128((__m128i *)(void *)(codes + (size_t)b * DI_QA_BLOCK + 16 * h), _mm512_cvtepi32_epi8(c));
             sums[2 * (size_t)b + (size_t)h] = (int16_t)_mm512_reduce_add_epi32(c);
         }
-        scales[b] = di_float_from_bits(max_bits) / 127.0f;
+        scales[b] = di_qa_scale(max_bits);
     }
 }
 
