@@ -47,12 +47,12 @@ di_qa *di_qa_layout(void *buf, uint32_t n, uint32_t n_tokens, int grouped)
 
 uint32_t di_qa_units(const di_qa *qa)
 {
-    return qa->grouped ? di_qa_groups(qa->n_tokens) : qa->n_tokens;
+    return qa->grouped ? di_qa_groups(qa->n_tokens) : 1;
 }
 
 void di_qa_unit_tokens(const di_qa *qa, uint32_t u0, uint32_t u1, uint32_t *t0, uint32_t *t1)
 {
-    const uint32_t per = qa->grouped ? DI_QA_TOKENS : 1;
+    const uint32_t per = qa->grouped ? DI_QA_TOKENS : qa->n_tokens;
     *t0 = u0 * per;
     *t1 = (size_t)u1 * per < qa->n_tokens ? u1 * per : qa->n_tokens;
 }

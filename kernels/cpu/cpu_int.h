@@ -83,7 +83,8 @@ typedef void (*di_qa_row_fn)(const float *x, uint32_t n, int8_t *codes, float *s
 
 /* The units of a laid-out qa that int_quantize splits over: its token
  * groups when it is grouped (each group's tok blocks are one unit's), else
- * its tokens; and the tokens [*t0, *t1) of units [u0, u1). */
+ * one, all its tokens (a few: not worth waking the threads for); and the
+ * tokens [*t0, *t1) of units [u0, u1). */
 uint32_t di_qa_units(const di_qa *qa);
 void di_qa_unit_tokens(const di_qa *qa, uint32_t u0, uint32_t u1, uint32_t *t0, uint32_t *t1);
 

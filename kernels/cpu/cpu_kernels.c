@@ -153,7 +153,7 @@ void di_cpu_matmul(di_pool *pool, const di_cpu_ops *ops, const di_weight *w, con
     matmul_job job = {ops, w, x, n_tokens, y, scratch, NULL};
     if (qa && ops->int_rows && di_int_type(w->type)) { /* the integer profile (cpu_int.h) */
         job.qa = qa;
-        /* its units (token groups, or tokens) on the threads: each writes its own */
+        /* its units (token groups; fewer tokens are one) on the threads: each writes its own */
         di_pool_run(pool, ops->int_layout(w, n_tokens, qa), quantize_range, &job);
     }
     di_pool_run(pool, w->n_out, matmul_range, &job);
