@@ -112,7 +112,8 @@ def detinfer_once(args, threads, profile):
     single = [x for x in r["results"] if not x.get("n_seq")]
     pp = next(x for x in single if x["n_prompt"] == args.pp)
     tg = next(x for x in single if x["n_gen"] == args.tg)
-    bd = next((x["avg_ts"] for x in r["results"] if x.get("n_seq") == args.batch), None)
+    # single-sequence results carry n_seq 0 too: with --batch 0 there is no batched figure
+    bd = next((x["avg_ts"] for x in r["results"] if args.batch and x.get("n_seq") == args.batch), None)
     return pp["avg_ts"], tg["avg_ts"], tg["bandwidth_limit_ts"], bd
 
 
