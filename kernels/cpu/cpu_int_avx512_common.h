@@ -1,12 +1,12 @@
 /*
  * cpu_int_avx512_common.h — the avx512 integer kernel's weight side and tile
  * (cpu_int_avx512.c, with VNNI; kept apart for a second kernel over the same
- * layout, such as the AMX one tried in docs/PERFORMANCE.md): the kinds of
- * weight, the decoders of the file's blocks and of the packed layout
- * (cpu_int_avx512.c's head comment describes both), where a row is read
- * from, and the many-token product's tile of decoded rows and its float
- * steps. Not a normal header: it defines static functions, compiled under
- * the target pragma of the file that includes it.
+ * layout, such as the AMX research kernel of bench/int_amx_shape.c): the
+ * kinds of weight, the decoders of the file's blocks and of the packed
+ * layout (cpu_int_avx512.c's head comment describes both), where a row is
+ * read from, and the many-token product's tile of decoded rows and its
+ * float steps. Not a normal header: it defines static functions, compiled
+ * under the target pragma of the file that includes it.
  */
 #ifndef DI_CPU_INT_AVX512_COMMON_H
 #define DI_CPU_INT_AVX512_COMMON_H
