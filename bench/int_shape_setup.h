@@ -19,7 +19,6 @@
 typedef struct shape_inputs {
     di_weight w;  /* the file's blocks and the packed copy */
     void *qa;     /* the activations, quantized */
-    float *x;     /* the activations */
     uint8_t *data, *packed;
 } shape_inputs;
 
@@ -67,16 +66,17 @@ static void shape_make(uint32_t type, uint32_t k, uint32_t n, uint32_t tokens, s
     s->packed = shape_alloc(packed_row * n + DI_INT_PACK_SLACK);
     di_int_pack_rows_avx512(&s->w, 0, n, s->packed, packed_row);
     s->w.packed = s->packed, s->w.packed_row_bytes = packed_row;
-    s->x = shape_alloc(sizeof(float) * k * tokens);
+    float *x = shape_alloc(sizeof(float) * k * tokens); /* only its codes are kept */
     for (size_t i = 0; i < (size_t)k * tokens; i++)
-        s->x[i] = (float)((int)(shape_random() % 2001) - 1000) / 1000.0f;
+        x[i] = (float)((int)(shape_random() % 2001) - 1000) / 1000.0f;
     s->qa = shape_alloc(di_qa_bytes(k, tokens));
-    di_int_quantize_avx512(&s->w, s->x, s->qa, 0, di_int_layout_avx512(&s->w, tokens, s->qa));
+    di_int_quantize_avx512(&s->w, x, s->qa, 0, di_int_layout_avx512(&s->w, tokens, s->qa));
+    free(x);
 }
 
 static void shape_free(shape_inputs *s)
 {
-    free(s->data), free(s->packed), free(s->x), free(s->qa);
+    free(s->data), free(s->packed), free(s->qa);
 }
 
 /* The sum of the outputs, in order: equal bits give equal sums. */
