@@ -209,6 +209,16 @@ void di_cpu_attention_head(const float *q, const float *k, const float *v, uint3
     }
 }
 
+void di_cpu_attention_tile(const di_attn_tile *t, float *scratch)
+{
+    for (uint32_t r = 0; r < t->n_rows; r++)
+        for (uint32_t g = 0; g < t->n_heads; g++) {
+            const size_t at = r * t->q_stride + (size_t)g * t->head_dim;
+            di_cpu_attention_head(t->q + at, t->k, t->v, t->kv_stride, t->n_keys0 + r, t->head_dim,
+                                  t->scale, t->softcap, t->out + at, scratch);
+        }
+}
+
 /* ---- greedy ---------------------------------------------------------------- */
 
 uint32_t di_cpu_argmax(const float *x, uint32_t n)
@@ -261,6 +271,7 @@ const di_cpu_ops di_cpu_ops_scalar = {
     .rmsnorm = di_cpu_rmsnorm,
     .rope = di_cpu_rope,
     .attention_head = di_cpu_attention_head,
+    .attention_tile = di_cpu_attention_tile,
     .silu_mul = di_cpu_silu_mul,
     .gelu_mul = di_cpu_gelu_mul,
     .softcap = di_cpu_softcap,

@@ -52,6 +52,11 @@ void di_cpu_attention_head(const float *q, const float *k, const float *v, uint3
                            uint32_t n_keys, uint32_t head_dim, float scale, float softcap,
                            float *out, float *scratch);
 
+/* Each query of a tile (cpu_ops.h's di_attn_tile), as di_cpu_attention_head
+ * gives it: the scalar path's attention_tile. */
+struct di_attn_tile;
+void di_cpu_attention_tile(const struct di_attn_tile *t, float *scratch);
+
 /* x[i] = di_softcap(x[i], cap) (cap > 0): the logits' soft cap. */
 void di_cpu_softcap(float *x, size_t n, float cap);
 

@@ -20,6 +20,33 @@
 #define DI_MATMUL_TILE_ROWS 16u
 #define DI_MATMUL_SCRATCH(n_in) ((size_t)(n_in) * DI_MATMUL_TILE_ROWS + 64u * 32u)
 
+/* A tile of attention: the query heads [0, n_heads) of one KV head at rows
+ * t < n_rows of one sequence, row t at position first + n_keys0 - 1 + t, so
+ * that it attends to keys j < n_keys0 + t (j counted from the first key kept,
+ * the same for every row). Query (t, g) is q + t * q_stride + g * head_dim
+ * and its result goes to the same place in out. k, v, kv_stride, head_dim,
+ * scale and softcap are those of di_cpu_attention_head. */
+typedef struct di_attn_tile {
+    const float *q;
+    float *out;
+    size_t q_stride;
+    uint32_t n_rows, n_heads; /* n_rows * n_heads <= DI_ATTN_TILE_QUERIES */
+    const float *k, *v;
+    uint32_t kv_stride, n_keys0, head_dim;
+    float scale, softcap;
+} di_attn_tile;
+
+/* Queries per tile: the AVX-512 path's value sums keep this many queries'
+ * accumulators in registers. */
+#define DI_ATTN_TILE_QUERIES 12u
+/* Floats of scratch an attention_tile call uses for keys < n_keys: every
+ * query's scores, then the lane sums of one query (2 x DI_LANES x head_dim)
+ * or of every query for a block of up to 32 columns. */
+#define DI_ATTN_SCRATCH(n_keys, head_dim)                                     \
+    ((size_t)DI_ATTN_TILE_QUERIES * (n_keys) +                                \
+     (size_t)DI_LANES * (2u * (head_dim) > 32u * DI_ATTN_TILE_QUERIES ? 2u * (head_dim) \
+                                                                     : 32u * DI_ATTN_TILE_QUERIES))
+
 typedef struct di_cpu_ops {
     di_cpu_path path;
     const char *name; /* "scalar", "avx2", "avx512" */
@@ -38,6 +65,10 @@ typedef struct di_cpu_ops {
     void (*attention_head)(const float *q, const float *k, const float *v, uint32_t kv_stride,
                            uint32_t n_keys, uint32_t head_dim, float scale, float softcap,
                            float *out, float *scratch);
+    /* every query of a tile as attention_head gives it, the loads of each key
+     * and value shared by the tile's queries; scratch holds
+     * DI_ATTN_SCRATCH(n_keys0 + n_rows - 1, head_dim) floats */
+    void (*attention_tile)(const di_attn_tile *t, float *scratch);
     /* gate[i] = act(gate[i]) * up[i], act = di_silu or di_gelu_tanh */
     void (*silu_mul)(float *gate, const float *up, size_t n);
     void (*gelu_mul)(float *gate, const float *up, size_t n);

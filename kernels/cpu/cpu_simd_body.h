@@ -15,6 +15,7 @@
 #include "kernels/cpu/simd_dequant.h"
 #include "kernels/cpu/simd_matmul.h"
 #include "kernels/cpu/simd_rowops.h"
+#include "kernels/cpu/simd_attention.h"
 
 const di_cpu_ops SIMD_OPS = {
     .path = SIMD_PATH,
@@ -25,6 +26,7 @@ const di_cpu_ops SIMD_OPS = {
     .rmsnorm = simd_rmsnorm,
     .rope = simd_rope,
     .attention_head = simd_attention_head,
+    .attention_tile = simd_attention_tile,
     .silu_mul = simd_silu_mul,
     .gelu_mul = simd_gelu_mul,
     .softcap = simd_softcap,

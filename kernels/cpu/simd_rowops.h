@@ -1,7 +1,7 @@
 /*
  * simd_rowops.h — the row and elementwise operations of a SIMD path:
- * RMSNorm, RoPE, soft-capping, attention, the gated activations, addition
- * and argmax.
+ * RMSNorm, RoPE, soft-capping, the gated activations, addition and argmax
+ * (attention is simd_attention.h).
  *
  * Not a normal header: it defines static functions over the vector words of
  * the path that includes it (cpu_simd_body.h says how).
@@ -64,60 +64,6 @@ static void simd_softcap(float *x, size_t n, float cap)
         vf_store(x + i, vf_mul(c, vf_tanhf(vf_div(vf_load(x + i), c))));
     for (; i < n; i++)
         x[i] = di_softcap(x[i], cap);
-}
-
-static void simd_attention_head(const float *q, const float *k, const float *v, uint32_t kv_stride,
-                                uint32_t n_keys, uint32_t head_dim, float scale, float softcap,
-                                float *out, float *scratch)
-{
-    float *e = scratch;                                   /* [n_keys] */
-    float *acc = scratch + n_keys;                        /* [DI_LANES][head_dim] */
-    float *total = acc + (size_t)DI_LANES * head_dim;     /* [DI_LANES][head_dim] */
-    const size_t lanes_size = (size_t)DI_LANES * head_dim;
-
-    for (uint32_t j = 0; j < n_keys; j++)
-        e[j] = simd_dot(q, k + (size_t)j * kv_stride, head_dim) * scale;
-    if (softcap != 0.0f)
-        simd_softcap(e, n_keys, softcap);
-    float m = -INFINITY;
-    for (uint32_t j = 0; j < n_keys; j++)
-        if (e[j] > m)
-            m = e[j];
-    uint32_t j = 0;
-    for (; j + VL <= n_keys; j += VL)
-        vf_store(e + j, vf_expf(vf_sub(vf_load(e + j), vf_set1(m))));
-    for (; j < n_keys; j++)
-        e[j] = di_expf(e[j] - m);
-    const float sum = simd_sum(e, n_keys);
-
-    for (uint32_t c0 = 0; c0 < n_keys; c0 += DI_CHUNK) {
-        const uint32_t end = n_keys - c0 < DI_CHUNK ? n_keys : c0 + DI_CHUNK;
-        memset(acc, 0, lanes_size * sizeof(float));
-        for (uint32_t jj = c0; jj < end; jj++) {
-            float *lane = acc + (size_t)(jj % DI_LANES) * head_dim;
-            const float *vj = v + (size_t)jj * kv_stride;
-            const vf ej = vf_set1(e[jj]);
-            uint32_t d = 0;
-            for (; d + VL <= head_dim; d += VL)
-                vf_store(lane + d, vf_fma(ej, vf_load(vj + d), vf_load(lane + d)));
-            for (; d < head_dim; d++)
-                lane[d] = fmaf(e[jj], vj[d], lane[d]);
-        }
-        if (c0 == 0)
-            memcpy(total, acc, lanes_size * sizeof(float));
-        else
-            simd_add(total, total, acc, lanes_size);
-    }
-    /* the lane tree for every d at once: lane l += lane l + step */
-    for (uint32_t step = DI_LANES / 2; step >= 1; step /= 2)
-        for (uint32_t l = 0; l < step; l++)
-            simd_add(total + (size_t)l * head_dim, total + (size_t)l * head_dim,
-                            total + (size_t)(l + step) * head_dim, head_dim);
-    uint32_t d = 0;
-    for (; d + VL <= head_dim; d += VL)
-        vf_store(out + d, vf_div(vf_load(total + d), vf_set1(sum)));
-    for (; d < head_dim; d++)
-        out[d] = total[d] / sum;
 }
 
 /* ---- elementwise -------------------------------------------------------------------- */

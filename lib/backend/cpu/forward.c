@@ -21,11 +21,10 @@ static float *alloc_floats(size_t n)
     return aligned_alloc(64, bytes);
 }
 
-/* Floats of one thread's attention scratch for n positions: the scores, then
- * DI_LANES partial sums of a head (cpu_kernels.h). */
+/* Floats of one thread's attention scratch for n positions (cpu_ops.h). */
 static size_t attn_scratch_floats(const di_model *m, uint32_t n)
 {
-    return n + 2 * (size_t)DI_LANES * m->head_dim;
+    return DI_ATTN_SCRATCH(n, m->head_dim);
 }
 
 di_status di_forward_init(di_forward *f, const di_model *m, const di_cpu_ops *ops, di_pool *pool,

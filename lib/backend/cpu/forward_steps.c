@@ -16,6 +16,7 @@ static float *act(const di_cpu_call *c, di_act a)
 typedef struct step_job {
     di_forward *f;
     const di_forward_row *rows;
+    uint32_t n_rows; /* attention */
     const di_layer *ly;
     uint32_t layer;
     int flag;             /* qk_rope_store: QK-norm; glu: DI_GLU_* */
@@ -118,9 +119,37 @@ static void qk_rope_store(void *ctx, uint32_t il, int qk_norm)
     di_pool_run(c->f->pool, c->n_rows, qk_rope_store_rows, &job);
 }
 
-/* Items are (row, head) pairs: item = row * n_head + head. A sliding window
- * keeps the keys at positions pos - window + 1 .. pos; the reduction over
- * keys is indexed from the first key kept. */
+/*
+ * Attention runs in tiles (cpu_ops.h's di_attn_tile): up to tile_rows rows of
+ * a slice and tile_heads query heads of one KV head, which share each load of
+ * a key and value row. An item is one block of tile_rows rows, one KV head and
+ * one set of its query heads; inside a block, a tile is a run of rows of one
+ * sequence at consecutive positions whose kept keys start at the same place.
+ * Which rows share a tile changes no bit (each query's result is
+ * di_cpu_attention_head's). A sliding window keeps the keys at positions
+ * pos - window + 1 .. pos; the reduction over keys is indexed from the first
+ * key kept.
+ */
+typedef struct attention_shape {
+    uint32_t tile_heads, head_sets, tile_rows, blocks;
+} attention_shape;
+
+static attention_shape attention_shape_of(const di_model *m, uint32_t n_rows)
+{
+    const uint32_t group = m->n_head / m->n_head_kv;
+    attention_shape a;
+    a.tile_heads = group < DI_ATTN_TILE_QUERIES ? group : DI_ATTN_TILE_QUERIES;
+    a.head_sets = (group + a.tile_heads - 1) / a.tile_heads;
+    a.tile_rows = DI_ATTN_TILE_QUERIES / a.tile_heads;
+    a.blocks = (n_rows + a.tile_rows - 1) / a.tile_rows;
+    return a;
+}
+
+static uint32_t first_key(const di_forward_row *row, uint32_t window)
+{
+    return window && row->pos + 1 > window ? row->pos + 1 - window : 0;
+}
+
 static void attention_items(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
 {
     const step_job *job = ctx;
@@ -128,24 +157,43 @@ static void attention_items(void *ctx, uint32_t begin, uint32_t end, uint32_t th
     const di_model *m = f->model;
     const uint32_t hd = m->head_dim, group = m->n_head / m->n_head_kv, window = job->ly->window;
     const size_t q_dim = (size_t)m->n_head * hd, kv_dim = (size_t)m->n_head_kv * hd;
+    const attention_shape a = attention_shape_of(m, job->n_rows);
     float *scratch = f->attn_scratch + (size_t)thread * f->attn_scratch_size;
     for (uint32_t item = begin; item < end; item++) {
-        const uint32_t r = item / m->n_head, h = item % m->n_head, kvh = h / group;
-        const di_forward_row *row = &job->rows[r];
-        const uint32_t first = window && row->pos + 1 > window ? row->pos + 1 - window : 0;
-        const size_t base = (size_t)first * kv_dim + (size_t)kvh * hd;
-        const di_kv_layer *l = &row->kv[job->layer];
-        f->ops->attention_head(f->act[DI_ACT_Q] + r * q_dim + (size_t)h * hd, l->k + base, l->v + base,
-                               (uint32_t)kv_dim, row->pos + 1 - first, hd, m->attn_scale, m->attn_softcap,
-                               f->act[DI_ACT_ATT] + r * q_dim + (size_t)h * hd, scratch);
+        /* blocks alternate from both ends, so that each thread's contiguous
+         * share of items has about as many short rows as long ones */
+        const uint32_t p = item / (m->n_head_kv * a.head_sets), rest = item % (m->n_head_kv * a.head_sets);
+        const uint32_t block = p % 2 ? a.blocks - 1 - p / 2 : p / 2;
+        const uint32_t kvh = rest / a.head_sets, h0 = kvh * group + rest % a.head_sets * a.tile_heads;
+        const uint32_t heads = kvh * group + group - h0 < a.tile_heads ? kvh * group + group - h0 : a.tile_heads;
+        const uint32_t r_end = (block + 1) * a.tile_rows < job->n_rows ? (block + 1) * a.tile_rows : job->n_rows;
+        for (uint32_t r = block * a.tile_rows, n; r < r_end; r += n) {
+            const di_forward_row *row = &job->rows[r];
+            const uint32_t first = first_key(row, window);
+            for (n = 1; r + n < r_end; n++) {
+                const di_forward_row *next = &job->rows[r + n];
+                if (next->kv != row->kv || next->pos != row->pos + n || first_key(next, window) != first)
+                    break;
+            }
+            const size_t base = (size_t)first * kv_dim + (size_t)kvh * hd, at = r * q_dim + (size_t)h0 * hd;
+            const di_kv_layer *l = &row->kv[job->layer];
+            const di_attn_tile tile = {
+                .q = f->act[DI_ACT_Q] + at, .out = f->act[DI_ACT_ATT] + at, .q_stride = q_dim,
+                .n_rows = n, .n_heads = heads, .k = l->k + base, .v = l->v + base,
+                .kv_stride = (uint32_t)kv_dim, .n_keys0 = row->pos + 1 - first, .head_dim = hd,
+                .scale = m->attn_scale, .softcap = m->attn_softcap};
+            f->ops->attention_tile(&tile, scratch);
+        }
     }
 }
 
 static void attention(void *ctx, uint32_t il)
 {
     const di_cpu_call *c = ctx;
-    step_job job = {.f = c->f, .rows = c->rows, .ly = &c->f->model->layers[il], .layer = il};
-    di_pool_run(c->f->pool, c->n_rows * c->f->model->n_head, attention_items, &job);
+    const di_model *m = c->f->model;
+    step_job job = {.f = c->f, .rows = c->rows, .n_rows = c->n_rows, .ly = &m->layers[il], .layer = il};
+    const attention_shape a = attention_shape_of(m, c->n_rows);
+    di_pool_run(c->f->pool, a.blocks * m->n_head_kv * a.head_sets, attention_items, &job);
 }
 
 static void glu_rows(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
