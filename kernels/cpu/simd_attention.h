@@ -85,6 +85,18 @@ static void simd_attention_head(const float *q, const float *k, const float *v, 
 #define ATT_VECS 2
 #define ATT_COLS (ATT_VECS * VL)
 
+/* Key and value rows are a page or more apart (a row of the cache holds every
+ * KV head), where the hardware prefetchers stop: rows this far ahead are
+ * fetched by hand. */
+#define ATT_KEYS_AHEAD 6
+
+/* The cache lines of n floats from p. */
+static DI_INLINE void prefetch_floats(const float *p, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i += 64 / sizeof(float))
+        __builtin_prefetch(p + i);
+}
+
 /* out[t * ne] = canonical dot of key rows[0..R) with x + t * hd, t < T, one
  * dot_tile call with R and T as constants. */
 #define SCORES_T(RR)                                                                   \
@@ -119,6 +131,8 @@ static void tile_scores(const di_attn_tile *t, uint32_t n_keys, float *e, size_t
     const uint32_t hd = t->head_dim;
     for (uint32_t j = 0; j < n_keys; j += ROWS_MAX) {
         const int R = n_keys - j < ROWS_MAX ? (int)(n_keys - j) : ROWS_MAX;
+        for (uint32_t a = j + ATT_KEYS_AHEAD; a < j + ATT_KEYS_AHEAD + (uint32_t)R && a < n_keys; a++)
+            prefetch_floats(t->k + (size_t)a * t->kv_stride, hd);
         const uint8_t *rows[ROWS_MAX];
         for (int r = 0; r < R; r++)
             rows[r] = (const uint8_t *)(t->k + (size_t)(j + (uint32_t)r) * t->kv_stride);
@@ -154,6 +168,8 @@ static DI_INLINE void value_lanes(const di_attn_tile *t, const int Q, float *con
             uint32_t j = c0 + l;
             for (; j < all; j += DI_LANES) {
                 const float *vj = t->v + (size_t)j * t->kv_stride + d0;
+                if (j + 2 * DI_LANES < end)
+                    prefetch_floats(vj + (size_t)2 * DI_LANES * t->kv_stride, ATT_COLS);
                 vf vv[ATT_VECS];
                 UNROLL for (int c = 0; c < ATT_VECS; c++)
                     vv[c] = vf_load(vj + c * VL);
