@@ -265,7 +265,7 @@ START_TEST(test_matmul_thread_invariance)
     for (uint32_t threads = 1; threads <= 8; threads++) {
         di_pool *pool;
         ck_assert_int_eq(di_pool_create(threads, &pool), DI_OK);
-        di_cpu_matmul(pool, &di_cpu_ops_scalar, &wt, x, T, threads == 1 ? y1 : yn, scratch, NULL);
+        di_cpu_matmul(pool, &di_cpu_ops_scalar, &wt, x, T, threads == 1 ? y1 : yn, scratch, NULL, 0);
         di_pool_free(pool);
         if (threads > 1)
             ck_assert_int_eq(memcmp(y1, yn, sizeof y1), 0);

@@ -431,7 +431,7 @@ START_TEST(test_matmul_every_type_threads_and_tokens)
         for (uint32_t nt = 1; nt <= max_tok; nt++) {
             di_pool *pool1;
             ck_assert_int_eq(di_pool_create(1, &pool1), DI_OK);
-            di_cpu_matmul(pool1, &di_cpu_ops_scalar, &w, x, nt, want, scratch, NULL);
+            di_cpu_matmul(pool1, &di_cpu_ops_scalar, &w, x, nt, want, scratch, NULL, 0);
             di_pool_free(pool1);
             for (size_t p = 0; p < N_PATHS; p++) {
                 const di_cpu_ops *ops = path_ops(PATHS[p]);
@@ -443,7 +443,7 @@ START_TEST(test_matmul_every_type_threads_and_tokens)
                     di_pool *pool;
                     ck_assert_int_eq(di_pool_create(threads, &pool), DI_OK);
                     memset(got, 0xff, (size_t)nt * n_out * sizeof(float));
-                    di_cpu_matmul(pool, ops, &w, x, nt, got, scratch, NULL);
+                    di_cpu_matmul(pool, ops, &w, x, nt, got, scratch, NULL, 0);
                     di_pool_free(pool);
                     for (size_t i = 0; i < (size_t)nt * n_out; i++)
                         if (!same(want[i], got[i]))

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_clones.h"
+#include "kernels/cpu/cpu_int.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/common/numerics.h"
@@ -148,13 +149,23 @@ static void quantize_range(void *ctx, uint32_t begin, uint32_t end, uint32_t thr
 }
 
 void di_cpu_matmul(di_pool *pool, const di_cpu_ops *ops, const di_weight *w, const float *x,
-                   uint32_t n_tokens, float *y, float *scratch, void *qa)
+                   uint32_t n_tokens, float *y, float *scratch, void *qa, int qa_holds_x)
 {
     matmul_job job = {ops, w, x, n_tokens, y, scratch, NULL};
     if (qa && ops->int_rows && di_int_type(w->type)) { /* the integer profile (cpu_int.h) */
         job.qa = qa;
+        di_qa held = {0};
+        if (qa_holds_x)
+            held = *(const di_qa *)qa;
+        const uint32_t units = ops->int_layout(w, n_tokens, qa);
+        /* x quantized in the same layout already: quantizing it again would
+         * write the same bits */
+        const di_qa *now = qa;
+        const int same = qa_holds_x && held.n == now->n && held.n_tokens == now->n_tokens &&
+                         held.grouped == now->grouped && held.order == now->order;
         /* its units (token groups; fewer tokens are one) on the threads: each writes its own */
-        di_pool_run(pool, ops->int_layout(w, n_tokens, qa), quantize_range, &job);
+        if (!same)
+            di_pool_run(pool, units, quantize_range, &job);
     }
     di_pool_run(pool, w->n_out, matmul_range, &job);
 }

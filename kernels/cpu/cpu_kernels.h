@@ -28,10 +28,13 @@ void di_cpu_rmsnorm(const float *x, const float *w, uint32_t n, float eps, float
  * DI_MATMUL_SCRATCH(w->n_in) floats. With qa (di_qa_bytes(w->n_in, n_tokens)
  * bytes, 64-byte aligned) and an integer table (cpu_int.h), a quantized w
  * takes the integer product: x quantized once into qa, then the path's
- * int_rows; NULL qa, or a float table, always the float product. */
+ * int_rows; NULL qa, or a float table, always the float product.
+ * qa_holds_x: qa holds these n_tokens rows of x quantized by an earlier call
+ * (x unchanged since), so they are quantized again only if w needs another
+ * layout. */
 struct di_cpu_ops;
 void di_cpu_matmul(di_pool *pool, const struct di_cpu_ops *ops, const di_weight *w, const float *x,
-                   uint32_t n_tokens, float *y, float *scratch, void *qa);
+                   uint32_t n_tokens, float *y, float *scratch, void *qa, int qa_holds_x);
 /* The scalar path's matmul_rows (cpu_ops.h). */
 void di_cpu_matmul_rows(const di_weight *w, uint32_t r0, uint32_t r1, const float *x,
                         uint32_t n_tokens, float *y, float *scratch);

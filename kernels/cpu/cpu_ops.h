@@ -83,7 +83,9 @@ typedef struct di_cpu_ops {
      * aligned) out for n_tokens rows of w's input and returns the count of
      * its units (cpu_int.h's di_qa_units); int_quantize writes the
      * quantized rows of x of units [u0, u1) into it, units apart on any
-     * thread; then int_rows gives y[t * w->n_out + r] for rows [r0, r1)
+     * thread (what it writes depends on x and the layout alone, so
+     * di_cpu_matmul keeps it for the next product of the same input); then
+     * int_rows gives y[t * w->n_out + r] for rows [r0, r1)
      * from it; scratch holds DI_MATMUL_SCRATCH(w->n_in) floats. */
     uint32_t (*int_layout)(const di_weight *w, uint32_t n_tokens, void *qa);
     void (*int_quantize)(const di_weight *w, const float *x, void *qa, uint32_t u0, uint32_t u1);

@@ -124,6 +124,7 @@ void di_forward_release(di_forward *f)
 void di_forward_rows(di_forward *f, const di_forward_row *rows, uint32_t n_rows)
 {
     di_cpu_call call = {f, rows, n_rows};
+    f->qa_src = NULL;
     di_forward_recipe(f->model, &di_cpu_steps, &call);
 }
 
@@ -133,7 +134,8 @@ void di_forward_logits(di_forward *f, const uint32_t *row_idx, uint32_t n, float
     for (uint32_t i = 0; i < n; i++)
         f->ops->rmsnorm(f->act[DI_ACT_X] + (size_t)row_idx[i] * m->n_embd, m->output_norm, m->n_embd,
                         m->rms_eps, f->act[DI_ACT_XN] + (size_t)i * m->n_embd);
-    di_cpu_matmul(f->pool, f->ops, &m->output, f->act[DI_ACT_XN], n, logits, f->matmul_scratch, f->qa);
+    f->qa_src = NULL;
+    di_cpu_matmul(f->pool, f->ops, &m->output, f->act[DI_ACT_XN], n, logits, f->matmul_scratch, f->qa, 0);
     if (m->final_softcap != 0.0f)
         f->ops->softcap(logits, (size_t)n * m->n_vocab, m->final_softcap);
 }

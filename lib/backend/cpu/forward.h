@@ -36,6 +36,10 @@ typedef struct di_forward {
     float *attn_scratch;   /* [threads][attn_scratch_size] */
     size_t attn_scratch_size;
     void *qa;              /* the integer profile's quantized activations (cpu_int.h), else NULL */
+    /* The activation rows qa holds quantized, as the last product left them,
+     * so that products of the same input (Q, K and V; gate and up) quantize
+     * it once; NULL once any other step has run (forward_steps.c). */
+    const float *qa_src;
 } di_forward;
 
 /* Allocates the activations and the per-thread scratch of the matrix

@@ -5,6 +5,7 @@
  */
 #include <string.h>
 
+#include "kernels/common/int_dot.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "lib/backend/cpu/forward_steps.h"
 
@@ -24,10 +25,18 @@ typedef struct step_job {
     float *dst;
 } step_job;
 
+/* Every step but matmul begins here: it may write any activation, so the
+ * quantized rows the last product left (di_forward.qa_src) are not reused. */
+static void step_begins(const di_cpu_call *c)
+{
+    c->f->qa_src = NULL;
+}
+
 /* X = the tokens' embedding rows (times embd_scale when it is not 0). */
 static void embed(void *ctx)
 {
     const di_cpu_call *c = ctx;
+    step_begins(c);
     const di_model *m = c->f->model;
     for (uint32_t r = 0; r < c->n_rows; r++) {
         float *x = act(c, DI_ACT_X) + (size_t)r * m->n_embd;
@@ -51,6 +60,7 @@ static void norm_rows(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
 static void norm(void *ctx, uint32_t il, di_act src, di_tensor_role w, di_act dst)
 {
     const di_cpu_call *c = ctx;
+    step_begins(c);
     step_job job = {.f = c->f, .src = act(c, src), .w = di_layer_vector(&c->f->model->layers[il], w),
                     .dst = act(c, dst)};
     di_pool_run(c->f->pool, c->n_rows, norm_rows, &job);
@@ -66,7 +76,14 @@ static void matmul(void *ctx, uint32_t il, di_tensor_role role, di_tensor_role b
     const di_weight *w = di_layer_matrix(ly, role);
     const float *bias = di_layer_vector(ly, bias_role);
     float *y = act(c, y_act);
-    di_cpu_matmul(f->pool, f->ops, w, act(c, x), c->n_rows, y, f->matmul_scratch, f->qa);
+    const float *in = act(c, x);
+    di_cpu_matmul(f->pool, f->ops, w, in, c->n_rows, y, f->matmul_scratch, f->qa, f->qa_src == in);
+    /* qa now holds `in` quantized, unless w took the float product (then it
+     * holds what it held, unless that was y) */
+    if (f->qa && di_int_type(w->type))
+        f->qa_src = in;
+    else if (f->qa_src == y)
+        f->qa_src = NULL;
     if (!bias)
         return;
     for (uint32_t t = 0; t < c->n_rows; t++)
@@ -114,6 +131,7 @@ static void qk_rope_store_rows(void *ctx, uint32_t begin, uint32_t end, uint32_t
 static void qk_rope_store(void *ctx, uint32_t il, int qk_norm)
 {
     const di_cpu_call *c = ctx;
+    step_begins(c);
     step_job job = {.f = c->f, .rows = c->rows, .ly = &c->f->model->layers[il], .layer = il,
                     .flag = qk_norm};
     di_pool_run(c->f->pool, c->n_rows, qk_rope_store_rows, &job);
@@ -190,6 +208,7 @@ static void attention_items(void *ctx, uint32_t begin, uint32_t end, uint32_t th
 static void attention(void *ctx, uint32_t il)
 {
     const di_cpu_call *c = ctx;
+    step_begins(c);
     const di_model *m = c->f->model;
     step_job job = {.f = c->f, .rows = c->rows, .n_rows = c->n_rows, .ly = &m->layers[il], .layer = il};
     const attention_shape a = attention_shape_of(m, c->n_rows);
@@ -211,6 +230,7 @@ static void glu_rows(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
 static void glu(void *ctx, di_glu kind)
 {
     const di_cpu_call *c = ctx;
+    step_begins(c);
     step_job job = {.f = c->f, .flag = kind};
     di_pool_run(c->f->pool, c->n_rows, glu_rows, &job);
 }
@@ -218,6 +238,7 @@ static void glu(void *ctx, di_glu kind)
 static void residual(void *ctx, di_act y)
 {
     const di_cpu_call *c = ctx;
+    step_begins(c);
     float *x = act(c, DI_ACT_X);
     c->f->ops->add(x, x, act(c, y), (size_t)c->n_rows * c->f->model->n_embd);
 }
