@@ -222,12 +222,11 @@ void di_cpu_attention_head(const float *q, const float *k, const float *v, uint3
 
 void di_cpu_attention_tile(const di_attn_tile *t, float *scratch)
 {
-    for (uint32_t r = 0; r < t->n_rows; r++)
-        for (uint32_t g = 0; g < t->n_heads; g++) {
-            const size_t at = r * t->q_stride + (size_t)g * t->head_dim;
-            di_cpu_attention_head(t->q + at, t->k, t->v, t->kv_stride, t->n_keys0 + r, t->head_dim,
-                                  t->scale, t->softcap, t->out + at, scratch);
-        }
+    for (uint32_t qi = 0; qi < t->n_rows * t->n_heads; qi++) {
+        const size_t at = di_attn_query_at(t, qi);
+        di_cpu_attention_head(t->q + at, t->k, t->v, t->kv_stride, t->n_keys0 + qi / t->n_heads, t->head_dim,
+                              t->scale, t->softcap, t->out + at, scratch);
+    }
 }
 
 /* ---- greedy ---------------------------------------------------------------- */

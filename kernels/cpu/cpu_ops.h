@@ -36,6 +36,12 @@ typedef struct di_attn_tile {
     float scale, softcap;
 } di_attn_tile;
 
+/* Where query qi = t * n_heads + g of a tile starts in q (and its result in out). */
+static inline size_t di_attn_query_at(const di_attn_tile *t, uint32_t qi)
+{
+    return (qi / t->n_heads) * t->q_stride + (size_t)(qi % t->n_heads) * t->head_dim;
+}
+
 /* Queries per tile: the AVX-512 path's value sums keep this many queries'
  * accumulators in registers. */
 #define DI_ATTN_TILE_QUERIES 12u

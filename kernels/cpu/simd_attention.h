@@ -11,18 +11,22 @@
  * the path that includes it (cpu_simd_body.h says how).
  */
 
-/* e[j] = exp(s_j - max s) for the scores s_j = e[j] (soft-capped first when
- * softcap is not 0), j < n; returns their canonical sum. */
-static float softmax_weights(float *e, uint32_t n, float softcap)
+/* e[j] = exp(s_j - max s) for the scores s_j = e[j] * scale (soft-capped
+ * first when softcap is not 0), j < n; returns their canonical sum. */
+static float softmax_weights(float *e, uint32_t n, float scale, float softcap)
 {
+    uint32_t j = 0;
+    for (; j + VL <= n; j += VL)
+        vf_store(e + j, vf_mul(vf_load(e + j), vf_set1(scale)));
+    for (; j < n; j++)
+        e[j] = e[j] * scale;
     if (softcap != 0.0f)
         simd_softcap(e, n, softcap);
     float m = -INFINITY;
-    for (uint32_t j = 0; j < n; j++)
+    for (j = 0; j < n; j++)
         if (e[j] > m)
             m = e[j];
-    uint32_t j = 0;
-    for (; j + VL <= n; j += VL)
+    for (j = 0; j + VL <= n; j += VL)
         vf_store(e + j, vf_expf(vf_sub(vf_load(e + j), vf_set1(m))));
     for (; j < n; j++)
         e[j] = di_expf(e[j] - m);
@@ -39,8 +43,8 @@ static void simd_attention_head(const float *q, const float *k, const float *v, 
     const size_t lanes_size = (size_t)DI_LANES * head_dim;
 
     for (uint32_t j = 0; j < n_keys; j++)
-        e[j] = simd_dot(q, k + (size_t)j * kv_stride, head_dim) * scale;
-    const float sum = softmax_weights(e, n_keys, softcap);
+        e[j] = simd_dot(q, k + (size_t)j * kv_stride, head_dim);
+    const float sum = softmax_weights(e, n_keys, scale, softcap);
 
     for (uint32_t c0 = 0; c0 < n_keys; c0 += DI_CHUNK) {
         const uint32_t end = n_keys - c0 < DI_CHUNK ? n_keys : c0 + DI_CHUNK;
@@ -220,7 +224,7 @@ static void simd_attention_tile(const di_attn_tile *t, float *scratch)
     const uint32_t hd = t->head_dim, n_q = t->n_rows * t->n_heads;
     if (hd % ATT_COLS) { /* column blocks would not be whole: one query at a time */
         for (uint32_t qi = 0; qi < n_q; qi++) {
-            const size_t at = (qi / t->n_heads) * t->q_stride + (size_t)(qi % t->n_heads) * hd;
+            const size_t at = di_attn_query_at(t, qi);
             simd_attention_head(t->q + at, t->k, t->v, t->kv_stride, t->n_keys0 + qi / t->n_heads,
                                 hd, t->scale, t->softcap, t->out + at, scratch);
         }
@@ -238,12 +242,7 @@ static void simd_attention_tile(const di_attn_tile *t, float *scratch)
     for (uint32_t qi = 0; qi < n_q; qi++) {
         e_q[qi] = e + qi * ne;
         nk[qi] = t->n_keys0 + qi / t->n_heads;
-        uint32_t j = 0;
-        for (; j + VL <= nk[qi]; j += VL)
-            vf_store(e_q[qi] + j, vf_mul(vf_load(e_q[qi] + j), vf_set1(t->scale)));
-        for (; j < nk[qi]; j++)
-            e_q[qi][j] = e_q[qi][j] * t->scale;
-        sum[qi] = softmax_weights(e_q[qi], nk[qi], t->softcap);
+        sum[qi] = softmax_weights(e_q[qi], nk[qi], t->scale, t->softcap);
     }
     for (uint32_t q0 = 0; q0 < n_q; q0 += ATT_QUERIES) {
         const uint32_t Q = n_q - q0 < ATT_QUERIES ? n_q - q0 : ATT_QUERIES;
@@ -257,7 +256,7 @@ static void simd_attention_tile(const di_attn_tile *t, float *scratch)
                              lane_size);
             for (uint32_t q = 0; q < Q; q++) {
                 const uint32_t qi = q0 + q;
-                float *out = t->out + (qi / t->n_heads) * t->q_stride + (size_t)(qi % t->n_heads) * hd + d0;
+                float *out = t->out + di_attn_query_at(t, qi) + d0;
                 for (int c = 0; c < ATT_VECS; c++)
                     vf_store(out + c * VL, vf_div(vf_load(lanes + q * ATT_COLS + c * VL), vf_set1(sum[qi])));
             }
