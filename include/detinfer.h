@@ -649,6 +649,18 @@ DI_API di_status di_session_sample_token(di_session *session, uint32_t seq, int3
 DI_API di_status di_session_logprobs(di_session *session, uint32_t seq, int32_t token,
                                      float *token_logprob, uint32_t n_top, int32_t *top_tokens,
                                      float *top_logprobs);
+/* (since 1.6) di_session_logprobs of position `index` of seq's last step
+ * (0-based within what seq appended in it; the session's last step must have
+ * used DI_STEP_ALL_LOGITS, as for di_session_logits_at): the log-softmax of
+ * di_session_logits_at's row, with the same rules and the same bits as
+ * di_session_logprobs would give had the sequence been stepped up to that
+ * position alone. A prompt's log-probabilities come from one prefill: token
+ * i + 1 of the prompt given tokens 0..i is position i's logprob of token
+ * i + 1. DI_ERR_STATE when the last step was not an all-logits step of seq,
+ * DI_ERR_INVALID_ARGUMENT for an index outside what it appended. */
+DI_API di_status di_session_logprobs_at(di_session *session, uint32_t seq, uint32_t index, int32_t token,
+                                        float *token_logprob, uint32_t n_top, int32_t *top_tokens,
+                                        float *top_logprobs);
 
 /* ---- Digests --------------------------------------------------------------
  * An XXH3-128 digest in canonical (big-endian) byte order: the same 32 hex

@@ -9,7 +9,10 @@
  *   - every bad argument: a status and a message;
  *   - the values against an independent float64 NumPy log-softmax of the
  *     same logits (generated models and the real one), and the top-n order;
- *   - bitwise equality across CPU paths, threads and batch composition.
+ *   - bitwise equality across CPU paths, threads and batch composition;
+ *   - a prompt's log-probabilities (di_session_logprobs_at): the bits of the
+ *     prompt stepped one token at a time, whatever the chunks, path and
+ *     threads; float64 log-softmax of the reference logits; bad arguments.
  */
 #include <check.h>
 #include <math.h>
@@ -442,6 +445,206 @@ START_TEST(test_bitwise_across_paths_threads_batch)
 }
 END_TEST
 
+/* ---- a prompt's log-probabilities (di_session_logprobs_at) -------------------- */
+
+/* PROMPT_TOP alternatives per position, and the prompt token's own value. */
+#define PROMPT_TOP 4
+typedef struct prompt_rows {
+    uint32_t n;       /* positions 0..n-2 score tokens 1..n-1 */
+    float *token;     /* [n - 1] */
+    int32_t *top;     /* [n - 1][PROMPT_TOP] */
+    float *top_lp;    /* [n - 1][PROMPT_TOP] */
+} prompt_rows;
+
+static prompt_rows prompt_rows_new(uint32_t n)
+{
+    prompt_rows r = {n, calloc(n, sizeof(float)), calloc((size_t)n * PROMPT_TOP, sizeof(int32_t)),
+                     calloc((size_t)n * PROMPT_TOP, sizeof(float))};
+    ck_assert(r.token && r.top && r.top_lp);
+    return r;
+}
+
+static void prompt_rows_free(prompt_rows *r)
+{
+    free(r->token);
+    free(r->top);
+    free(r->top_lp);
+}
+
+/* The reference: the prompt stepped one token at a time, di_session_logprobs
+ * after each (no all-logits step). */
+static prompt_rows prompt_one_at_a_time(di_model *m, const int32_t *prompt, uint32_t n)
+{
+    prompt_rows r = prompt_rows_new(n);
+    di_session *s = tu_session_on(m, 1, 1, (int)n, DI_CPU_PATH_SCALAR);
+    for (uint32_t t = 0; t + 1 < n; t++) {
+        tu_step(s, 0, &prompt[t], 1, 0);
+        ck_assert_int_eq(di_session_logprobs(s, 0, prompt[t + 1], &r.token[t], PROMPT_TOP,
+                                             &r.top[(size_t)t * PROMPT_TOP], &r.top_lp[(size_t)t * PROMPT_TOP]),
+                         DI_OK);
+    }
+    di_session_free(s);
+    return r;
+}
+
+/* The prompt in all-logits chunks of `chunk` tokens as seq 1, beside seq 0
+ * stepping another text in the same steps; positions 0..n-2 read with
+ * di_session_logprobs_at after each step. */
+static prompt_rows prompt_in_chunks(di_model *m, const int32_t *prompt, uint32_t n, uint32_t chunk, int threads,
+                                    di_cpu_path path)
+{
+    prompt_rows r = prompt_rows_new(n);
+    di_session *s = tu_session_on(m, threads, 2, (int)(2 * n), path);
+    const uint32_t ids[2] = {0, 1};
+    int32_t toks[1024];
+    for (uint32_t at = 0; at < n; at += chunk) {
+        const uint32_t take = at + chunk < n ? chunk : n - at;
+        const uint32_t counts[2] = {2, take};
+        toks[0] = prompt[(at + 3) % n]; /* the other sequence: two tokens of its own */
+        toks[1] = prompt[(at + 5) % n];
+        memcpy(toks + 2, prompt + at, take * sizeof *toks);
+        ck_assert_int_eq(di_session_step(s, 2, ids, counts, toks, DI_STEP_ALL_LOGITS), DI_OK);
+        for (uint32_t k = 0; k < take && at + k + 1 < n; k++) {
+            const uint32_t t = at + k;
+            ck_assert_int_eq(di_session_logprobs_at(s, 1, k, prompt[t + 1], &r.token[t], PROMPT_TOP,
+                                                    &r.top[(size_t)t * PROMPT_TOP],
+                                                    &r.top_lp[(size_t)t * PROMPT_TOP]),
+                             DI_OK);
+        }
+    }
+    di_session_free(s);
+    return r;
+}
+
+/* The first position where a and b differ in any bit (n - 1 when none);
+ * `shift` compares a's position t with b's position t + shift. */
+static uint32_t prompt_rows_differ(const prompt_rows *a, const prompt_rows *b, uint32_t shift)
+{
+    for (uint32_t t = 0; t + shift + 1 < a->n; t++) {
+        const uint32_t u = t + shift;
+        if (bits_of(a->token[t]) != bits_of(b->token[u]))
+            return t;
+        for (uint32_t k = 0; k < PROMPT_TOP; k++)
+            if (a->top[(size_t)t * PROMPT_TOP + k] != b->top[(size_t)u * PROMPT_TOP + k] ||
+                bits_of(a->top_lp[(size_t)t * PROMPT_TOP + k]) != bits_of(b->top_lp[(size_t)u * PROMPT_TOP + k]))
+                return t;
+    }
+    return a->n - 1;
+}
+
+/* Bitwise: one prefill (in chunks of 1, 5 and the whole prompt, beside
+ * another sequence) gives every position the bits of the prompt stepped one
+ * token at a time, on every path and thread count. Negative control: the
+ * same rows compared one position apart must differ. */
+START_TEST(test_prompt_logprobs_bitwise)
+{
+    const char *name = tu_models[_i];
+    di_model *m = tu_load(name);
+    int32_t prompt[256];
+    const uint32_t n = tu_read_prompt(name, prompt, 256);
+    ck_assert_uint_ge(n, 4);
+    prompt_rows want = prompt_one_at_a_time(m, prompt, n);
+    const di_cpu_path paths[] = {DI_CPU_PATH_SCALAR, DI_CPU_PATH_AVX2, DI_CPU_PATH_AVX512};
+    const uint32_t chunks[] = {1, 5, n};
+    int compared = 0;
+    for (size_t p = 0; p < 3; p++) {
+        if (!tu_cpu_path_available(paths[p]))
+            continue;
+        for (size_t c = 0; c < 3; c++) {
+            const int threads = c == 1 ? 3 : 1;
+            prompt_rows got = prompt_in_chunks(m, prompt, n, chunks[c], threads, paths[p]);
+            const uint32_t at = prompt_rows_differ(&want, &got, 0);
+            ck_assert_msg(at == n - 1, "%s path %d chunk %u threads %d: position %u differs", name, (int)paths[p],
+                          chunks[c], threads, at);
+            if (compared++ == 0)
+                ck_assert_msg(prompt_rows_differ(&want, &got, 1) < n - 2,
+                              "%s: the comparison cannot tell positions apart", name);
+            prompt_rows_free(&got);
+        }
+    }
+    ck_assert_int_ge(compared, 6);
+    prompt_rows_free(&want);
+    di_model_free(m);
+}
+END_TEST
+
+/* Against float64: the log-softmax of tests/tools/reference.py's logits at
+ * each prompt position, in double. Its logits differ from ours by at most
+ * the reference suite's normwise bound (tol x max |ref|), which moves a
+ * log-softmax value by at most twice that; the library's log-softmax adds
+ * at most MAX_ABS_ERROR. */
+START_TEST(test_prompt_logprobs_against_float64)
+{
+    const char *name = tu_models[_i];
+    const char *profile = getenv("DI_TEST_PROFILE");
+    const double tol = profile && !strcmp(profile, "integer") ? 5e-2 : 1e-4; /* check_reference.c's */
+    di_model *m = tu_load(name);
+    tu_ref *ref = tu_read_ref(name);
+    di_session *s = tu_session(m, 2, 1, 0);
+    tu_step(s, 0, ref->tokens, ref->n_tokens, DI_STEP_ALL_LOGITS);
+    double worst = 0;
+    for (uint32_t t = 0; t + 1 < ref->n_tokens; t++) {
+        const double *z = ref->logits + (size_t)t * ref->n_vocab;
+        double max = z[0], max_abs = 0, sum = 0;
+        for (uint32_t v = 0; v < ref->n_vocab; v++) {
+            max = fmax(max, z[v]);
+            max_abs = fmax(max_abs, fabs(z[v]));
+        }
+        for (uint32_t v = 0; v < ref->n_vocab; v++)
+            sum += exp(z[v] - max);
+        const int32_t next = ref->tokens[t + 1];
+        const double want = z[next] - max - log(sum);
+        float got;
+        ck_assert_int_eq(di_session_logprobs_at(s, 0, t, next, &got, 0, NULL, NULL), DI_OK);
+        const double err = fabs((double)got - want), bound = 2 * tol * max_abs + MAX_ABS_ERROR;
+        ck_assert_msg(err <= bound, "%s position %u: logprob %.9g, float64 %.12g (bound %.3g)", name, t, got, want,
+                      bound);
+        worst = fmax(worst, err);
+    }
+    printf("prompt logprobs: %s: max |error| %.3g over %u positions\n", name, worst, ref->n_tokens - 1);
+    di_session_free(s);
+    tu_free_ref(ref);
+    di_model_free(m);
+}
+END_TEST
+
+START_TEST(test_prompt_logprobs_bad_arguments)
+{
+    di_model *m = tu_load("mha_tied_f32");
+    int64_t n_vocab = 0;
+    ck_assert_int_eq(di_model_get_int(m, DI_MODEL_N_VOCAB, &n_vocab), DI_OK);
+    di_session *s = tu_session(m, 1, 2, 32);
+    const int32_t prompt[] = {1, 2, 3};
+    float one;
+    int32_t top[2];
+    float lp[2];
+    ck_assert_int_eq(di_session_logprobs_at(NULL, 0, 0, 0, &one, 0, NULL, NULL), DI_ERR_INVALID_ARGUMENT);
+    tu_step(s, 0, prompt, 3, 0); /* not an all-logits step */
+    ck_assert_int_eq(di_session_logprobs_at(s, 0, 0, 1, &one, 0, NULL, NULL), DI_ERR_STATE);
+    ck_assert_ptr_nonnull(strstr(di_session_errmsg(s), "DI_STEP_ALL_LOGITS"));
+    tu_step(s, 0, prompt, 3, DI_STEP_ALL_LOGITS);
+    ck_assert_int_eq(di_session_logprobs_at(s, 0, 3, 1, &one, 0, NULL, NULL), DI_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(di_session_errmsg(s), "outside"));
+    ck_assert_int_eq(di_session_logprobs_at(s, 0, 0, (int32_t)n_vocab, &one, 0, NULL, NULL), DI_ERR_TOKEN_RANGE);
+    ck_assert_int_eq(di_session_logprobs_at(s, 0, 0, 1, NULL, 0, NULL, NULL), DI_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(di_session_logprobs_at(s, 0, 0, -1, NULL, 2, top, NULL), DI_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(di_session_logprobs_at(s, 1, 0, 1, &one, 0, NULL, NULL), DI_ERR_STATE); /* not stepped */
+    ck_assert_int_eq(di_session_logprobs_at(s, 2, 0, 1, &one, 0, NULL, NULL), DI_ERR_SEQUENCE);
+    /* the last position is di_session_logprobs's row, bit for bit */
+    float last_at, last;
+    ck_assert_int_eq(di_session_logprobs_at(s, 0, 2, -1, NULL, 2, top, lp), DI_OK);
+    ck_assert_int_eq(di_session_logprobs_at(s, 0, 2, 7, &last_at, 0, NULL, NULL), DI_OK);
+    ck_assert_int_eq(di_session_logprobs(s, 0, 7, &last, 0, NULL, NULL), DI_OK);
+    ck_assert_uint_eq(bits_of(last_at), bits_of(last));
+    ck_assert_str_eq(di_session_errmsg(s), "");
+    /* another step of the session (without all logits) ends the rows */
+    tu_step(s, 1, prompt, 2, 0);
+    ck_assert_int_eq(di_session_logprobs_at(s, 0, 0, 1, &one, 0, NULL, NULL), DI_ERR_STATE);
+    di_session_free(s);
+    di_model_free(m);
+}
+END_TEST
+
 Suite *logprobs_suite(void)
 {
     Suite *s = suite_create("logprobs");
@@ -460,6 +663,12 @@ Suite *logprobs_suite(void)
     tcase_add_test(tc, test_bad_arguments);
     tcase_add_loop_test(tc, test_against_numpy_generated_models, 0, tu_n_models());
     tcase_add_test(tc, test_bitwise_across_paths_threads_batch);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("prompt");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_prompt_logprobs_bad_arguments);
+    tcase_add_loop_test(tc, test_prompt_logprobs_bitwise, 0, tu_n_models());
+    tcase_add_loop_test(tc, test_prompt_logprobs_against_float64, 0, tu_n_models());
     suite_add_tcase(s, tc);
     tc = tcase_create("real");
     tcase_set_timeout(tc, 900);

@@ -651,9 +651,10 @@ DI_API di_status di_session_kv_bytes(di_session *s, uint64_t *bytes)
     return DI_OK;
 }
 
-DI_API di_status di_session_logprobs(di_session *s, uint32_t seq, int32_t token,
-                                     float *token_logprob, uint32_t n_top, int32_t *top_tokens,
-                                     float *top_logprobs)
+/* The checks of the two logprobs calls, then di_logprobs on the row that
+ * `row` gives for the sequence (its last position, or one of its last step's). */
+static di_status logprobs_of_row(di_session *s, uint32_t seq, int has_index, uint32_t index, int32_t token,
+                                 float *token_logprob, uint32_t n_top, int32_t *top_tokens, float *top_logprobs)
 {
     if (!s)
         return DI_ERR_INVALID_ARGUMENT;
@@ -671,14 +672,33 @@ DI_API di_status di_session_logprobs(di_session *s, uint32_t seq, int32_t token,
         return fail(s, DI_ERR_INVALID_ARGUMENT, "n_top = %u exceeds the vocabulary of %u tokens", n_top, n_vocab);
     if (n_top > 0 && (!top_tokens || !top_logprobs))
         return fail(s, DI_ERR_INVALID_ARGUMENT, "top_tokens or top_logprobs is NULL with n_top = %u", n_top);
-    if (!q->has_result)
+    const float *logits = q->last_logits;
+    if (has_index) {
+        st = di_session_logits_at(s, seq, index, &logits, NULL);
+        if (st)
+            return st;
+    } else if (!q->has_result) {
         return fail(s, DI_ERR_STATE, "sequence %u has no logits: step it first", seq);
+    }
     if (!s->sampler.z && di_sampler_init(&s->sampler, n_vocab))
         return fail(s, DI_ERR_OUT_OF_MEMORY, "out of memory for the log-probabilities of %u tokens", n_vocab);
     /* exp, log and sums: under the contract's floating-point environment */
     di_fpenv saved;
     di_fpenv_enter(&saved);
-    di_logprobs(&s->sampler, q->last_logits, token, token_logprob, n_top, top_tokens, top_logprobs);
+    di_logprobs(&s->sampler, logits, token, token_logprob, n_top, top_tokens, top_logprobs);
     di_fpenv_leave(&saved);
     return DI_OK;
+}
+
+DI_API di_status di_session_logprobs(di_session *s, uint32_t seq, int32_t token, float *token_logprob,
+                                     uint32_t n_top, int32_t *top_tokens, float *top_logprobs)
+{
+    return logprobs_of_row(s, seq, 0, 0, token, token_logprob, n_top, top_tokens, top_logprobs);
+}
+
+DI_API di_status di_session_logprobs_at(di_session *s, uint32_t seq, uint32_t index, int32_t token,
+                                        float *token_logprob, uint32_t n_top, int32_t *top_tokens,
+                                        float *top_logprobs)
+{
+    return logprobs_of_row(s, seq, 1, index, token, token_logprob, n_top, top_tokens, top_logprobs);
 }
