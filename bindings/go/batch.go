@@ -145,3 +145,75 @@ func chooseToken(s *Session, seq uint32, job *batchJob) (int32, Digest, TokenLog
 	lp, top, err := s.Logprobs(seq, token, job.top)
 	return token, digest, TokenLogprobs{Logprob: lp, Top: top}, err
 }
+
+// scorePrompts: per prompt, the log-probabilities of tokens 1.. given the
+// tokens before each (the top most likely with each), from all-logits steps
+// of the prompts on sequences 0..slots-1 of s, which must be empty and are
+// left empty. A step appends at most rows tokens over its sequences, so a
+// long prompt goes in chunks, a finished prompt's sequence taking the next.
+// A prompt's last token is never stepped: no position of the prompt reads
+// the logits after it. (The Python package's detinfer._batch.score_prompts.)
+func scorePrompts(s *Session, slots int, prompts [][]int32, top, rows int) ([][]*TokenLogprobs, error) {
+	out := make([][]*TokenLogprobs, len(prompts))
+	type slot struct{ prompt, done int }
+	active := make([]*slot, slots) // by sequence; nil: free
+	defer func() {                 // also on an error: the sequences are left empty
+		for seq, sl := range active {
+			if sl != nil {
+				_ = s.SeqReset(uint32(seq))
+			}
+		}
+	}()
+	next, running := 0, 0
+	for next < len(prompts) || running > 0 {
+		for seq := 0; seq < slots && next < len(prompts); seq++ {
+			if active[seq] == nil {
+				active[seq] = &slot{prompt: next}
+				next++
+				running++
+			}
+		}
+		var entries []Entry
+		budget := rows
+		for seq, sl := range active {
+			if sl == nil {
+				continue
+			}
+			take := len(prompts[sl.prompt]) - 1 - sl.done
+			if take > budget {
+				take = budget
+			}
+			if take > 0 {
+				entries = append(entries, Entry{uint32(seq), prompts[sl.prompt][sl.done : sl.done+take]})
+				budget -= take
+			}
+		}
+		if len(entries) > 0 {
+			if err := s.step(entries, StepAllLogits); err != nil {
+				return nil, err
+			}
+		}
+		for _, e := range entries {
+			sl := active[e.Seq]
+			p := prompts[sl.prompt]
+			for index := range e.Tokens {
+				lp, tops, err := s.LogprobsAt(e.Seq, uint32(index), p[sl.done+index+1], top)
+				if err != nil {
+					return nil, err
+				}
+				out[sl.prompt] = append(out[sl.prompt], &TokenLogprobs{Logprob: lp, Top: tops})
+			}
+			sl.done += len(e.Tokens)
+		}
+		for seq, sl := range active {
+			if sl != nil && sl.done == len(prompts[sl.prompt])-1 {
+				if err := s.SeqReset(uint32(seq)); err != nil {
+					return nil, err
+				}
+				active[seq] = nil
+				running--
+			}
+		}
+	}
+	return out, nil
+}

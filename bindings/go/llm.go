@@ -18,10 +18,11 @@ import (
 // result is bit for bit the prompt's run alone. Safe for concurrent use (one
 // call at a time: the others wait).
 type LLM struct {
-	mu           sync.Mutex
-	model        *Model
-	session      *Session
-	maxSequences int
+	mu            sync.Mutex
+	model         *Model
+	session       *Session
+	maxSequences  int
+	contextLength int // the most tokens a sequence holds
 }
 
 // LLMOptions: zero values take the defaults (1 thread, 8 sequences, the
@@ -120,7 +121,20 @@ func NewLLM(path string, opts LLMOptions) (*LLM, error) {
 		m.Close()
 		return nil, err
 	}
-	return &LLM{model: m, session: s, maxSequences: opts.MaxSequences}, nil
+	ctx := opts.ContextLength
+	if ctx == 0 { // include/detinfer.h, DI_CONFIG_CONTEXT_LENGTH: the model's, capped at 4096
+		train, err := m.Int(ModelNCtxTrain)
+		if err != nil {
+			s.Close()
+			m.Close()
+			return nil, err
+		}
+		ctx = int(train)
+		if ctx > 4096 {
+			ctx = 4096
+		}
+	}
+	return &LLM{model: m, session: s, maxSequences: opts.MaxSequences, contextLength: ctx}, nil
 }
 
 // Model is the LLM's model (tokenizer, metadata).
@@ -134,17 +148,43 @@ func (l *LLM) Close() error {
 	return l.model.Close()
 }
 
-func (l *LLM) refuse(status Status, format string, args ...interface{}) error {
-	return &Error{Op: "LLM.Generate", Status: status, Message: fmt.Sprintf(format, args...)}
+func refuse(op string, status Status, format string, args ...interface{}) error {
+	return &Error{Op: op, Status: status, Message: fmt.Sprintf(format, args...)}
+}
+
+// promptIDs: prompt i's token ids (text tokenized with BOS as the model
+// asks), checked against the vocabulary.
+func (l *LLM) promptIDs(op string, i int, p Prompt) ([]int32, error) {
+	ids := p.Tokens
+	if (p.Text == "") == (p.Tokens == nil) {
+		return nil, refuse(op, ErrInvalidArgument, "prompt %d: set exactly one of Text and Tokens", i)
+	}
+	if p.Tokens == nil {
+		var err error
+		if ids, err = l.model.Tokenize(p.Text, TokenizeAddBOS); err != nil {
+			return nil, fmt.Errorf("prompt %d: %w", i, err)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, refuse(op, ErrInvalidArgument, "prompt %d: the prompt has no tokens", i)
+	}
+	for _, t := range ids {
+		if t < 0 || int(t) >= l.model.NVocab() {
+			return nil, refuse(op, ErrTokenRange, "prompt %d: token %d is outside the vocabulary (0..%d)", i, t,
+				l.model.NVocab()-1)
+		}
+	}
+	return append([]int32(nil), ids...), nil
 }
 
 // jobs checks every prompt and sampling parameter before anything runs.
 func (l *LLM) jobs(prompts []Prompt, opts BatchOptions) ([]batchJob, error) {
+	const op = "LLM.Generate"
 	if opts.PerPrompt != nil && len(opts.PerPrompt) != len(prompts) {
-		return nil, l.refuse(ErrInvalidArgument, "%d sampling parameters for %d prompts", len(opts.PerPrompt), len(prompts))
+		return nil, refuse(op, ErrInvalidArgument, "%d sampling parameters for %d prompts", len(opts.PerPrompt), len(prompts))
 	}
 	if opts.MaxNew < 0 || opts.TopLogprobs < 0 || opts.TopLogprobs > l.model.NVocab() {
-		return nil, l.refuse(ErrInvalidArgument, "MaxNew %d, TopLogprobs %d: both >= 0, TopLogprobs at most the vocabulary",
+		return nil, refuse(op, ErrInvalidArgument, "MaxNew %d, TopLogprobs %d: both >= 0, TopLogprobs at most the vocabulary",
 			opts.MaxNew, opts.TopLogprobs)
 	}
 	maxNew := opts.MaxNew
@@ -157,24 +197,9 @@ func (l *LLM) jobs(prompts []Prompt, opts BatchOptions) ([]batchJob, error) {
 	}
 	jobs := make([]batchJob, len(prompts))
 	for i, p := range prompts {
-		ids := p.Tokens
-		if (p.Text == "") == (p.Tokens == nil) {
-			return nil, l.refuse(ErrInvalidArgument, "prompt %d: set exactly one of Text and Tokens", i)
-		}
-		if p.Tokens == nil {
-			var err error
-			if ids, err = l.model.Tokenize(p.Text, TokenizeAddBOS); err != nil {
-				return nil, fmt.Errorf("prompt %d: %w", i, err)
-			}
-		}
-		if len(ids) == 0 {
-			return nil, l.refuse(ErrInvalidArgument, "prompt %d: the prompt has no tokens", i)
-		}
-		for _, t := range ids {
-			if t < 0 || int(t) >= l.model.NVocab() {
-				return nil, l.refuse(ErrTokenRange, "prompt %d: token %d is outside the vocabulary (0..%d)", i, t,
-					l.model.NVocab()-1)
-			}
+		ids, err := l.promptIDs(op, i, p)
+		if err != nil {
+			return nil, err
 		}
 		sampling := opts.Sampling
 		if opts.PerPrompt != nil {
@@ -187,7 +212,7 @@ func (l *LLM) jobs(prompts []Prompt, opts BatchOptions) ([]batchJob, error) {
 				return nil, fmt.Errorf("prompt %d: %w", i, err)
 			}
 		}
-		jobs[i] = batchJob{prompt: append([]int32(nil), ids...), maxNew: maxNew, stop: stop, sampling: sampling,
+		jobs[i] = batchJob{prompt: ids, maxNew: maxNew, stop: stop, sampling: sampling,
 			logprobs: opts.Logprobs, top: opts.TopLogprobs}
 	}
 	return jobs, nil
@@ -220,6 +245,65 @@ func (l *LLM) Generate(prompts []Prompt, opts BatchOptions) ([]Completion, error
 		}
 		if opts.Logprobs {
 			res[i].Logprobs = o.logprobs
+		}
+	}
+	return res, nil
+}
+
+// PromptScore is one prompt's log-probabilities (LLM.Score): Logprobs[i] is
+// token i's given tokens 0..i-1, with the top most likely tokens at that
+// position; Logprobs[0] is nil (the first token has no prefix). Sum adds the
+// token log-probabilities in order, in float64.
+type PromptScore struct {
+	Tokens   []int32
+	Logprobs []*TokenLogprobs
+	Sum      float64
+}
+
+// scoreStepBytes bounds the logits one step of Score keeps: an all-logits
+// step holds a row of NVocab floats per token it appends, so long prompts go
+// in chunks (the bits do not depend on the chunking).
+const scoreStepBytes = 256 << 20
+
+// Score gives one PromptScore per prompt, in order: the log-probability of
+// each prompt token given the tokens before it (temperature 1, the library's
+// log-softmax), with the top most likely tokens at each position. Each prompt
+// is one prefill with every position's logits (Session.LogprobsAt), prompts
+// batched over the session's sequences: the bits of stepping the prompt one
+// token at a time with Session.Logprobs after each. Every prompt is checked
+// before anything runs: an empty one, or one longer than the context
+// (ErrContextFull), is refused, naming the prompt.
+func (l *LLM) Score(prompts []Prompt, top int) ([]PromptScore, error) {
+	const op = "LLM.Score"
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if top < 0 || top > l.model.NVocab() {
+		return nil, refuse(op, ErrInvalidArgument, "top %d: 0 .. the vocabulary's size", top)
+	}
+	ids := make([][]int32, len(prompts))
+	for i, p := range prompts {
+		var err error
+		if ids[i], err = l.promptIDs(op, i, p); err != nil {
+			return nil, err
+		}
+		if len(ids[i]) > l.contextLength {
+			return nil, refuse(op, ErrContextFull, "prompt %d: %d tokens, more than the context of %d", i,
+				len(ids[i]), l.contextLength)
+		}
+	}
+	rows := scoreStepBytes / (4 * l.model.NVocab())
+	if rows < 1 {
+		rows = 1
+	}
+	lps, err := scorePrompts(l.session, l.maxSequences, ids, top, rows)
+	if err != nil {
+		return nil, err
+	}
+	res := make([]PromptScore, len(ids))
+	for i, p := range ids {
+		res[i] = PromptScore{Tokens: p, Logprobs: append([]*TokenLogprobs{nil}, lps[i]...)}
+		for _, lp := range lps[i] {
+			res[i].Sum += float64(lp.Logprob)
 		}
 	}
 	return res, nil

@@ -403,7 +403,29 @@ type TokenLogprob struct {
 // vocabulary (a negative one other than NoToken included), ErrInvalidArgument
 // for a top below 0 or above the vocabulary.
 func (s *Session) Logprobs(seq uint32, token int32, top int) (float32, []TokenLogprob, error) {
-	const op = "di_session_logprobs"
+	return s.logprobs("di_session_logprobs", token, top,
+		func(p *C.di_session, lp *C.float, n C.uint32_t, ids *C.int32_t, values *C.float) C.di_status {
+			return C.di_session_logprobs(p, C.uint32_t(seq), C.int32_t(token), lp, n, ids, values)
+		})
+}
+
+// LogprobsAt is Logprobs of position index (0-based within what seq appended
+// in the session's last step, which must have used StepAllLogits): the same
+// bits as Logprobs after stepping seq up to that position alone. A prompt's
+// token i+1 given tokens 0..i is position i's logprob of token i+1 (LLM.Score
+// does this). The errors of Logprobs, and ErrState when the last step was not
+// an all-logits step of seq, ErrInvalidArgument for an index outside it.
+func (s *Session) LogprobsAt(seq, index uint32, token int32, top int) (float32, []TokenLogprob, error) {
+	return s.logprobs("di_session_logprobs_at", token, top,
+		func(p *C.di_session, lp *C.float, n C.uint32_t, ids *C.int32_t, values *C.float) C.di_status {
+			return C.di_session_logprobs_at(p, C.uint32_t(seq), C.uint32_t(index), C.int32_t(token), lp, n, ids,
+				values)
+		})
+}
+
+func (s *Session) logprobs(op string, token int32, top int,
+	call func(p *C.di_session, lp *C.float, n C.uint32_t, ids *C.int32_t, values *C.float) C.di_status,
+) (float32, []TokenLogprob, error) {
 	p, err := s.handle()
 	if err != nil {
 		return 0, nil, err
@@ -427,8 +449,7 @@ func (s *Session) Logprobs(seq uint32, token int32, top int) (float32, []TokenLo
 	if top > 0 {
 		idp, vp = (*C.int32_t)(unsafe.Pointer(&ids[0])), (*C.float)(unsafe.Pointer(&values[0]))
 	}
-	st := C.di_session_logprobs(p, C.uint32_t(seq), C.int32_t(token), lpp, C.uint32_t(top), idp, vp)
-	if err := check(op, st, s.message); err != nil {
+	if err := check(op, call(p, lpp, C.uint32_t(top), idp, vp), s.message); err != nil {
 		return 0, nil, err
 	}
 	out := make([]TokenLogprob, top)

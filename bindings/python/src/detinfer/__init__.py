@@ -25,12 +25,12 @@ from ._api import (STEP_ALL_LOGITS, TOKENIZE_ADD_BOS, TOKENIZE_PARSE_SPECIAL, Ba
                    build_info, chat_format, chat_turn_end, cpu_path_name, cpu_path_resolve, digest_floats,
                    digest_tokens, status_name, version, version_number)
 from ._lib import LibraryNotFoundError, library
-from ._llm import LLM, Completion, Stream
+from ._llm import LLM, Completion, PromptScore, Stream
 
 __version__ = "0.4.0"
 
 __all__ = [
-    "LLM", "Completion", "Stream",
+    "LLM", "Completion", "PromptScore", "Stream",
     "Backend", "Config", "ConfigKey", "CpuPath", "DetinferError", "GeneratedToken", "Generation", "Grammar",
     "GrammarState",
     "LibraryNotFoundError", "Logits", "Logprobs", "Model", "ModelKey", "Profile", "STEP_ALL_LOGITS",

@@ -714,6 +714,22 @@ class Session(_Handle):
         vocabulary). Raises DetinferError: ERR_STATE when seq has no logits,
         ERR_TOKEN_RANGE for a token outside the vocabulary,
         ERR_INVALID_ARGUMENT for a negative `top` or one above the vocabulary."""
+        return self._logprobs("di_session_logprobs", (seq,), token, top)
+
+    def logprobs_at(self, seq: int, index: int, token: Optional[int] = None, top: int = 0) -> Logprobs:
+        """logprobs() of position `index` (0-based within what seq appended in
+        the session's last step, which must have used all_logits): the same
+        bits as logprobs() after stepping seq up to that position alone. A
+        prompt's token i + 1 given tokens 0..i is position i's logprob of
+        token i + 1. Raises as logprobs(), and ERR_STATE when the last step
+        was not an all-logits step of seq, ERR_INVALID_ARGUMENT for an index
+        outside it. Needs di_session_logprobs_at (DETINFER_1.6)."""
+        if index < 0:
+            raise DetinferError(Status.ERR_INVALID_ARGUMENT, f"index is {index}: it must be >= 0")
+        return self._logprobs("di_session_logprobs_at", (seq, index), token, top)
+
+    def _logprobs(self, name: str, where: Tuple[int, ...], token: Optional[int], top: int) -> Logprobs:
+        fn = library().fn(name)  # first: a library without it is named before anything else
         if top < 0:
             raise DetinferError(Status.ERR_INVALID_ARGUMENT, f"top is {top}: it must be >= 0")
         if token is not None and token < 0:
@@ -721,9 +737,9 @@ class Session(_Handle):
         lp = C.c_float()
         ids = (C.c_int32 * max(top, 1))()
         values = (C.c_float * max(top, 1))()
-        self._call("di_session_logprobs", seq, -1 if token is None else token,
-                   C.byref(lp) if token is not None else None, top, ids if top else None,
-                   values if top else None)
+        _check(fn(self._h(), *where, -1 if token is None else token,
+                  C.byref(lp) if token is not None else None, top, ids if top else None,
+                  values if top else None), self._msg)
         return Logprobs(lp.value if token is not None else None,
                         [(ids[i], values[i]) for i in range(top)])
 
@@ -838,6 +854,10 @@ class Sequence:
     def logprobs(self, token: Optional[int] = None, top: int = 0) -> Logprobs:
         """Session.logprobs for this sequence."""
         return self.session.logprobs(self.id, token, top)
+
+    def logprobs_at(self, index: int, token: Optional[int] = None, top: int = 0) -> Logprobs:
+        """Session.logprobs_at for this sequence."""
+        return self.session.logprobs_at(self.id, index, token, top)
 
     def sample_token(self) -> int:
         return self.session.sample_token(self.id)

@@ -3,7 +3,8 @@ max_new, stop tokens, sampling, grammar) generated together, every active sequen
 advanced one token per batched step, a finished job's sequence taken by the
 next job. Batch invariance makes each job's tokens and digests equal to its
 run alone (Sequence.generate); the tests check exactly that. LLM.generate,
-LLM.stream and detinfer.ray's workers run on it. No Ray here."""
+LLM.stream and detinfer.ray's workers run on it. score_prompts is LLM.score's
+prefill of prompts with every position's log-probabilities. No Ray here."""
 
 from __future__ import annotations
 
@@ -171,3 +172,45 @@ class Batch:
         except DetinferError as e:
             return e
 
+
+
+def score_prompts(session: Session, slots: int, prompts: Sequence[Sequence[int]], top: int,
+                  rows: int) -> List[List[Logprobs]]:
+    """Per prompt, the Logprobs of tokens 1.. given the tokens before each
+    (`top` most likely with each), from all-logits steps of the prompts on
+    sequences 0 .. slots-1 of session, which must be empty and are left
+    empty. A step appends at most `rows` tokens over its sequences, so a
+    long prompt goes in chunks, a finished prompt's sequence taking the next.
+    A prompt's last token is never stepped: no position of the prompt reads
+    the logits after it."""
+    out: List[List[Logprobs]] = [[] for _ in prompts]
+    pending = list(range(len(prompts) - 1, -1, -1))  # pop() takes them in order
+    free = list(range(slots - 1, -1, -1))
+    active: Dict[int, Tuple[int, int]] = {}  # seq: (prompt index, tokens stepped)
+    try:
+        while pending or active:
+            while pending and free:
+                active[free.pop()] = (pending.pop(), 0)
+            entries: List[Tuple[int, List[int]]] = []
+            budget = rows
+            for seq, (i, done) in active.items():
+                take = min(len(prompts[i]) - 1 - done, budget)
+                if take > 0:
+                    entries.append((seq, list(prompts[i][done:done + take])))
+                    budget -= take
+            if entries:
+                session.step(entries, all_logits=True)
+            for seq, chunk in entries:
+                i, done = active[seq]
+                for index in range(len(chunk)):
+                    out[i].append(session.logprobs_at(seq, index, prompts[i][done + index + 1], top))
+                active[seq] = (i, done + len(chunk))
+            for seq, (i, done) in list(active.items()):
+                if done == len(prompts[i]) - 1:
+                    session.reset(seq)
+                    del active[seq]
+                    free.append(seq)
+    finally:  # also on an error: the sequences are left empty
+        for seq in active:
+            session.reset(seq)
+    return out

@@ -126,6 +126,9 @@ SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "di_session_seq_set_grammar": (_I, [_P, C.c_uint32, _P, _PI32, _SZ]),
     "di_session_seq_grammar_state": (_I, [_P, C.c_uint32, _PU32]),
     "di_session_seq_grammar_allowed": (_I, [_P, C.c_uint32, _PU32, _SZ]),
+    # DETINFER_1.6
+    "di_session_logprobs_at": (_I, [_P, C.c_uint32, C.c_uint32, C.c_int32, C.POINTER(C.c_float), C.c_uint32,
+                                    _PI32, C.POINTER(C.c_float)]),
 }
 
 
@@ -153,7 +156,7 @@ class Library:
     def fn(self, name: str) -> Any:
         if name in self.missing:
             raise LibraryNotFoundError(
-                f"{self.path} has no {name}: it is older than this binding (ABI 1.5); "
+                f"{self.path} has no {name}: it is older than this binding (ABI 1.6); "
                 "install a newer libdetinfer")
         return getattr(self.c, name)
 

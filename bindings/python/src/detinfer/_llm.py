@@ -6,7 +6,8 @@
 
 Prompts are generated together with continuous batching over the session's
 sequences (detinfer._batch, the code detinfer.ray's workers run); each
-result is bit for bit the prompt's run alone."""
+result is bit for bit the prompt's run alone. LLM.score gives the
+log-probability of every prompt token given the tokens before it."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from dataclasses import dataclass
 from typing import (Any, Iterable, Iterator, List, Mapping, Optional, Sequence as Seq, Set, Tuple,
                     Union)
 
-from ._api import (DetinferError, GeneratedToken, Logprobs, Model, Profile, SamplingParams, Status,
-                   chat_turn_end)
-from ._batch import Batch, Job, Outcome
+from ._api import (DetinferError, GeneratedToken, Logprobs, Model, ModelKey, Profile, SamplingParams,
+                   Status, chat_turn_end)
+from ._batch import Batch, Job, Outcome, score_prompts
+from ._lib import library
 
 Prompt = Union[str, Seq[int]]
 Message = Union[Tuple[str, str], Mapping[str, str]]
@@ -41,11 +43,42 @@ class Completion:
     logprobs: Optional[List[Logprobs]] = None
 
 
+@dataclass(frozen=True)
+class PromptScore:
+    """One prompt's log-probabilities (LLM.score): logprobs[i] is token i's
+    given tokens 0..i-1, a Logprobs with the `top` most likely tokens at
+    that position; logprobs[0] is None (the first token has no prefix).
+    logprob_sum: the sum of the token log-probabilities, in order, in
+    float64."""
+
+    token_ids: List[int]
+    logprobs: List[Optional[Logprobs]]
+    logprob_sum: float
+
+    @property
+    def token_logprobs(self) -> List[Optional[float]]:
+        """Each token's log-probability alone; the first is None."""
+        return [lp.token_logprob if lp is not None else None for lp in self.logprobs]
+
+
+def _sum(logprobs: List[Logprobs]) -> float:
+    total = 0.0
+    for lp in logprobs:
+        assert lp.token_logprob is not None  # score_prompts always asks for the token's
+        total += lp.token_logprob
+    return total
+
+
 class LLM:
     """A model file, loaded once, and one session of `max_sequences`
     sequences. Other keyword settings are Config keys (context_length,
     cpu_path, backend, ...). One call at a time (a lock makes threads
     wait); a stream holds the LLM until it is exhausted or closed."""
+
+    # The logits one step of score() keeps: an all-logits step holds a row of
+    # n_vocab floats per token it appends, so long prompts go in chunks (the
+    # bits do not depend on the chunking).
+    SCORE_STEP_BYTES = 256 << 20
 
     def __init__(self, model_path: str, threads: int = 1, max_sequences: int = 8,
                  profile: Union[Profile, str] = Profile.PORTABLE, **settings: Any) -> None:
@@ -62,6 +95,11 @@ class LLM:
             self.model.close()
             raise
         self.max_sequences = max_sequences
+        # The most tokens a sequence holds: the context_length setting, else
+        # (include/detinfer.h, DI_CONFIG_CONTEXT_LENGTH) the model's training
+        # context capped at 4096.
+        self.context_length: int = (settings.get("context_length") or
+                                    min(self.model.get_int(ModelKey.N_CTX_TRAIN), 4096))
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -106,13 +144,18 @@ class LLM:
         finally:
             self.session.set_sampling(0, None)
 
-    def _jobs(self, prompts: Union[Prompt, Seq[Prompt]],
-              sampling: Union[None, SamplingParams, Seq[Optional[SamplingParams]]], max_new: int,
-              stop: Set[int], logprobs: Optional[int]) -> List[Job]:
+    @staticmethod
+    def _items(prompts: Union[Prompt, Seq[Prompt]], call: str) -> List[Any]:
         items: List[Any] = [prompts] if isinstance(prompts, str) else list(prompts)
         if items and all(isinstance(p, int) for p in items):
             raise TypeError("prompts is a list of prompts: put one prompt of token ids in a list, "
-                            "generate([[1, 2, 3]])")
+                            f"{call}([[1, 2, 3]])")
+        return items
+
+    def _jobs(self, prompts: Union[Prompt, Seq[Prompt]],
+              sampling: Union[None, SamplingParams, Seq[Optional[SamplingParams]]], max_new: int,
+              stop: Set[int], logprobs: Optional[int]) -> List[Job]:
+        items = self._items(prompts, "generate")
         per: List[Optional[SamplingParams]]
         if isinstance(sampling, (list, tuple)):
             if len(sampling) != len(items):
@@ -164,6 +207,33 @@ class LLM:
             jobs = self._jobs(prompts, sampling, max_new, self._stop(stop_at_eos), logprobs)
             outcomes = Batch(self.session, self.max_sequences, jobs).run()
             return [self._completion(i, j, o, logits_digests) for i, (j, o) in enumerate(zip(jobs, outcomes))]
+
+    def score(self, prompts: Union[Prompt, Seq[Prompt]], top: int = 0) -> List[PromptScore]:
+        """One PromptScore per prompt, in order: the log-probability of each
+        prompt token given the tokens before it (temperature 1, the library's
+        log-softmax), and with `top` the most likely tokens at each position.
+        Prompts as generate() takes them (text gets BOS as the model asks).
+        Each prompt is one prefill with every position's logits
+        (di_session_logprobs_at), prompts batched over the session's
+        sequences: the bits of stepping the prompt one token at a time and
+        asking di_session_logprobs after each. Every prompt is checked before
+        anything runs; one longer than the context, or empty, is refused
+        (DetinferError ERR_CONTEXT_FULL, ValueError), naming the prompt."""
+        with self._lock:
+            library().fn("di_session_logprobs_at")  # an older library is named before anything runs
+            if not isinstance(top, int) or isinstance(top, bool) or not 0 <= top <= self.model.n_vocab:
+                raise ValueError(f"top is {top!r}: 0 .. the vocabulary's size")
+            ids = []
+            for i, p in enumerate(self._items(prompts, "score")):
+                where = f"prompt {i}"
+                one = self._prompt_ids(p, where)
+                if len(one) > self.context_length:
+                    raise DetinferError(Status.ERR_CONTEXT_FULL, f"{where}: {len(one)} tokens, more than the "
+                                        f"context of {self.context_length}")
+                ids.append(one)
+            rows = max(1, self.SCORE_STEP_BYTES // (4 * self.model.n_vocab))
+            scored = score_prompts(self.session, self.max_sequences, ids, top, rows)
+            return [PromptScore(p, [None, *lps], _sum(lps)) for p, lps in zip(ids, scored)]
 
     def chat(self, messages: Iterable[Message], template: Optional[str] = None,
              sampling: Optional[SamplingParams] = None, max_new: int = 32, logits_digests: bool = False,

@@ -237,4 +237,9 @@ extern "C" {
     pub fn di_session_seq_grammar_state(session: *mut di_session, seq: u32, flags: *mut u32) -> di_status;
     pub fn di_session_seq_grammar_allowed(session: *mut di_session, seq: u32, words: *mut u32, n_words: usize)
                                           -> di_status;
+
+    // DETINFER_1.6
+    pub fn di_session_logprobs_at(session: *mut di_session, seq: u32, index: u32, token: i32,
+                                  token_logprob: *mut f32, n_top: u32, top_tokens: *mut i32,
+                                  top_logprobs: *mut f32) -> di_status;
 }

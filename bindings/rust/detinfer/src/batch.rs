@@ -134,3 +134,83 @@ fn choose(s: &mut Session, seq: u32, job: &Job) -> Result<(i32, Digest, Option<L
     };
     Ok((token, digest, lp))
 }
+
+/// Per prompt, the log-probabilities of tokens 1.. given the tokens before
+/// each (the `top` most likely with each), from all-logits steps of the
+/// prompts on sequences 0..slots of `s`, which must be empty and are left
+/// empty when it succeeds. A step appends at most `rows` tokens over its
+/// sequences, so a long prompt goes in chunks, a finished prompt's sequence
+/// taking the next. A prompt's last token is never stepped: no position of
+/// the prompt reads the logits after it. (detinfer._batch.score_prompts.)
+pub(crate) fn score(s: &mut Session, slots: usize, prompts: &[Vec<i32>], top: usize, rows: usize)
+                    -> Result<Vec<Vec<Logprobs>>> {
+    let mut out: Vec<Vec<Logprobs>> = prompts.iter().map(|_| Vec::new()).collect();
+    let mut active: Vec<Option<(usize, usize)>> = vec![None; slots]; // by sequence: (prompt, tokens stepped)
+    let mut next = 0;
+    loop {
+        for a in active.iter_mut().filter(|a| a.is_none()) {
+            if next < prompts.len() {
+                *a = Some((next, 0));
+                next += 1;
+            }
+        }
+        if active.iter().all(Option::is_none) {
+            return Ok(out);
+        }
+        let mut entries: Vec<(u32, &[i32])> = Vec::new();
+        let mut budget = rows;
+        for (seq, &(i, done)) in active.iter().enumerate().filter_map(|(seq, a)| a.as_ref().map(|a| (seq, a))) {
+            let take = (prompts[i].len() - 1 - done).min(budget);
+            if take > 0 {
+                entries.push((seq as u32, &prompts[i][done..done + take]));
+                budget -= take;
+            }
+        }
+        if !entries.is_empty() {
+            s.step_raw(&entries, true)?;
+        }
+        for &(seq, chunk) in &entries {
+            let (i, done) = active[seq as usize].expect("a stepped sequence");
+            for index in 0..chunk.len() {
+                out[i].push(s.logprobs_at(seq, index as u32, Some(prompts[i][done + index + 1]), top)?);
+            }
+            active[seq as usize] = Some((i, done + chunk.len()));
+        }
+        for (seq, a) in active.iter_mut().enumerate() {
+            if matches!(*a, Some((i, done)) if done == prompts[i].len() - 1) {
+                s.seq_reset(seq as u32)?;
+                *a = None;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Model;
+    use std::path::PathBuf;
+
+    /// `score` in steps of 2 tokens gives the bits of steps that take each
+    /// prompt whole (tests/score.rs checks those against one token at a time).
+    #[test]
+    fn score_in_chunks_gives_the_same_bits() {
+        let models = std::env::var_os("DI_TEST_MODELS").map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../build/models"));
+        let model = Model::load(models.join("gqa_untied_q8_0.gguf")).unwrap();
+        let mut cfg = crate::Config::new().unwrap();
+        cfg.set_int(crate::ConfigKey::MaxSequences, 3).unwrap();
+        let mut s = model.session(&cfg).unwrap();
+        let prompts = vec![vec![1, 17, 42, 8, 8, 8, 8, 8], vec![5, 9, 2, 33, 7, 99], vec![44], vec![1, 2, 3, 4, 5]];
+        let whole = super::score(&mut s, 3, &prompts, 3, 1000).unwrap();
+        let chunked = super::score(&mut s, 3, &prompts, 3, 2).unwrap();
+        type Bits = (u32, Vec<(i32, u32)>); // a Logprobs as the bits of its floats
+        let bits = |v: &Vec<Vec<crate::Logprobs>>| -> Vec<Vec<Bits>> {
+            v.iter().map(|p| p.iter().map(|lp| {
+                (lp.token.unwrap().to_bits(), lp.top.iter().map(|&(t, x)| (t, x.to_bits())).collect())
+            }).collect()).collect()
+        };
+        assert_eq!(bits(&chunked), bits(&whole));
+        assert_eq!(whole.iter().map(Vec::len).collect::<Vec<_>>(), [7, 5, 0, 4]);
+        assert!((0..3).all(|seq| s.seq_length(seq).unwrap() == 0)); // left empty
+    }
+}

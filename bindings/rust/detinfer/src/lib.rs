@@ -35,7 +35,7 @@ mod grammar;
 mod llm;
 pub use generate::{Generated, Generation};
 pub use grammar::{Grammar, GrammarState};
-pub use llm::{Completion, FinishReason, GenerateOptions, Llm, LlmOptions, Prompt};
+pub use llm::{Completion, FinishReason, GenerateOptions, Llm, LlmOptions, Prompt, PromptScore};
 
 // ---- Errors -------------------------------------------------------------------
 
@@ -853,22 +853,40 @@ impl<'m> Session<'m> {
     /// `Status::TokenRange` for a token outside the vocabulary,
     /// `Status::InvalidArgument` for a `top` above the vocabulary.
     pub fn logprobs(&mut self, seq: u32, token: Option<i32>, top: usize) -> Result<Logprobs> {
-        const OP: &str = "di_session_logprobs";
+        self.logprobs_with("di_session_logprobs", token, top, |p, t, lp, n, ids, values| unsafe {
+            sys::di_session_logprobs(p, seq, t, lp, n, ids, values)
+        })
+    }
+
+    /// `logprobs` of position `index` (0-based within what seq appended in the
+    /// session's last step, which must have used `all_logits`): the same bits
+    /// as `logprobs` after stepping seq up to that position alone. A prompt's
+    /// token i + 1 given tokens 0..=i is position i's log-probability of token
+    /// i + 1 (`Llm::score` does this). The errors of `logprobs`, and
+    /// `Status::State` when the last step was not an all-logits step of seq,
+    /// `Status::InvalidArgument` for an index outside it.
+    pub fn logprobs_at(&mut self, seq: u32, index: u32, token: Option<i32>, top: usize) -> Result<Logprobs> {
+        self.logprobs_with("di_session_logprobs_at", token, top, |p, t, lp, n, ids, values| unsafe {
+            sys::di_session_logprobs_at(p, seq, index, t, lp, n, ids, values)
+        })
+    }
+
+    fn logprobs_with(&mut self, op: &'static str, token: Option<i32>, top: usize,
+                     call: impl FnOnce(*mut sys::di_session, i32, *mut f32, u32, *mut i32, *mut f32)
+                                       -> sys::di_status) -> Result<Logprobs> {
         if matches!(token, Some(t) if t < 0) {
-            return Err(Error { op: OP, status: Status::TokenRange, message: format!("token {} is negative", token.unwrap()) });
+            return Err(Error { op, status: Status::TokenRange, message: format!("token {} is negative", token.unwrap()) });
         }
         let n_top = u32::try_from(top)
-            .map_err(|_| Error { op: OP, status: Status::InvalidArgument, message: format!("top {top} is too large") })?;
+            .map_err(|_| Error { op, status: Status::InvalidArgument, message: format!("top {top} is too large") })?;
         let mut lp = 0f32;
         let mut ids = vec![0i32; top];
         let mut values = vec![0f32; top];
         let (ids_ptr, values_ptr) =
             if top > 0 { (ids.as_mut_ptr(), values.as_mut_ptr()) } else { (ptr::null_mut(), ptr::null_mut()) };
         let lp_ptr = if token.is_some() { &mut lp as *mut f32 } else { ptr::null_mut() };
-        let st = unsafe {
-            sys::di_session_logprobs(self.raw(), seq, token.unwrap_or(-1), lp_ptr, n_top, ids_ptr, values_ptr)
-        };
-        self.check(OP, st)?;
+        let st = call(self.raw(), token.unwrap_or(-1), lp_ptr, n_top, ids_ptr, values_ptr);
+        self.check(op, st)?;
         Ok(Logprobs { token: token.map(|_| lp), top: ids.into_iter().zip(values).collect() })
     }
 

@@ -11,13 +11,14 @@
 //! ```
 //!
 //! Prompts run with continuous batching over a session's sequences; each
-//! result is bit for bit the prompt's run alone.
+//! result is bit for bit the prompt's run alone. `Llm::score` gives the
+//! log-probability of every prompt token given the tokens before it.
 use std::collections::HashSet;
 use std::path::Path;
 
 use crate::batch::{self, Job};
-use crate::{values, Config, ConfigKey, Digest, Error, Logprobs, Model, Result, SamplingParams, SpecialToken,
-            Status, TokenizeFlags};
+use crate::{values, Config, ConfigKey, Digest, Error, Logprobs, Model, ModelKey, Result, SamplingParams,
+            SpecialToken, Status, TokenizeFlags};
 
 /// How `Llm` runs: threads, sequences generated together, numerics profile
 /// (`values::PROFILE_*`), context length (0: the model's, capped at 4096).
@@ -102,6 +103,22 @@ pub struct Completion {
     pub logprobs: Option<Vec<Logprobs>>,
 }
 
+/// One prompt's log-probabilities (`Llm::score`): `logprobs[i]` is token
+/// i's given tokens 0..i, with the `top` most likely tokens at that position;
+/// `logprobs[0]` is None (the first token has no prefix). `sum` adds the
+/// token log-probabilities in order, in f64.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PromptScore {
+    pub tokens: Vec<i32>,
+    pub logprobs: Vec<Option<Logprobs>>,
+    pub sum: f64,
+}
+
+/// The logits one step of `Llm::score` keeps: an all-logits step holds a row
+/// of n_vocab floats per token it appends, so long prompts go in chunks (the
+/// bits do not depend on the chunking).
+const SCORE_STEP_BYTES: usize = 256 << 20;
+
 /// A model file, loaded once. Each `generate` call runs on a session of its
 /// own, so `&Llm` may generate from several threads at once (`Model` is Sync).
 pub struct Llm {
@@ -113,6 +130,11 @@ const OP: &str = "Llm::generate";
 
 fn refuse(status: Status, message: String) -> Error {
     Error { op: OP, status, message }
+}
+
+/// The error, naming prompt i.
+fn named(i: usize) -> impl Fn(Error) -> Error {
+    move |e: Error| Error { message: format!("prompt {i}: {}", e.message), ..e }
 }
 
 impl Llm {
@@ -133,6 +155,24 @@ impl Llm {
         Ok(cfg)
     }
 
+    /// Prompt i's token ids (text tokenized with BOS as the model asks),
+    /// checked against the vocabulary.
+    fn prompt_ids(&self, op: &'static str, i: usize, p: &Prompt) -> Result<Vec<i32>> {
+        let n_vocab = self.model.n_vocab();
+        let ids = match p {
+            Prompt::Text(t) => self.model.tokenize(t, TokenizeFlags::ADD_BOS).map_err(named(i))?,
+            Prompt::Tokens(ids) => ids.clone(),
+        };
+        let refuse = |status, message: String| Err(Error { op, status, message: format!("prompt {i}: {message}") });
+        if ids.is_empty() {
+            return refuse(Status::InvalidArgument, "the prompt has no tokens".to_string());
+        }
+        if let Some(t) = ids.iter().find(|&&t| t < 0 || t as usize >= n_vocab) {
+            return refuse(Status::TokenRange, format!("token {t} is outside the vocabulary (0..{})", n_vocab - 1));
+        }
+        Ok(ids)
+    }
+
     /// Every prompt and sampling parameter checked before anything runs.
     fn jobs(&self, session: &mut crate::Session, prompts: &[Prompt], opts: &GenerateOptions) -> Result<Vec<Job>> {
         if let Some(per) = &opts.per_prompt {
@@ -151,18 +191,7 @@ impl Llm {
         }
         let mut jobs = Vec::with_capacity(prompts.len());
         for (i, p) in prompts.iter().enumerate() {
-            let named = |e: Error| Error { message: format!("prompt {i}: {}", e.message), ..e };
-            let ids = match p {
-                Prompt::Text(t) => self.model.tokenize(t, TokenizeFlags::ADD_BOS).map_err(named)?,
-                Prompt::Tokens(ids) => ids.clone(),
-            };
-            if ids.is_empty() {
-                return Err(refuse(Status::InvalidArgument, format!("prompt {i}: the prompt has no tokens")));
-            }
-            if let Some(t) = ids.iter().find(|&&t| t < 0 || t as usize >= n_vocab) {
-                return Err(refuse(Status::TokenRange,
-                                  format!("prompt {i}: token {t} is outside the vocabulary (0..{})", n_vocab - 1)));
-            }
+            let ids = self.prompt_ids(OP, i, p)?;
             let sampling = match &opts.per_prompt {
                 Some(per) => per[i],
                 None => opts.sampling,
@@ -171,7 +200,7 @@ impl Llm {
                 // the library's own check, on a free sequence
                 let checked = session.set_sampling(0, Some(params));
                 session.set_sampling(0, None)?;
-                checked.map_err(named)?;
+                checked.map_err(named(i))?;
             }
             jobs.push(Job { prompt: ids, max_new: opts.max_new, stop: stop.clone(), sampling, logprobs: opts.logprobs });
         }
@@ -204,5 +233,43 @@ impl Llm {
             });
         }
         Ok(out)
+    }
+    /// One `PromptScore` per prompt, in order: the log-probability of each
+    /// prompt token given the tokens before it (temperature 1, the library's
+    /// log-softmax), with the `top` most likely tokens at each position. Each
+    /// prompt is one prefill with every position's logits
+    /// (`Session::logprobs_at`), prompts batched over a session's sequences:
+    /// the bits of stepping the prompt one token at a time with
+    /// `Session::logprobs` after each. Every prompt is checked before anything
+    /// runs: an empty one, or one longer than the context
+    /// (`Status::ContextFull`), is refused, naming the prompt.
+    pub fn score(&self, prompts: &[Prompt], top: usize) -> Result<Vec<PromptScore>> {
+        const OP: &str = "Llm::score";
+        let refuse = |status, message: String| Err(Error { op: OP, status, message });
+        if top > self.model.n_vocab() {
+            return refuse(Status::InvalidArgument, format!("top {top}: at most the vocabulary"));
+        }
+        // include/detinfer.h, DI_CONFIG_CONTEXT_LENGTH: 0 is the model's, capped at 4096
+        let context = match self.opts.context_length {
+            0 => (self.model.get_int(ModelKey::NCtxTrain)? as usize).min(4096),
+            n => n,
+        };
+        let mut ids = Vec::with_capacity(prompts.len());
+        for (i, p) in prompts.iter().enumerate() {
+            let one = self.prompt_ids(OP, i, p)?;
+            if one.len() > context {
+                return refuse(Status::ContextFull,
+                              format!("prompt {i}: {} tokens, more than the context of {context}", one.len()));
+            }
+            ids.push(one);
+        }
+        let rows = (SCORE_STEP_BYTES / (4 * self.model.n_vocab())).max(1);
+        let mut session = self.model.session(&self.config()?)?;
+        let lps = batch::score(&mut session, self.opts.max_sequences, &ids, top, rows)?;
+        Ok(ids.into_iter().zip(lps).map(|(tokens, lps)| {
+            let sum = lps.iter().map(|lp| f64::from(lp.token.expect("the token's log-probability"))).sum();
+            let logprobs = std::iter::once(None).chain(lps.into_iter().map(Some)).collect();
+            PromptScore { tokens, logprobs, sum }
+        }).collect())
     }
 }
