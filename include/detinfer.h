@@ -28,6 +28,7 @@
  *   Sequences               length, digest, reset, truncate, copy
  *   Grammars                structured output: di_grammar, per-sequence grammars
  *   Sampling and logprobs   di_sampling_params, sampling, log-probabilities
+ *   Speculative decoding    drafts verified in one step, bit for bit
  *   Digests                 di_digest; the digests of floats and token ids
  *   CPU paths and backends  di_cpu_path, di_backend, di_profile; what runs a
  *                           session
@@ -661,6 +662,59 @@ DI_API di_status di_session_logprobs(di_session *session, uint32_t seq, int32_t 
 DI_API di_status di_session_logprobs_at(di_session *session, uint32_t seq, uint32_t index, int32_t token,
                                         float *token_logprob, uint32_t n_top, int32_t *top_tokens,
                                         float *top_logprobs);
+
+/* ---- Speculative decoding ---------------------------------------------------
+ * (since 1.6) Several tokens per step with exactly the output of decoding one
+ * at a time. A sequence whose next token t0 decoding has chosen (di_session_
+ * sample_token, or di_session_greedy_token with the default parameters) is
+ * stepped with t0 and k draft tokens d1..dk in one entry (k + 1 tokens) of a
+ * DI_STEP_ALL_LOGITS step, beside other sequences' ordinary entries; then
+ * di_session_seq_accept_draft resolves it.
+ *
+ * The contract: the tokens accepted, the token returned in *next, the
+ * logits (and their digests) of every position and the sequence afterwards
+ * (its length, KV cache, token history, which the penalties read, and its
+ * grammar's state) are exactly those of stepping t0, d1, ... one token at a
+ * time and choosing with di_session_sample_token after each, for greedy and
+ * seeded sampling, with every sampling parameter and with a grammar. This
+ * holds because a position's logits have the same bits in a chunk as alone,
+ * and a choice depends only on those logits, the tokens before it, the
+ * position (the seed's counter) and the grammar's state there
+ * (docs/DETERMINISM.md, "Speculative decoding"). Only the speed changes. */
+#define DI_DRAFT_MAX 32      /* draft tokens di_session_seq_draft_lookup gives at most */
+#define DI_DRAFT_MAX_NGRAM 8 /* the longest key it matches */
+
+/* (since 1.6) Resolves a draft: seq's entry in the session's last step
+ * (which used DI_STEP_ALL_LOGITS) appended at least n_draft + 1 tokens, its
+ * last n_draft being the draft. Walks the draft: at each position the token
+ * di_session_sample_token would choose there (the sequence's parameters,
+ * grammar and seed); while it equals the next draft token that token is
+ * accepted. *n_accepted gets the number accepted (0..n_draft) and *next the
+ * token chosen after them (at the first draft token that differed, or after
+ * the whole draft). The sequence is then truncated to end after the accepted
+ * ones, and its results (di_session_logits, _greedy_token, _sample_token,
+ * _logprobs) are those of that position: di_session_sample_token gives *next
+ * again. Feed *next (and a new draft) to the next step. n_draft 0 is an
+ * ordinary step resolved the same way. When a grammar allows nothing at a
+ * position (it ended), the tokens before it are accepted as above and the
+ * call returns DI_ERR_GRAMMAR_REJECTED with *next = -1, as
+ * di_session_sample_token does there. DI_ERR_STATE when the last step was
+ * not an all-logits step of seq, DI_ERR_INVALID_ARGUMENT for a draft longer
+ * than the entry allows; on those errors nothing changes. */
+DI_API di_status di_session_seq_accept_draft(di_session *session, uint32_t seq, uint32_t n_draft,
+                                             uint32_t *n_accepted, int32_t *next);
+
+/* (since 1.6) A prompt-lookup draft for seq: the history is seq's tokens
+ * followed by `next` (the token about to be stepped); the longest key of at
+ * most `ngram` (1..DI_DRAFT_MAX_NGRAM) tokens that ends the history and also
+ * occurs earlier, at its latest earlier place, gives the tokens that
+ * followed it there: up to max_draft (0..DI_DRAFT_MAX) of them into draft,
+ * their count into *n_draft (0: no match). The draft is cut to fit the
+ * context with next, and, with a grammar, before the first token the grammar
+ * would refuse after next (a step with it would be refused). A function of
+ * the history and the grammar only; it changes nothing. */
+DI_API di_status di_session_seq_draft_lookup(di_session *session, uint32_t seq, int32_t next, uint32_t ngram,
+                                             uint32_t max_draft, int32_t *draft, uint32_t *n_draft);
 
 /* ---- Digests --------------------------------------------------------------
  * An XXH3-128 digest in canonical (big-endian) byte order: the same 32 hex

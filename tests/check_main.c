@@ -32,6 +32,7 @@ Suite *memory_suite(void);
 Suite *intdot_suite(void);
 Suite *grammar_suite(void);
 Suite *grammar_determinism_suite(void);
+Suite *speculate_suite(void);
 
 int main(void)
 {
@@ -63,6 +64,7 @@ int main(void)
     srunner_add_suite(runner, intdot_suite());
     srunner_add_suite(runner, grammar_suite());
     srunner_add_suite(runner, grammar_determinism_suite());
+    srunner_add_suite(runner, speculate_suite());
     srunner_set_fork_status(runner, CK_FORK);
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);

@@ -528,7 +528,7 @@ DI_API di_status di_session_seq_digest_extra(di_session *s, uint32_t seq, const 
 
 /* Sequence seq now holds `length` tokens: results that a change of the cache
  * makes stale are forgotten, and an empty sequence gives its memory back. */
-static void set_length(di_session *s, uint32_t seq, uint32_t length)
+void di_session_set_length(di_session *s, uint32_t seq, uint32_t length)
 {
     sequence *q = &s->seqs[seq];
     q->length = length;
@@ -552,7 +552,7 @@ DI_API di_status di_session_seq_truncate(di_session *s, uint32_t seq, uint32_t l
     if (length > q->length)
         return fail(s, DI_ERR_INVALID_ARGUMENT, "cannot truncate sequence %u of %u tokens to %u", seq,
                     q->length, length);
-    set_length(s, seq, length);
+    di_session_set_length(s, seq, length);
     return DI_OK;
 }
 
@@ -585,7 +585,7 @@ DI_API di_status di_session_seq_copy(di_session *s, uint32_t src, uint32_t dst, 
     if (length > 0)
         memcpy(to->tokens, from->tokens, (size_t)length * sizeof *to->tokens);
     di_seq_grammar_drop(&s->grammars, &to->grammar); /* a copied prefix brings no grammar */
-    set_length(s, dst, length);
+    di_session_set_length(s, dst, length);
     return DI_OK;
 }
 

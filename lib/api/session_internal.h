@@ -72,6 +72,10 @@ di_status di_session_get_seq(di_session *s, uint32_t seq, sequence **out);
  * message, checks the caller's output pointer and the sequence id. */
 di_status di_session_begin_seq_call(di_session *s, uint32_t seq, const void *out, sequence **q);
 
+/* Sequence seq now holds `length` (<= its length) tokens: its results are
+ * forgotten, its grammar and the backend's cache truncated. */
+void di_session_set_length(di_session *s, uint32_t seq, uint32_t length);
+
 /* ---- session_grammar.c ----------------------------------------------------- */
 /* The token di_session_greedy_token / di_session_sample_token give for q,
  * which has a grammar: the mask, then the parameters' order. */
