@@ -120,6 +120,8 @@ run)
         has err 'DI_ERR_BACKEND_UNAVAILABLE.*DETINFER_CUDA_PLUGIN'
     expect_rc 0 run --model "$gemma" --tokens 1,2,3 --max-new 4 && has out '^sequence 7 tokens'
     expect_rc 1 run --model "$model" --prompt hello && has err 'no tokenizer'
+    # an empty text is refused, not run from BOS alone (issue 41)
+    expect_rc 2 run --model "$models/tok_spm.gguf" --prompt "" && has err 'prompt is empty'
     expect_rc 1 run --model "$work/missing.gguf" --tokens 1 && has err "missing.gguf.*DI_ERR_IO"
     expect_rc 1 run --model "$model" --tokens 1,100000 --max-new 1 && has err 'DI_ERR_TOKEN_RANGE'
     # seeded sampling: the same tokens with other threads and CPU paths, other tokens with other seeds
@@ -143,6 +145,24 @@ run)
     expect_rc 1 run --model "$model" --tokens 1 --temperature 1 --top-p 1.5 && has err 'top_p = 1.5'
     expect_rc 2 run --model "$model" --tokens 1 --top-p x && has err '--top-p wants a number'
     expect_rc 2 run --model "$model" --tokens 1 --seed -1 && has err '--seed wants an integer'
+    # --speculate ngram: the same steps and sequence, greedy and sampled, for any draft length;
+    # a prompt that repeats itself gives the lookup drafts, and some must be accepted
+    twice="$tokens,$tokens"
+    for mode in "" "$sampling --seed 7"; do
+        expect_rc 0 run --model "$model" --tokens "$twice" --max-new 40 $mode || exit 1
+        grep -E '^(step|sequence)' "$work/out" > "$work/plain"
+        for k in 1 4 16; do
+            expect_rc 0 run --model "$model" --tokens "$twice" --max-new 40 $mode --speculate ngram --draft-max $k
+            grep -E '^(step|sequence)' "$work/out" | cmp -s - "$work/plain" ||
+                fail "--speculate ngram --draft-max $k ${mode:+(sampled) }differs from decoding without it"
+            has out '^speculation ngram: [0-9]+ steps after the prompt for 40 tokens'
+        done
+    done
+    expect_rc 0 run --model "$model" --tokens "$twice" --max-new 40 --speculate ngram --json &&
+        json "d['speculation']['accepted'] > 0 and d['speculation']['steps'] < 39"
+    expect_rc 2 run --model "$model" --tokens 1 --speculate model.gguf && has err '--speculate takes ngram'
+    expect_rc 2 run --model "$model" --tokens 1 --speculate ngram --draft-max 0 && has err '--draft-max'
+    expect_rc 2 run --model "$model" --tokens 1 --speculate ngram --ngram 9 && has err '--ngram'
     ;;
 
 verify)

@@ -15,16 +15,17 @@
 #include "cli/cli_model.h"
 #include "cli/cli_text.h"
 
-enum { OPT_MODEL, OPT_PROMPT, OPT_TOKENS, OPT_MAX_NEW, OPT_THREADS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH, OPT_NO_BOS,
+enum { OPT_MODEL, OPT_PROMPT, OPT_TOKENS, OPT_MAX_NEW, OPT_MAX_TOKENS, OPT_THREADS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH, OPT_NO_BOS,
        OPT_IGNORE_EOS, OPT_JSON, OPT_TEMPERATURE, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT_PENALTY,
        OPT_PRESENCE_PENALTY, OPT_FREQUENCY_PENALTY, OPT_PENALTY_WINDOW, OPT_SAMPLING_SEED,
-       OPT_ALLOW_LONG_CONTEXT, OPT_GRAMMAR, OPT_JSON_SCHEMA };
+       OPT_ALLOW_LONG_CONTEXT, OPT_GRAMMAR, OPT_JSON_SCHEMA, OPT_SPECULATE, OPT_DRAFT_MAX, OPT_NGRAM };
 
 static const cli_option options[] = {
     [OPT_MODEL] = {"--model", "FILE", "GGUF model file (required)"},
     [OPT_PROMPT] = {"--prompt", "TEXT", "prompt text (needs a model with a tokenizer)"},
     [OPT_TOKENS] = {"--tokens", "LIST", "prompt as token ids, e.g. 1,17,42"},
     [OPT_MAX_NEW] = {"--max-new", "N", "tokens to generate (default 32)"},
+    [OPT_MAX_TOKENS] = {"--max-tokens", "N", "the same as --max-new (the name of serve's and OpenAI's max_tokens)"},
     [OPT_THREADS] = {"--threads", "N", "worker threads, 1..256 (default 1); results do not depend on it"},
     [OPT_BACKEND] = {"--backend", "NAME", "cpu (default) or cuda"},
     [OPT_PROFILE] = {"--profile", "NAME", "numerics profile: portable (default), device or integer (experimental)"},
@@ -46,6 +47,9 @@ static const cli_option options[] = {
                                 "accept a prompt plus --max-new longer than the model's training context"},
     [OPT_GRAMMAR] = {"--grammar", "FILE", "generate only text of the GBNF grammar in FILE (docs/STRUCTURED.md)"},
     [OPT_JSON_SCHEMA] = {"--json-schema", "FILE", "generate only JSON the schema in FILE allows"},
+    [OPT_SPECULATE] = {"--speculate", "ngram", "verify prompt-lookup drafts several tokens a step: the same output, bit for bit"},
+    [OPT_DRAFT_MAX] = {"--draft-max", "N", "with --speculate, draft tokens per step at most, 1..32 (default 8)"},
+    [OPT_NGRAM] = {"--ngram", "N", "with --speculate, the longest key the lookup matches, 1..8 (default 3)"},
     {NULL, NULL, NULL},
 };
 
@@ -74,6 +78,8 @@ typedef struct run_opts {
     int add_bos, stop_at_eos, json, allow_long_context;
     di_sampling_params sampling; /* checked by the library */
     const char *grammar_file, *schema_file;
+    int speculate;              /* --speculate ngram */
+    long draft_max, ngram;
 } run_opts;
 
 typedef struct run_result {
@@ -86,6 +92,7 @@ typedef struct run_result {
     int stopped_by_grammar;   /* its text was complete and nothing could follow: no end token */
     di_digest sequence;
     di_grammar *grammar;
+    uint32_t steps, drafted, accepted; /* with --speculate: steps after the prompt's, draft tokens */
 } run_result;
 
 /* A number for a sampling option; its range is the library's to check. */
@@ -124,7 +131,8 @@ static int apply_option(int k, const char *v, void *opts)
     case OPT_MODEL: o->model = v; return 1;
     case OPT_PROMPT: o->prompt_text = v; return 1;
     case OPT_TOKENS: o->tokens_text = v; return 1;
-    case OPT_MAX_NEW: return cli_parse_long(&command, options[k].name, v, 1, 1 << 20, &o->max_new);
+    case OPT_MAX_NEW:
+    case OPT_MAX_TOKENS: return cli_parse_long(&command, options[k].name, v, 1, 1 << 20, &o->max_new);
     case OPT_THREADS: return cli_parse_long(&command, options[k].name, v, 1, 256, &o->threads);
     case OPT_BACKEND: return cli_parse_backend(&command, options[k].name, v, &o->backend);
     case OPT_PROFILE: return cli_parse_profile(&command, options[k].name, v, &o->profile);
@@ -153,6 +161,15 @@ static int apply_option(int k, const char *v, void *opts)
     case OPT_ALLOW_LONG_CONTEXT: o->allow_long_context = 1; return 1;
     case OPT_GRAMMAR: o->grammar_file = v; return 1;
     case OPT_JSON_SCHEMA: o->schema_file = v; return 1;
+    case OPT_SPECULATE:
+        if (strcmp(v, "ngram")) {
+            cli_usage(&command, "--speculate takes ngram (prompt lookup), not '%s'", v);
+            return 0;
+        }
+        o->speculate = 1;
+        return 1;
+    case OPT_DRAFT_MAX: return cli_parse_long(&command, options[k].name, v, 1, DI_DRAFT_MAX, &o->draft_max);
+    case OPT_NGRAM: return cli_parse_long(&command, options[k].name, v, 1, DI_DRAFT_MAX_NGRAM, &o->ngram);
     }
     return 1;
 }
@@ -160,7 +177,7 @@ static int apply_option(int k, const char *v, void *opts)
 static int parse(int argc, char **argv, run_opts *o)
 {
     *o = (run_opts){.max_new = 32, .threads = 1, .backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE,
-                    .add_bos = 1, .stop_at_eos = 1};
+                    .add_bos = 1, .stop_at_eos = 1, .draft_max = 8, .ngram = 3};
     di_sampling_params_init(&o->sampling);
     int rc = cli_parse_options(&command, argc, argv, apply_option, o, NULL);
     if (rc != CLI_EXIT_OK)
@@ -182,6 +199,8 @@ static int read_prompt(const run_opts *o, const di_model *model, run_result *r)
         return cli_parse_tokens(&command, "--tokens", o->tokens_text, &r->prompt, &r->n_prompt)
                    ? CLI_EXIT_OK
                    : CLI_EXIT_USAGE;
+    if (!*o->prompt_text) /* not BOS alone: refused, as the server and the bindings do */
+        return cli_usage(&command, "--prompt is empty (give --tokens with the BOS id for BOS alone)");
     char err[512] = "";
     di_status st = cli_tokenize(model, o->prompt_text, o->add_bos, &r->prompt, &r->n_prompt, err, sizeof err);
     if (st == DI_ERR_UNSUPPORTED)
@@ -273,6 +292,96 @@ static int generate(const run_opts *o, const di_model *model, di_session *s, run
         n = 1;
         feed = &r->generated[step];
     }
+    return CLI_EXIT_OK;
+}
+
+/* Records generated token `token`, chosen from logits with `digest`, and
+ * prints it; 1 when the generation ends with it (EOS, or --max-new). */
+static int take_token(const run_opts *o, const di_model *model, run_result *r, int32_t token,
+                      const di_digest *digest, int32_t eos)
+{
+    const uint32_t i = r->n_generated++;
+    r->generated[i] = token;
+    r->digests[i] = *digest;
+    if (!o->json) {
+        char hex[DI_DIGEST_HEX_SIZE];
+        cli_hex(digest, hex);
+        printf("step %u token %d logits %s", i, token, hex);
+        print_piece(model, token);
+        putchar('\n');
+        fflush(stdout);
+    }
+    if (token == eos)
+        r->stopped_at_eos = 1;
+    return token == eos || r->n_generated == (uint32_t)o->max_new;
+}
+
+/* --speculate ngram: the prompt in one step, then each step holds the token
+ * chosen last and a prompt-lookup draft (di_session_seq_draft_lookup), all
+ * logits kept, resolved by di_session_seq_accept_draft: exactly the tokens,
+ * digests and sequence of generate(). A generation that ends inside an
+ * accepted draft leaves the sequence cut back to what generate() steps. */
+static int generate_speculating(const run_opts *o, const di_model *model, di_session *s, run_result *r)
+{
+    const uint32_t seq = 0;
+    int32_t eos = -1;
+    if (o->stop_at_eos && di_model_special_token(model, DI_TOKEN_EOS, &eos) != DI_OK)
+        eos = -1;
+    int32_t *feed = malloc((DI_DRAFT_MAX + 1) * sizeof *feed);
+    di_digest digest;
+    int32_t token;
+    di_status st = feed ? di_session_step(s, 1, &seq, &r->n_prompt, r->prompt, 0) : DI_ERR_OUT_OF_MEMORY;
+    if (!st && r->grammar)
+        st = di_session_seq_set_grammar(s, seq, r->grammar, NULL, 0);
+    uint32_t flags = 0;
+    if (!st)
+        st = di_session_seq_grammar_state(s, seq, &flags);
+    int done = !st && (flags & DI_GRAMMAR_MUST_END) && eos < 0;
+    r->stopped_by_grammar = done;
+    if (!st && !done)
+        st = di_session_logits(s, seq, &(const float *){NULL}, &digest);
+    if (!st && !done)
+        st = di_session_sample_token(s, seq, &token);
+    if (!st && !done)
+        done = take_token(o, model, r, token, &digest, eos);
+    while (!st && !done) {
+        /* drafts past --max-new would be stepped for nothing */
+        const long room = o->max_new - (long)r->n_generated - 1;
+        uint32_t n_draft = 0;
+        feed[0] = token;
+        st = di_session_seq_draft_lookup(s, seq, token, (uint32_t)o->ngram,
+                                         (uint32_t)(room < o->draft_max ? room : o->draft_max), feed + 1, &n_draft);
+        const uint32_t n = n_draft + 1;
+        if (!st)
+            st = di_session_step(s, 1, &seq, &n, feed, DI_STEP_ALL_LOGITS);
+        di_digest rows[DI_DRAFT_MAX + 1];
+        for (uint32_t i = 0; !st && i < n; i++)
+            st = di_session_logits_at(s, seq, i, &(const float *){NULL}, &rows[i]);
+        uint32_t accepted = 0;
+        if (!st)
+            st = di_session_seq_accept_draft(s, seq, n_draft, &accepted, &token);
+        if (st && st != DI_ERR_GRAMMAR_REJECTED)
+            break;
+        r->steps++;
+        r->drafted += n_draft;
+        r->accepted += accepted;
+        uint32_t took = 0;
+        while (took < accepted && !done) {
+            done = take_token(o, model, r, feed[1 + took], &rows[took], eos);
+            took++;
+        }
+        if (done && took < accepted) { /* ended inside the draft: generate() stepped no further */
+            st = di_session_seq_truncate(s, seq, r->n_prompt + r->n_generated - 1);
+        } else if (!done && st == DI_ERR_GRAMMAR_REJECTED) { /* complete, and the model has no end token */
+            r->stopped_by_grammar = done = 1;
+            st = DI_OK;
+        } else if (!done) {
+            done = take_token(o, model, r, token, &rows[accepted], eos);
+        }
+    }
+    free(feed);
+    if (st)
+        return cli_fail(&command, "step", st, di_session_errmsg(s));
     return CLI_EXIT_OK;
 }
 
@@ -372,6 +481,10 @@ static int print_json(const run_opts *o, const di_model *model, const run_result
         r->stopped_at_eos ? "eos" : r->stopped_by_grammar ? "grammar" : "max_new", "sequence_length",
         (json_int_t)(r->n_prompt + r->n_generated), "sequence_digest", cli_json_digest(&r->sequence),
         "grammar_digest", grammar);
+    if (o->speculate)
+        json_object_set_new(root, "speculation", json_pack("{s:s, s:I, s:I, s:I}", "draft", "ngram", "steps",
+                                                           (json_int_t)r->steps, "drafted", (json_int_t)r->drafted,
+                                                           "accepted", (json_int_t)r->accepted));
     free(text);
     return cli_json_emit(&command, root, stdout);
 }
@@ -428,7 +541,7 @@ int cli_cmd_run(int argc, char **argv)
     }
     if (!o.json)
         print_header(&o, model, &r);
-    if ((rc = generate(&o, model, s, &r)))
+    if ((rc = o.speculate ? generate_speculating(&o, model, s, &r) : generate(&o, model, s, &r)))
         goto out;
     if ((st = sequence_digest(s, &r))) {
         rc = cli_fail(&command, "sequence digest", st, di_session_errmsg(s));
@@ -438,6 +551,9 @@ int cli_cmd_run(int argc, char **argv)
         rc = print_json(&o, model, &r);
     else
         print_footer(model, &r);
+    if (o.speculate && !o.json) /* what speculation did: the lines above are the same without it */
+        printf("speculation ngram: %u steps after the prompt for %u tokens, %u drafted, %u accepted (%.0f%%)\n",
+               r.steps, r.n_generated, r.drafted, r.accepted, r.drafted ? 100.0 * r.accepted / r.drafted : 0.0);
 out:
     free(r.prompt);
     free(r.generated);

@@ -129,6 +129,8 @@ SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     # DETINFER_1.6
     "di_session_logprobs_at": (_I, [_P, C.c_uint32, C.c_uint32, C.c_int32, C.POINTER(C.c_float), C.c_uint32,
                                     _PI32, C.POINTER(C.c_float)]),
+    "di_session_seq_accept_draft": (_I, [_P, C.c_uint32, C.c_uint32, _PU32, _PI32]),
+    "di_session_seq_draft_lookup": (_I, [_P, C.c_uint32, C.c_int32, C.c_uint32, C.c_uint32, _PI32, _PU32]),
 }
 
 

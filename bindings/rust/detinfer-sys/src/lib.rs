@@ -111,6 +111,9 @@ pub const DI_PROFILE_INTEGER: di_profile = 3;
 
 pub const DI_STEP_ALL_LOGITS: u32 = 0x1;
 
+pub const DI_DRAFT_MAX: u32 = 32;
+pub const DI_DRAFT_MAX_NGRAM: u32 = 8;
+
 /// XXH3-128 in canonical (big-endian) byte order; never grows.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -242,4 +245,8 @@ extern "C" {
     pub fn di_session_logprobs_at(session: *mut di_session, seq: u32, index: u32, token: i32,
                                   token_logprob: *mut f32, n_top: u32, top_tokens: *mut i32,
                                   top_logprobs: *mut f32) -> di_status;
+    pub fn di_session_seq_accept_draft(session: *mut di_session, seq: u32, n_draft: u32, n_accepted: *mut u32,
+                                       next: *mut i32) -> di_status;
+    pub fn di_session_seq_draft_lookup(session: *mut di_session, seq: u32, next: i32, ngram: u32, max_draft: u32,
+                                       draft: *mut i32, n_draft: *mut u32) -> di_status;
 }
