@@ -106,6 +106,11 @@ extern "C" {
  * change. Equal numerics versions give equal digests (docs/DETERMINISM.md,
  * "Digests across releases"); di_build_info() names the library's. */
 #define DI_NUMERICS_VERSION 1
+/* The integer profile's own numerics version (DI_PROFILE_INTEGER: its
+ * products, quantization of activations and scales), under the same rule:
+ * a digest of the integer profile compares only with one of the same
+ * integer numerics version, never with a portable one. */
+#define DI_INTEGER_NUMERICS_VERSION 1
 
 #if defined(DI_BUILDING_LIBRARY) && defined(__GNUC__)
 #define DI_API __attribute__((visibility("default")))
@@ -694,7 +699,10 @@ DI_API di_status di_session_logprobs_at(di_session *session, uint32_t seq, uint3
  * the whole draft). The sequence is then truncated to end after the accepted
  * ones, and its results (di_session_logits, _greedy_token, _sample_token,
  * _logprobs) are those of that position: di_session_sample_token gives *next
- * again. Feed *next (and a new draft) to the next step. n_draft 0 is an
+ * again; until the next step, di_session_logits_at and di_session_logprobs_at
+ * give the rows of the entry's positions kept (index 0 .. appended - n_draft
+ * + *n_accepted - 1), the last being that position. Feed *next (and a new
+ * draft) to the next step. n_draft 0 is an
  * ordinary step resolved the same way. When a grammar allows nothing at a
  * position (it ended), the tokens before it are accepted as above and the
  * call returns DI_ERR_GRAMMAR_REJECTED with *next = -1, as

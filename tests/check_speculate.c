@@ -160,6 +160,14 @@ static run decode_speculating(di_model *m, const int32_t *prompt, uint32_t n_pro
         di_digest now;
         ck_assert_int_eq(di_session_logits(s, 0, &(const float *){NULL}, &now), DI_OK);
         ck_assert(di_digest_equal(&now, &rows[accepted]));
+        /* the kept positions' rows stay readable, the last one the result's; none past it */
+        for (uint32_t i = 0; i <= accepted; i++) {
+            di_digest kept;
+            ck_assert_int_eq(di_session_logits_at(s, 0, i, &(const float *){NULL}, &kept), DI_OK);
+            ck_assert(di_digest_equal(&kept, &rows[i]));
+        }
+        ck_assert_int_eq(di_session_logits_at(s, 0, accepted + 1, &(const float *){NULL}, &now),
+                         DI_ERR_INVALID_ARGUMENT);
         int32_t again;
         ck_assert_int_eq(di_session_sample_token(s, 0, &again), DI_OK);
         ck_assert_int_eq(again, next);

@@ -87,8 +87,15 @@ DI_API di_status di_session_seq_accept_draft(di_session *s, uint32_t seq, uint32
     }
     q->length = full;
     q->grammar.n_states = full_states;
+    const size_t all_first = q->all_first;
+    const uint32_t kept = q->all_count - n_draft + accepted;
     di_session_set_length(s, seq, base + accepted);
     take_row(s, q, first_row + accepted);
+    /* the rows of the positions kept stay readable (di_session_logits_at,
+     * di_session_logprobs_at) until the next step */
+    q->all_serial = s->serial;
+    q->all_first = all_first;
+    q->all_count = kept;
     *n_accepted = accepted;
     *next = chosen;
     return st; /* DI_OK, or DI_ERR_GRAMMAR_REJECTED with its message */
