@@ -53,6 +53,9 @@
  *               di_grammar_from_gbnf or di_grammar_from_json_schema, freed by
  *               di_grammar_free; a session that uses it keeps its own
  *               reference.
+ *   di_drafter  a draft model's session for speculative decoding (since 1.6).
+ *               Created by di_drafter_create, freed by di_drafter_free; both
+ *               models must outlive it.
  *   Every *_free accepts NULL and does nothing.
  *
  * Thread safety
@@ -172,6 +175,7 @@ typedef struct di_model di_model;
 typedef struct di_config di_config;
 typedef struct di_session di_session;
 typedef struct di_grammar di_grammar; /* (since 1.5) */
+typedef struct di_drafter di_drafter; /* (since 1.6) */
 typedef struct di_digest di_digest;
 
 /* ---- Model ----------------------------------------------------------------
@@ -723,6 +727,26 @@ DI_API di_status di_session_seq_accept_draft(di_session *session, uint32_t seq, 
  * the history and the grammar only; it changes nothing. */
 DI_API di_status di_session_seq_draft_lookup(di_session *session, uint32_t seq, int32_t next, uint32_t ngram,
                                              uint32_t max_draft, int32_t *draft, uint32_t *n_draft);
+
+/* (since 1.6) A draft model: a second, smaller model with the same vocabulary
+ * (every token id with the same text; DI_ERR_MODEL naming the first that
+ * differs, or the sizes), run in a session of its own created with config
+ * (its threads, profile and context; max_sequences at least the sequence ids
+ * it will draft for). The draft model and model must outlive it. */
+DI_API di_status di_drafter_create(const di_model *model, const di_model *draft, const di_config *config,
+                                   di_drafter **out, char *errbuf, size_t errbuf_size);
+DI_API void di_drafter_free(di_drafter *drafter);
+/* (since 1.6) Detail of the drafter's last failed call; "" when none. */
+DI_API const char *di_drafter_errmsg(const di_drafter *drafter);
+/* (since 1.6) A draft for sequence seq of session (a session of the model the
+ * drafter was created for), to follow `next`: up to max_draft
+ * (0..DI_DRAFT_MAX) tokens the draft model chooses greedily after seq's
+ * tokens and next, into draft, their count into *n_draft; cut to fit both
+ * contexts and, with a grammar, before the first token it would refuse. The
+ * drafter's sequence seq keeps the history it shares with the last call, so
+ * each call steps only what is new. It changes nothing in session. */
+DI_API di_status di_drafter_propose(di_drafter *drafter, di_session *session, uint32_t seq, int32_t next,
+                                    uint32_t max_draft, int32_t *draft, uint32_t *n_draft);
 
 /* ---- Digests --------------------------------------------------------------
  * An XXH3-128 digest in canonical (big-endian) byte order: the same 32 hex

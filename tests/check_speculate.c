@@ -8,7 +8,7 @@
  * the logits it was chosen from. Every speculative run must give the same
  * tokens and digests position by position, and the same sequence digest:
  *   - drafts that are right (the reference's own continuation), wrong at a
- *     chosen place, or found by prompt lookup; lengths 1..16;
+ *     random place, found by prompt lookup, or a draft model's; lengths 1..16;
  *   - greedy, seeded sampling with every filter and penalty, a grammar;
  *   - a batch mixing a speculating sequence with an ordinary one;
  *   - every CPU path (the integer profile with DI_TEST_PROFILE=integer).
@@ -38,6 +38,7 @@ typedef struct run {
 typedef struct setup {
     const di_sampling_params *params; /* NULL: greedy */
     const di_grammar *grammar;        /* NULL: none */
+    const di_model *draft_model;      /* DRAFT_MODEL's */
 } setup;
 
 static void prepare(di_session *s, uint32_t seq, const setup *u)
@@ -85,7 +86,7 @@ static run decode_alone(di_model *m, const int32_t *prompt, uint32_t n_prompt, c
 }
 
 /* Where drafts come from. */
-enum { DRAFT_RIGHT, DRAFT_WRONG, DRAFT_LOOKUP };
+enum { DRAFT_RIGHT, DRAFT_WRONG, DRAFT_LOOKUP, DRAFT_MODEL };
 
 /* Speculative decoding of seq (seq 1 steps ordinary tokens of its own in
  * the same steps when `mixed`); drafts of at most k tokens. Returns the
@@ -106,6 +107,17 @@ static run decode_speculating(di_model *m, const int32_t *prompt, uint32_t n_pro
     ck_assert_int_eq(di_session_logits(s, 0, &(const float *){NULL}, &r.digests[0]), DI_OK);
     ck_assert_msg(di_session_sample_token(s, 0, &next) == DI_OK, "%s", di_session_errmsg(s));
     uint64_t rng = 12345 + k;
+    di_drafter *drafter = NULL;
+    if (source == DRAFT_MODEL) {
+        di_config *c = NULL;
+        char err[256];
+        ck_assert_int_eq(di_config_create(&c), DI_OK);
+        ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_MAX_SEQUENCES, 2), DI_OK);
+        ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_CONTEXT_LENGTH, n_prompt + N_GEN + MAX_K + 1), DI_OK);
+        ck_assert_int_eq(di_config_set_int(c, DI_CONFIG_ALLOW_LONG_CONTEXT, 1), DI_OK);
+        ck_assert_msg(di_drafter_create(m, u->draft_model, c, &drafter, err, sizeof err) == DI_OK, "%s", err);
+        di_config_free(c);
+    }
     while (r.n < N_GEN) {
         r.tokens[r.n++] = next;
         if (r.n == N_GEN)
@@ -115,6 +127,10 @@ static run decode_speculating(di_model *m, const int32_t *prompt, uint32_t n_pro
         entry[0] = next;
         if (source == DRAFT_LOOKUP) {
             ck_assert_int_eq(di_session_seq_draft_lookup(s, 0, next, 3, k, entry + 1, &n_draft), DI_OK);
+        } else if (source == DRAFT_MODEL) {
+            ck_assert_msg(di_drafter_propose(drafter, s, 0, next, k, entry + 1, &n_draft) == DI_OK, "%s",
+                          di_drafter_errmsg(drafter));
+            ck_assert_uint_le(n_draft, k);
         } else {
             for (; n_draft < k && r.n + n_draft < ref->n; n_draft++)
                 entry[1 + n_draft] = ref->tokens[r.n + n_draft];
@@ -173,6 +189,7 @@ static run decode_speculating(di_model *m, const int32_t *prompt, uint32_t n_pro
         ck_assert_int_eq(again, next);
     }
     r.sequence = final_digest(s, n_prompt, &r); /* a last step past N_GEN is cut */
+    di_drafter_free(drafter);
     di_session_free(s);
     return r;
 }
@@ -192,7 +209,7 @@ static void check_equal_runs(di_model *m, const char *name, const int32_t *promp
 {
     const run ref = decode_alone(m, prompt, n, u, path);
     for (size_t i = 0; i < n_ks; i++)
-        for (int source = DRAFT_RIGHT; source <= DRAFT_LOOKUP; source++)
+        for (int source = DRAFT_RIGHT; source <= (u->draft_model ? DRAFT_MODEL : DRAFT_LOOKUP); source++)
             for (int mixed = 0; mixed <= 1; mixed++) {
                 uint32_t steps, accepted;
                 run got = decode_speculating(m, prompt, n, u, path, ks[i], source, &ref, mixed, &steps, &accepted);
@@ -215,7 +232,7 @@ START_TEST(test_greedy_every_model)
     di_model *m = tu_load(name);
     int32_t prompt[256];
     const uint32_t n = tu_read_prompt(name, prompt, 256);
-    const setup u = {NULL, NULL};
+    const setup u = {NULL, NULL, NULL};
     check_equal_runs(m, name, prompt, n, &u, DI_CPU_PATH_AUTO, some_ks, 3);
     di_model_free(m);
 }
@@ -226,7 +243,7 @@ START_TEST(test_every_draft_length_and_path)
     di_model *m = tu_load("gemma3_q8_0");
     int32_t prompt[256];
     const uint32_t n = tu_read_prompt("gemma3_q8_0", prompt, 256);
-    const setup u = {NULL, NULL};
+    const setup u = {NULL, NULL, NULL};
     const di_cpu_path paths[] = {DI_CPU_PATH_SCALAR, DI_CPU_PATH_AVX2, DI_CPU_PATH_AVX512};
     for (size_t p = 0; p < 3; p++)
         if (tu_cpu_path_available(paths[p]))
@@ -251,7 +268,7 @@ START_TEST(test_seeded_sampling_with_every_parameter)
     p.frequency_penalty = 0.2f;
     p.penalty_window = 8;
     p.seed = 77;
-    const setup u = {&p, NULL};
+    const setup u = {&p, NULL, NULL};
     check_equal_runs(m, "qwen2_q8_0 sampled", prompt, n, &u, DI_CPU_PATH_AUTO, some_ks, 3);
     p.temperature = 0; /* greedy with penalties: the history matters */
     check_equal_runs(m, "qwen2_q8_0 penalties", prompt, n, &u, DI_CPU_PATH_AUTO, some_ks, 3);
@@ -270,14 +287,18 @@ START_TEST(test_with_a_grammar)
     size_t n = 0;
     ck_assert_int_eq(di_model_tokenize(m, "the cat sat on the", 18, DI_TOKENIZE_ADD_BOS, prompt, 16, &n, err,
                                        sizeof err), DI_OK);
-    const setup u = {NULL, g};
+    di_model *draft = tu_load("tok_spm_draft");
+    const setup u = {NULL, g, draft};
     check_equal_runs(m, "tok_spm grammar", prompt, (uint32_t)n, &u, DI_CPU_PATH_AUTO, some_ks, 3);
+    const setup free_text = {NULL, NULL, draft};
+    check_equal_runs(m, "tok_spm draft model", prompt, (uint32_t)n, &free_text, DI_CPU_PATH_AUTO, some_ks, 3);
     di_sampling_params p;
     di_sampling_params_init(&p);
     p.temperature = 1.0f;
     p.seed = 5;
-    const setup v = {&p, g};
+    const setup v = {&p, g, draft};
     check_equal_runs(m, "tok_spm grammar sampled", prompt, (uint32_t)n, &v, DI_CPU_PATH_AUTO, some_ks, 3);
+    di_model_free(draft);
     di_grammar_free(g);
     di_model_free(m);
 }
@@ -289,7 +310,7 @@ START_TEST(test_negative_control)
     di_model *m = tu_load("gemma3_q8_0");
     int32_t prompt[256];
     const uint32_t n = tu_read_prompt("gemma3_q8_0", prompt, 256);
-    const setup u = {NULL, NULL};
+    const setup u = {NULL, NULL, NULL};
     const run ref = decode_alone(m, prompt, n, &u, DI_CPU_PATH_AUTO);
     uint32_t steps, accepted;
     di_speculate_test_accept_one_wrong = 1;
@@ -376,6 +397,53 @@ START_TEST(test_bad_arguments_change_nothing)
 }
 END_TEST
 
+/* A draft model must share the vocabulary; bad arguments are refused. */
+START_TEST(test_drafter_refusals)
+{
+    di_model *m = tu_load("tok_spm"), *other = tu_load("tok_bpe_llama3"), *bare = tu_load("gqa_untied_q8_0");
+    di_model *draft = tu_load("tok_spm_draft");
+    di_config *c = NULL;
+    ck_assert_int_eq(di_config_create(&c), DI_OK);
+    di_drafter *d = (di_drafter *)1;
+    char err[256];
+    ck_assert_int_eq(di_drafter_create(m, other, c, &d, err, sizeof err), DI_ERR_MODEL);
+    ck_assert_ptr_null(d);
+    ck_assert_ptr_nonnull(strstr(err, "vocabulary"));
+    ck_assert_int_eq(di_drafter_create(m, bare, c, &d, err, sizeof err), DI_ERR_MODEL);
+    ck_assert_int_eq(di_drafter_create(m, NULL, c, &d, err, sizeof err), DI_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(di_drafter_create(m, draft, c, NULL, err, sizeof err), DI_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(di_drafter_create(m, draft, c, &d, err, sizeof err), DI_OK);
+    di_session *s = tu_session(m, 1, 1, 32);
+    const int32_t toks[] = {1, 5, 9};
+    tu_step(s, 0, toks, 3, 0);
+    int32_t out[4];
+    uint32_t n = 9;
+    ck_assert_int_eq(di_drafter_propose(d, s, 0, 5, DI_DRAFT_MAX + 1, out, &n), DI_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(di_drafter_propose(d, s, 0, -1, 4, out, &n), DI_ERR_TOKEN_RANGE);
+    ck_assert_int_eq(di_drafter_propose(d, s, 3, 5, 4, out, &n), DI_ERR_SEQUENCE);
+    ck_assert_int_eq(di_drafter_propose(d, s, 0, 5, 4, NULL, &n), DI_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(di_drafter_propose(NULL, s, 0, 5, 4, out, &n), DI_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(di_drafter_propose(d, s, 0, 5, 4, out, &n), DI_OK);
+    ck_assert_uint_eq(n, 4);
+    ck_assert_str_eq(di_drafter_errmsg(d), "");
+    /* the same call twice: the same draft (its sequence keeps what it shares) */
+    int32_t again[4];
+    ck_assert_int_eq(di_drafter_propose(d, s, 0, 5, 4, again, &n), DI_OK);
+    ck_assert(!memcmp(out, again, sizeof out));
+    uint32_t length;
+    ck_assert_int_eq(di_session_seq_length(s, 0, &length), DI_OK);
+    ck_assert_uint_eq(length, 3); /* the model's session is unchanged */
+    di_session_free(s);
+    di_drafter_free(d);
+    di_drafter_free(NULL);
+    di_config_free(c);
+    di_model_free(draft);
+    di_model_free(bare);
+    di_model_free(other);
+    di_model_free(m);
+}
+END_TEST
+
 Suite *speculate_suite(void)
 {
     Suite *s = suite_create("speculate");
@@ -390,6 +458,7 @@ Suite *speculate_suite(void)
     tc = tcase_create("api");
     tcase_add_test(tc, test_lookup_known_answers);
     tcase_add_test(tc, test_bad_arguments_change_nothing);
+    tcase_add_test(tc, test_drafter_refusals);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -76,6 +76,11 @@ di_status di_session_begin_seq_call(di_session *s, uint32_t seq, const void *out
  * forgotten, its grammar and the backend's cache truncated. */
 void di_session_set_length(di_session *s, uint32_t seq, uint32_t length);
 
+/* ---- speculate.c ------------------------------------------------------------- */
+/* Cuts a draft of *n tokens, to follow next in seq, before the first token
+ * seq's grammar would refuse (no grammar: unchanged). */
+di_status di_session_draft_fit_grammar(di_session *s, uint32_t seq, int32_t next, const int32_t *draft, uint32_t *n);
+
 /* ---- session_grammar.c ----------------------------------------------------- */
 /* The token di_session_greedy_token / di_session_sample_token give for q,
  * which has a grammar: the mask, then the parameters' order. */

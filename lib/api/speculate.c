@@ -101,6 +101,29 @@ DI_API di_status di_session_seq_accept_draft(di_session *s, uint32_t seq, uint32
     return st; /* DI_OK, or DI_ERR_GRAMMAR_REJECTED with its message */
 }
 
+di_status di_session_draft_fit_grammar(di_session *s, uint32_t seq, int32_t next, const int32_t *draft, uint32_t *n)
+{
+    sequence *q = &s->seqs[seq];
+    if (!q->grammar.use || *n == 0)
+        return DI_OK;
+    int32_t path[DI_DRAFT_MAX + 1];
+    path[0] = next;
+    memcpy(path + 1, draft, *n * sizeof *draft);
+    /* the states are written past the sequence's and not committed */
+    for (uint32_t j = 0; j <= *n; j++) {
+        di_status st = di_seq_grammar_check(&s->grammars, &q->grammar, path, j + 1, 0, seq, s->errmsg,
+                                            sizeof s->errmsg);
+        if (st == DI_ERR_GRAMMAR_REJECTED) {
+            s->errmsg[0] = '\0';
+            *n = j == 0 ? 0 : j - 1;
+            return DI_OK;
+        }
+        if (st)
+            return st;
+    }
+    return DI_OK;
+}
+
 /* The longest-key match: the latest earlier place where the last n tokens
  * of h (n = ngram down to 1) occur with a token after them; the tokens
  * after it, at most max. */
@@ -151,23 +174,8 @@ DI_API di_status di_session_seq_draft_lookup(di_session *s, uint32_t seq, int32_
     if (n == 0)
         return DI_OK;
     memmove(draft, from, n * sizeof *draft);
-    /* a grammar: the draft ends before the first token it would refuse (the
-     * step would refuse the whole entry) */
-    if (q->grammar.use) {
-        int32_t path[DI_DRAFT_MAX + 1];
-        path[0] = next;
-        memcpy(path + 1, draft, n * sizeof *draft);
-        for (uint32_t j = 0; j <= n; j++) {
-            st = di_seq_grammar_check(&s->grammars, &q->grammar, path, j + 1, 0, seq, s->errmsg, sizeof s->errmsg);
-            if (st == DI_ERR_GRAMMAR_REJECTED) {
-                s->errmsg[0] = '\0';
-                n = j == 0 ? 0 : j - 1;
-                break;
-            }
-            if (st)
-                return st;
-        }
-    }
+    if ((st = di_session_draft_fit_grammar(s, seq, next, draft, &n)))
+        return st;
     *n_draft = n;
     return DI_OK;
 }

@@ -276,7 +276,9 @@ def add_chat(text):
 
 # Models whose shape differs from MODEL_SHAPE: the server's tool-turn tests
 # need room for a chat with tool calls spelled in this small vocabulary.
-SHAPE_OF = {"tok_chat_markers_ctx512": dict(ctx=512)}
+SHAPE_OF = {"tok_chat_markers_ctx512": dict(ctx=512),
+            # a draft model for tok_spm (speculative decoding): its vocabulary, other weights
+            "tok_spm_draft": dict(n_embd=16, n_ff=32, seed=6)}
 
 
 def models():
@@ -284,6 +286,7 @@ def models():
     return {
         "tok_spm": add_spm(prefix=True, add_eos=False),
         "tok_spm_noprefix": add_spm(prefix=False, add_eos=True),
+        "tok_spm_draft": add_spm(prefix=True, add_eos=False),
         "tok_bpe_llama3": add_bpe("llama-bpe", add_bos=True),
         "tok_bpe_qwen2": add_bpe("qwen2", add_bos=False),
         "tok_bpe_default": add_bpe("default", add_bos=False),

@@ -131,6 +131,10 @@ SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
                                     _PI32, C.POINTER(C.c_float)]),
     "di_session_seq_accept_draft": (_I, [_P, C.c_uint32, C.c_uint32, _PU32, _PI32]),
     "di_session_seq_draft_lookup": (_I, [_P, C.c_uint32, C.c_int32, C.c_uint32, C.c_uint32, _PI32, _PU32]),
+    "di_drafter_create": (_I, [_P, _P, _P, C.POINTER(_P), _STR, _SZ]),
+    "di_drafter_free": (None, [_P]),
+    "di_drafter_errmsg": (_STR, [_P]),
+    "di_drafter_propose": (_I, [_P, _P, C.c_uint32, C.c_int32, C.c_uint32, _PI32, _PU32]),
 }
 
 

@@ -23,6 +23,10 @@ pub struct di_session {
 pub struct di_grammar {
     _private: [u8; 0],
 }
+#[repr(C)]
+pub struct di_drafter {
+    _private: [u8; 0],
+}
 
 /// C enums are passed as int; their values are numbered and never renumbered.
 pub type di_status = c_int;
@@ -249,4 +253,10 @@ extern "C" {
                                        next: *mut i32) -> di_status;
     pub fn di_session_seq_draft_lookup(session: *mut di_session, seq: u32, next: i32, ngram: u32, max_draft: u32,
                                        draft: *mut i32, n_draft: *mut u32) -> di_status;
+    pub fn di_drafter_create(model: *const di_model, draft: *const di_model, config: *const di_config,
+                             out: *mut *mut di_drafter, errbuf: *mut c_char, errbuf_size: usize) -> di_status;
+    pub fn di_drafter_free(drafter: *mut di_drafter);
+    pub fn di_drafter_errmsg(drafter: *const di_drafter) -> *const c_char;
+    pub fn di_drafter_propose(drafter: *mut di_drafter, session: *mut di_session, seq: u32, next: i32,
+                              max_draft: u32, draft: *mut i32, n_draft: *mut u32) -> di_status;
 }
