@@ -720,6 +720,40 @@ START_TEST(test_emulated_gpu_samples_equal)
 }
 END_TEST
 
+/* Speculative decoding on the emulated GPU (prompt-lookup drafts of up to 4
+ * tokens, DI_STEP_ALL_LOGITS steps, di_session_seq_accept_draft) gives the
+ * CPU's one-token-per-step tokens and logits digests, greedy and sampled. */
+START_TEST(test_emulated_gpu_speculation_equal)
+{
+    const char *name = _i == 0 ? "gemma3_q8_0" : "qwen2_q8_0";
+    di_model *m = tu_load(name);
+    di_session *gpu = emulated_session_or_skip(m, _i);
+    if (gpu) {
+        int32_t prompt[64], want[24], got[24];
+        di_digest want_d[24], got_d[24];
+        const uint32_t half = tu_read_prompt(name, prompt, 32);
+        memcpy(prompt + half, prompt, half * sizeof *prompt); /* the text again: the lookup finds it */
+        di_session *cpu = tu_session(m, 1, 2, (int)(2 * half + 24));
+        di_sampling_params p;
+        di_sampling_params_init(&p);
+        p.temperature = _i == 0 ? 0.0f : 0.8f;
+        p.seed = 3;
+        ck_assert_int_eq(di_session_seq_set_sampling(cpu, 0, &p), DI_OK);
+        ck_assert_int_eq(di_session_seq_set_sampling(gpu, 0, &p), DI_OK);
+        tu_decode(cpu, prompt, 2 * half, 24, 0, want, want_d);
+        const uint32_t accepted = tu_decode(gpu, prompt, 2 * half, 24, 4, got, got_d);
+        for (uint32_t i = 0; i < 24; i++)
+            ck_assert_msg(want[i] == got[i] && di_digest_equal(&want_d[i], &got_d[i]),
+                          "%s: speculating on the emulated GPU differs at token %u", name, i);
+        fprintf(stderr, "check_cuda: %s: speculation on the emulated GPU: %u draft tokens accepted\n", name,
+                accepted);
+        di_session_free(cpu);
+        di_session_free(gpu);
+    }
+    di_model_free(m);
+}
+END_TEST
+
 /* BOS + "The capital of France is" and two more tokens, as Gemma 3 tokenizes them. */
 static const int32_t real_tokens[] = {2, 818, 5279, 529, 7001, 563, 9079, 236761};
 
@@ -879,6 +913,7 @@ Suite *cuda_suite(void)
     tcase_add_test(tc, test_emulated_gpu_longrope_short_factors);
     tcase_add_test(tc, test_emulated_gpu_long_context);
     tcase_add_test(tc, test_emulated_gpu_real_model);
+    tcase_add_loop_test(tc, test_emulated_gpu_speculation_equal, 0, 2);
     tcase_add_loop_test(tc, test_emulated_gpu_integer_digests_equal, 0, N_EMU_INTEGER + 1);
     suite_add_tcase(s, tc);
     return s;

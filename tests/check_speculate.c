@@ -220,6 +220,8 @@ static void check_equal_runs(di_model *m, const char *name, const int32_t *promp
                 if (source == DRAFT_RIGHT && ref.n == N_GEN && !u->grammar)
                     ck_assert_msg(steps < N_GEN - 1 || ks[i] == 0, "%s: right drafts of %u saved no step", name,
                                   ks[i]);
+                if (source == DRAFT_MODEL && u->draft_model == m && !u->params) /* greedy drafting itself */
+                    ck_assert_msg(accepted > 0, "%s: a model drafting for itself had nothing accepted", name);
             }
 }
 
@@ -292,6 +294,8 @@ START_TEST(test_with_a_grammar)
     check_equal_runs(m, "tok_spm grammar", prompt, (uint32_t)n, &u, DI_CPU_PATH_AUTO, some_ks, 3);
     const setup free_text = {NULL, NULL, draft};
     check_equal_runs(m, "tok_spm draft model", prompt, (uint32_t)n, &free_text, DI_CPU_PATH_AUTO, some_ks, 3);
+    const setup itself = {NULL, NULL, m}; /* its own draft model: every greedy draft right */
+    check_equal_runs(m, "tok_spm drafting itself", prompt, (uint32_t)n, &itself, DI_CPU_PATH_AUTO, some_ks, 3);
     di_sampling_params p;
     di_sampling_params_init(&p);
     p.temperature = 1.0f;

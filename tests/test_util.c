@@ -181,6 +181,44 @@ void tu_step(di_session *s, uint32_t seq, const int32_t *tokens, uint32_t n, uin
     ck_assert_msg(st == DI_OK, "step: %s: %s", di_status_name(st), di_session_errmsg(s));
 }
 
+uint32_t tu_decode(di_session *s, const int32_t *prompt, uint32_t n_prompt, uint32_t n_gen, uint32_t k,
+                   int32_t *tokens, di_digest *digests)
+{
+    const uint32_t seq = 0;
+    tu_step(s, seq, prompt, n_prompt, 0);
+    digests[0] = tu_last_digest(s, seq);
+    ck_assert_int_eq(di_session_sample_token(s, seq, &tokens[0]), DI_OK);
+    uint32_t n = 1, accepted_total = 0;
+    int32_t feed[1 + DI_DRAFT_MAX];
+    while (n < n_gen) {
+        uint32_t n_draft = 0, accepted = 0;
+        feed[0] = tokens[n - 1];
+        if (k > 0)
+            ck_assert_int_eq(di_session_seq_draft_lookup(s, seq, feed[0], 3, k, feed + 1, &n_draft), DI_OK);
+        tu_step(s, seq, feed, n_draft + 1, k > 0 ? DI_STEP_ALL_LOGITS : 0);
+        di_digest rows[1 + DI_DRAFT_MAX];
+        for (uint32_t i = 0; k > 0 && i <= n_draft; i++)
+            ck_assert_int_eq(di_session_logits_at(s, seq, i, &(const float *){NULL}, &rows[i]), DI_OK);
+        int32_t next;
+        if (k > 0) {
+            ck_assert_int_eq(di_session_seq_accept_draft(s, seq, n_draft, &accepted, &next), DI_OK);
+        } else {
+            rows[0] = tu_last_digest(s, seq);
+            ck_assert_int_eq(di_session_sample_token(s, seq, &next), DI_OK);
+        }
+        accepted_total += accepted;
+        for (uint32_t i = 0; i < accepted && n < n_gen; i++) {
+            digests[n] = rows[i];
+            tokens[n++] = feed[1 + i];
+        }
+        if (n < n_gen) {
+            digests[n] = rows[accepted];
+            tokens[n++] = next;
+        }
+    }
+    return accepted_total;
+}
+
 di_digest tu_last_digest(di_session *s, uint32_t seq)
 {
     const float *logits;

@@ -48,6 +48,13 @@ void tu_free_ref(tu_ref *ref);
 
 /* Steps one entry and fails the test unless it succeeds. */
 void tu_step(di_session *s, uint32_t seq, const int32_t *tokens, uint32_t n, uint32_t flags);
+/* Decoding of n_gen tokens after the prompt on sequence 0 of s, with its
+ * sampling parameters: one token per step (k == 0), or with prompt-lookup
+ * drafts of at most k tokens verified in all-logits steps
+ * (di_session_seq_accept_draft). The tokens and the digest of the logits
+ * each was chosen from; returns the draft tokens accepted. */
+uint32_t tu_decode(di_session *s, const int32_t *prompt, uint32_t n_prompt, uint32_t n_gen, uint32_t k,
+                   int32_t *tokens, di_digest *digests);
 /* Digest of the last logits of seq. */
 di_digest tu_last_digest(di_session *s, uint32_t seq);
 /* Digests of every position of a prompt fed in the given chunk sizes
