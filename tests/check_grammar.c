@@ -14,6 +14,7 @@
 
 #include "lib/grammar/gbnf_parse.h"
 #include "lib/grammar/gram_match.h"
+#include "lib/grammar/json_dom.h"
 #include "lib/grammar/schema_convert.h"
 #include "test_util.h"
 
@@ -76,9 +77,18 @@ START_TEST(test_gbnf_errors)
         {"root ::= \"a\"{2", DI_ERR_GRAMMAR, "line 1, column 13: unbalanced {"},
         {"root ::= foo\n", DI_ERR_GRAMMAR, "line 1, column 10: undefined rule foo"},
         {"root ::= \"x\" | bar\nbar ::= baz\n", DI_ERR_GRAMMAR, "line 2, column 9: undefined rule baz"},
-        {"root ::= root \"a\" | \"b\"", DI_ERR_GRAMMAR, "left recursion"},
-        {"root ::= a\na ::= b \"x\"\nb ::= c? a\nc ::= \"c\"", DI_ERR_GRAMMAR, "left recursion"},
-        {"root ::= (\"\")*", DI_ERR_GRAMMAR, "left recursion"},
+        {"root ::= root \"a\" | \"b\"", DI_ERR_GRAMMAR,
+         "line 1, column 1: left recursion is not supported: rule root can begin with itself (root -> root)"},
+        {"root ::= a\na ::= b \"x\"\nb ::= c? a\nc ::= \"c\"", DI_ERR_GRAMMAR,
+         "line 2, column 1: left recursion is not supported: rule a can begin with itself (a -> b -> a)"},
+        /* through the rules a repetition and a group write out: named by the user's rule and line */
+        {"root ::= x\n\nx ::= (\"a\" | root \"b\")*", DI_ERR_GRAMMAR,
+         "line 3, column 1: left recursion is not supported: rule x can begin with itself (x -> root -> x)"},
+        {"root ::= (\"a\"? root \"b\")+ | \"c\"", DI_ERR_GRAMMAR,
+         "line 1, column 1: left recursion is not supported: rule root can begin with itself"},
+        /* references alone in a cycle: llama.cpp refuses them too */
+        {"root ::= a\na ::= root | \"x\"", DI_ERR_GRAMMAR, "line 1, column 1: left recursion is not supported: "
+         "rule root can begin with itself (root -> a -> root)"},
         {"root ::= \"a\"\nroot ::= \"b\"", DI_ERR_GRAMMAR, "line 2, column 1: rule root is defined twice"},
         {"other ::= \"a\"", DI_ERR_GRAMMAR, "no rule named root"},
         {"", DI_ERR_GRAMMAR, "no rule named root"},
@@ -114,18 +124,35 @@ START_TEST(test_schema_errors)
         {"{\"type\": \"string\"", DI_ERR_GRAMMAR, "line 1, column 1: unbalanced {"},
         {"{\"type\": \"string\",\n \"type\": \"integer\"}", DI_ERR_GRAMMAR, "line 2, column 2: duplicate key"},
         {"[1, 2,]", DI_ERR_GRAMMAR, "line 1, column 7: expecting a value"},
-        {"{\"type\": \"number\", \"minimum\": 0}", DI_ERR_UNSUPPORTED, "minimum on type number at /minimum"},
+        {"{\"type\": \"number\", \"minimum\": 2e15}", DI_ERR_GRAMMAR, "no number (a decimal of at most 15"},
+        {"{\"type\": \"number\", \"exclusiveMinimum\": 1, \"maximum\": 1}", DI_ERR_GRAMMAR, "no number"},
+        {"{\"type\": \"number\", \"exclusiveMaximum\": \"1\"}", DI_ERR_GRAMMAR,
+         "exclusiveMaximum must be a number at /exclusiveMaximum"},
+        {"{\"type\": \"number\", \"exclusiveMinimum\": true}", DI_ERR_UNSUPPORTED, "as a boolean (draft 4)"},
         {"{\"type\": \"integer\", \"minimum\": 5, \"maximum\": 1}", DI_ERR_GRAMMAR, "no integer"},
         {"{\"type\": \"string\", \"format\": \"uri\"}", DI_ERR_UNSUPPORTED, "unsupported format \"uri\" at /format"},
         {"{\"type\": \"string\", \"pattern\": \"a(?=b)\"}", DI_ERR_UNSUPPORTED, "unsupported pattern"},
         {"{\"type\": \"string\", \"pattern\": \"a\\\\1\"}", DI_ERR_UNSUPPORTED, "unsupported pattern"},
         {"{\"type\": \"foo\"}", DI_ERR_GRAMMAR, "unknown type \"foo\""},
-        {"{\"type\": \"array\", \"items\": [{}]}", DI_ERR_UNSUPPORTED, "items as an array"},
+        {"{\"type\": \"array\", \"items\": []}", DI_ERR_GRAMMAR,
+         "items must be a non-empty array of schemas at /items"},
+        {"{\"type\": \"array\", \"prefixItems\": {}}", DI_ERR_GRAMMAR,
+         "prefixItems must be a non-empty array of schemas at /prefixItems"},
+        {"{\"prefixItems\": [{}], \"items\": [{}]}", DI_ERR_UNSUPPORTED, "items as an array beside prefixItems at /items"},
+        {"{\"type\": \"array\", \"additionalItems\": false}", DI_ERR_UNSUPPORTED,
+         "additionalItems without items as an array at /additionalItems"},
+        {"{\"prefixItems\": [{}], \"items\": false, \"minItems\": 2}", DI_ERR_GRAMMAR,
+         "minItems 2 is above the 1 items the tuple allows"},
+        {"{\"prefixItems\": [{\"type\": \"integer\", \"minimum\": 3, \"maximum\": 2}]}", DI_ERR_GRAMMAR,
+         "no integer (of at most 16 digits) lies within the bounds at /prefixItems/0"},
+        {"{\"type\": \"array\", \"items\": false, \"minItems\": 1}", DI_ERR_GRAMMAR, "no array is valid"},
         {"{\"type\": \"array\", \"minItems\": 3, \"maxItems\": 2}", DI_ERR_GRAMMAR, "minItems 3 is above maxItems 2"},
         {"{\"type\": \"object\", \"properties\": {\"a\": {}}, \"required\": [\"b\"]}", DI_ERR_UNSUPPORTED,
          "required property \"b\" is not in properties at /required/0"},
-        {"{\"type\": \"object\", \"additionalProperties\": {\"type\": \"string\"}}", DI_ERR_UNSUPPORTED,
-         "additionalProperties as a schema (true or false only) at /additionalProperties"},
+        {"{\"type\": \"object\", \"additionalProperties\": 1}", DI_ERR_GRAMMAR,
+         "additionalProperties must be a schema (an object or a boolean) at /additionalProperties"},
+        {"{\"type\": \"object\", \"additionalProperties\": {\"type\": \"string\", \"oneOf\": []}}",
+         DI_ERR_UNSUPPORTED, "unsupported keyword oneOf at /additionalProperties/oneOf"},
         {"{\"anyOf\": []}", DI_ERR_GRAMMAR, "anyOf must be a non-empty array"},
         {"{\"anyOf\": [{\"type\": \"string\"}], \"type\": \"string\"}", DI_ERR_UNSUPPORTED, "beside anyOf"},
         {"false", DI_ERR_GRAMMAR, "the schema false allows no value"},
@@ -283,6 +310,112 @@ START_TEST(test_integer_ranges)
         di_gram_free(g);
         free(gbnf);
     }
+}
+END_TEST
+
+/* ---- languages against independent references ---------------------------------------- */
+
+/* The matcher of a GBNF text, or of a schema's GBNF. */
+static di_matcher *compile_matcher(const char *source, int is_schema, di_gram **g, uint32_t *start)
+{
+    char err[512], *gbnf = NULL;
+    size_t len = strlen(source);
+    if (is_schema) {
+        ck_assert_msg(di_schema_to_gbnf(source, len, &gbnf, &len, err, sizeof err) == DI_OK, "%s: %s", source, err);
+    }
+    const di_status st = di_gbnf_parse(gbnf ? gbnf : source, len, g, err, sizeof err);
+    ck_assert_msg(st == DI_OK, "%s: %s", gbnf ? gbnf : source, err);
+    free(gbnf);
+    di_matcher *m;
+    ck_assert_int_eq(di_matcher_create(*g, &m), DI_OK);
+    ck_assert_int_eq(di_matcher_start(m, start), DI_OK);
+    return m;
+}
+
+/* Repetitions of what can be empty, the language llama.cpp gives them
+ * (issue 42): ( [x]* )* is x*. */
+START_TEST(test_nullable_repetitions)
+{
+    static const struct { const char *gbnf, *yes[6], *no[4]; } cases[] = {
+        {"root ::= ( [x]* )*", {"", "x", "xx", "xxxxxxx"}, {"y", "xy", "x x"}},
+        {"root ::= ( [x]* [y]? )*", {"", "y", "yy", "xyx", "yxxy"}, {"z", "xz"}},
+        {"root ::= (\"\")*", {""}, {"x"}},
+        {"root ::= (\"a\"? \"b\"?)+ \"c\"", {"c", "abc", "bac", "aac"}, {"", "ab", "ca"}},
+        {"root ::= item root | \"\"\nitem ::= \"x\"?", {"", "x", "xxx"}, {"y"}},
+        {"root ::= x\nx ::= ( \"a\"* )* \"!\"", {"!", "a!", "aaa!"}, {"", "a", "!!"}},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        di_gram *g;
+        uint32_t start;
+        di_matcher *m = compile_matcher(cases[k].gbnf, 0, &g, &start);
+        for (size_t i = 0; i < 6 && cases[k].yes[i]; i++)
+            ck_assert_msg(accepts(m, start, cases[k].yes[i]), "%s refuses '%s'", cases[k].gbnf, cases[k].yes[i]);
+        for (size_t i = 0; i < 4 && cases[k].no[i]; i++)
+            ck_assert_msg(!accepts(m, start, cases[k].no[i]), "%s accepts '%s'", cases[k].gbnf, cases[k].no[i]);
+        di_matcher_free(m);
+        di_gram_free(g);
+        /* and through the public call */
+        di_grammar_free(gbnf(cases[k].gbnf));
+    }
+}
+END_TEST
+
+/* Every candidate text of tests/tools/grammar_languages.py (GBNF against its
+ * Earley reference; schemas' tuples, additional properties and number bounds
+ * against the jsonschema package) accepted exactly when the reference says. */
+START_TEST(test_languages)
+{
+    const char *root = getenv("DI_TEST_ROOT");
+    ck_assert_msg(root != NULL, "DI_TEST_ROOT is not set (run the suite with make check)");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd '%s' && python3 tests/tools/grammar_languages.py", root);
+    FILE *p = popen(cmd, "r");
+    ck_assert(p != NULL);
+    char *line = NULL, *source = NULL;
+    size_t cap = 0, n_lines = 0, n_wrong = 0, n_sources = 0, yes = 0, no = 0;
+    ssize_t len;
+    di_gram *g = NULL;
+    di_matcher *m = NULL;
+    uint32_t start = 0;
+    while ((len = getline(&line, &cap, p)) > 0) {
+        di_json *o;
+        char err[512];
+        ck_assert_msg(di_json_parse(line, (size_t)len, &o, err, sizeof err) == DI_OK, "%s: %s", line, err);
+        const di_json *kind = di_json_get(o, "kind"), *src = di_json_get(o, "source"), *text = di_json_get(o, "text"),
+                      *expect = di_json_get(o, "accept");
+        ck_assert(kind && src && text && expect);
+        if (!source || strcmp(source, src->str) != 0) {
+            /* a new grammar: the previous one had to have texts of both kinds */
+            ck_assert_msg(!source || (yes > 0 && no > 0), "%s: %zu accepted, %zu refused", source, yes, no);
+            yes = no = 0;
+            di_matcher_free(m);
+            di_gram_free(g);
+            free(source);
+            source = strdup(src->str);
+            m = compile_matcher(source, strcmp(kind->str, "schema") == 0, &g, &start);
+            n_sources++;
+        }
+        const int want = expect->kind == DI_JSON_TRUE, got = accepts(m, start, text->str);
+        want ? yes++ : no++;
+        if (want != got && n_wrong++ < 20) {
+            printf("languages: %s: '%s' %s, the reference says %s\n", source, text->str,
+                   got ? "accepted" : "refused", want ? "accept" : "refuse");
+            fflush(stdout);
+        }
+        n_lines++;
+        di_json_free(o);
+    }
+    const int status = pclose(p);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "grammar_languages.py failed (%d)", status);
+    ck_assert_msg(!source || (yes > 0 && no > 0), "%s: %zu accepted, %zu refused", source, yes, no);
+    di_matcher_free(m);
+    di_gram_free(g);
+    free(source);
+    free(line);
+    printf("languages: %zu texts of %zu grammars and schemas, %zu disagree\n", n_lines, n_sources, n_wrong);
+    fflush(stdout);
+    ck_assert_uint_ge(n_sources, 40);
+    ck_assert_uint_eq(n_wrong, 0);
 }
 END_TEST
 
@@ -663,6 +796,11 @@ Suite *grammar_suite(void)
     tcase_add_test(tc, test_grammar_text_and_digest);
     tcase_add_test(tc, test_api_misuse);
     tcase_add_test(tc, test_integer_ranges);
+    tcase_add_test(tc, test_nullable_repetitions);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("languages");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_languages);
     suite_add_tcase(s, tc);
     tc = tcase_create("sequence");
     tcase_set_timeout(tc, 120);

@@ -66,6 +66,9 @@ CASES = [
     ("optionals", 'root ::= ("a" | "b")? ("c" | "d")? "e"', ["", "a", "ac"]),
     ("keywords", 'root ::= "true" | "false" | "null"', ["", "t", "n"]),
     ("dot star", 'root ::= "x" .* "y"', ["", "x", "x\u00e9y"]),
+    # repetitions of what can be empty (issue 42): their closure meets a seen stack and stops
+    ("nullable repeat", 'root ::= ( [x]* [a-c]? )* "!"', ["", "x", "xxa", "ab"]),
+    ("tail after empty", 'root ::= item root | "."\nitem ::= "a"? "b"?', ["", "a", "ab", "bba"]),
 ]
 
 SCHEMAS = [
@@ -82,6 +85,10 @@ SCHEMAS = [
         "required": ["v"]}}, "$ref": "#/$defs/node"},
      ["", '{"v":1,"kids":[{"v":']),
     ("any object", {"type": "object"}, ["", '{"k":[1,{"z":nu']),
+    ("tuple and extra", {"type": "object", "properties": {"t": {"prefixItems": [{"type": "integer"},
+                                                                          {"type": "boolean"}]}},
+                         "additionalProperties": {"type": "number", "exclusiveMinimum": -1, "maximum": 2.5}},
+     ["", '{"t":[1,', '{"t":[],"', '{"t":[],"u":0.', '{"t":[],"u":2.']),
 ]
 
 

@@ -1,7 +1,8 @@
 /*
  * gram_build.c — the grammar builder: named rules, interned charsets, the
  * checks of a finished grammar (undefined rules, the root, left recursion)
- * and its flat layout (gram_ir.h).
+ * and its flat layout (gram_ir.h). Rules the parser writes out (repeat_3,
+ * group_2) remember the user's rule they come from, which messages name.
  */
 #include "lib/grammar/gram_ir.h"
 
@@ -18,6 +19,7 @@ typedef struct brule {
     int defined;
     size_t def_offset, ref_offset;
     int referenced;
+    uint32_t owner;        /* the rule whose text it comes from (itself unless generated) */
     uint32_t *el;          /* alternatives, each ended by END; the open one at the tail */
     size_t n, cap;
     size_t open;           /* where the open alternative starts */
@@ -36,6 +38,7 @@ struct di_gram_builder {
     size_t set_table_cap;
     size_t total_elems;
     uint32_t generated;
+    uint32_t current;      /* the rule defined last: the owner of rules generated now */
     di_status status;
     char err[256];
 };
@@ -140,6 +143,7 @@ static int64_t add_rule(di_gram_builder *b, const char *name, size_t len)
         return oom(b) - 1;
     memcpy(r->name, name, len);
     r->name[len] = '\0';
+    r->owner = (uint32_t)b->n_rules;
     size_t i = hash_bytes(name, len) & (b->names_cap - 1);
     while (b->names[i])
         i = (i + 1) & (b->names_cap - 1);
@@ -182,6 +186,8 @@ int64_t di_gram_build_new_rule(di_gram_builder *b, const char *base, size_t offs
     if (r >= 0) {
         b->rules[r].defined = b->rules[r].referenced = 1;
         b->rules[r].def_offset = b->rules[r].ref_offset = offset;
+        if (b->n_rules > 1)
+            b->rules[r].owner = b->current;
     }
     return r;
 }
@@ -192,6 +198,7 @@ int di_gram_build_define(di_gram_builder *b, uint32_t r, size_t offset)
         return 0;
     b->rules[r].defined = 1;
     b->rules[r].def_offset = offset;
+    b->current = r;
     return 1;
 }
 
@@ -424,10 +431,15 @@ static void find_nullable(const di_gram_builder *b, unsigned char *nullable)
 
 /* The left edges r -> s: rule s can begin a text of rule r (a reference
  * preceded in its alternative only by nullable references). Edges of rule
- * r are edge[first[r] .. first[r + 1]). */
+ * r are edge[first[r] .. first[r + 1]); kind[i] says where the reference
+ * stands: EDGE_INNER before other elements, EDGE_TAIL last in its
+ * alternative after a nullable prefix, EDGE_UNIT alone in its alternative. */
+enum { EDGE_INNER = 0, EDGE_TAIL = 1, EDGE_UNIT = 2 };
+
 typedef struct left_edges {
     uint32_t *first;
     uint32_t *edge;
+    unsigned char *kind;
     size_t n, cap;
 } left_edges;
 
@@ -438,18 +450,29 @@ static int find_left_edges(const di_gram_builder *b, const unsigned char *nullab
     for (size_t r = 0; r < b->n_rules; r++) {
         le->first[r] = (uint32_t)le->n;
         const brule *x = &b->rules[r];
-        int open = 1; /* the alternative's prefix so far is nullable */
+        int open = 1;      /* the alternative's prefix so far is nullable */
+        size_t begin = 0;  /* where the alternative starts */
         for (size_t i = 0; i < x->n; i++) {
             const uint32_t e = x->el[i];
             if (DI_GRAM_KIND(e) == DI_GRAM_END) {
                 open = 1;
+                begin = i + 1;
             } else if (!open) {
                 continue;
             } else if (DI_GRAM_KIND(e) == DI_GRAM_CHARS) {
                 open = 0;
             } else {
+                size_t cap = le->cap;
                 if (!DI_GROW(le->edge, le->n, le->cap, 1, 64))
                     return 0;
+                if (le->cap != cap || !le->kind) {
+                    unsigned char *k = realloc(le->kind, le->cap);
+                    if (!k)
+                        return 0;
+                    le->kind = k;
+                }
+                const int last = DI_GRAM_KIND(x->el[i + 1]) == DI_GRAM_END;
+                le->kind[le->n] = !last ? EDGE_INNER : i == begin ? EDGE_UNIT : EDGE_TAIL;
                 le->edge[le->n++] = DI_GRAM_VALUE(e);
                 open = nullable[DI_GRAM_VALUE(e)];
             }
@@ -459,62 +482,148 @@ static int find_left_edges(const di_gram_builder *b, const unsigned char *nullab
     return 1;
 }
 
-/* Depth-first search for a cycle of left edges, with an explicit stack (a
- * grammar may have many rules). On a cycle, writes it into the message. */
+/* Strongly connected components of the left edges (those of kind `only`, or
+ * all with -1) into comp[], by Tarjan's algorithm with explicit stacks (a
+ * grammar may have many rules). work: 5 * n words. */
+static void left_components(size_t n, const left_edges *le, int only, uint32_t *comp, uint32_t *work)
+{
+    uint32_t *index = work, *low = work + n, *stack = work + 2 * n, *path = work + 3 * n, *resume = work + 4 * n;
+    const uint32_t NONE = UINT32_MAX;
+    for (size_t r = 0; r < n; r++)
+        index[r] = comp[r] = NONE;
+    uint32_t next_index = 0, n_comp = 0;
+    size_t sp = 0;
+    for (size_t start = 0; start < n; start++) {
+        if (index[start] != NONE)
+            continue;
+        size_t depth = 1;
+        path[0] = (uint32_t)start;
+        resume[0] = le->first[start];
+        index[start] = low[start] = next_index++;
+        stack[sp++] = (uint32_t)start;
+        while (depth > 0) {
+            const uint32_t r = path[depth - 1];
+            if (resume[depth - 1] < le->first[r + 1]) {
+                const uint32_t i = resume[depth - 1]++;
+                if (only >= 0 && le->kind[i] != only)
+                    continue;
+                const uint32_t to = le->edge[i];
+                if (index[to] == NONE) {
+                    index[to] = low[to] = next_index++;
+                    stack[sp++] = to;
+                    path[depth] = to;
+                    resume[depth] = le->first[to];
+                    depth++;
+                } else if (comp[to] == NONE && index[to] < low[r]) {
+                    low[r] = index[to];
+                }
+                continue;
+            }
+            if (low[r] == index[r]) {
+                uint32_t w;
+                do {
+                    w = stack[--sp];
+                    comp[w] = n_comp;
+                } while (w != r);
+                n_comp++;
+            }
+            depth--;
+            if (depth > 0 && low[r] < low[path[depth - 1]])
+                low[path[depth - 1]] = low[r];
+        }
+    }
+}
+
+/* The user's rule a rule comes from: itself, or the rule whose text
+ * generated it (repeat_3 of root ::= x* is root's). */
+static const brule *user_rule(const di_gram_builder *b, uint32_t r)
+{
+    return &b->rules[b->rules[r].owner];
+}
+
+/* Writes the cycle r -> to -> ... -> r (edges inside component comp, found
+ * by a breadth-first search from `to`) in the builder's error, by the user's
+ * rule names, and names r's user rule and its place. */
+static void report_cycle(di_gram_builder *b, const left_edges *le, const uint32_t *comp, uint32_t r, uint32_t to,
+                         uint32_t *work, int64_t *err_offset)
+{
+    const size_t n = b->n_rules;
+    uint32_t *from = work, *queue = work + n;
+    for (size_t i = 0; i < n; i++)
+        from[i] = UINT32_MAX;
+    size_t head = 0, tail = 0;
+    queue[tail++] = to;
+    from[to] = to;
+    while (head < tail && from[r] == UINT32_MAX) {
+        const uint32_t u = queue[head++];
+        for (uint32_t i = le->first[u]; i < le->first[u + 1]; i++) {
+            const uint32_t v = le->edge[i];
+            if (comp[v] == comp[r] && from[v] == UINT32_MAX) {
+                from[v] = u;
+                queue[tail++] = v;
+            }
+        }
+    }
+    /* the path to ... r, backwards from r; then written r -> to -> ... -> r */
+    size_t len = 0;
+    for (uint32_t u = r;; u = from[u]) {
+        queue[len++] = u;
+        if (u == to || from[u] == UINT32_MAX || len >= n)
+            break;
+    }
+    char cycle[200];
+    size_t used = (size_t)snprintf(cycle, sizeof cycle, "%.60s", user_rule(b, r)->name);
+    const brule *prev = user_rule(b, r);
+    size_t written = 0; /* steps written (the rules a rule generated are shown as it) */
+    for (size_t k = len; k-- > 0 && used < sizeof cycle - 70;) {
+        const brule *u = user_rule(b, queue[k]);
+        if (u == prev && (k > 0 || written > 0))
+            continue;
+        used += (size_t)snprintf(cycle + used, sizeof cycle - used, " -> %.60s", u->name);
+        prev = u;
+        written++;
+    }
+    const brule *named = user_rule(b, r);
+    fail(b, DI_ERR_GRAMMAR,
+         "left recursion is not supported: rule %.60s can begin with itself (%s); write the repetition on "
+         "the right, or with * or +",
+         named->name, cycle);
+    *err_offset = (int64_t)named->def_offset;
+}
+
+/* Left recursion the matcher cannot run: a cycle of left edges through an
+ * edge that is not last in its alternative (each turn would leave something
+ * to match after it: the stack grows without end, `x ::= x "a"`), or a cycle
+ * of references alone (`a ::= b`, `b ::= a`: llama.cpp refuses it too).
+ * A cycle of tail references after nullable prefixes (`r ::= ([x]*) r | ""`,
+ * what `([x]*)*` writes out) is run: the matcher's closure meets the same
+ * position and parent again and stops, and the language is the grammar's. */
 static int check_left_recursion(di_gram_builder *b, const unsigned char *nullable, int64_t *err_offset)
 {
     const size_t n = b->n_rules;
     left_edges le = {0};
-    unsigned char *color = calloc(n + 1, 1); /* 0 new, 1 on the path, 2 done */
-    uint32_t *path = malloc((n + 1) * sizeof *path);
-    uint32_t *resume = malloc((n + 1) * sizeof *resume);
-    int ok = color && path && resume && find_left_edges(b, nullable, &le);
-    if (!ok)
+    uint32_t *comp = malloc((n + 1) * sizeof *comp);
+    uint32_t *work = malloc((5 * n + 1) * sizeof *work);
+    int ok = comp && work && find_left_edges(b, nullable, &le);
+    if (!ok) {
         oom(b);
-    for (size_t start = 0; start < n && ok; start++) {
-        if (color[start])
-            continue;
-        size_t depth = 1;
-        path[0] = (uint32_t)start;
-        resume[0] = le.first[start];
-        color[start] = 1;
-        while (depth > 0 && ok) {
-            const uint32_t r = path[depth - 1];
-            if (resume[depth - 1] == le.first[r + 1]) {
-                color[r] = 2;
-                depth--;
-                continue;
-            }
-            const uint32_t to = le.edge[resume[depth - 1]++];
-            if (color[to] == 1) { /* a cycle: the path from `to` to r, back to `to` */
-                size_t k = depth;
-                while (k > 0 && path[k - 1] != to)
-                    k--;
-                char cycle[200] = "";
-                size_t used = 0;
-                for (size_t i = k - 1; i < depth && used < sizeof cycle - 80; i++)
-                    used += (size_t)snprintf(cycle + used, sizeof cycle - used, "%.60s -> ",
-                                             b->rules[path[i]].name);
-                snprintf(cycle + used, sizeof cycle - used, "%.60s", b->rules[to].name);
-                fail(b, DI_ERR_GRAMMAR,
-                     "left recursion is not supported: rule %.60s can begin with itself (%s); "
-                     "write the repetition on the right, or with * or +",
-                     b->rules[to].name, cycle);
-                *err_offset = (int64_t)b->rules[to].def_offset;
-                ok = 0;
-            } else if (color[to] == 0) {
-                color[to] = 1;
-                path[depth] = to;
-                resume[depth] = le.first[to];
-                depth++;
-            }
+    } else {
+        for (int pass = 0; pass < 2 && ok; pass++) {
+            /* pass 0: every edge, a cycle through an inner one; pass 1: unit edges only */
+            left_components(n, &le, pass == 0 ? -1 : EDGE_UNIT, comp, work);
+            for (uint32_t r = 0; r < n && ok; r++)
+                for (uint32_t i = le.first[r]; i < le.first[r + 1] && ok; i++)
+                    if (le.kind[i] == (pass == 0 ? EDGE_INNER : EDGE_UNIT) && comp[le.edge[i]] == comp[r]) {
+                        report_cycle(b, &le, comp, r, le.edge[i], work, err_offset);
+                        ok = 0;
+                    }
         }
     }
     free(le.first);
     free(le.edge);
-    free(color);
-    free(path);
-    free(resume);
+    free(le.kind);
+    free(comp);
+    free(work);
     return ok;
 }
 

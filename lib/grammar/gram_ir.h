@@ -68,8 +68,8 @@ int di_gram_charset_holds(const di_gram *g, uint32_t set, uint32_t lo, uint32_t 
  * Rules are named; a reference may come before the definition. Each rule's
  * body is appended alternative by alternative: elements, then
  * di_gram_build_end_alt. di_gram_build_finish checks the whole (every
- * referenced rule defined, a rule named root, no left recursion) and lays it
- * out. Errors name the rule and the place in the source (a byte offset the
+ * referenced rule defined, a rule named root, no left recursion the matcher
+ * cannot run: gram_build.c) and lays it out. Errors name the rule and the place in the source (a byte offset the
  * caller turns into a line and column, or -1). */
 typedef struct di_gram_builder di_gram_builder;
 

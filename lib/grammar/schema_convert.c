@@ -3,9 +3,10 @@
  * (or a shared one: string, integer, value, ...). Keywords it knows:
  *   type (a name or a list), enum, const, anyOf, $ref with $defs /
  *   definitions (local pointers, recursion included), properties, required,
- *   additionalProperties (false or true: only the listed properties are
- *   written), items, minItems, maxItems, and the string and integer keywords
- *   of schema_string.c and schema_number.c;
+ *   additionalProperties (absent or false: only the listed properties; true
+ *   or a schema: other keys after them), items, prefixItems, items as an
+ *   array with additionalItems (tuples), minItems, maxItems, and the string
+ *   and number keywords of schema_string.c and schema_number.c;
  * annotations (title, description, default, examples, ...) are ignored;
  * every other keyword is refused with its JSON pointer.
  */
@@ -26,7 +27,7 @@ static const char *const ANNOTATIONS[] = {
 
 static const char *const HANDLED[] = {
     "type", "enum", "const", "anyOf", "$ref", "properties", "required", "additionalProperties", "items",
-    "minItems", "maxItems", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
+    "prefixItems", "additionalItems", "minItems", "maxItems", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
     "exclusiveMinimum", "exclusiveMaximum", NULL,
 };
 
@@ -389,6 +390,184 @@ static void plan_free(object_plan *p)
     free(p->first);
 }
 
+/* ---- additional properties ------------------------------------------------------------- */
+
+/* The code points of n bytes of UTF-8 (the JSON parser checked it) into cp;
+ * their count. */
+static size_t code_points(const char *s, size_t n, uint32_t *cp)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        const unsigned char c = (unsigned char)s[i];
+        const size_t len = c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+        uint32_t v = len == 1 ? c : len == 2 ? c & 0x1fu : len == 3 ? c & 0x0fu : c & 0x07u;
+        for (size_t j = 1; j < len && i + j < n; j++)
+            v = (v << 6) | ((unsigned char)s[i + j] & 0x3fu);
+        cp[k++] = v;
+        i += len;
+    }
+    return k;
+}
+
+/* A trie of the listed keys, by code point: node 0 is the empty prefix. */
+typedef struct key_trie {
+    uint32_t *cp, *child, *sibling; /* a node's code point, first child, next sibling (0: none) */
+    unsigned char *terminal;         /* a listed key ends here */
+    const char **rule;
+    size_t n, cap;
+} key_trie;
+
+static int trie_node(key_trie *t, uint32_t cp)
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 64;
+        uint32_t *a = realloc(t->cp, cap * sizeof *a), *b2, *c2;
+        if (!a)
+            return -1;
+        t->cp = a;
+        if (!(b2 = realloc(t->child, cap * sizeof *b2)))
+            return -1;
+        t->child = b2;
+        if (!(c2 = realloc(t->sibling, cap * sizeof *c2)))
+            return -1;
+        t->sibling = c2;
+        unsigned char *d = realloc(t->terminal, cap);
+        if (!d)
+            return -1;
+        t->terminal = d;
+        const char **e = realloc(t->rule, cap * sizeof *e);
+        if (!e)
+            return -1;
+        t->rule = e;
+        t->cap = cap;
+    }
+    t->cp[t->n] = cp;
+    t->child[t->n] = t->sibling[t->n] = 0;
+    t->terminal[t->n] = 0;
+    t->rule[t->n] = NULL;
+    return (int)t->n++;
+}
+
+/* The rule of an additional property's key: a string whose characters are
+ * written as themselves (no escapes, so its text is its value) and whose
+ * value is none of the listed keys.
+ * One rule per node of the keys' trie: at a node, end (when no key ends
+ * there), a character no key continues with then any, or a key's next
+ * character and its node's rule. */
+static const char *extra_key_rule(schema_conv *c, const object_plan *p, const char *hint)
+{
+    key_trie t = {0};
+    uint32_t *cp = NULL;
+    size_t cap_cp = 0;
+    int ok = trie_node(&t, 0) == 0;
+    for (size_t i = 0; ok && i < p->n; i++) {
+        if (p->key_len[i] + 1 > cap_cp) {
+            cap_cp = p->key_len[i] + 1;
+            uint32_t *grown = realloc(cp, cap_cp * sizeof *cp);
+            if (!(ok = grown != NULL))
+                break;
+            cp = grown;
+        }
+        const size_t m = code_points(p->key[i], p->key_len[i], cp);
+        uint32_t at = 0;
+        for (size_t j = 0; ok && j < m; j++) {
+            uint32_t ch = t.child[at];
+            while (ch && t.cp[ch] != cp[j])
+                ch = t.sibling[ch];
+            if (!ch) {
+                const int nn = trie_node(&t, cp[j]);
+                if (!(ok = nn >= 0))
+                    break;
+                ch = (uint32_t)nn;
+                t.sibling[ch] = t.child[at];
+                t.child[at] = ch;
+            }
+            at = ch;
+        }
+        if (ok)
+            t.terminal[at] = 1;
+    }
+    free(cp);
+    if (!ok) {
+        sc_fail(c, DI_ERR_OUT_OF_MEMORY, "out of memory converting the schema");
+    } else {
+        for (size_t k = 0; k < t.n && !c->failed; k++) { /* named by node: no long probe for a free name */
+            char h[96];
+            snprintf(h, sizeof h, "%.60s-other-key-%zu", hint, k);
+            t.rule[k] = sc_name(c, h);
+        }
+        const char *kchar = c->failed ? NULL : sc_shared(c, "key-char");
+        sc_text body = {0};
+        for (size_t k = t.n; kchar && k-- > 0 && !c->failed;) {
+            body.n = 0;
+            size_t parts = 0;
+            for (uint32_t ch = t.child[k]; ch; ch = t.sibling[ch])
+                if (t.cp[ch] >= 0x20 && t.cp[ch] != '"' && t.cp[ch] != '\\')
+                    sc_printf(c, &body, "%s[\\U%08X] %s", parts++ ? " | " : "", (unsigned)t.cp[ch], t.rule[ch]);
+            sc_printf(c, &body, "%s[^\"\\\\\\x00-\\x1F", parts++ ? " | " : "");
+            for (uint32_t ch = t.child[k]; ch; ch = t.sibling[ch])
+                sc_printf(c, &body, "\\U%08X", (unsigned)t.cp[ch]);
+            sc_printf(c, &body, "] %s*", kchar);
+            if (!t.terminal[k])
+                sc_puts(c, &body, " | \"\"");
+            sc_rule(c, t.rule[k], &body);
+        }
+        free(body.p);
+    }
+    const char *name = NULL;
+    if (!c->failed) {
+        char h[96];
+        snprintf(h, sizeof h, "%.80s-other", hint);
+        sc_text body = {0};
+        name = sc_name(c, h);
+        if (!(name && sc_printf(c, &body, "\"\\\"\" %s \"\\\"\"", t.rule[0]) && sc_rule(c, name, &body)))
+            name = NULL;
+        free(body.p);
+    }
+    free(t.cp);
+    free(t.child);
+    free(t.sibling);
+    free(t.terminal);
+    free(t.rule);
+    return name;
+}
+
+/* additionalProperties true or a schema: the rules of the properties after
+ * the listed ones, p->rest[n] (after a member: ("," key ":" value)*) and
+ * p->first[n] (none written yet: the same without the first comma, or
+ * nothing). */
+static int plan_extra(schema_conv *c, const di_json *extra, object_plan *p, const char *hint)
+{
+    const char *value;
+    if (extra->kind == DI_JSON_TRUE) {
+        value = sc_shared(c, "value");
+    } else {
+        const size_t saved = sc_path_push(c, "additionalProperties");
+        char h[96];
+        snprintf(h, sizeof h, "%.60s-additional", hint);
+        value = sc_schema(c, extra, h);
+        sc_path_pop(c, saved);
+    }
+    const char *key = value ? extra_key_rule(c, p, hint) : NULL;
+    if (!key)
+        return 0;
+    char h[96];
+    sc_text body = {0};
+    snprintf(h, sizeof h, "%.60s-additional-kv", hint);
+    const char *kv = sc_name(c, h);
+    int ok = kv && sc_printf(c, &body, "%s \":\" %s", key, value) && sc_rule(c, kv, &body);
+    body.n = 0;
+    snprintf(h, sizeof h, "%.60s-additional-rest", hint);
+    ok = ok && (p->rest[p->n] = sc_name(c, h)) && sc_printf(c, &body, "(\",\" %s)*", kv) &&
+         sc_rule(c, p->rest[p->n], &body);
+    body.n = 0;
+    snprintf(h, sizeof h, "%.60s-additional-first", hint);
+    ok = ok && (p->first[p->n] = sc_name(c, h)) && sc_printf(c, &body, "(%s (\",\" %s)*)?", kv, kv) &&
+         sc_rule(c, p->first[p->n], &body);
+    free(body.p);
+    return ok;
+}
+
 static const char *object_rule(schema_conv *c, const di_json *s, const char *hint)
 {
     const di_json *props = di_json_get(s, "properties");
@@ -406,12 +585,13 @@ static const char *object_rule(schema_conv *c, const di_json *s, const char *hin
         sc_path_pop(c, saved);
         return NULL;
     }
-    if (extra && extra->kind != DI_JSON_TRUE && extra->kind != DI_JSON_FALSE) {
+    if (extra && extra->kind != DI_JSON_TRUE && extra->kind != DI_JSON_FALSE && extra->kind != DI_JSON_OBJECT) {
         const size_t saved = sc_path_push(c, "additionalProperties");
-        sc_fail_at(c, DI_ERR_UNSUPPORTED, "unsupported: additionalProperties as a schema (true or false only)");
+        sc_fail_at(c, DI_ERR_GRAMMAR, "additionalProperties must be a schema (an object or a boolean)");
         sc_path_pop(c, saved);
         return NULL;
     }
+    const int open = extra && extra->kind != DI_JSON_FALSE; /* properties beyond the listed ones */
     if (!props || props->n == 0) {
         if (required && required->n > 0) {
             const size_t saved = sc_path_push(c, "required");
@@ -426,11 +606,14 @@ static const char *object_rule(schema_conv *c, const di_json *s, const char *hin
             free(body.p);
             return ok ? name : NULL;
         }
-        return sc_shared(c, "object"); /* any object: json_object */
+        if (!extra || extra->kind == DI_JSON_TRUE)
+            return sc_shared(c, "object"); /* any object: json_object */
     }
     object_plan p = {0};
     const char *name = NULL;
-    if (plan_properties(c, props, required, &p, hint) && write_chains(c, &p, hint)) {
+    const di_json none = {.kind = DI_JSON_OBJECT};
+    if (plan_properties(c, props ? props : &none, required, &p, hint) && (!open || plan_extra(c, extra, &p, hint)) &&
+        write_chains(c, &p, hint)) {
         sc_text body = {0};
         name = sc_name(c, hint);
         if (!(name && sc_puts(c, &body, "\"{\" ") && sc_puts(c, &body, p.first[0]) &&
@@ -443,6 +626,98 @@ static const char *object_rule(schema_conv *c, const di_json *s, const char *hin
 }
 
 /* ---- arrays ------------------------------------------------------------------------------ */
+
+/* A tuple: prefixItems (or items as an array, with additionalItems), the
+ * array's first items in order, then items (or additionalItems) for the rest
+ * (any value when absent, none when false), with minItems and maxItems over
+ * them all. A rule per position j of the prefix: tuple_j ::= sep item_j
+ * tuple_{j+1}, and | "" when j >= minItems (an array may stop before the
+ * prefix ends, as the schema allows); after the prefix, the rest repeated
+ * max(0, min - n) to max - n times. */
+static const char *tuple_rule(schema_conv *c, const di_json *prefix, const char *prefix_key,
+                              const di_json *rest, const char *rest_key, uint64_t min, uint64_t max,
+                              const char *hint)
+{
+    const size_t n = prefix->n;
+    const char **item = calloc(n + 1, sizeof *item);
+    if (!item) {
+        sc_fail(c, DI_ERR_OUT_OF_MEMORY, "out of memory converting the schema");
+        return NULL;
+    }
+    const size_t saved = sc_path_push(c, prefix_key);
+    for (size_t j = 0; j < n && !c->failed; j++) {
+        const size_t at = sc_path_push_index(c, j);
+        char h[96];
+        snprintf(h, sizeof h, "%.60s-tuple-%zu", hint, j);
+        item[j] = sc_schema(c, prefix->items[j], h);
+        sc_path_pop(c, at);
+    }
+    sc_path_pop(c, saved);
+    const char *rest_item = NULL; /* NULL: no item after the prefix */
+    if (!c->failed && (!rest || rest->kind != DI_JSON_FALSE)) {
+        if (!rest) {
+            rest_item = sc_shared(c, "value");
+        } else {
+            const size_t at = sc_path_push(c, rest_key);
+            char h[96];
+            snprintf(h, sizeof h, "%.80s-item", hint);
+            rest_item = sc_schema(c, rest, h);
+            sc_path_pop(c, at);
+        }
+    }
+    if (!c->failed && !rest_item && min > n) {
+        sc_fail_at(c, DI_ERR_GRAMMAR, "minItems %llu is above the %zu items the tuple allows",
+                   (unsigned long long)min, n);
+    }
+    /* after the prefix, from the last position back */
+    const char *next = NULL; /* the rule of the positions after j, NULL: nothing */
+    sc_text body = {0};
+    const uint64_t end = max < n ? max : n; /* positions of the prefix that may be written */
+    if (!c->failed && rest_item && max > n) {
+        const uint64_t lo = min > n ? min - n : 0;
+        char h[96];
+        snprintf(h, sizeof h, "%.80s-tail", hint);
+        const char *tail = sc_name(c, h);
+        const unsigned long long top = max == UINT64_MAX ? 0 : (unsigned long long)(max - n);
+        char count[64];
+        if (max == UINT64_MAX)
+            snprintf(count, sizeof count, "{%llu,}", (unsigned long long)(n == 0 && lo > 0 ? lo - 1 : lo));
+        else
+            snprintf(count, sizeof count, "{%llu,%llu}", (unsigned long long)(n == 0 && lo > 0 ? lo - 1 : lo),
+                     n == 0 ? top - 1 : top);
+        if (n > 0) /* after the prefix's last item */
+            sc_printf(c, &body, "(\",\" %s)%s", rest_item, count);
+        else if (lo == 0) /* the array's first item has no comma */
+            sc_printf(c, &body, "(%s (\",\" %s)%s)?", rest_item, rest_item, count);
+        else
+            sc_printf(c, &body, "%s (\",\" %s)%s", rest_item, rest_item, count);
+        if (tail && sc_rule(c, tail, &body))
+            next = tail;
+    }
+    for (uint64_t j = end; j-- > 0 && !c->failed;) {
+        body.n = 0;
+        char h[96];
+        snprintf(h, sizeof h, "%.60s-from-%llu", hint, (unsigned long long)j);
+        const char *name = sc_name(c, h);
+        sc_printf(c, &body, j > 0 ? "\",\" %s" : "%s", item[j]);
+        if (next)
+            sc_printf(c, &body, " %s", next);
+        if (j >= min)
+            sc_puts(c, &body, " | \"\"");
+        if (name && sc_rule(c, name, &body))
+            next = name;
+    }
+    free(body.p);
+    free(item);
+    if (c->failed)
+        return NULL;
+    const char *name = sc_name(c, hint);
+    sc_text whole = {0};
+    int ok = name && (next ? sc_printf(c, &whole, "\"[\" %s \"]\"", next) : sc_puts(c, &whole, "\"[]\"")) &&
+             sc_rule(c, name, &whole);
+    free(whole.p);
+    return ok ? name : NULL;
+}
 
 static const char *array_rule(schema_conv *c, const di_json *s, const char *hint)
 {
@@ -459,24 +734,50 @@ static const char *array_rule(schema_conv *c, const di_json *s, const char *hint
         return NULL;
     }
     const di_json *items = di_json_get(s, "items");
+    const di_json *prefix = di_json_get(s, "prefixItems");
+    const di_json *additional = di_json_get(s, "additionalItems");
+    if ((prefix && (prefix->kind != DI_JSON_ARRAY || prefix->n == 0)) ||
+        (items && items->kind == DI_JSON_ARRAY && items->n == 0)) {
+        const char *key = prefix ? "prefixItems" : "items";
+        const size_t saved = sc_path_push(c, key);
+        sc_fail_at(c, DI_ERR_GRAMMAR, "%s must be a non-empty array of schemas", key);
+        sc_path_pop(c, saved);
+        return NULL;
+    }
+    if (prefix && items && items->kind == DI_JSON_ARRAY) {
+        const size_t saved = sc_path_push(c, "items");
+        sc_fail_at(c, DI_ERR_UNSUPPORTED, "unsupported: items as an array beside prefixItems");
+        sc_path_pop(c, saved);
+        return NULL;
+    }
+    if (additional && !(items && items->kind == DI_JSON_ARRAY)) {
+        const size_t saved = sc_path_push(c, "additionalItems");
+        sc_fail_at(c, DI_ERR_UNSUPPORTED, "unsupported: additionalItems without items as an array");
+        sc_path_pop(c, saved);
+        return NULL;
+    }
+    if (prefix)
+        return tuple_rule(c, prefix, "prefixItems", items, "items", min, max, hint);
+    if (items && items->kind == DI_JSON_ARRAY)
+        return tuple_rule(c, items, "items", additional, "additionalItems", min, max, hint);
     const char *item;
     if (!items) {
         item = sc_shared(c, "value");
     } else {
         const size_t saved = sc_path_push(c, "items");
-        if (items->kind == DI_JSON_ARRAY) {
-            sc_fail_at(c, DI_ERR_UNSUPPORTED, "unsupported: items as an array (tuples)");
-            return NULL;
-        }
         char h[96];
         snprintf(h, sizeof h, "%.80s-item", hint);
-        item = sc_schema(c, items, h);
+        item = items->kind == DI_JSON_FALSE ? "" : sc_schema(c, items, h);
         sc_path_pop(c, saved);
     }
     if (!item)
         return NULL;
+    if (!*item && min > 0) {
+        sc_fail_at(c, DI_ERR_GRAMMAR, "minItems %llu with items false: no array is valid", (unsigned long long)min);
+        return NULL;
+    }
     sc_text body = {0};
-    if (max == 0) {
+    if (max == 0 || !*item) {
         sc_puts(c, &body, "\"[]\"");
     } else {
         char rest[160];
@@ -524,7 +825,7 @@ static const char *implied_type(schema_conv *c, const di_json *s)
 {
     static const struct { const char *key, *type; } BY_KEY[] = {
         {"properties", "object"}, {"required", "object"}, {"additionalProperties", "object"},
-        {"items", "array"}, {"minItems", "array"}, {"maxItems", "array"},
+        {"items", "array"}, {"prefixItems", "array"}, {"additionalItems", "array"}, {"minItems", "array"}, {"maxItems", "array"},
         {"minLength", "string"}, {"maxLength", "string"}, {"pattern", "string"}, {"format", "string"},
         {"minimum", "integer"}, {"maximum", "integer"}, {"exclusiveMinimum", "integer"},
         {"exclusiveMaximum", "integer"},
@@ -653,6 +954,7 @@ di_status di_schema_to_gbnf(const char *text, size_t len, char **gbnf, size_t *g
     for (size_t i = 0; i < c.n_names; i++)
         free(c.names[i]);
     free(c.names);
+    free(c.name_table);
     free(c.refs);
     free(c.out.p);
     di_json_free(root);

@@ -212,12 +212,43 @@ int sc_json_literal(schema_conv *c, sc_text *t, const di_json *v)
 
 /* ---- rule names -------------------------------------------------------------------- */
 
+static size_t name_slot(const char *name)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *name; name++)
+        h = (h ^ (unsigned char)*name) * 1099511628211ull;
+    return (size_t)(h & (SC_NAME_SLOTS - 1));
+}
+
+/* A hash table, not a scan: a schema may give thousands of rules one stem
+ * (a long key's trie, a tuple's positions), each probing -2, -3, ... */
 static int name_used(const schema_conv *c, const char *name)
 {
-    for (size_t i = 0; i < c->n_names; i++)
-        if (strcmp(c->names[i], name) == 0)
+    if (!c->name_table)
+        return 0;
+    for (size_t i = name_slot(name); c->name_table[i]; i = (i + 1) & (SC_NAME_SLOTS - 1))
+        if (strcmp(c->names[c->name_table[i] - 1], name) == 0)
             return 1;
     return 0;
+}
+
+/* Records a new name (owned by c from here on); 0 when out of memory (the name is freed). */
+static int add_name(schema_conv *c, char *copy)
+{
+    if (!c->name_table && !(c->name_table = calloc(SC_NAME_SLOTS, sizeof *c->name_table))) {
+        free(copy);
+        return 0;
+    }
+    if (!copy || c->n_names + 1 >= SC_NAME_SLOTS / 2 || !DI_GROW(c->names, c->n_names, c->cap_names, 1, 32)) {
+        free(copy);
+        return 0;
+    }
+    size_t i = name_slot(copy);
+    while (c->name_table[i])
+        i = (i + 1) & (SC_NAME_SLOTS - 1);
+    c->names[c->n_names++] = copy;
+    c->name_table[i] = (uint32_t)c->n_names;
+    return 1;
 }
 
 const char *sc_name(schema_conv *c, const char *hint)
@@ -248,12 +279,10 @@ const char *sc_name(schema_conv *c, const char *hint)
     for (unsigned k = 2; name_used(c, name); k++)
         snprintf(name, sizeof name, "%s-%u", base, k);
     char *copy = strdup(name);
-    if (!copy || !DI_GROW(c->names, c->n_names, c->cap_names, 1, 32)) {
-        free(copy);
+    if (!add_name(c, copy)) {
         sc_fail(c, DI_ERR_OUT_OF_MEMORY, "out of memory converting the schema");
         return NULL;
     }
-    c->names[c->n_names++] = copy;
     return copy;
 }
 
@@ -279,6 +308,7 @@ static const shared_rule SHARED[] = {
      "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ([0-9a-cA-Ce-fE-F] hex hex hex | [dD] [0-7] hex hex))",
      {"hex", NULL}},
     {"string", "\"\\\"\" char* \"\\\"\"", {"char", NULL}},
+    {"key-char", "[^\"\\\\\\x00-\\x1F]", {NULL}}, /* a string's character written as itself */
     {"integer", "\"-\"? (\"0\" | [1-9] [0-9]{0,15})", {NULL}},
     {"number", "\"-\"? (\"0\" | [1-9] [0-9]{0,15}) (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,2})?", {NULL}},
     {"boolean", "\"true\" | \"false\"", {NULL}},
@@ -300,12 +330,10 @@ const char *sc_shared(schema_conv *c, const char *name)
         if (name_used(c, r->name))
             return r->name;
         char *copy = strdup(r->name);
-        if (!copy || !DI_GROW(c->names, c->n_names, c->cap_names, 1, 32)) {
-            free(copy);
+        if (!add_name(c, copy)) { /* before its needs: value and object need each other */
             sc_fail(c, DI_ERR_OUT_OF_MEMORY, "out of memory converting the schema");
             return NULL;
         }
-        c->names[c->n_names++] = copy; /* before its needs: value and object need each other */
         sc_text body = {0};
         int ok = sc_puts(c, &body, r->body) && sc_rule(c, r->name, &body);
         free(body.p);

@@ -2,7 +2,7 @@
  * schema_internal.h — what the files of the JSON-schema converter share:
  *   schema_convert.c  the driver: keywords, types, objects, arrays, anyOf, $ref
  *   schema_string.c   strings: lengths, formats, patterns (a regex subset)
- *   schema_number.c   integers within minimum/maximum
+ *   schema_number.c   integers and numbers within minimum/maximum
  *   schema_emit.c     the GBNF text: rule names, literals, JSON-encoded text
  * The converter writes GBNF (docs/STRUCTURED.md, "JSON Schema"), which
  * gbnf_parse.c then compiles, so a schema's grammar can be read and given
@@ -20,6 +20,7 @@
 #define SC_MAX_PATH 1024u   /* bytes of the JSON pointer in a message */
 #define SC_MAX_OUTPUT (1u << 20) /* bytes of GBNF */
 #define SC_MAX_RULES 4096u       /* rules of GBNF */
+#define SC_NAME_SLOTS 16384u     /* the name table: over twice the rules and shared names */
 
 /* A growable text. */
 typedef struct sc_text {
@@ -38,6 +39,7 @@ typedef struct schema_conv {
     sc_text out;             /* the rules written so far */
     char **names;            /* every rule name given, for uniqueness */
     size_t n_names, cap_names;
+    uint32_t *name_table;    /* open addressing: index + 1 into names (SC_NAME_SLOTS, made on first use) */
     sc_ref *refs;
     size_t n_refs, cap_refs;
     uint32_t depth;
@@ -90,8 +92,8 @@ const char *sc_schema(schema_conv *c, const di_json *s, const char *hint);
 const char *sc_string(schema_conv *c, const di_json *s, const char *hint);
 
 /* ---- schema_number.c ----------------------------------------------------- */
-/* The rule of an integer node (minimum, maximum, exclusiveMinimum,
- * exclusiveMaximum), and of a number node (no bounds). */
+/* The rule of an integer node and of a number node (minimum, maximum,
+ * exclusiveMinimum, exclusiveMaximum). */
 const char *sc_integer(schema_conv *c, const di_json *s, const char *hint);
 const char *sc_number(schema_conv *c, const di_json *s, const char *hint);
 
