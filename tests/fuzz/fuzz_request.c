@@ -4,7 +4,8 @@
  * request, then the response JSON it would produce, with no model step.
  *
  * An input is byte 0 (bit 0: the chat endpoint, else completions; bit 1: the
- * chatml template, which has tool turns, else gemma) and the body. The model
+ * chatml template, which has tool turns, else gemma; bit 2: /v1/responses,
+ * whatever bit 0 says) and the body. The model
  * is DI_FUZZ_MODEL (a generated one with a tokenizer: make fuzz passes
  * tok_chat_markers.gguf, whose context is 64).
  *
@@ -46,6 +47,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     server.cfg.max_tokens = 63;
     server.cfg.max_tokens_default = 16;
     server.cfg.max_n = 8;
+    server.cfg.max_prompts = 4;
     server.cfg.max_body = 1 << 20;
     server.cfg.model_name = "fuzz";
     server.cfg.profile = DI_PROFILE_PORTABLE;
@@ -78,7 +80,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sv_request *r = NULL;
     sv_error e;
     memset(&e, 0, sizeof e);
-    if (sv_request_parse(&server, kind, body, len, &r, &e)) {
+    if ((data[0] & 4) ? sv_responses_parse(&server, body, len, &r, &e)
+                      : sv_request_parse(&server, kind, body, len, &r, &e)) {
         CHECK(r == NULL);
         CHECK(e.status == 400 || e.status == 413);
         CHECK(e.message[0] != '\0');
@@ -86,19 +89,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     CHECK(r != NULL);
-    CHECK(r->n_prompt >= 1 && r->n_prompt <= (uint32_t)server.context);
-    for (uint32_t i = 0; i < r->n_prompt; i++)
-        CHECK(r->prompt[i] >= 0 && r->prompt[i] < server.n_vocab);
-    CHECK(r->max_tokens >= 1 && r->max_tokens <= (uint32_t)server.cfg.max_tokens);
-    CHECK(r->n_prompt + r->max_tokens - 1 <= (uint32_t)server.context);
-    CHECK(r->n >= 1 && r->n <= (uint32_t)server.cfg.max_n && r->n_computed == (r->sampled ? r->n : 1));
+    CHECK(r->n_prompts >= 1 && r->n_prompts <= (uint32_t)server.cfg.max_prompts);
+    CHECK(r->max_tokens >= (r->echo ? 0u : 1u) && r->max_tokens <= (uint32_t)server.cfg.max_tokens);
+    for (uint32_t p = 0; p < r->n_prompts; p++) {
+        const sv_prompt *q = &r->prompts[p];
+        CHECK(q->n >= 1 && q->n <= (uint32_t)server.context);
+        for (uint32_t i = 0; i < q->n; i++)
+            CHECK(q->ids[i] >= 0 && q->ids[i] < server.n_vocab);
+        CHECK(q->n + r->max_tokens - 1 <= (uint32_t)server.context);
+    }
+    CHECK(r->n >= 1 && r->n <= (uint32_t)server.cfg.max_n &&
+          r->n_computed == r->n_prompts * (r->sampled ? r->n : 1));
     /* as if every choice finished at once, with no token */
     for (uint32_t i = 0; i < r->n_computed; i++) {
         r->choices[i].state = SV_DONE;
         r->choices[i].finish_reason = "length";
     }
     check_json_object(sv_response_json(&server, r));
-    for (uint32_t i = 0; i < r->n; i++) {
+    if (r->responses) { /* its Response, and its whole stream of events at once */
+        CHECK(r->kind == SV_CHAT && r->n_computed == 1);
+        check_json_object(sv_responses_json(&server, r));
+        sv_responses_stream st;
+        memset(&st, 0, sizeof st);
+        char *events = sv_responses_events(&server, r, &st);
+        CHECK(events != NULL && st.closed && !strncmp(events, "event: response.created\n", 24));
+        free(events);
+    }
+    for (uint32_t i = 0; i < sv_response_choices(r); i++) {
         check_json_object(sv_chunk_json(&server, r, i, "", 0, 0, 0, NULL, 1));
         check_json_object(sv_chunk_json(&server, r, i, "", 0, 0, 0, "length", 0));
     }

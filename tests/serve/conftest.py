@@ -172,7 +172,8 @@ def sampled_reference(model, tokens, max_tokens, **params):
     parameters: {"tokens", "digests", "sequence_digest"}."""
     detinfer = bindings()
     with detinfer.Model(model) as m:
-        with m.session(max_sequences=1, context_length=len(tokens) + max_tokens) as s:
+        with m.session(max_sequences=1, context_length=len(tokens) + max_tokens,
+                       profile=detinfer.Profile.INTEGER) as s:  # the server's default profile
             seq = s.sequence(0)
             seq.set_sampling(detinfer.SamplingParams(**params))
             gen = seq.generate(tokens, max_new=max_tokens)
@@ -217,6 +218,19 @@ def token_string(piece):
     return "bytes:" + "".join("\\x%02x" % b for b in piece)
 
 
+def library_logprobs():
+    """di_session_logprobs of the bindings' library, by ctypes: (session
+    handle, seq, token, &logprob, n_top, ids, logprobs) -> status."""
+    import ctypes as C
+    bindings()
+    from detinfer._lib import library
+    fn = library().c.di_session_logprobs
+    fn.restype = C.c_int
+    fn.argtypes = [C.c_void_p, C.c_uint32, C.c_int32, C.POINTER(C.c_float), C.c_uint32,
+                   C.POINTER(C.c_int32), C.POINTER(C.c_float)]
+    return fn
+
+
 def logprobs_reference(model, tokens, max_tokens, n_top, **params):
     """The library alone (through the bindings, and di_session_logprobs by
     ctypes): the prompt, then up to max_tokens tokens chosen as the server
@@ -226,14 +240,11 @@ def logprobs_reference(model, tokens, max_tokens, n_top, **params):
     tokens, exactly what the server promises to fit."""
     import ctypes as C
     detinfer = bindings()
-    from detinfer._lib import library
-    fn = library().c.di_session_logprobs
-    fn.restype = C.c_int
-    fn.argtypes = [C.c_void_p, C.c_uint32, C.c_int32, C.POINTER(C.c_float), C.c_uint32,
-                   C.POINTER(C.c_int32), C.POINTER(C.c_float)]
+    fn = library_logprobs()
     out = []
     with detinfer.Model(model) as m:
-        with m.session(max_sequences=1, context_length=len(tokens) + max_tokens - 1) as s:
+        with m.session(max_sequences=1, context_length=len(tokens) + max_tokens - 1,
+                       profile=detinfer.Profile.INTEGER) as s:  # the server's default profile
             seq = s.sequence(0)
             if params:
                 seq.set_sampling(detinfer.SamplingParams(**params))

@@ -1,7 +1,8 @@
 /*
  * net_key_test.c — the server's connection counting (tools/serve/serve_conns.c)
  * by network: IPv4 addresses each their own, IPv4-mapped IPv6 as IPv4, and
- * every IPv6 address of one /64 together. Run by tests/serve/test_attack.py;
+ * every IPv6 address of one /64 together; and the admission at the cap and
+ * at a network's share (sv_conns_admit). Run by tests/serve/test_attack.py;
  * prints "ok" and exits 0, or names the failed check and exits 1.
  */
 #include <arpa/inet.h>
@@ -47,8 +48,84 @@ static int same_net(const char *x, const char *y)
     return !memcmp(&ka, &kb, sizeof ka);
 }
 
+/* A connection of the test: a socket pair, the table watching one end. */
+typedef struct conn {
+    int id, s[2];
+} conn;
+
+static void open_conn(sv_conns *t, conn *c, const char *addr)
+{
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, c->s) == 0);
+    struct sockaddr_storage a = addr_of(addr);
+    sv_conns_opened(t, &c->id, c->s[0], (struct sockaddr *)&a);
+}
+
+/* 1 when the table shut the connection down (its peer reads the end). */
+static int was_shut(const conn *c)
+{
+    char b;
+    return recv(c->s[1], &b, 1, MSG_DONTWAIT) == 0;
+}
+
+static int admit(sv_conns *t, const char *addr, int cap, int per_net)
+{
+    struct sockaddr_storage a = addr_of(addr);
+    return sv_conns_admit(t, (struct sockaddr *)&a, cap, per_net);
+}
+
+static void close_all(sv_conns *t, conn *c, int n)
+{
+    sv_conns_stop(t);
+    for (int i = 0; i < n; i++)
+        close(c[i].s[0]), close(c[i].s[1]);
+}
+
+/* At the cap (4 here), a newcomer takes the place of the oldest connection
+ * still receiving of the network holding the most of them, when it holds two
+ * more than the newcomer's; a network at its share gives its own oldest
+ * receiving connection's place, and with none the newcomer's rank is past
+ * the share (429). */
+static void test_admission(void)
+{
+    sv_conns *t = sv_conns_start(60);
+    conn c[8];
+    open_conn(t, &c[0], "10.0.0.1"); /* A */
+    open_conn(t, &c[1], "10.0.0.1");
+    open_conn(t, &c[2], "10.0.0.1");
+    open_conn(t, &c[3], "10.0.0.2"); /* B */
+    CHECK(admit(t, "10.0.0.3", 4, 0));            /* A holds 3 >= 0 + 2: its oldest gives way */
+    CHECK(was_shut(&c[0]) && !was_shut(&c[1]) && !was_shut(&c[3]));
+    open_conn(t, &c[4], "10.0.0.3");
+    CHECK(!admit(t, "10.0.0.1", 4, 0));           /* A's own newcomer: not from itself */
+    CHECK(admit(t, "10.0.0.4", 4, 0) && was_shut(&c[1]));
+    open_conn(t, &c[5], "10.0.0.4");
+    CHECK(!admit(t, "10.0.0.5", 4, 0));           /* every network holds one: the bound */
+    CHECK(!was_shut(&c[2]) && !was_shut(&c[3]) && !was_shut(&c[4]) && !was_shut(&c[5]));
+    close_all(t, c, 6);
+
+    t = sv_conns_start(60);
+    open_conn(t, &c[0], "10.0.0.1");
+    open_conn(t, &c[1], "10.0.0.1");
+    CHECK(admit(t, "10.0.0.1", 100, 2) && was_shut(&c[0]) && !was_shut(&c[1])); /* the idle one gives way */
+    open_conn(t, &c[2], "10.0.0.1");
+    CHECK(sv_conns_rank(t, &c[2].id) == 2);
+    sv_conns_received(t, &c[1].id); /* both busy with requests */
+    sv_conns_received(t, &c[2].id);
+    CHECK(admit(t, "10.0.0.1", 100, 2) && !was_shut(&c[1]) && !was_shut(&c[2]));
+    open_conn(t, &c[3], "10.0.0.1");
+    CHECK(sv_conns_rank(t, &c[3].id) == 3); /* past the share: answered 429 */
+    close_all(t, c, 4);
+
+    t = sv_conns_start(60); /* connections shut but not yet closed count against twice the cap */
+    for (int i = 0; i < 4; i++)
+        open_conn(t, &c[i], "10.0.0.1");
+    CHECK(admit(t, "10.0.0.1", 2, 1) == 0);
+    close_all(t, c, 4);
+}
+
 int main(void)
 {
+    test_admission();
     CHECK(same_net("2001:db8:1:2::1", "2001:db8:1:2:ffff:ffff:ffff:ffff")); /* one /64 */
     CHECK(!same_net("2001:db8:1:2::1", "2001:db8:1:3::1"));                 /* the next /64 */
     CHECK(!same_net("10.0.0.1", "10.0.0.2"));                               /* IPv4: per address */

@@ -43,7 +43,7 @@ def test_completions_equal_the_library_alone(serve):
             assert r.choices[0].finish_reason == ("stop" if ref["stopped"] == "eos" else "length")
             fp = d["fingerprint"]
             assert fp["library_version"] and fp["backend"].startswith("backend=cpu")
-            assert fp["profile"] == "portable"  # the server's default --profile
+            assert fp["profile"] == "integer" and fp["numerics"] == 1  # the server's default --profile
     # The fingerprint's model digest is the file's XXH3-128 (what xxh128sum prints).
     import xxhash
     with open(SMALL, "rb") as f:
@@ -150,3 +150,17 @@ def test_shared_prefix_is_reused_and_changes_nothing(serve):
         # Each request runs in slot 0 after the one before: the shared prefixes
         # 10, 4, 4 and 10 came from its cache (the first request had none).
         assert metric(m.read().decode(), "detinfer_prefix_reused_tokens_total") >= 28
+
+
+def test_an_empty_text_prompt_is_refused_not_bos_alone(serve):
+    """Issue 41: "" is a 400 naming the way to ask for BOS alone (its id), as
+    `detinfer run --prompt ""` and the bindings refuse it; ids are unchanged."""
+    import urllib.error
+    import urllib.request
+    s = serve(SMALL)
+    for body in ({"prompt": ""}, {"prompt": ["hi", ""]}):
+        req = urllib.request.Request(s.url + "/v1/completions", data=json.dumps({**body, "max_tokens": 2}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=60)
+        assert e.value.code == 400 and "empty" in json.loads(e.value.read())["error"]["message"], body

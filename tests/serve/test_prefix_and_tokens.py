@@ -65,7 +65,8 @@ def test_tokenize_and_detokenize(serve, tmp_path):
             for add, special in ((False, False), (True, False), (True, True)):
                 status, got = post(s, "/tokenize", {"content": text, "add_special": add, "parse_special": special},
                                    "secret-key-123")
-                assert status == 200 and got == {"tokens": m.tokenize(text, add_bos=add, parse_special=special)}
+                want = m.tokenize(text, add_bos=add, parse_special=special)
+                assert status == 200 and got == {"tokens": want, "count": len(want), "max_model_len": 64}
             status, got = post(s, "/tokenize", {"content": text, "with_pieces": True}, "secret-key-123")
             ids = m.tokenize(text, add_bos=False)
             assert [t["id"] for t in got["tokens"]] == ids
@@ -73,7 +74,7 @@ def test_tokenize_and_detokenize(serve, tmp_path):
                 piece = m.token_piece_bytes(t["id"])
                 assert t["piece"] == (list(piece) if isinstance(t["piece"], list) else piece.decode("utf-8"))
             status, back = post(s, "/detokenize", {"tokens": ids}, "secret-key-123")
-            assert status == 200 and back == {"content": m.detokenize(ids)}
+            assert status == 200 and back == {"content": m.detokenize(ids), "prompt": m.detokenize(ids)}
         # a text prompt's ids are those of /tokenize with add_special (completions add BOS, parse nothing)
         c = openai.OpenAI(base_url=s.url + "/v1", api_key="secret-key-123", max_retries=0)
         r = c.completions.create(model="x", prompt="Hello world", max_tokens=1,

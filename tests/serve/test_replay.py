@@ -89,3 +89,49 @@ def test_verify_url_saves_receipts(serve, tmp_path):
     assert len(files) >= 4
     out = replay(SMALL, *files)
     assert out.returncode == 0 and out.stdout.count(": matched") == len(files), out.stdout + out.stderr
+
+
+def test_replay_checks_every_computed_field(serve):
+    # issue 42: usage, system_fingerprint, finish_reason, logprobs, the
+    # message and the object are the server's computation too; id, created
+    # and model are its own (docs/SERVING.md, "Auditing a served answer").
+    s = serve(SMALL)
+    body = {"prompt": "Hello world", "max_tokens": 6, "logprobs": 2}
+    good = {"endpoint": "/v1/completions", "request": body, "response": post(s, "/v1/completions", body)}
+    c = serve(GEMMA_CHAT)
+    chat = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "logprobs": True, "top_logprobs": 1}
+    good_chat = {"request": chat, "response": post(c, "/v1/chat/completions", chat)}
+
+    def check(receipt, model=SMALL):
+        return replay(model, "-", stdin=json.dumps(receipt))
+
+    def altered(receipt, alter):
+        bad = json.loads(json.dumps(receipt))
+        alter(bad["response"])
+        return bad
+    # What a client adds or changes that is not the answer's still matches:
+    # null fields an SDK writes back, another id, time and model name.
+    same = altered(good, lambda r: r.update(id="cmpl-other", created=1, model="other", service_tier=None))
+    same["response"]["usage"]["completion_tokens_details"] = None
+    out = check(same)
+    assert out.returncode == 0 and "matched" in out.stdout, out.stdout + out.stderr
+    cases = [
+        (good, lambda r: r["usage"].update(completion_tokens=r["usage"]["completion_tokens"] + 1),
+         "usage.completion_tokens: the receipt has 7, recomputed 6"),
+        (good, lambda r: r["usage"].update(total_tokens=r["usage"]["total_tokens"] + 1), "usage.total_tokens"),
+        (good, lambda r: r.update(system_fingerprint="0" * 32), "system_fingerprint: the receipt has \"000"),
+        (good, lambda r: r.update(object="chat.completion"), "object"),
+        (good, lambda r: r["choices"][0]["logprobs"]["token_logprobs"].__setitem__(2, -0.125),
+         "choices[0].logprobs.token_logprobs[2]"),
+        (good, lambda r: r["choices"][0]["logprobs"]["top_logprobs"][0].clear(), "choices[0].logprobs.top_logprobs[0]"),
+        (good, lambda r: r["choices"][0].update(finish_reason="stop"), "finish_reason"),
+        (good, lambda r: r["detinfer"].update(sampling="sampled"), "detinfer.sampling"),
+        (good_chat, lambda r: r["choices"][0]["message"].update(role="system"), "choices[0].message.role"),
+        (good_chat, lambda r: r["choices"][0]["message"].update(tool_calls=[{"id": "x"}]),
+         "choices[0].message.tool_calls: the receipt has"),
+        (good_chat, lambda r: r["choices"][0]["logprobs"]["content"][0].update(logprob=0.0),
+         "choices[0].logprobs.content[0].logprob"),
+    ]
+    for receipt, alter, why in cases:
+        out = check(altered(receipt, alter), GEMMA_CHAT if receipt is good_chat else SMALL)
+        assert out.returncode == 1 and "DIFFERS" in out.stdout and why in out.stdout, (why, out.stdout + out.stderr)

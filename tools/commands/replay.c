@@ -9,7 +9,9 @@
  * server's own code (tools/serve/serve_request.c) and run by its engine on a
  * local session, alone; then the prompt (count, digest, ids), the sampling
  * parameters as applied, and every choice's token ids, logits digests,
- * sequence digest, text and finish reason are compared with the response.
+ * sequence digest, text and finish reason are compared with the response;
+ * then the rest of the response against the one the server's own code
+ * writes for the recomputation (compare_response).
  * Prints matched or DIFFERS per receipt with the first difference; exit
  * status 0 only when every receipt matched (docs/SERVING.md, "Auditing a
  * served answer").
@@ -22,6 +24,7 @@
 #include "cli/cli_commands.h"
 #include "cli/cli_json.h"
 #include "cli/cli_text.h"
+#include "commands/doctor.h"
 #include "serve/serve.h"
 
 enum { OPT_MODEL, OPT_PROFILE, OPT_THREADS, OPT_CPU_PATH, OPT_BACKEND, OPT_DEVICE };
@@ -229,7 +232,7 @@ static int compare_choice(const sv_request *r, uint32_t i, json_t *facts, json_t
                         (unsigned long long)c->seed), -1;
     json_t *text = r->kind == SV_CHAT ? json_object_get(json_object_get(choice, "message"), "content")
                                       : json_object_get(choice, "text");
-    json_t *want = cli_json_textn(c->text ? c->text : "", c->text_visible);
+    json_t *want = sv_choice_text(r, c);
     const int same_text = json_equal(text, want);
     json_decref(want);
     if (!same_text)
@@ -241,21 +244,36 @@ static int compare_choice(const sv_request *r, uint32_t i, json_t *facts, json_t
     return 0;
 }
 
-/* The prompt as re-tokenized here against the receipt's count, digest and ids. */
-static int compare_prompt(const sv_request *r, json_t *d, char *why, size_t ws)
+/* A prompt as re-tokenized here against the receipt's count, digest and ids
+ * (facts: the detinfer object, or with a list of prompts a choice's facts). */
+static int compare_one_prompt(const sv_prompt *p, json_t *facts, const char *what, char *why, size_t ws)
 {
     di_digest digest;
-    if (cli_digest_bytes(r->prompt, (size_t)r->n_prompt * sizeof *r->prompt, &digest) != DI_OK)
-        return snprintf(why, ws, "the prompt: out of memory for its digest"), -1;
-    json_t *ids = json_object_get(d, "prompt_ids");
-    const long at = ids ? first_difference(ids, r->prompt, r->n_prompt) : -1;
+    if (cli_digest_bytes(p->ids, (size_t)p->n * sizeof *p->ids, &digest) != DI_OK)
+        return snprintf(why, ws, "%s: out of memory for its digest", what), -1;
+    json_t *ids = json_object_get(facts, "prompt_ids");
+    const long at = ids ? first_difference(ids, p->ids, p->n) : -1;
     if (at >= 0)
-        return snprintf(why, ws, "the prompt: its token %ld differs (re-tokenized here: %u tokens)", at, r->n_prompt), -1;
-    json_t *count = json_object_get(d, "prompt_tokens");
-    if (!json_is_integer(count) || json_integer_value(count) != r->n_prompt ||
-        !hex_equal(json_object_get(d, "prompt_digest"), &digest))
-        return snprintf(why, ws, "the prompt: the receipt has %lld tokens, re-tokenized here %u (or its digest differs)",
-                        (long long)json_integer_value(count), r->n_prompt), -1;
+        return snprintf(why, ws, "%s: its token %ld differs (re-tokenized here: %u tokens)", what, at, p->n), -1;
+    json_t *count = json_object_get(facts, "prompt_tokens");
+    if (!json_is_integer(count) || json_integer_value(count) != p->n)
+        return snprintf(why, ws, "%s: the receipt has %lld tokens, re-tokenized here %u", what,
+                        (long long)json_integer_value(count), p->n), -1;
+    if (!hex_equal(json_object_get(facts, "prompt_digest"), &digest))
+        return snprintf(why, ws, "%s: its digest differs from the %u tokens re-tokenized here", what, p->n), -1;
+    return 0;
+}
+
+static int compare_prompt(const sv_request *r, json_t *d, char *why, size_t ws)
+{
+    if (r->n_prompts == 1)
+        return compare_one_prompt(&r->prompts[0], d, "the prompt", why, ws);
+    for (uint32_t i = 0; i < sv_response_choices(r); i++) {
+        char what[48];
+        snprintf(what, sizeof what, "prompt %u (choice %u)", i / r->n, i);
+        if (compare_one_prompt(sv_choice_of(r, i)->prompt, choice_facts(d, i), what, why, ws))
+            return -1;
+    }
     return 0;
 }
 
@@ -270,6 +288,116 @@ static int compare_grammar(const sv_request *r, json_t *d, char *why, size_t ws)
         return snprintf(why, ws, "the grammar: the receipt's digest is %s, the request's grammar rebuilt here %s",
                         want ? want : "(none)", got ? got : "(none)"), -1;
     return 0;
+}
+
+/* Where got first says something other than want, and the two values. */
+typedef struct json_diff {
+    char path[256];
+    json_t *got, *want;
+} json_diff;
+
+/* 1 when got says what want says: equal scalars, arrays of the same length,
+ * objects with the same keys, except that got may add keys whose value is
+ * null and lack those whose value is null in want (what a client's SDK does
+ * when it writes a response back). Else 0, with d filled from d->path on. */
+static int same_json(json_t *got, json_t *want, json_diff *d)
+{
+    const size_t len = strlen(d->path), room = sizeof d->path - len;
+    const char *key;
+    json_t *v;
+    if (json_is_object(want) && json_is_object(got)) {
+        json_object_foreach(want, key, v)
+        {
+            snprintf(d->path + len, room, "%s%s", len ? "." : "", key);
+            if (!same_json(json_object_get(got, key), v, d))
+                return 0;
+        }
+        json_object_foreach(got, key, v)
+        {
+            snprintf(d->path + len, room, "%s%s", len ? "." : "", key);
+            if (!json_object_get(want, key) && !json_is_null(v))
+                return d->got = v, d->want = NULL, 0;
+        }
+    } else if (json_is_array(want) && json_is_array(got) && json_array_size(got) == json_array_size(want)) {
+        for (size_t i = 0; i < json_array_size(want); i++) {
+            snprintf(d->path + len, room, "[%zu]", i);
+            if (!same_json(json_array_get(got, i), json_array_get(want, i), d))
+                return 0;
+        }
+    } else if (json_is_null(want) ? got && !json_is_null(got) : !json_equal(got, want)) {
+        return d->got = got, d->want = want, 0;
+    }
+    d->path[len] = '\0';
+    return 1;
+}
+
+/* A short text of v for a message. */
+static const char *brief(json_t *v, char *buf, size_t size)
+{
+    char *text = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    snprintf(buf, size, "%s", text ? text : "(none)");
+    if (text && strlen(text) >= size && size > 4)
+        strcpy(buf + size - 4, "...");
+    free(text);
+    return buf;
+}
+
+/* In want, the receipt's value of key (or none, as the receipt has none). */
+static void take_receipts(json_t *want, json_t *got, const char *key)
+{
+    json_t *v = json_object_get(got, key);
+    if (v)
+        json_object_set(want, key, v);
+    else
+        json_object_del(want, key);
+}
+
+/* Every other field the server computed: the whole response against the one
+ * the server's own code writes for the recomputed request (usage,
+ * system_fingerprint, each choice's message or text, logprobs and
+ * finish_reason, the detinfer object...). Not compared, as they are the
+ * server's and not the answer's: id, created and model (a name, a time, its
+ * --model-name), what --speculate did (detinfer.speculation, per choice),
+ * and the fingerprint's library_version and backend (its
+ * build and machine: system_fingerprint stands for the digests they
+ * promise, and is compared). */
+static int compare_response(const sv_server *srv, const sv_request *r, json_t *response, char *why, size_t ws)
+{
+    char *text = sv_response_json(srv, r);
+    json_error_t je = {.text = "out of memory"};
+    json_t *want = text ? json_loads(text, JSON_ALLOW_NUL, &je) : NULL; /* a text may hold NUL bytes */
+    free(text);
+    if (!want)
+        return snprintf(why, ws, "the recomputed response: %s", je.text), -1;
+    take_receipts(want, response, "id");
+    take_receipts(want, response, "created");
+    take_receipts(want, response, "model");
+    json_t *fp = json_object_get(json_object_get(response, "detinfer"), "fingerprint");
+    json_t *want_fp = json_object_get(json_object_get(want, "detinfer"), "fingerprint");
+    if (json_is_object(fp) && json_is_object(want_fp)) {
+        take_receipts(want_fp, fp, "library_version");
+        take_receipts(want_fp, fp, "backend");
+    }
+    /* what --speculate did for the speed: the server's, not the answer's
+     * (the answer is the same without it) */
+    json_t *facts = json_object_get(response, "detinfer"), *want_facts = json_object_get(want, "detinfer");
+    if (json_is_object(facts) && json_is_object(want_facts)) {
+        take_receipts(want_facts, facts, "speculation");
+        json_t *choices = json_object_get(facts, "choices"), *want_choices = json_object_get(want_facts, "choices");
+        for (size_t i = 0; i < json_array_size(choices) && i < json_array_size(want_choices); i++)
+            if (json_is_object(json_array_get(choices, i)) && json_is_object(json_array_get(want_choices, i)))
+                take_receipts(json_array_get(want_choices, i), json_array_get(choices, i), "speculation");
+    }
+    json_diff d = {"", NULL, NULL};
+    int rc = 0;
+    if (!same_json(response, want, &d)) {
+        char got[96], wanted[96];
+        snprintf(why, ws, "%s: the receipt has %s, recomputed %s", d.path, brief(d.got, got, sizeof got),
+                 brief(d.want, wanted, sizeof wanted));
+        rc = -1;
+    }
+    json_decref(want);
+    return rc;
 }
 
 /* ---- Running ---------------------------------------------------------------- */
@@ -321,11 +449,14 @@ static int replay_one(sv_server *srv, const receipt *rc, char *why, size_t ws)
         const char *error = sv_request_error(r);
         if (error)
             rcode = snprintf(why, ws, "recomputing failed: %s", error) > 0;
-        for (uint32_t i = 0; !rcode && i < r->n; i++)
+        const uint32_t n_choices = sv_response_choices(r);
+        for (uint32_t i = 0; !rcode && i < n_choices; i++)
             rcode = compare_choice(r, i, choice_facts(rc->detinfer, i), response_choice(rc->response, i), why, ws) != 0;
-        if (!rcode && json_array_size(json_object_get(rc->response, "choices")) != r->n)
+        if (!rcode && json_array_size(json_object_get(rc->response, "choices")) != n_choices)
             rcode = snprintf(why, ws, "the response has %zu choices, the request asks for %u",
-                             json_array_size(json_object_get(rc->response, "choices")), r->n) > 0;
+                             json_array_size(json_object_get(rc->response, "choices")), n_choices) > 0;
+        if (!rcode)
+            rcode = compare_response(srv, r, rc->response, why, ws) != 0;
         sv_engine_release(srv, r);
         return rcode;
     }
@@ -337,7 +468,7 @@ static int start(sv_server *srv, const replay_opts *o, const char *profile)
 {
     srv->cfg = (sv_config){.model_path = o->model, .threads = o->threads, .max_sequences = 64, .queue = 1, .chunk = 64,
                          .backend = o->backend, .device = o->device, .cpu_path = o->cpu_path, .max_n = 64,
-                         .max_tokens_default = 256, .model_name = "replay"};
+                         .max_tokens_default = 256, .max_prompts = 1024, .model_name = "replay"};
     if (!o->profile_given && profile && cli_parse_profile(&command, "--profile", profile, &srv->cfg.profile) != 1)
         return CLI_EXIT_FAIL;
     if (o->profile_given)
@@ -360,6 +491,10 @@ static int start(sv_server *srv, const replay_opts *o, const char *profile)
         fprintf(stderr, "detinfer replay: cannot read %s to digest it\n", o->model);
         return CLI_EXIT_FAIL;
     }
+    di_digest fp; /* the server's system_fingerprint, as this machine computes it for the profile */
+    if (doctor_fingerprint(srv->cfg.profile, &fp) != DI_OK)
+        return cli_fail(&command, "the environment fingerprint", DI_ERR_OUT_OF_MEMORY, "out of memory");
+    cli_hex(&fp, srv->system_fingerprint);
     char err[512] = "";
     if (sv_metrics_create(srv) || sv_engine_start(srv, err, sizeof err))
         return cli_fail(&command, "starting the engine", DI_ERR_INTERNAL, err[0] ? err : "out of memory");

@@ -11,7 +11,8 @@
  *   serve_messages.c a chat's messages -> roles and contents for di_chat_tokenize
  *   serve_grammar.c  response_format, grammar, json_schema -> a compiled grammar (cached)
  *   serve_response.c response, stream chunk and error JSON; the detinfer object
- *   serve_tokens.c   /tokenize and /detokenize
+ *   serve_responses.c /v1/responses (OpenAI's Responses API) as a chat request; its JSON and events
+ *   serve_tokens.c   /tokenize, /detokenize and /tokenizer_info
  *   serve_engine.c   the engine thread: continuous batching over one session,
  *                    the prefix cache of its slots
  *   serve_http.c     libmicrohttpd handlers, routing
@@ -77,6 +78,17 @@ void sv_conns_stop(sv_conns *t);
 /* Connections open from addr's network, and in all. */
 int sv_conns_count(sv_conns *t, const struct sockaddr *addr);
 int sv_conns_total(sv_conns *t);
+/* The accept policy's question: 1 when a connection from addr may be taken.
+ * When addr's network holds per_net open connections (0: no limit), its
+ * oldest one still receiving its request is shut down to make room. Below
+ * `cap` open connections it may; at the cap, room is made by shutting down
+ * the oldest connection still receiving of the network that holds the most
+ * of those, when it holds at least two more than addr's network
+ * (serve_conns.c says why). */
+int sv_conns_admit(sv_conns *t, const struct sockaddr *addr, int cap, int per_net);
+/* Open connections of its network, itself included, when it opened: past
+ * --max-connections-per-ip its requests are answered 429. 0: unknown. */
+int sv_conns_rank(sv_conns *t, const void *connection);
 /* A connection opened (its socket fd and client address) and closed. */
 void sv_conns_opened(sv_conns *t, const void *connection, int fd, const struct sockaddr *addr);
 void sv_conns_closed(sv_conns *t, const void *connection);
@@ -112,6 +124,9 @@ typedef struct sv_config {
     const char *chat_template; /* --chat-template NAME, else the model's */
     const char *model_name;    /* the id /v1/models lists; default the file's base name */
     long max_n;                /* --max-n: choices a request may ask for */
+    long max_prompts;          /* --max-prompts: prompts in one /v1/completions request */
+    int speculate;             /* --speculate ngram: prompt-lookup drafts verified in one step */
+    long draft_max;            /* --draft-max: draft tokens per sequence and step */
     long max_tokens_default;   /* --max-tokens-default: a chat's max_tokens when it gives none */
 } sv_config;
 
@@ -155,9 +170,27 @@ typedef enum sv_kind { SV_COMPLETION, SV_CHAT } sv_kind;
 
 struct sv_request;
 
+/* One prompt of a request (a completion's prompt may be a list of them) and,
+ * with echo and logprobs, the log-probability of each of its tokens given
+ * those before it (the engine fills them from one all-logits prefill). */
+typedef struct sv_prompt {
+    int32_t *ids;
+    uint32_t n;
+    float *token_logprob;     /* echo with logprobs: [n]; [0] has none (NaN) */
+    int32_t *top_tokens;      /* [n][n_top] */
+    float *top_logprobs;      /* [n][n_top] */
+    char *text;               /* echo: the prompt's tokens detokenized (text_len bytes) */
+    size_t text_len;
+    size_t *text_offset;      /* echo with logprobs: bytes of text before each token, [n] */
+} sv_prompt;
+
 /* One computed choice: a sequence of the session while it runs. */
 typedef struct sv_choice {
     struct sv_request *req;
+    sv_prompt *prompt;        /* the prompt it continues */
+    int scores_prompt;        /* it computes its prompt's log-probabilities (echo with logprobs) */
+    uint32_t n_draft;         /* draft tokens after its last token in the step being run */
+    uint32_t drafted, accepted; /* --speculate: draft tokens stepped and accepted so far */
     uint32_t index;           /* among the request's computed choices */
     uint64_t seed;            /* a sampled request's seed + index */
     /* Progress, written by the engine under its lock. */
@@ -175,7 +208,7 @@ typedef struct sv_choice {
     char *text;               /* detokenized generated tokens (text_len bytes, NUL bytes possible), NUL-terminated */
     size_t text_len;
     size_t text_visible;      /* bytes of text that are final (stop strings held back) */
-    const char *finish_reason;/* "stop" or "length" when done */
+    const char *finish_reason;/* "stop" or "length" when done; "length" for max_tokens 0 */
     di_digest sequence;       /* prompt + generated ids, when done */
     char error[256];          /* non-empty: the engine failed this choice */
     double t_first_token;
@@ -187,9 +220,11 @@ typedef struct sv_request {
     int stream;
     int include_usage;        /* stream_options.include_usage: a last chunk with the usage */
     int want_logits_digests, want_prompt_ids;
-    int32_t *prompt;
-    uint32_t n_prompt;
-    uint32_t max_tokens;
+    sv_prompt *prompts;       /* [n_prompts] */
+    uint32_t n_prompts;
+    uint32_t n_prompt_tokens; /* over every prompt (usage) */
+    int echo;                 /* completions: the prompt before the completion, in text and logprobs */
+    uint32_t max_tokens;      /* 0 only with echo: the prompt scored, nothing generated */
     char **stops;
     size_t n_stops, max_stop_len;
     int sampled; /* 0: greedy */
@@ -197,9 +232,11 @@ typedef struct sv_request {
     struct sv_grammar *grammar; /* response_format, grammar or json_schema; NULL: none */
     int logprobs;             /* 1: each token's log-probability (di_session_logprobs) */
     uint32_t n_top;           /* alternatives per token: completions' logprobs, chat's top_logprobs */
-    uint32_t n;               /* choices in the response */
-    uint32_t n_computed;      /* choices computed: n when sampled; 1 when greedy (the n are equal) */
-    sv_choice *choices;       /* [n_computed]; response choice i is choices[sampled ? i : 0] */
+    uint32_t n;               /* choices per prompt in the response */
+    uint32_t n_computed;      /* choices computed: per prompt n when sampled, 1 when greedy (the n are
+                               * equal), so n_prompts x that */
+    sv_choice *choices;       /* [n_computed], prompt by prompt; response choice i (prompt i / n,
+                               * choice i % n) is sv_choice_of(r, i) */
     uint32_t n_admitted;      /* engine: choices given a slot so far */
     char id[48];
     long long created;
@@ -207,14 +244,22 @@ typedef struct sv_request {
     double t_queued;
     pthread_cond_t changed;   /* any choice changed */
     int refs;                 /* the HTTP side and the engine */
+    json_t *responses;        /* /v1/responses: the Response object's fields the request fixes; NULL for others */
 } sv_request;
 
 enum { SV_QUEUED = 0, SV_RUNNING = 1, SV_DONE = 2 };
 
-/* The computed choice behind response choice i. */
+/* Choices in the response: n for each prompt. */
+static inline uint32_t sv_response_choices(const sv_request *r)
+{
+    return r->n_prompts * r->n;
+}
+
+/* The computed choice behind response choice i (index = prompt x n + choice). */
 static inline sv_choice *sv_choice_of(const sv_request *r, uint32_t i)
 {
-    return &r->choices[r->sampled ? i : 0];
+    const uint32_t per = r->sampled ? r->n : 1;
+    return &r->choices[(i / r->n) * per + (r->sampled ? i % r->n : 0)];
 }
 
 /* 1 when every computed choice is done (engine lock held). */
@@ -301,6 +346,9 @@ char *sv_response_json(const sv_server *srv, const sv_request *r);
  * Caller frees. */
 char *sv_chunk_json(const sv_server *srv, const sv_request *r, uint32_t index, const char *delta, size_t delta_len,
                     uint32_t tok_from, uint32_t tok_to, const char *finish, int role);
+/* A whole response choice's text as the response gives it (with echo, its
+ * prompt's text first). New reference. */
+json_t *sv_choice_text(const sv_request *r, const sv_choice *c);
 /* The last chunk with stream_options.include_usage: no choices, the usage. */
 char *sv_usage_chunk_json(const sv_server *srv, const sv_request *r);
 /* {"error": {...}} */
@@ -311,11 +359,32 @@ json_t *sv_detinfer_object(const sv_server *srv, const sv_request *r, int index)
 /* The fingerprint object (/v1/models and every detinfer object). */
 json_t *sv_fingerprint_object(const sv_server *srv);
 
+/* ---- The Responses API (serve_responses.c) ------------------------------- */
+/* A /v1/responses body, checked and parsed as the chat request it means
+ * (sv_request_parse, SV_CHAT), with r->responses set; on failure e is set
+ * (400 naming the Responses field) and -1 returned. */
+int sv_responses_parse(sv_server *srv, const char *body, size_t len, sv_request **out, sv_error *e);
+/* The Response object of a done request; caller frees. */
+char *sv_responses_json(const sv_server *srv, const sv_request *r);
+/* A stream's progress through the Responses events. */
+typedef struct sv_responses_stream {
+    uint32_t events;      /* sent: the next one's sequence_number */
+    uint32_t tokens_sent; /* generated tokens looked at */
+    size_t text_sent;     /* bytes of the text sent in deltas */
+    int opened, closed;
+} sv_responses_stream;
+/* The Server-Sent Events ("event: TYPE\ndata: {...}\n\n") that r's progress
+ * adds since st's last call, or NULL for none; caller frees. Engine lock held. */
+char *sv_responses_events(const sv_server *srv, const sv_request *r, sv_responses_stream *st);
+
 /* ---- Token endpoints (serve_tokens.c) ------------------------------------ */
 /* /tokenize and /detokenize: the response body (caller frees), or NULL with
  * e set. */
 char *sv_tokenize_json(sv_server *srv, const char *body, size_t len, sv_error *e);
 char *sv_detokenize_json(sv_server *srv, const char *body, size_t len, sv_error *e);
+/* GET /tokenizer_info (vLLM's): the special tokens' texts, the context, the
+ * chat template; caller frees; NULL when out of memory. */
+char *sv_tokenizer_info_json(sv_server *srv);
 
 /* ---- The model's facts (serve_main.c) ------------------------------------ */
 /* XXH3-128 of the file's bytes, as `xxh128sum FILE` prints it; 0 or -1. */

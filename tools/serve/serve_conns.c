@@ -1,8 +1,23 @@
 /*
  * serve_conns.c — the server's open connections: counted per client
- * network for --max-connections-per-ip (the accept policy asks before a
- * connection is taken), and each with its request deadline
- * (--request-timeout), enforced by a watchdog thread.
+ * network for --max-connections-per-ip, held to the server's cap (the
+ * accept policy asks before a connection is taken, and may make room), and
+ * each with its request deadline (--request-timeout), enforced by a
+ * watchdog thread.
+ *
+ * Room at the cap: a connection still receiving its request (idle, or
+ * trickling its headers or body) holds a place for nothing yet, so a
+ * reconnecting slow client could keep the table full. When it is full, a
+ * new connection takes the place of the oldest receiving connection of the
+ * network that holds the most receiving connections, if that network holds
+ * at least two more of them than the newcomer's. A network's connections
+ * only displace those of a network that holds more, so a client with no
+ * connection receiving is refused at the cap only when every network holds
+ * at most one, or none is receiving (the table is full of requests being
+ * served: the server's real capacity). Likewise a network at its share
+ * (--max-connections-per-ip) gives its own oldest receiving connection's
+ * place to its new one; with none receiving, the new one is taken and
+ * answered 429 (its rank is past the share).
  *
  * libmicrohttpd's connection timeout closes only idle connections (a byte
  * every few seconds keeps one), and it offers no per-request deadline nor a
@@ -27,6 +42,8 @@ typedef struct entry {
     sv_net_key key;
     double deadline; /* while receiving */
     int receiving;
+    int shut;        /* shut down (deadline, or room made): closing, counts only against the hard limit */
+    int rank;        /* open connections of its network, itself included, when it opened */
 } entry;
 
 struct sv_conns {
@@ -74,9 +91,9 @@ static void *watchdog(void *arg)
     while (!t->stop) {
         const double now = now_s();
         for (size_t i = 0; i < t->n; i++)
-            if (t->v[i].receiving && now > t->v[i].deadline && t->v[i].fd >= 0) {
+            if (t->v[i].receiving && !t->v[i].shut && now > t->v[i].deadline && t->v[i].fd >= 0) {
                 shutdown(t->v[i].fd, SHUT_RDWR);
-                t->v[i].receiving = 0; /* once */
+                t->v[i].shut = 1; /* once */
                 t->expired++;
             }
         struct timespec ts;
@@ -146,13 +163,79 @@ int sv_conns_total(sv_conns *t)
     return n;
 }
 
+/* Connections of the network `key` that are open (not shut), and of those
+ * the ones still receiving their request. Lock held. */
+static int live_of(const sv_conns *t, const sv_net_key *key, int receiving_only)
+{
+    int n = 0;
+    for (size_t i = 0; i < t->n; i++)
+        n += !t->v[i].shut && (!receiving_only || t->v[i].receiving) && !memcmp(&t->v[i].key, key, sizeof *key);
+    return n;
+}
+
+/* The oldest open connection still receiving, of the network `key` (NULL:
+ * of any), or NULL. Lock held. */
+static entry *oldest_receiving(sv_conns *t, const sv_net_key *key)
+{
+    entry *oldest = NULL;
+    for (size_t i = 0; i < t->n; i++) {
+        entry *e = &t->v[i];
+        if (!e->shut && e->receiving && e->fd >= 0 && (!key || !memcmp(&e->key, key, sizeof *key)) &&
+            (!oldest || e->deadline < oldest->deadline))
+            oldest = e;
+    }
+    return oldest;
+}
+
+static void make_room(entry *e)
+{
+    shutdown(e->fd, SHUT_RDWR);
+    e->shut = 1;
+}
+
+int sv_conns_admit(sv_conns *t, const struct sockaddr *addr, int cap, int per_net)
+{
+    sv_net_key key;
+    sv_net_key_of(addr, &key);
+    pthread_mutex_lock(&t->lock);
+    /* Shut connections close within moments, but a flood must not pile
+     * them up: past twice the cap, nothing more is taken. */
+    int ok = t->n < 2 * (size_t)cap;
+    /* At its network's share, the network's own oldest connection still
+     * receiving gives its place: its idle keep-alive connections must not
+     * lock its new ones out. With none, the new one is answered 429. */
+    entry *own = ok && per_net > 0 && live_of(t, &key, 0) >= per_net ? oldest_receiving(t, &key) : NULL;
+    if (own)
+        make_room(own);
+    int live = 0;
+    for (size_t i = 0; i < t->n; i++)
+        live += !t->v[i].shut;
+    if (ok && live >= cap) {
+        const int mine = live_of(t, &key, 1);
+        entry *victim = NULL;
+        int most = 0;
+        for (size_t i = 0; i < t->n; i++) { /* the network holding the most still receiving */
+            entry *e = &t->v[i];
+            const int n = !e->shut && e->receiving && e->fd >= 0 ? live_of(t, &e->key, 1) : 0;
+            if (n > most)
+                victim = e, most = n;
+        }
+        ok = victim && most >= mine + 2;
+        if (ok)
+            make_room(oldest_receiving(t, &victim->key));
+    }
+    pthread_mutex_unlock(&t->lock);
+    return ok;
+}
+
 /* A connection that cannot be watched (no duplicate descriptor, no room in
  * the table) is shut at once rather than left without its deadline. */
 void sv_conns_opened(sv_conns *t, const void *connection, int fd, const struct sockaddr *addr)
 {
-    entry e = {connection, fd >= 0 ? dup(fd) : -1, {{0}}, now_s() + t->timeout, 1};
+    entry e = {connection, fd >= 0 ? dup(fd) : -1, {{0}}, now_s() + t->timeout, 1, 0, 0};
     sv_net_key_of(addr, &e.key);
     pthread_mutex_lock(&t->lock);
+    e.rank = live_of(t, &e.key, 0) + 1;
     if (e.fd >= 0 && t->n == t->cap) {
         size_t cap = t->cap ? 2 * t->cap : 64;
         entry *v = realloc(t->v, cap * sizeof *v);
@@ -209,6 +292,15 @@ uint64_t sv_conns_expired(sv_conns *t)
     const uint64_t n = t->expired;
     pthread_mutex_unlock(&t->lock);
     return n;
+}
+
+int sv_conns_rank(sv_conns *t, const void *connection)
+{
+    pthread_mutex_lock(&t->lock);
+    const entry *e = find(t, connection);
+    const int rank = e ? e->rank : 0;
+    pthread_mutex_unlock(&t->lock);
+    return rank;
 }
 
 void sv_conns_cut_all(sv_conns *t)

@@ -27,6 +27,11 @@
 
 #include "serve/serve.h"
 
+/* --speculate: a step's tokens in all that drafts may bring it to, and the
+ * longest key of the prompt lookup (docs/SERVING.md, "Speculation"). */
+#define SV_DRAFT_STEP_TOKENS 16
+#define SV_DRAFT_NGRAM 3
+
 struct sv_engine {
     pthread_mutex_t lock;
     pthread_cond_t work; /* a request arrived, was cancelled, or stop */
@@ -43,6 +48,7 @@ struct sv_engine {
     int q_head, q_len, q_cap;
     int stop;
     long step_delay_ms; /* TEST ONLY: DETINFER_TEST_STEP_DELAY_MS */
+    int score_turn;     /* prompts to score and others both wait: whose prompt chunks step next */
     /* One step's entries. */
     uint32_t *seq_ids, *n_tokens;
     int32_t *tokens;
@@ -123,6 +129,45 @@ static int is_end_token(const sv_server *srv, const sv_request *r, int32_t token
     return (srv->eos >= 0 && token == srv->eos) || (r->kind == SV_CHAT && srv->eot >= 0 && token == srv->eot);
 }
 
+/* The first computed choice of its prompt (the one whose prompt tokens the
+ * usage metrics count, and which scores the prompt). */
+static int first_of_prompt(const sv_choice *c)
+{
+    const sv_request *r = c->req;
+    return c->index % (r->sampled ? r->n : 1) == 0;
+}
+
+/* max_tokens 0 (echo): the prompt is scored and in; nothing is generated. */
+static void finish_prompt_only_locked(sv_server *srv, sv_engine *g, sv_choice *c)
+{
+    di_status st = di_session_seq_digest(g->session, c->slot, &c->sequence);
+    if (st) {
+        fail_locked(g, c, "sequence digest", st, di_session_errmsg(g->session));
+        return;
+    }
+    c->finish_reason = "length";
+    sv_metrics_tokens(srv, first_of_prompt(c) ? c->prompt->n : 0, 0);
+    finish_locked(g, c);
+}
+
+/* After an all-logits step that fed c's prompt tokens [from, from + count):
+ * the log-probability of each prompt token after them, given those before. */
+static di_status score_prompt_locked(sv_engine *g, sv_choice *c, uint32_t from, uint32_t count)
+{
+    const sv_request *r = c->req;
+    sv_prompt *p = c->prompt;
+    for (uint32_t k = 0; k < count && from + k + 1 < p->n; k++) {
+        const uint32_t t = from + k + 1; /* the token position k's logits predict */
+        const size_t at = (size_t)t * r->n_top;
+        di_status st = di_session_logprobs_at(g->session, c->slot, k, p->ids[t], &p->token_logprob[t], r->n_top,
+                                              r->n_top ? &p->top_tokens[at] : NULL,
+                                              r->n_top ? &p->top_logprobs[at] : NULL);
+        if (st)
+            return st;
+    }
+    return DI_OK;
+}
+
 /* The grammar's text is complete and nothing may follow, but the model has
  * no end token to choose: c finishes ("stop") with the tokens it has, all
  * of them stepped. */
@@ -137,7 +182,7 @@ static void finish_complete_locked(sv_server *srv, sv_engine *g, sv_choice *c)
     if (c->n_out > 0)
         c->visible_after[c->n_out - 1] = c->text_visible;
     c->finish_reason = "stop";
-    sv_metrics_tokens(srv, c->index == 0 ? c->req->n_prompt : 0, c->n_out);
+    sv_metrics_tokens(srv, first_of_prompt(c) ? c->prompt->n : 0, c->n_out);
     finish_locked(g, c);
 }
 
@@ -156,6 +201,9 @@ static di_status start_grammar(const sv_server *srv, sv_engine *g, sv_choice *c)
  * generation (EOS, the end of the turn) counts as a generated token:
  * completion_token_ids, usage, the sequence digest and the stream's chunks
  * (one per token) all hold it. */
+static int record_locked(sv_server *srv, sv_engine *g, sv_choice *c, int32_t token, const di_digest *digest,
+                         int row);
+
 static void advance_locked(sv_server *srv, sv_engine *g, sv_choice *c)
 {
     sv_request *r = c->req;
@@ -174,41 +222,99 @@ static void advance_locked(sv_server *srv, sv_engine *g, sv_choice *c)
     if (!st)
         st = r->sampled ? di_session_sample_token(g->session, seq, &token)
                         : di_session_greedy_token(g->session, seq, &token);
-    /* the chosen token's log-probability in the model's raw distribution,
-     * whatever chose it (greedy or sampled) */
-    if (!st && r->logprobs) {
-        const size_t at = (size_t)c->n_out * r->n_top;
-        st = di_session_logprobs(g->session, seq, token, &c->token_logprob[c->n_out], r->n_top,
-                                 r->n_top ? &c->top_tokens[at] : NULL, r->n_top ? &c->top_logprobs[at] : NULL);
-        c->text_offset[c->n_out] = c->text ? c->text_len : 0;
-    }
     if (st) {
         fail_locked(g, c, "choosing a token", st, di_session_errmsg(g->session));
         return;
     }
+    record_locked(srv, g, c, token, &digest, -1);
+}
+
+/* Records c's next generated token, chosen from the logits with `digest`:
+ * those of the sequence's last position (row < 0), or row `row` of its entry
+ * in the last step (an accepted draft token, before the sequence's last
+ * position). Finishes c when it is done; 1 when it did (or failed). */
+static int record_locked(sv_server *srv, sv_engine *g, sv_choice *c, int32_t token, const di_digest *digest,
+                         int row)
+{
+    sv_request *r = c->req;
+    const uint32_t seq = c->slot;
+    di_status st = DI_OK;
+    /* the chosen token's log-probability in the model's raw distribution,
+     * whatever chose it (greedy or sampled) */
+    if (r->logprobs) {
+        const size_t at = (size_t)c->n_out * r->n_top;
+        int32_t *top = r->n_top ? &c->top_tokens[at] : NULL;
+        float *top_lp = r->n_top ? &c->top_logprobs[at] : NULL;
+        st = row < 0 ? di_session_logprobs(g->session, seq, token, &c->token_logprob[c->n_out], r->n_top, top, top_lp)
+                     : di_session_logprobs_at(g->session, seq, (uint32_t)row, token, &c->token_logprob[c->n_out],
+                                              r->n_top, top, top_lp);
+        c->text_offset[c->n_out] = c->text ? c->text_len : 0;
+    }
+    if (st) {
+        fail_locked(g, c, "choosing a token", st, di_session_errmsg(g->session));
+        return 1;
+    }
     if (c->n_out == 0)
         c->t_first_token = cli_now();
-    c->digests[c->n_out] = digest;
+    c->digests[c->n_out] = *digest;
     c->out[c->n_out++] = token;
     int stopped = update_text_locked(srv, r, c);
     const char *finish = stopped || is_end_token(srv, r, token) ? "stop" : c->n_out == r->max_tokens ? "length" : NULL;
     if (finish) {
-        /* The last token was chosen but never stepped. */
-        st = di_session_seq_digest_extra(g->session, seq, &c->out[c->n_out - 1], 1, &c->sequence);
+        /* The last token was chosen but never stepped: a draft token the
+         * sequence holds, and those after it, are cut first. */
+        if (row >= 0)
+            st = di_session_seq_truncate(g->session, seq, c->prompt->n + c->n_out - 1);
+        if (!st)
+            st = di_session_seq_digest_extra(g->session, seq, &c->out[c->n_out - 1], 1, &c->sequence);
         if (st) {
             fail_locked(g, c, "sequence digest", st, di_session_errmsg(g->session));
-            return;
+            return 1;
         }
         if (!stopped)
             c->text_visible = c->text_len;
         c->visible_after[c->n_out - 1] = c->text_visible;
         c->finish_reason = finish;
-        sv_metrics_tokens(srv, c->index == 0 ? r->n_prompt : 0, c->n_out);
+        sv_metrics_tokens(srv, first_of_prompt(c) ? c->prompt->n : 0, c->n_out);
         finish_locked(g, c);
-        return;
+        return 1;
     }
     c->visible_after[c->n_out - 1] = c->text_visible;
     pthread_cond_broadcast(&r->changed);
+    return 0;
+}
+
+/* After an all-logits step that fed c its last token and a draft of
+ * c->n_draft tokens: di_session_seq_accept_draft, then each accepted draft
+ * token and the token chosen after them recorded as decoding one token per
+ * step would have (docs/DETERMINISM.md, "Speculative decoding"). */
+static void resolve_draft_locked(sv_server *srv, sv_engine *g, sv_choice *c, const int32_t *draft)
+{
+    const uint32_t seq = c->slot, n_draft = c->n_draft;
+    c->n_draft = 0;
+    uint32_t accepted = 0;
+    int32_t next = -1;
+    di_status st = di_session_seq_accept_draft(g->session, seq, n_draft, &accepted, &next);
+    if (st && st != DI_ERR_GRAMMAR_REJECTED) {
+        fail_locked(g, c, "resolving a draft", st, di_session_errmsg(g->session));
+        return;
+    }
+    c->drafted += n_draft;
+    c->accepted += accepted;
+    for (uint32_t i = 0; i <= accepted; i++) {
+        di_digest digest;
+        di_status dst = di_session_logits_at(g->session, seq, i, &(const float *){NULL}, &digest);
+        if (dst) {
+            fail_locked(g, c, "resolving a draft", dst, di_session_errmsg(g->session));
+            return;
+        }
+        if (i == accepted && st == DI_ERR_GRAMMAR_REJECTED) { /* complete: nothing may follow */
+            finish_complete_locked(srv, g, c);
+            return;
+        }
+        if (record_locked(srv, g, c, i < accepted ? draft[i] : next, &digest, i < accepted ? (int)i : -1))
+            return;
+    }
 }
 
 static uint32_t common_prefix(const int32_t *a, uint32_t na, const int32_t *b, uint32_t nb)
@@ -242,13 +348,14 @@ static int choose_slot(const sv_engine *g, const int32_t *prompt, uint32_t n)
 }
 
 /* Gives c's slot the longest prefix of the prompt held by any slot (at least
- * one prompt token is left to step, for the logits), or empties it. */
+ * one prompt token is left to step, for the logits), or empties it. A choice
+ * that scores its prompt needs the logits of every position: it starts empty. */
 static di_status start_from_prefix(sv_server *srv, sv_engine *g, sv_choice *c)
 {
-    const sv_request *r = c->req;
+    const sv_prompt *p = c->prompt;
     uint32_t slot = c->slot, best = 0, donor = slot;
-    for (uint32_t i = 0; i < g->n_slots; i++) {
-        uint32_t n = common_prefix(r->prompt, r->n_prompt - 1, g->held[i], g->n_held[i]);
+    for (uint32_t i = 0; i < g->n_slots && !c->scores_prompt; i++) {
+        uint32_t n = common_prefix(p->ids, p->n - 1, g->held[i], g->n_held[i]);
         if (n > best || (n == best && i == slot)) {
             best = n;
             donor = i;
@@ -265,7 +372,7 @@ static di_status start_from_prefix(sv_server *srv, sv_engine *g, sv_choice *c)
         g->n_held[slot] = 0;
         return st;
     }
-    memcpy(g->held[slot], r->prompt, best * sizeof *r->prompt);
+    memcpy(g->held[slot], p->ids, best * sizeof *p->ids);
     g->n_held[slot] = best;
     c->n_fed = best;
     if (best)
@@ -293,14 +400,16 @@ static void admit_locked(sv_server *srv, sv_engine *g)
             drop_unadmitted_locked(g, r);
             continue;
         }
-        /* later choices wait until the first holds the prompt, to copy it */
-        const sv_choice *first = &r->choices[0];
-        if (r->n_admitted > 0 && first->state != SV_DONE && first->n_fed + 1 < r->n_prompt)
+        /* a prompt's later choices wait until its first holds the prompt, to copy it */
+        sv_choice *c = &r->choices[r->n_admitted];
+        const uint32_t per = r->sampled ? r->n : 1;
+        const sv_choice *first = &r->choices[r->n_admitted - r->n_admitted % per];
+        if (first != c && first->state != SV_DONE && first->n_fed + 1 < first->prompt->n)
             return;
-        const int slot = choose_slot(g, r->prompt, r->n_prompt - 1);
+        const int slot = choose_slot(g, c->prompt->ids, c->prompt->n - 1);
         if (slot < 0)
             return;
-        sv_choice *c = &r->choices[r->n_admitted++];
+        r->n_admitted++;
         if (r->n_admitted == r->n_computed) {
             g->q_head = (g->q_head + 1) % g->q_cap;
             g->q_len--;
@@ -334,21 +443,60 @@ static void *engine_main(void *arg)
             if (g->slots[i] && g->slots[i]->req->cancelled)
                 finish_locked(g, g->slots[i]);
         admit_locked(srv, g);
-        uint32_t n = 0, n_tok = 0;
+        /* Prompts to score need an all-logits step, which computes every
+         * position's logits row: their chunks step without other prompts'
+         * chunks (whose rows nobody reads), within one chunk's rows in all
+         * (--chunk x the vocabulary's floats); the two kinds take turns. */
+        int scoring = 0, others = 0;
+        for (uint32_t i = 0; i < g->n_slots; i++) {
+            const sv_choice *c = g->slots[i];
+            if (c && c->n_fed < c->prompt->n)
+                *(c->scores_prompt ? &scoring : &others) = 1;
+        }
+        const int score_step = scoring && (!others || g->score_turn);
+        if (scoring && others)
+            g->score_turn = !score_step;
+        /* --speculate: decoding choices add prompt-lookup drafts in steps
+         * that keep all logits anyway or hold no ordinary prompt chunk,
+         * within SV_DRAFT_STEP_TOKENS tokens in all (the more sequences
+         * decode, the less a draft saves: none from that many on) */
+        uint32_t decoding = 0;
+        for (uint32_t i = 0; i < g->n_slots; i++)
+            decoding += g->slots[i] && g->slots[i]->n_fed >= g->slots[i]->prompt->n;
+        long draft_max = srv->cfg.speculate && (score_step || !others) && decoding
+                             ? (long)(SV_DRAFT_STEP_TOKENS / decoding) - 1 : 0;
+        if (draft_max > srv->cfg.draft_max)
+            draft_max = srv->cfg.draft_max;
+        int drafts = 0;
+        uint32_t n = 0, n_tok = 0, score_budget = (uint32_t)srv->cfg.chunk;
         for (uint32_t i = 0; i < g->n_slots; i++) {
             sv_choice *c = g->slots[i];
             if (!c)
                 continue;
-            const sv_request *r = c->req;
+            const sv_prompt *p = c->prompt;
             uint32_t take;
-            if (c->n_fed < r->n_prompt) {
-                take = r->n_prompt - c->n_fed;
+            if (c->n_fed < p->n) {
+                if (c->scores_prompt != score_step || (score_step && score_budget == 0))
+                    continue;
+                take = p->n - c->n_fed;
                 if (take > (uint32_t)srv->cfg.chunk)
                     take = (uint32_t)srv->cfg.chunk;
-                memcpy(&g->tokens[n_tok], &r->prompt[c->n_fed], take * sizeof *g->tokens);
+                if (score_step && take > score_budget)
+                    take = score_budget;
+                if (score_step)
+                    score_budget -= take;
+                memcpy(&g->tokens[n_tok], &p->ids[c->n_fed], take * sizeof *g->tokens);
             } else {
                 take = 1;
                 g->tokens[n_tok] = c->out[c->n_out - 1];
+                c->n_draft = 0;
+                if (draft_max > 0 &&
+                    di_session_seq_draft_lookup(g->session, i, g->tokens[n_tok], SV_DRAFT_NGRAM,
+                                                (uint32_t)draft_max, &g->tokens[n_tok + 1], &c->n_draft) == DI_OK)
+                    take += c->n_draft;
+                else
+                    c->n_draft = 0;
+                drafts |= c->n_draft > 0;
             }
             g->seq_ids[n] = i;
             g->n_tokens[n] = take;
@@ -364,7 +512,8 @@ static void *engine_main(void *arg)
         }
         pthread_mutex_unlock(&g->lock);
         double t0 = cli_now();
-        di_status st = di_session_step(g->session, n, g->seq_ids, g->n_tokens, g->tokens, 0);
+        di_status st = di_session_step(g->session, n, g->seq_ids, g->n_tokens, g->tokens,
+                                       score_step || drafts ? DI_STEP_ALL_LOGITS : 0);
         double elapsed = cli_now() - t0;
         sv_metrics_step(srv, n, n_tok, elapsed);
         if (g->step_delay_ms > 0) {
@@ -383,16 +532,39 @@ static void *engine_main(void *arg)
             }
             at += g->n_tokens[k];
         }
+        at = 0;
         for (uint32_t k = 0; k < n; k++) {
             sv_choice *c = g->stepped[k];
+            const int32_t *draft = &g->tokens[at + 1];
+            at += g->n_tokens[k];
             if (st) {
                 fail_locked(g, c, "step", st, di_session_errmsg(g->session));
                 continue;
             }
-            if (c->n_fed < c->req->n_prompt) {
+            if (c->n_fed >= c->prompt->n && c->n_draft > 0) {
+                const uint32_t slot = c->slot;
+                resolve_draft_locked(srv, g, c, draft);
+                /* the slot's cache holds the accepted tokens only */
+                uint32_t length = 0;
+                if (di_session_seq_length(g->session, slot, &length) || length < g->n_held[slot])
+                    g->n_held[slot] = length;
+                continue;
+            }
+            if (c->n_fed < c->prompt->n) {
+                if (c->scores_prompt) {
+                    di_status sst = score_prompt_locked(g, c, c->n_fed, g->n_tokens[k]);
+                    if (sst) {
+                        fail_locked(g, c, "scoring the prompt", sst, di_session_errmsg(g->session));
+                        continue;
+                    }
+                }
                 c->n_fed += g->n_tokens[k];
-                if (c->n_fed < c->req->n_prompt)
+                if (c->n_fed < c->prompt->n)
                     continue; /* more prompt to read */
+                if (c->req->max_tokens == 0) {
+                    finish_prompt_only_locked(srv, g, c);
+                    continue;
+                }
                 di_status gst = c->req->grammar ? start_grammar(srv, g, c) : DI_OK;
                 if (gst) {
                     fail_locked(g, c, "starting the grammar", gst, di_session_errmsg(g->session));
@@ -427,7 +599,9 @@ int sv_engine_start(sv_server *srv, char *err, size_t err_size)
                 g->step_delay_ms);
     }
     g->q_cap = (int)srv->cfg.queue;
-    size_t max_tokens = (size_t)g->n_slots * (size_t)srv->cfg.chunk;
+    /* a step's tokens: a prompt chunk, or a token and its draft, per slot */
+    const size_t per_slot = (size_t)srv->cfg.chunk > 1 + DI_DRAFT_MAX ? (size_t)srv->cfg.chunk : 1 + DI_DRAFT_MAX;
+    size_t max_tokens = (size_t)g->n_slots * per_slot;
     g->slots = calloc(g->n_slots, sizeof *g->slots);
     g->held = calloc(g->n_slots, sizeof *g->held);
     g->n_held = calloc(g->n_slots, sizeof *g->n_held);

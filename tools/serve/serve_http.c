@@ -1,9 +1,11 @@
 /*
  * serve_http.c — HTTP/1.1 with keep-alive from libmicrohttpd, one thread per
  * connection (a handler may wait for the engine). A client outside the
- * allowlist, or one whose network holds --max-connections-per-ip
- * connections already, is refused at accept, before a byte is read (the
- * accept policy). Then, each before any work: the Host (421), the Origin
+ * allowlist is refused at accept, before a byte is read (the accept policy),
+ * and so is any client at the connection cap when no connection can make
+ * room (sv_conns_admit). Then, each before any work: the HTTP version (505),
+ * the Host and the body's framing (400, closing), the connections of the
+ * client's network (429, closing), the Host's name (421), the Origin
  * (403), the route (404/405, and CORS preflights), the API key (401),
  * draining (503), the content type (415), the body size (413, as soon as a
  * body passes it); then the body is parsed (400) and queued (429). A 401,
@@ -26,7 +28,8 @@ typedef enum MHD_Result MHD_Result_t;
 
 /* ---- Routes (one table) -------------------------------------------------- */
 typedef enum route_id {
-    R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_TOKENIZE, R_DETOKENIZE, R_HEALTH, R_METRICS, R_NONE
+    R_COMPLETIONS, R_CHAT, R_RESPONSES, R_MODELS, R_MODEL, R_TOKENIZE, R_DETOKENIZE, R_TOKENIZER_INFO, R_HEALTH,
+    R_METRICS, R_NONE
 } route_id;
 static const struct route {
     const char *path;
@@ -36,10 +39,12 @@ static const struct route {
 } routes[] = {
     [R_COMPLETIONS] = {"/v1/completions", "POST", 1, 0},
     [R_CHAT] = {"/v1/chat/completions", "POST", 1, 0},
+    [R_RESPONSES] = {"/v1/responses", "POST", 1, 0},
     [R_MODELS] = {"/v1/models", "GET", 1, 0},
     [R_MODEL] = {"/v1/models/", "GET", 1, 1},
     [R_TOKENIZE] = {"/tokenize", "POST", 1, 0},
     [R_DETOKENIZE] = {"/detokenize", "POST", 1, 0},
+    [R_TOKENIZER_INFO] = {"/tokenizer_info", "GET", 1, 0},
     [R_HEALTH] = {"/health", "GET", 0, 0},
     [R_METRICS] = {"/metrics", "GET", 1, 0},
     [R_NONE] = {"other", NULL, 0, 0},
@@ -51,6 +56,7 @@ typedef struct exchange {
     size_t len, cap;
     int status;         /* of the response queued; for metrics */
     const char *origin; /* an allowed Origin, echoed in the CORS headers; NULL for none */
+    int close;          /* the answer closes the connection (a request whose framing cannot be trusted) */
 } exchange;
 
 static int in_flight; /* requests between their first call and completion (atomic) */
@@ -80,7 +86,7 @@ static MHD_Result_t queue_text(struct MHD_Connection *conn, exchange *ex, int st
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     add_cors(resp, ex);
-    if (status == 401 || status == 403 || status == 413 || status == 421) /* no second try on this connection */
+    if (ex->close || status == 401 || status == 403 || status == 413 || status == 421) /* no second try on this connection */
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (retry_after)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, retry_after);
@@ -186,7 +192,10 @@ static MHD_Result_t handle_generation(sv_server *srv, struct MHD_Connection *con
 {
     sv_request *r = NULL;
     sv_error e;
-    if (sv_request_parse(srv, ex->route == R_CHAT ? SV_CHAT : SV_COMPLETION, ex->body ? ex->body : "", ex->len, &r, &e))
+    const char *body = ex->body ? ex->body : "";
+    const sv_kind kind = ex->route == R_COMPLETIONS ? SV_COMPLETION : SV_CHAT;
+    if (ex->route == R_RESPONSES ? sv_responses_parse(srv, body, ex->len, &r, &e)
+                                 : sv_request_parse(srv, kind, body, ex->len, &r, &e))
         return queue_error(conn, ex, &e);
     if (sv_engine_submit(srv, r, &e)) {
         sv_request_free(r);
@@ -225,7 +234,7 @@ static MHD_Result_t handle_generation(sv_server *srv, struct MHD_Connection *con
         sv_set_error(&e, 500, "server_error", NULL, "%s", error);
         ret = queue_error(conn, ex, &e);
     } else {
-        ret = queue_json(conn, ex, 200, sv_response_json(srv, r));
+        ret = queue_json(conn, ex, 200, r->responses ? sv_responses_json(srv, r) : sv_response_json(srv, r));
     }
     sv_engine_release(srv, r);
     return ret;
@@ -248,6 +257,9 @@ static json_t *model_object(sv_server *srv)
     json_object_set_new(d, "max_tokens", json_integer(srv->cfg.max_tokens));
     json_object_set_new(d, "max_tokens_default", json_integer(srv->cfg.max_tokens_default));
     json_object_set_new(d, "max_n", json_integer(srv->cfg.max_n));
+    json_object_set_new(d, "max_prompts", json_integer(srv->cfg.max_prompts));
+    /* what a request that names none gets: greedy, where OpenAI's temperature is 1 */
+    json_object_set_new(d, "defaults", json_pack("{s:f, s:f, s:I}", "temperature", 0.0, "top_p", 1.0, "seed", 0));
     json_object_set_new(d, "chat_template", srv->chat_template ? json_string(srv->chat_template) : json_null());
     json_object_set_new(d, "sampling", json_boolean(srv->sampling_available));
     json_object_set_new(model, "detinfer", d);
@@ -274,6 +286,8 @@ static MHD_Result_t handle_tokens(sv_server *srv, struct MHD_Connection *conn, e
 {
     sv_error e;
     const char *body = ex->body ? ex->body : "";
+    if (ex->route == R_TOKENIZER_INFO) /* a GET: nothing to parse */
+        return queue_json(conn, ex, 200, sv_tokenizer_info_json(srv));
     char *out =
         ex->route == R_TOKENIZE ? sv_tokenize_json(srv, body, ex->len, &e) : sv_detokenize_json(srv, body, ex->len, &e);
     return out ? queue_json(conn, ex, 200, out) : queue_error(conn, ex, &e);
@@ -356,14 +370,87 @@ static MHD_Result_t queue_preflight(struct MHD_Connection *conn, exchange *ex)
     return ret;
 }
 
+typedef struct header_count {
+    const char *name;
+    int n;
+} header_count;
+
+static MHD_Result_t count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind, (void)value;
+    header_count *c = cls;
+    c->n += !strcasecmp(key, c->name);
+    return MHD_YES;
+}
+
+/* How many times the request has the header `name`. */
+static int headers_named(struct MHD_Connection *conn, const char *name)
+{
+    header_count c = {name, 0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &c);
+    return c.n;
+}
+
+/* What libmicrohttpd lets through and a proxy in front may read otherwise
+ * (request smuggling): the HTTP version, the Host, and the body's framing,
+ * each given once and unambiguous. libmicrohttpd reads the first of repeated
+ * Content-Length headers and prefers chunked to Content-Length, so the rest
+ * of a body could be read as another request; these are refused with the
+ * connection closed. 1 when a response was queued. */
+static int framing_checks(struct MHD_Connection *conn, exchange *ex, const char *version, MHD_Result_t *ret)
+{
+    const int v11 = !strcmp(version, MHD_HTTP_VERSION_1_1);
+    ex->close = 1; /* every refusal here */
+    if (!v11 && strcmp(version, MHD_HTTP_VERSION_1_0)) {
+        *ret = fail(conn, ex, 505, "invalid_request_error", "HTTP version %.16s is not supported (HTTP/1.1 or 1.0)",
+                    version);
+        return 1;
+    }
+    const int hosts = headers_named(conn, MHD_HTTP_HEADER_HOST);
+    if (hosts > 1 || (v11 && !hosts)) {
+        *ret = fail(conn, ex, 400, "invalid_request_error", "%s",
+                    hosts ? "more than one Host header" : "an HTTP/1.1 request needs a Host header");
+        return 1;
+    }
+    const int lengths = headers_named(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const int codings = headers_named(conn, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    const char *why = NULL;
+    if (lengths > 1)
+        why = "more than one Content-Length header";
+    else if (codings > 1)
+        why = "more than one Transfer-Encoding header";
+    else if (lengths && codings)
+        why = "both Content-Length and Transfer-Encoding";
+    else if (te && strcasecmp(te, "chunked"))
+        why = "a Transfer-Encoding other than chunked";
+    if (why) {
+        *ret = fail(conn, ex, 400, "invalid_request_error", "the request's framing is ambiguous: %s", why);
+        return 1;
+    }
+    ex->close = 0;
+    return 0;
+}
+
 /* The first call of a request: every check that needs no body. Returns 1
  * when it queued a response. */
 static int first_checks(sv_server *srv, struct MHD_Connection *conn, exchange *ex, const char *method,
-                        MHD_Result_t *ret)
+                        const char *version, MHD_Result_t *ret)
 {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     if (!ci || !sv_allow_match(&srv->allow, ci->client_addr)) { /* the accept policy refused it already */
         *ret = fail(conn, ex, 403, "permission_error", "%s", "this client's address is not in the server's allowlist");
+        return 1;
+    }
+    if (framing_checks(conn, ex, version, ret))
+        return 1;
+    if (srv->cfg.max_connections_per_ip > 0 && sv_conns_rank(srv->conns, conn) > srv->cfg.max_connections_per_ip) {
+        sv_error e; /* answered, then closed: the network's other connections keep their places */
+        sv_set_error(&e, 429, "rate_limit_error", NULL,
+                     "this client's network holds more than %ld connections (--max-connections-per-ip)",
+                     srv->cfg.max_connections_per_ip);
+        ex->close = 1;
+        *ret = queue_error(conn, ex, &e);
         return 1;
     }
     const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
@@ -403,7 +490,7 @@ static int first_checks(sv_server *srv, struct MHD_Connection *conn, exchange *e
                     "a valid API key is required (Authorization: Bearer KEY)");
         return 1;
     }
-    if (sv_draining(srv) && (ex->route == R_COMPLETIONS || ex->route == R_CHAT)) {
+    if (sv_draining(srv) && (ex->route == R_COMPLETIONS || ex->route == R_CHAT || ex->route == R_RESPONSES)) {
         sv_error e;
         sv_set_error(&e, 503, "server_error", NULL, "the server is shutting down");
         *ret = queue_error(conn, ex, &e);
@@ -426,7 +513,6 @@ static int first_checks(sv_server *srv, struct MHD_Connection *conn, exchange *e
 static MHD_Result_t on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
-    (void)version;
     sv_server *srv = cls;
     exchange *ex = *con_cls;
     if (!ex) {
@@ -437,7 +523,7 @@ static MHD_Result_t on_request(void *cls, struct MHD_Connection *conn, const cha
         __atomic_add_fetch(&in_flight, 1, __ATOMIC_SEQ_CST);
         ex->route = find_route(url);
         MHD_Result_t ret;
-        if (first_checks(srv, conn, ex, method, &ret))
+        if (first_checks(srv, conn, ex, method, version, &ret))
             return ret;
         return MHD_YES;
     }
@@ -468,11 +554,13 @@ static MHD_Result_t on_request(void *cls, struct MHD_Connection *conn, const cha
     sv_conns_received(srv->conns, conn); /* the request is in: its deadline is met */
     switch (ex->route) {
     case R_COMPLETIONS:
-    case R_CHAT: return handle_generation(srv, conn, ex);
+    case R_CHAT:
+    case R_RESPONSES: return handle_generation(srv, conn, ex);
     case R_MODELS:
     case R_MODEL: return handle_models(srv, conn, ex, url);
     case R_TOKENIZE:
-    case R_DETOKENIZE: return handle_tokens(srv, conn, ex);
+    case R_DETOKENIZE:
+    case R_TOKENIZER_INFO: return handle_tokens(srv, conn, ex);
     case R_HEALTH: return handle_health(srv, conn, ex);
     case R_METRICS: return handle_metrics(srv, conn, ex);
     default: return MHD_NO;
@@ -500,16 +588,17 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 int sv_http_in_flight(void) { return __atomic_load_n(&in_flight, __ATOMIC_SEQ_CST); }
 
 /* Before a connection is taken, from its address alone: the allowlist, and
- * the connections its network holds (an IPv4 address, an IPv6 /64). A
- * refused client gets no byte; at the global connection cap libmicrohttpd
- * closes new connections the same way (docs/SERVING.md, "Security"). */
+ * the connection cap and the share of its network, where a connection still
+ * receiving its request may be shut to make room (sv_conns_admit). A
+ * refused client gets no byte (docs/SERVING.md, "Security"); a connection
+ * past its network's share is answered 429 once its request's headers are
+ * in (first_checks). */
 static MHD_Result_t accept_policy(void *cls, const struct sockaddr *addr, socklen_t len)
 {
     (void)len;
     sv_server *srv = cls;
-    if (!sv_allow_match(&srv->allow, addr) || sv_conns_total(srv->conns) >= srv->connection_cap)
-        return MHD_NO;
-    if (srv->cfg.max_connections_per_ip > 0 && sv_conns_count(srv->conns, addr) >= srv->cfg.max_connections_per_ip)
+    if (!sv_allow_match(&srv->allow, addr) ||
+        !sv_conns_admit(srv->conns, addr, (int)srv->connection_cap, (int)srv->cfg.max_connections_per_ip))
         return MHD_NO;
     return MHD_YES;
 }
@@ -559,7 +648,8 @@ struct MHD_Daemon *sv_http_start(sv_server *srv, char *err, size_t err_size)
         flags, (uint16_t)srv->cfg.port, accept_policy, srv, on_request, srv, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)srv->cfg.timeout,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->connection_cap + 1, /* the accept policy holds the cap */
+        /* the accept policy holds the cap; connections it shut may still be closing */
+        MHD_OPTION_CONNECTION_LIMIT, 2 * (unsigned)srv->connection_cap + 1,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!d)

@@ -21,7 +21,8 @@
 enum { OPT_MODEL, OPT_HOST, OPT_PORT, OPT_ALLOW, OPT_API_KEY_FILE, OPT_THREADS, OPT_MAX_SEQUENCES, OPT_CONTEXT,
        OPT_MAX_TOKENS, OPT_QUEUE, OPT_TIMEOUT, OPT_CHUNK, OPT_MAX_BODY, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE,
        OPT_CPU_PATH, OPT_CHAT_TEMPLATE, OPT_MODEL_NAME, OPT_MAX_CONNECTIONS_PER_IP, OPT_REQUEST_TIMEOUT,
-       OPT_DRAIN_TIMEOUT, OPT_ALLOWED_HOSTS, OPT_CORS_ORIGIN, OPT_MAX_N, OPT_MAX_TOKENS_DEFAULT };
+       OPT_DRAIN_TIMEOUT, OPT_ALLOWED_HOSTS, OPT_CORS_ORIGIN, OPT_MAX_N, OPT_MAX_TOKENS_DEFAULT,
+       OPT_MAX_PROMPTS, OPT_SPECULATE, OPT_DRAFT_MAX };
 
 static const cli_option options[] = {
     [OPT_MODEL] = {"--model", "FILE", "GGUF model file (required)"},
@@ -38,13 +39,13 @@ static const cli_option options[] = {
     [OPT_CHUNK] = {"--chunk", "N", "prompt tokens a request adds per step (default 64)"},
     [OPT_MAX_BODY] = {"--max-body", "BYTES", "largest request body (default 1048576; larger: 413)"},
     [OPT_BACKEND] = {"--backend", "NAME", "cpu (default) or cuda"},
-    [OPT_PROFILE] = {"--profile", "NAME", "numerics profile: portable (default), device or integer (experimental)"},
+    [OPT_PROFILE] = {"--profile", "NAME", CLI_PROFILE_HELP},
     [OPT_DEVICE] = {"--device", "N", "CUDA device ordinal (default 0)"},
     [OPT_CPU_PATH] = {"--cpu-path", "NAME", "CPU kernels: auto (default), scalar, avx2 or avx512"},
     [OPT_CHAT_TEMPLATE] = {"--chat-template", "NAME", "chat template (gemma, chatml, llama3) when the model has none"},
     [OPT_MODEL_NAME] = {"--model-name", "NAME", "the model id clients see (default the file's name)"},
     [OPT_MAX_CONNECTIONS_PER_IP] = {"--max-connections-per-ip", "N",
-                                    "open connections one client network (an IPv4 address, an IPv6 /64) may hold (default 32; 0: no limit)"},
+                                    "open connections one client network (an IPv4 address, an IPv6 /64) may hold; past it a new one takes the place of its oldest idle one, or with none gets 429 (default 32; 0: no limit)"},
     [OPT_REQUEST_TIMEOUT] = {"--request-timeout", "SECONDS",
                              "a request's headers and body must arrive within this, from accept or the last response (default 10)"},
     [OPT_DRAIN_TIMEOUT] = {"--drain-timeout", "SECONDS",
@@ -56,6 +57,9 @@ static const cli_option options[] = {
                          "web origins whose pages may call, e.g. https://app.example (default none: Origin gets 403)"},
     [OPT_MAX_N] = {"--max-n", "N", "choices a request may ask for with n, 1..64 (default 8)"},
     [OPT_MAX_TOKENS_DEFAULT] = {"--max-tokens-default", "N", "a chat's max_tokens when it gives none (default 256)"},
+    [OPT_MAX_PROMPTS] = {"--max-prompts", "N", "prompts one /v1/completions request may list, 1..1024 (default 32)"},
+    [OPT_SPECULATE] = {"--speculate", "ngram", "verify prompt-lookup drafts several tokens a step: the same answers, bit for bit"},
+    [OPT_DRAFT_MAX] = {"--draft-max", "N", "with --speculate, draft tokens per sequence and step at most, 1..32 (default 8)"},
     {NULL, NULL, NULL},
 };
 
@@ -89,6 +93,15 @@ static int apply_option(int k, const char *v, void *opts)
     case OPT_MAX_TOKENS_DEFAULT:
         return cli_parse_long(&command, options[k].name, v, 1, 1 << 24, &o->max_tokens_default);
     case OPT_MAX_N: return cli_parse_long(&command, options[k].name, v, 1, 64, &o->max_n);
+    case OPT_MAX_PROMPTS: return cli_parse_long(&command, options[k].name, v, 1, 1024, &o->max_prompts);
+    case OPT_SPECULATE:
+        if (strcmp(v, "ngram")) {
+            cli_usage(&command, "--speculate takes ngram (prompt lookup), not '%s'", v);
+            return 0;
+        }
+        o->speculate = 1;
+        return 1;
+    case OPT_DRAFT_MAX: return cli_parse_long(&command, options[k].name, v, 1, DI_DRAFT_MAX, &o->draft_max);
     case OPT_QUEUE: return cli_parse_long(&command, options[k].name, v, 1, 1 << 20, &o->queue);
     case OPT_TIMEOUT: return cli_parse_long(&command, options[k].name, v, 1, 86400, &o->timeout);
     case OPT_CHUNK: return cli_parse_long(&command, options[k].name, v, 1, 1 << 16, &o->chunk);
@@ -321,7 +334,8 @@ static int allowed_hosts(sv_server *srv, char *buf, size_t size)
     }
     if (!loopback_host(srv->cfg.host))
         return 1;
-    const int n = snprintf(buf, size, "%s,localhost,127.0.0.1,::1", srv->cfg.host);
+    const int listed = !strcmp(srv->cfg.host, "127.0.0.1") || !strcmp(srv->cfg.host, "::1"); /* named once */
+    const int n = snprintf(buf, size, "%s%slocalhost,127.0.0.1,::1", listed ? "" : srv->cfg.host, listed ? "" : ",");
     srv->allowed_hosts = buf;
     return n > 0 && (size_t)n < size;
 }
@@ -332,8 +346,9 @@ int cli_cmd_serve(int argc, char **argv)
     srv.cfg = (sv_config){.host = "127.0.0.1", .port = 8080, .allow_text = "127.0.0.0/8,::1/128", .threads = 1,
                           .max_sequences = 8, .context = 2048, .max_tokens = 1024, .queue = 64, .timeout = 30,
                           .chunk = 64, .max_body = 1 << 20, .max_connections_per_ip = 32, .request_timeout = 10,
-                          .drain_timeout = 30, .backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE,
-                          .max_n = 8, .max_tokens_default = 256};
+                          .drain_timeout = 30, .backend = DI_BACKEND_CPU, .profile = CLI_DEFAULT_PROFILE,
+                          .max_n = 8, .max_tokens_default = 256, .max_prompts = 32,
+                          .draft_max = 8};
     int rc = cli_parse_options(&command, argc, argv, apply_option, &srv.cfg, NULL);
     if (rc)
         return rc < 0 ? CLI_EXIT_OK : rc;
@@ -382,10 +397,11 @@ int cli_cmd_serve(int argc, char **argv)
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     int v6 = strchr(srv.cfg.host, ':') != NULL;
     fprintf(stderr,
-            "detinfer serve: listening on http://%s%s%s:%u (model %s, digest %s; libdetinfer %s; %s; "
-            "%ld sequences, context %lld; chat template %s; sampling %s)\n",
+            "detinfer serve: listening on http://%s%s%s:%u (model %s, digest %s; libdetinfer %s; %s; profile %s "
+            "(numerics %d); %ld sequences, context %lld; chat template %s; sampling %s)\n",
             v6 ? "[" : "", srv.cfg.host, v6 ? "]" : "", info ? (unsigned)info->port : (unsigned)srv.cfg.port,
-            srv.cfg.model_name, srv.model_digest, di_version_string(), srv.backend_info, srv.cfg.max_sequences,
+            srv.cfg.model_name, srv.model_digest, di_version_string(), srv.backend_info,
+            cli_profile_name(srv.cfg.profile), cli_profile_numerics(srv.cfg.profile), srv.cfg.max_sequences,
             (long long)srv.context, srv.chat_template ? srv.chat_template : "none",
             srv.sampling_available ? "available" : "greedy only");
     fprintf(stderr, "detinfer serve: Host header %s%s; requests from web pages (Origin) %s%s\n",

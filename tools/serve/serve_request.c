@@ -2,6 +2,7 @@
  * serve_request.c — a request body (JSON: serve_json.c) checked field by
  * field into an sv_request (docs/SERVING.md, "API").
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,7 +231,7 @@ int sv_text_may_fit(const sv_server *srv, size_t bytes, const char *param, sv_er
     return 1;
 }
 
-static int tokenize(sv_server *srv, const token_source *src, sv_request *r, sv_error *e, const char *param)
+static int tokenize(sv_server *srv, const token_source *src, sv_prompt *p, sv_error *e, const char *param)
 {
     size_t bytes = src->len; /* of text tokenized as such: a chat's messages */
     for (size_t i = 0; !src->text && i < src->n_messages; i++)
@@ -243,11 +244,11 @@ static int tokenize(sv_server *srv, const token_source *src, sv_request *r, sv_e
     if (st == DI_OK || st == DI_ERR_BUFFER_TOO_SMALL) {
         if (need > (size_t)srv->context)
             return sv_bad(e, param, "the prompt has %zu tokens; the context is %lld", need, (long long)srv->context);
-        r->prompt = malloc((need ? need : 1) * sizeof *r->prompt);
-        if (!r->prompt)
+        p->ids = malloc((need ? need : 1) * sizeof *p->ids);
+        if (!p->ids)
             return sv_bad(e, param, "out of memory");
-        st = source_tokens(srv, src, r->prompt, need, &need, err, sizeof err);
-        r->n_prompt = (uint32_t)need;
+        st = source_tokens(srv, src, p->ids, need, &need, err, sizeof err);
+        p->n = (uint32_t)need;
     }
     if (st == DI_ERR_UNSUPPORTED && src->text)
         return sv_bad(e, param, "this model has no tokenizer: give the prompt as an array of token ids");
@@ -259,38 +260,75 @@ static int tokenize(sv_server *srv, const token_source *src, sv_request *r, sv_e
     return 0;
 }
 
-static int get_prompt(sv_server *srv, json_t *root, sv_request *r, sv_error *e)
+/* One prompt: a text, or an array of token ids. */
+static int get_one_prompt(sv_server *srv, json_t *v, sv_prompt *p, sv_error *e)
 {
-    json_t *v = json_object_get(root, "prompt");
-    if (!v)
-        return sv_bad(e, "prompt", "'prompt' is required");
-    if (json_is_array(v) && json_array_size(v) == 1 && json_is_string(json_array_get(v, 0)))
-        v = json_array_get(v, 0); /* ["text"]: one prompt */
     if (json_is_string(v)) {
+        if (json_string_length(v) == 0) /* not BOS alone: refused, as `detinfer run` and the bindings do */
+            return sv_bad(e, "prompt", "a prompt is empty (\"\"): send text, or the BOS token's id for BOS alone");
         /* a text prompt parses no special tokens: a client that wants them sends ids */
         const token_source src = {json_string_value(v), json_string_length(v), NULL, NULL, 0};
-        return tokenize(srv, &src, r, e, "prompt");
+        return tokenize(srv, &src, p, e, "prompt");
     }
-    if (!json_is_array(v))
-        return sv_bad(e, "prompt", "'prompt' must be a string or an array of token ids");
-    size_t n = json_array_size(v);
+    const size_t n = json_array_size(v);
     if (n == 0)
-        return sv_bad(e, "prompt", "'prompt' has no tokens");
+        return sv_bad(e, "prompt", "a prompt has no tokens");
     if (n > (size_t)srv->context)
         return sv_bad(e, "prompt", "the prompt has %zu tokens; the context is %lld", n, (long long)srv->context);
-    r->prompt = malloc(n * sizeof *r->prompt);
-    if (!r->prompt)
+    p->ids = malloc(n * sizeof *p->ids);
+    if (!p->ids)
         return sv_bad(e, "prompt", "out of memory");
     for (size_t i = 0; i < n; i++) {
         json_t *t = json_array_get(v, i);
         if (!json_is_integer(t))
-            return sv_bad(e, "prompt", "'prompt' must be a string, or an array of token ids (integers); one prompt only");
+            return sv_bad(e, "prompt", "a prompt's array must hold token ids (integers) only");
         long long id = json_integer_value(t);
         if (id < 0 || id >= srv->n_vocab)
             return sv_bad(e, "prompt", "token id %lld at %zu is outside [0, %lld)", id, i, (long long)srv->n_vocab);
-        r->prompt[i] = (int32_t)id;
+        p->ids[i] = (int32_t)id;
     }
-    r->n_prompt = (uint32_t)n;
+    p->n = (uint32_t)n;
+    return 0;
+}
+
+/* OpenAI's four shapes of `prompt`: a string, an array of token ids, an
+ * array of strings, an array of token-id arrays (one prompt each). */
+static int get_prompts(sv_server *srv, json_t *root, sv_request *r, sv_error *e)
+{
+    json_t *v = json_object_get(root, "prompt");
+    if (!v)
+        return sv_bad(e, "prompt", "'prompt' is required");
+    if (!json_is_string(v) && !json_is_array(v))
+        return sv_bad(e, "prompt", "'prompt' must be a string, an array of token ids, an array of strings or an "
+                                   "array of token-id arrays");
+    json_t *first = json_is_array(v) ? json_array_get(v, 0) : NULL;
+    const int list = first && (json_is_string(first) || json_is_array(first));
+    const size_t n = list ? json_array_size(v) : 1;
+    if (json_is_array(v) && json_array_size(v) == 0)
+        return sv_bad(e, "prompt", "'prompt' is an empty array");
+    if (n > (size_t)srv->cfg.max_prompts)
+        return sv_bad(e, "prompt", "'prompt' holds %zu prompts; this server's cap is %ld (--max-prompts)", n,
+                      srv->cfg.max_prompts);
+    r->prompts = calloc(n, sizeof *r->prompts);
+    if (!r->prompts)
+        return sv_bad(e, "prompt", "out of memory");
+    r->n_prompts = (uint32_t)n;
+    for (size_t i = 0; i < n; i++) {
+        json_t *one = list ? json_array_get(v, i) : v;
+        if (list && !(json_is_string(one) == json_is_string(first) && (json_is_string(one) || json_is_array(one))))
+            return sv_bad(e, "prompt", "prompt %zu: a list of prompts must be all strings or all token-id arrays", i);
+        if (get_one_prompt(srv, one, &r->prompts[i], e)) {
+            if (n > 1) { /* name the prompt */
+                char msg[sizeof e->message];
+                snprintf(msg, sizeof msg, "%s", e->message);
+                sv_bad(e, "prompt", "prompt %zu: %s", i, msg);
+            }
+            return -1;
+        }
+        if (r->prompts[i].n == 0)
+            return sv_bad(e, "prompt", n > 1 ? "prompt %zu gives no tokens" : "the prompt gives no tokens", i);
+        r->n_prompt_tokens += r->prompts[i].n;
+    }
     return 0;
 }
 
@@ -307,18 +345,21 @@ static int get_messages(sv_server *srv, json_t *root, sv_request *r, sv_error *e
     if (sv_chat_messages(v, &chat, e))
         return -1;
     const token_source src = {NULL, 0, chat.roles, (const char *const *)chat.contents, chat.n};
-    const int rc = tokenize(srv, &src, r, e, "messages");
+    r->prompts = calloc(1, sizeof *r->prompts);
+    int rc = r->prompts ? 0 : sv_bad(e, "messages", "out of memory");
+    if (!rc) {
+        r->n_prompts = 1;
+        rc = tokenize(srv, &src, &r->prompts[0], e, "messages");
+    }
     sv_chat_free(&chat);
+    if (!rc && r->prompts[0].n == 0)
+        rc = sv_bad(e, "messages", "the prompt gives no tokens");
+    r->n_prompt_tokens = r->prompts[0].n;
     return rc;
 }
 
 static int check_unsupported(json_t *root, sv_error *e)
 {
-    int echo = 0;
-    if (get_bool(root, "echo", &echo, e))
-        return -1;
-    if (echo)
-        return sv_bad(e, "echo", "'echo' is not supported");
     json_t *bias = json_object_get(root, "logit_bias");
     if (bias && !json_is_null(bias) && !(json_is_object(bias) && json_object_size(bias) == 0))
         return sv_bad(e, "logit_bias", "'logit_bias' is not supported (only null or {})");
@@ -422,8 +463,40 @@ static void new_id(sv_request *r)
     snprintf(r->id, sizeof r->id, "%s-%llx-%llu", r->kind == SV_CHAT ? "chatcmpl" : "cmpl", r->created, n);
 }
 
-/* The choices: n of them in the response, computed n times when sampled
- * (choice i with seed + i), once when greedy (they are equal). */
+/* With echo: the prompt's text and, with logprobs, room for its tokens'
+ * log-probabilities and their offsets in that text. */
+static int echo_prompt(sv_server *srv, const sv_request *r, sv_prompt *p, sv_error *e)
+{
+    p->text = cli_detokenize(srv->model, p->ids, p->n, &p->text_len);
+    if (!p->text) { /* no tokenizer: token-id prompts echo no text */
+        p->text = strdup("");
+        p->text_len = 0;
+    }
+    if (!p->text)
+        return sv_bad(e, "echo", "out of memory");
+    if (!r->logprobs)
+        return 0;
+    p->token_logprob = malloc(p->n * sizeof *p->token_logprob);
+    p->top_tokens = calloc((size_t)p->n * r->n_top + 1, sizeof *p->top_tokens);
+    p->top_logprobs = calloc((size_t)p->n * r->n_top + 1, sizeof *p->top_logprobs);
+    p->text_offset = calloc(p->n, sizeof *p->text_offset);
+    if (!p->token_logprob || !p->top_tokens || !p->top_logprobs || !p->text_offset)
+        return sv_bad(e, "echo", "out of memory");
+    for (uint32_t i = 0; i < p->n; i++)
+        p->token_logprob[i] = NAN; /* filled by the engine; the first token has none */
+    /* each token's offset: the length of the text of the tokens before it */
+    for (uint32_t i = 1; i < p->n; i++) {
+        size_t len = 0;
+        char *before = cli_detokenize(srv->model, p->ids, i, &len);
+        free(before);
+        p->text_offset[i] = before ? len : 0;
+    }
+    return 0;
+}
+
+/* The choices: for each prompt, n of them in the response, computed n times
+ * when sampled (choice i with seed + i), once when greedy (they are equal).
+ * With echo and logprobs the first computed choice of each prompt scores it. */
 static int make_choices(sv_server *srv, json_t *root, sv_request *r, sv_error *e)
 {
     long long n = 1;
@@ -435,28 +508,35 @@ static int make_choices(sv_server *srv, json_t *root, sv_request *r, sv_error *e
         return -1;
     }
     r->n = (uint32_t)n;
-    r->n_computed = r->sampled ? r->n : 1;
+    const uint32_t per = r->sampled ? r->n : 1;
+    r->n_computed = r->n_prompts * per;
     r->choices = calloc(r->n_computed, sizeof *r->choices);
     if (!r->choices)
         return sv_bad(e, NULL, "out of memory");
+    const size_t slots = r->max_tokens ? r->max_tokens : 1;
     for (uint32_t i = 0; i < r->n_computed; i++) {
         sv_choice *c = &r->choices[i];
         c->req = r;
+        c->prompt = &r->prompts[i / per];
+        c->scores_prompt = r->echo && r->logprobs && i % per == 0;
         c->index = i;
-        c->seed = r->params.seed + i; /* modulo 2^64 */
-        c->out = calloc(r->max_tokens, sizeof *c->out);
-        c->digests = calloc(r->max_tokens, sizeof *c->digests);
-        c->visible_after = calloc(r->max_tokens, sizeof *c->visible_after);
+        c->seed = r->params.seed + i % per; /* modulo 2^64 */
+        c->out = calloc(slots, sizeof *c->out);
+        c->digests = calloc(slots, sizeof *c->digests);
+        c->visible_after = calloc(slots, sizeof *c->visible_after);
         if (r->logprobs) {
-            c->token_logprob = calloc(r->max_tokens, sizeof *c->token_logprob);
-            c->text_offset = calloc(r->max_tokens, sizeof *c->text_offset);
-            c->top_tokens = calloc((size_t)r->max_tokens * r->n_top + 1, sizeof *c->top_tokens);
-            c->top_logprobs = calloc((size_t)r->max_tokens * r->n_top + 1, sizeof *c->top_logprobs);
+            c->token_logprob = calloc(slots, sizeof *c->token_logprob);
+            c->text_offset = calloc(slots, sizeof *c->text_offset);
+            c->top_tokens = calloc(slots * r->n_top + 1, sizeof *c->top_tokens);
+            c->top_logprobs = calloc(slots * r->n_top + 1, sizeof *c->top_logprobs);
         }
         if (!c->out || !c->digests || !c->visible_after ||
             (r->logprobs && (!c->token_logprob || !c->text_offset || !c->top_tokens || !c->top_logprobs)))
             return sv_bad(e, NULL, "out of memory");
     }
+    for (uint32_t p = 0; r->echo && p < r->n_prompts; p++)
+        if (echo_prompt(srv, r, &r->prompts[p], e))
+            return -1;
     return 0;
 }
 
@@ -471,21 +551,30 @@ static int get_max_tokens(sv_server *srv, json_t *root, sv_request *r, sv_error 
         !json_is_null(json_object_get(root, "max_completion_tokens")))
         name = "max_completion_tokens";
     long long max_tokens = -1;
-    if (get_int(root, name, 1, srv->cfg.max_tokens, &max_tokens, e)) {
+    if (get_int(root, name, 0, srv->cfg.max_tokens, &max_tokens, e)) {
         json_t *v = json_object_get(root, name);
         if (json_is_integer(v) && json_integer_value(v) >= 1)
             sv_bad(e, name, "'%s' is %lld; this server's cap is %ld (--max-tokens)", name, json_integer_value(v),
                    srv->cfg.max_tokens);
         return -1;
     }
-    const long long room = srv->context - (long long)r->n_prompt + 1;
+    if (max_tokens == 0 && !r->echo)
+        return sv_bad(e, name, "'%s' is 0: that generates nothing; it is allowed only with \"echo\": true, "
+                               "which scores the prompt", name);
+    if (max_tokens == 0 && r->stream)
+        return sv_bad(e, name, "'%s' 0 (the prompt scored alone) is not served as a stream", name);
+    uint32_t longest = 0; /* every prompt must fit with the completion */
+    for (uint32_t p = 0; p < r->n_prompts; p++)
+        if (r->prompts[p].n > longest)
+            longest = r->prompts[p].n;
+    const long long room = srv->context - (long long)longest + 1;
     if (max_tokens < 0) { /* the default, within the context */
         max_tokens = r->kind == SV_CHAT ? srv->cfg.max_tokens_default : 16;
         if (max_tokens > room && r->kind == SV_CHAT)
             max_tokens = room;
     }
-    if (max_tokens < 1 || max_tokens > room)
-        return sv_bad(e, name, "the prompt's %u tokens and %s %lld exceed the context of %lld tokens", r->n_prompt,
+    if ((max_tokens < 1 && !r->echo) || max_tokens > room)
+        return sv_bad(e, name, "the prompt's %u tokens and %s %lld exceed the context of %lld tokens", longest,
                       name, max_tokens, (long long)srv->context);
     r->max_tokens = (uint32_t)max_tokens;
     return 0;
@@ -512,14 +601,10 @@ int sv_request_parse(sv_server *srv, sv_kind kind, const char *body, size_t len,
     if (check_known_fields(root, kind, e) || check_unsupported(root, e) || get_logprobs(srv, root, kind, r, e) ||
         get_bool(root, "stream", &r->stream, e) || get_stream_options(root, r, e) ||
         get_detinfer_options(root, r, e) || get_stops(root, r, e) || get_sampling(srv, root, r, e) ||
-        sv_request_grammar(root, r, e))
+        get_bool(root, "echo", &r->echo, e) || sv_request_grammar(root, r, e))
         goto out;
-    if ((kind == SV_CHAT ? get_messages(srv, root, r, e) : get_prompt(srv, root, r, e)))
+    if ((kind == SV_CHAT ? get_messages(srv, root, r, e) : get_prompts(srv, root, r, e)))
         goto out;
-    if (r->n_prompt == 0) {
-        sv_bad(e, kind == SV_CHAT ? "messages" : "prompt", "the prompt gives no tokens");
-        goto out;
-    }
     if (get_max_tokens(srv, root, r, e) || make_choices(srv, root, r, e))
         goto out;
     new_id(r);
@@ -556,7 +641,16 @@ void sv_request_free(sv_request *r)
     for (size_t i = 0; i < r->n_stops; i++)
         free(r->stops[i]);
     free(r->stops);
-    free(r->prompt);
+    for (uint32_t p = 0; r->prompts && p < r->n_prompts; p++) {
+        sv_prompt *q = &r->prompts[p];
+        free(q->ids);
+        free(q->token_logprob);
+        free(q->top_tokens);
+        free(q->top_logprobs);
+        free(q->text);
+        free(q->text_offset);
+    }
+    free(r->prompts);
     for (uint32_t i = 0; r->choices && i < r->n_computed; i++) {
         sv_choice *c = &r->choices[i];
         free(c->out);
@@ -570,5 +664,6 @@ void sv_request_free(sv_request *r)
     }
     free(r->choices);
     sv_grammar_release(r->grammar);
+    json_decref(r->responses);
     free(r);
 }

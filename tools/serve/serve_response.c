@@ -21,19 +21,39 @@ static json_t *hex(const di_digest *d)
 
 json_t *sv_fingerprint_object(const sv_server *srv)
 {
-    return json_pack("{s:s, s:s, s:s, s:s}", "library_version", di_version_string(), "backend", srv->backend_info,
-                     "profile", cli_profile_name(srv->cfg.profile), "model_digest", srv->model_digest);
+    return json_pack("{s:s, s:s, s:s, s:i, s:s}", "library_version", di_version_string(), "backend", srv->backend_info,
+                     "profile", cli_profile_name(srv->cfg.profile), "numerics", cli_profile_numerics(srv->cfg.profile),
+                     "model_digest", srv->model_digest);
 }
 
-/* What one choice adds: its seed, tokens and digests. */
-static json_t *choice_facts(const sv_request *r, uint32_t index)
+/* A prompt's facts: its length, digest and (when asked) its ids. */
+static void prompt_facts(json_t *o, const sv_request *r, const sv_prompt *p)
+{
+    json_object_set_new(o, "prompt_tokens", json_integer(p->n));
+    di_digest d;
+    if (cli_digest_bytes(p->ids, (size_t)p->n * sizeof *p->ids, &d) == DI_OK)
+        json_object_set_new(o, "prompt_digest", hex(&d));
+    if (r->want_prompt_ids)
+        json_object_set_new(o, "prompt_ids", cli_json_tokens(p->ids, p->n));
+}
+
+/* What one choice adds: its seed, tokens and digests; with a list of
+ * prompts, which one it continues and that prompt's facts. */
+static json_t *choice_facts(const sv_server *srv, const sv_request *r, uint32_t index)
 {
     const sv_choice *c = sv_choice_of(r, index);
     json_t *o = json_object();
     json_object_set_new(o, "index", json_integer(index));
+    if (r->n_prompts > 1) {
+        json_object_set_new(o, "prompt_index", json_integer(index / r->n));
+        prompt_facts(o, r, c->prompt);
+    }
     json_object_set_new(o, "seed", r->sampled ? json_integer((json_int_t)c->seed) : json_null());
     json_object_set_new(o, "sequence_digest", hex(&c->sequence));
     json_object_set_new(o, "completion_token_ids", cli_json_tokens(c->out, c->n_out));
+    if (srv->cfg.speculate) /* what it did for the speed; the tokens are the same without it */
+        json_object_set_new(o, "speculation", json_pack("{s:s, s:I, s:I}", "draft", "ngram", "drafted",
+                                                        (json_int_t)c->drafted, "accepted", (json_int_t)c->accepted));
     if (r->want_logits_digests) {
         json_t *d = json_array();
         for (uint32_t i = 0; i < c->n_out; i++)
@@ -45,21 +65,19 @@ static json_t *choice_facts(const sv_request *r, uint32_t index)
 
 json_t *sv_detinfer_object(const sv_server *srv, const sv_request *r, int index)
 {
-    json_t *o = index >= 0 ? choice_facts(r, (uint32_t)index) : json_object();
-    if (index >= 0 && r->n == 1)
+    json_t *o = index >= 0 ? choice_facts(srv, r, (uint32_t)index) : json_object();
+    if (index >= 0 && sv_response_choices(r) == 1)
         json_object_del(o, "index");
     if (index < 0) {
         json_t *all = json_array();
-        for (uint32_t i = 0; i < r->n; i++)
-            json_array_append_new(all, choice_facts(r, i));
+        for (uint32_t i = 0; i < sv_response_choices(r); i++)
+            json_array_append_new(all, choice_facts(srv, r, i));
         json_object_set_new(o, "choices", all);
     }
-    json_object_set_new(o, "prompt_tokens", json_integer(r->n_prompt));
-    di_digest prompt;
-    if (cli_digest_bytes(r->prompt, (size_t)r->n_prompt * sizeof *r->prompt, &prompt) == DI_OK)
-        json_object_set_new(o, "prompt_digest", hex(&prompt));
-    if (r->want_prompt_ids)
-        json_object_set_new(o, "prompt_ids", cli_json_tokens(r->prompt, r->n_prompt));
+    if (r->n_prompts == 1)
+        prompt_facts(o, r, &r->prompts[0]);
+    else if (index < 0) /* every prompt's own facts are in its choices' */
+        json_object_set_new(o, "prompt_tokens", json_integer(r->n_prompt_tokens));
     json_object_set_new(o, "sampling", json_string(r->sampled ? "sampled" : "greedy"));
     /* as applied, defaults included: what replay needs besides the request */
     json_t *applied = cli_json_sampling(&r->params);
@@ -153,12 +171,32 @@ static size_t text_offset_chars(const char *text, size_t at)
     return count;
 }
 
-/* Choice c's "logprobs" value for its generated tokens [from, to), in the
- * endpoint's shape; null when the request did not ask or the range is empty. */
-static json_t *logprobs_json(const sv_server *srv, const sv_request *r, const sv_choice *c, uint32_t from,
-                             uint32_t to)
+/* One token's entries of a completion's logprobs: its text, its
+ * log-probability, its alternatives (the n most likely and the token itself:
+ * OpenAI's up to logprobs + 1) and its offset in characters. */
+static void completion_entry(const sv_server *srv, const sv_request *r, json_t *lists[4], int32_t token, float lp,
+                             const int32_t *top, const float *top_lp, size_t offset)
 {
-    if (!r->logprobs || from >= to)
+    token_text t = token_text_of(srv, token);
+    free(t.bytes);
+    json_array_append_new(lists[0], t.string);
+    json_array_append_new(lists[1], logprob_number(lp));
+    json_t *alternatives = json_object();
+    for (uint32_t k = 0; k < r->n_top; k++)
+        completion_top_add(srv, alternatives, top[k], top_lp[k]);
+    completion_top_add(srv, alternatives, token, lp);
+    json_array_append_new(lists[2], alternatives);
+    json_array_append_new(lists[3], json_integer((json_int_t)offset));
+}
+
+/* Choice c's "logprobs" value for its generated tokens [from, to), in the
+ * endpoint's shape, after its prompt's tokens when with_prompt (echo: the
+ * first has no log-probability, null, and no alternatives, null); null when
+ * the request did not ask or there is nothing to give. */
+static json_t *logprobs_json(const sv_server *srv, const sv_request *r, const sv_choice *c, uint32_t from,
+                             uint32_t to, int with_prompt)
+{
+    if (!r->logprobs || (from >= to && !with_prompt))
         return json_null();
     if (r->kind == SV_CHAT) {
         json_t *content = json_array();
@@ -173,32 +211,58 @@ static json_t *logprobs_json(const sv_server *srv, const sv_request *r, const sv
         }
         return json_pack("{s:o, s:n}", "content", content, "refusal");
     }
-    json_t *tokens = json_array(), *values = json_array(), *tops = json_array(), *offsets = json_array();
-    for (uint32_t i = from; i < to; i++) {
-        token_text t = token_text_of(srv, c->out[i]);
-        free(t.bytes);
-        json_array_append_new(tokens, t.string);
-        json_array_append_new(values, logprob_number(c->token_logprob[i]));
-        /* the n most likely, and the chosen token (OpenAI: up to logprobs + 1) */
-        json_t *top = json_object();
-        for (uint32_t k = 0; k < r->n_top; k++)
-            completion_top_add(srv, top, c->top_tokens[(size_t)i * r->n_top + k],
-                               c->top_logprobs[(size_t)i * r->n_top + k]);
-        completion_top_add(srv, top, c->out[i], c->token_logprob[i]);
-        json_array_append_new(tops, top);
-        json_array_append_new(offsets, json_integer((json_int_t)(c->text ? text_offset_chars(c->text, c->text_offset[i]) : 0)));
+    json_t *lists[4] = {json_array(), json_array(), json_array(), json_array()};
+    size_t prompt_chars = 0; /* the echoed prompt's length: the completion's offsets start there */
+    if (with_prompt) {
+        const sv_prompt *p = c->prompt;
+        for (uint32_t i = 0; i < p->n; i++) {
+            const size_t at = (size_t)i * r->n_top;
+            completion_entry(srv, r, lists, p->ids[i], p->token_logprob[i], &p->top_tokens[at],
+                             &p->top_logprobs[at], text_offset_chars(p->text, p->text_offset[i]));
+            if (i == 0) { /* nothing before the first token to predict it */
+                json_array_set_new(lists[1], 0, json_null());
+                json_array_set_new(lists[2], 0, json_null());
+            }
+        }
+        prompt_chars = text_offset_chars(p->text, p->text_len);
     }
-    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", tokens, "token_logprobs", values, "top_logprobs", tops,
-                     "text_offset", offsets);
+    for (uint32_t i = from; i < to; i++) {
+        const size_t at = (size_t)i * r->n_top;
+        completion_entry(srv, r, lists, c->out[i], c->token_logprob[i], &c->top_tokens[at], &c->top_logprobs[at],
+                         prompt_chars + (c->text ? text_offset_chars(c->text, c->text_offset[i]) : 0));
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", lists[0], "token_logprobs", lists[1], "top_logprobs",
+                     lists[2], "text_offset", lists[3]);
+}
+
+/* A completion's text: with echo, its prompt's text before it. */
+static json_t *choice_text(const sv_request *r, const sv_choice *c, const char *text, size_t len, int with_prompt)
+{
+    if (!with_prompt || !r->echo)
+        return cli_json_textn(text, len);
+    const sv_prompt *p = c->prompt;
+    char *both = malloc(p->text_len + len + 1);
+    if (!both)
+        return cli_json_textn(text, len);
+    memcpy(both, p->text, p->text_len);
+    memcpy(both + p->text_len, text, len);
+    json_t *j = cli_json_textn(both, p->text_len + len);
+    free(both);
+    return j;
+}
+
+json_t *sv_choice_text(const sv_request *r, const sv_choice *c)
+{
+    return choice_text(r, c, c->text ? c->text : "", c->text_visible, 1);
 }
 
 static json_t *usage(const sv_request *r)
 {
     json_int_t completion = 0;
-    for (uint32_t i = 0; i < r->n; i++)
+    for (uint32_t i = 0; i < sv_response_choices(r); i++)
         completion += sv_choice_of(r, i)->n_out;
-    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)r->n_prompt, "completion_tokens", completion,
-                     "total_tokens", (json_int_t)r->n_prompt + completion);
+    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)r->n_prompt_tokens, "completion_tokens",
+                     completion, "total_tokens", (json_int_t)r->n_prompt_tokens + completion);
 }
 
 static json_t *envelope(const sv_server *srv, const sv_request *r, const char *object)
@@ -212,23 +276,23 @@ char *sv_response_json(const sv_server *srv, const sv_request *r)
     int chat = r->kind == SV_CHAT;
     json_t *root = envelope(srv, r, chat ? "chat.completion" : "text_completion");
     json_t *choices = json_array();
-    for (uint32_t i = 0; i < r->n; i++) {
+    for (uint32_t i = 0; i < sv_response_choices(r); i++) {
         const sv_choice *c = sv_choice_of(r, i);
         json_t *choice = json_object();
         json_object_set_new(choice, "index", json_integer(i));
-        json_t *text = cli_json_textn(c->text ? c->text : "", c->text_visible);
+        json_t *text = sv_choice_text(r, c);
         if (chat)
             json_object_set_new(choice, "message",
                                 json_pack("{s:s, s:o, s:n}", "role", "assistant", "content", text, "refusal"));
         else
             json_object_set_new(choice, "text", text);
-        json_object_set_new(choice, "logprobs", logprobs_json(srv, r, c, 0, c->n_out));
+        json_object_set_new(choice, "logprobs", logprobs_json(srv, r, c, 0, c->n_out, r->echo));
         json_object_set_new(choice, "finish_reason", json_string(c->finish_reason ? c->finish_reason : "length"));
         json_array_append_new(choices, choice);
     }
     json_object_set_new(root, "choices", choices);
     json_object_set_new(root, "usage", usage(r));
-    json_object_set_new(root, "detinfer", sv_detinfer_object(srv, r, r->n == 1 ? 0 : -1));
+    json_object_set_new(root, "detinfer", sv_detinfer_object(srv, r, sv_response_choices(r) == 1 ? 0 : -1));
     return sv_json_dump(root);
 }
 
@@ -240,7 +304,9 @@ char *sv_chunk_json(const sv_server *srv, const sv_request *r, uint32_t index, c
     json_t *root = envelope(srv, r, chat ? "chat.completion.chunk" : "text_completion");
     json_t *choice = json_object();
     json_object_set_new(choice, "index", json_integer(index));
-    json_t *text = cli_json_textn(delta, delta_len);
+    /* echo: the prompt comes with the choice's first token */
+    const int with_prompt = r->echo && !finish && tok_from == 0 && tok_to > 0;
+    json_t *text = choice_text(r, c, delta, delta_len, with_prompt);
     if (chat) {
         json_t *d = json_object();
         if (role)
@@ -250,7 +316,7 @@ char *sv_chunk_json(const sv_server *srv, const sv_request *r, uint32_t index, c
     } else {
         json_object_set_new(choice, "text", text);
     }
-    json_object_set_new(choice, "logprobs", logprobs_json(srv, r, c, tok_from, tok_to));
+    json_object_set_new(choice, "logprobs", logprobs_json(srv, r, c, tok_from, tok_to, with_prompt));
     json_object_set_new(choice, "finish_reason", finish ? json_string(finish) : json_null());
     json_object_set_new(root, "choices", json_pack("[o]", choice));
     if (finish)

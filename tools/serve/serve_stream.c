@@ -11,6 +11,7 @@
  * With stream_options.include_usage a last chunk has no choices and the
  * usage; then "data: [DONE]". The chunks are the same however late the
  * stream reads them.
+ * A /v1/responses stream has its own events instead (serve_responses.c).
  */
 #include <microhttpd.h>
 #include <poll.h>
@@ -30,6 +31,7 @@ typedef struct stream {
     uint32_t *tokens_sent;/* per computed choice: tokens whose chunks went out */
     char *closed;         /* per computed choice: its finish chunk went out */
     int finished;  /* [DONE] queued */
+    sv_responses_stream responses; /* /v1/responses: its events instead (serve_responses.c) */
 } stream;
 
 int sv_connection_fd(struct MHD_Connection *conn)
@@ -63,6 +65,21 @@ static void stream_append(stream *st, char *event)
     free(event);
 }
 
+/* Appends SSE bytes as they are (and frees them). */
+static void stream_append_raw(stream *st, char *bytes)
+{
+    if (!bytes)
+        return;
+    size_t n = strlen(bytes);
+    char *p = realloc(st->pending, st->pending_len + n);
+    if (p) {
+        st->pending = p;
+        memcpy(p + st->pending_len, bytes, n);
+        st->pending_len += n;
+    }
+    free(bytes);
+}
+
 /* The chunks of computed choice k's token i (finish: its finish chunk
  * instead), for each response choice it stands for. */
 static void choice_chunks(stream *st, uint32_t k, uint32_t i, int finish)
@@ -71,7 +88,9 @@ static void choice_chunks(stream *st, uint32_t k, uint32_t i, int finish)
     const sv_choice *c = &r->choices[k];
     const size_t upto = finish ? st->text_sent[k] : c->visible_after[i];
     const size_t from = st->text_sent[k] < upto ? st->text_sent[k] : upto;
-    for (uint32_t j = r->sampled ? k : 0; j < (r->sampled ? k + 1 : r->n); j++)
+    /* computed choice k continues prompt k / per: response choices p x n + ... */
+    const uint32_t per = r->sampled ? r->n : 1, first = (k / per) * r->n + (r->sampled ? k % per : 0);
+    for (uint32_t j = first; j < first + (r->sampled ? 1 : r->n); j++)
         stream_append(st, sv_chunk_json(st->srv, r, j, c->text ? c->text + from : "", upto - from, finish ? 0 : i,
                                         finish ? 0 : i + 1, finish ? c->finish_reason : NULL, 0));
     if (upto > st->text_sent[k])
@@ -84,9 +103,14 @@ static int stream_collect_locked(stream *st)
 {
     sv_request *r = st->r;
     const size_t before = st->pending_len;
+    if (r->responses) { /* the Responses API's events, and no [DONE] */
+        stream_append_raw(st, sv_responses_events(st->srv, r, &st->responses));
+        st->finished = sv_request_done(r);
+        return st->pending_len > before || st->finished;
+    }
     const char *error = sv_request_error(r);
     if (!st->opened && !error && r->kind == SV_CHAT)
-        for (uint32_t j = 0; j < r->n; j++)
+        for (uint32_t j = 0; j < sv_response_choices(r); j++)
             stream_append(st, sv_chunk_json(st->srv, r, j, "", 0, 0, 0, NULL, 1));
     st->opened = 1;
     /* round by round, a token of each choice: the choices' chunks interleave */

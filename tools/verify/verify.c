@@ -50,7 +50,7 @@ enum { OPT_MODEL, OPT_PROMPTS, OPT_REPS, OPT_MAX_NEW, OPT_BATCH, OPT_THREADS, OP
        OPT_NO_PROGRESS, OPT_SAMPLED, N_OPTS };
 
 static const cli_option options[] = {
-    [OPT_MODEL] = {"--model", "FILE", "GGUF model file (required)"},
+    [OPT_MODEL] = {"--model", "FILE", "GGUF model file (required; with --url, optional: see below)"},
     [OPT_PROMPTS] = {"--prompts", "FILE", "one prompt per line ('tokens: 1,2,3' for ids; '#' comments)"},
     [OPT_REPS] = {"--reps", "N", "repetitions of each prompt on the repeat axis (default 50)"},
     [OPT_MAX_NEW] = {"--max-new", "N", "tokens generated per prompt (default 16)"},
@@ -60,7 +60,7 @@ static const cli_option options[] = {
     [OPT_PROCESSES] = {"--processes", "N", "fresh processes, 0..16 (default 2)"},
     [OPT_BACKENDS] = {"--backends", "LIST", "backends compared with the reference (default cpu,cuda)"},
     [OPT_BACKEND] = {"--backend", "NAME", "backend of the reference run: cpu (default) or cuda"},
-    [OPT_PROFILE] = {"--profile", "NAME", "numerics profile: portable (default), device or integer (experimental)"},
+    [OPT_PROFILE] = {"--profile", "NAME", CLI_PROFILE_HELP},
     [OPT_DEVICE] = {"--device", "N", "CUDA device ordinal (default 0)"},
     [OPT_CPU_PATH] = {"--cpu-path", "NAME", "CPU kernels: auto (default), scalar, avx2 or avx512"},
     [OPT_NEAR_TIES] = {"--near-ties", "N",
@@ -88,7 +88,8 @@ const cli_command vf_command = {
     "shows per near tie and axis whether the token and the logits digest held.\n"
     "The built-in prompts are text (with confusable ones) for a model with a\n"
     "tokenizer, token ids otherwise. Exit status 0 only when everything matched.\n"
-    "'detinfer verify --url http://HOST:PORT' checks a live `detinfer serve` instead.\n"
+    "'detinfer verify --url http://HOST:PORT' checks a live `detinfer serve` instead\n"
+    "(its options are listed after these).\n"
     "Test only: DETINFER_TEST_PERTURB=SLOT:POS flips the lowest bit of one logit of\n"
     "batch slot SLOT at position POS in the batched runs (child:POS: in the fresh\n"
     "processes) before hashing; tie-token:K / tie-digest:K alter near tie K's token\n"
@@ -174,7 +175,7 @@ static void fill_defaults(verify_opts *o, const int *given)
 static int parse(int argc, char **argv, verify_opts *o)
 {
     *o = (verify_opts){.max_new = 16, .seed = 1, .sampled = 3, .backend = DI_BACKEND_CPU,
-                       .profile = DI_PROFILE_PORTABLE, .progress = 1};
+                       .profile = CLI_DEFAULT_PROFILE, .progress = 1};
     int given[N_OPTS] = {0};
     int rc = cli_parse_options(&vf_command, argc, argv, parse_option, o, given);
     if (rc != CLI_EXIT_OK)
@@ -282,6 +283,13 @@ int cli_cmd_verify(int argc, char **argv)
     for (int i = 1; i < argc; i++) /* a live server: tools/verify/verify_url.c */
         if (!strcmp(argv[i], "--url") || !strncmp(argv[i], "--url=", 6))
             return cli_cmd_verify_url(argc, argv);
+    for (int i = 1; i < argc; i++) /* both modes' options */
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            cli_print_help(&vf_command, stdout);
+            printf("\n");
+            vu_print_help(stdout);
+            return CLI_EXIT_OK;
+        }
     verify *v = calloc(1, sizeof *v);
     if (!v)
         return cli_fail(&vf_command, "allocating", DI_ERR_OUT_OF_MEMORY, "");

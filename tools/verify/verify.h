@@ -107,6 +107,9 @@ typedef struct vf_test_hooks {
  * Returns 0 and fills err when the variable is malformed. */
 int vf_test_hooks_from_env(vf_test_hooks *hooks, char *err, size_t err_size);
 
+/* verify --url's usage and options (verify_url.c): `verify --help` prints them too. */
+void vu_print_help(FILE *f);
+
 /* Runs the prompts in a fresh process (this executable's hidden
  * `__verify-child` subcommand, alone in batch 1, with last_only as the
  * engine's) and hands each trace it prints to done. */

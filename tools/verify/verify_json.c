@@ -122,8 +122,9 @@ int verify_print_json(const verify *v)
         prompts = cli_json_push(prompts, prompt_json(v, i));
     for (uint32_t i = 0; i < v->n_rows; i++)
         axes = cli_json_push(axes, row_json(&v->rows[i]));
-    json_t *reference = json_pack("{s:s, s:s, s:I, s:o}", "backend", cli_backend_name(v->o.backend), "profile",
-                                  cli_profile_name(v->o.profile), "threads", (json_int_t)v->o.threads[0], "seconds",
+    json_t *reference = json_pack("{s:s, s:s, s:i, s:I, s:o}", "backend", cli_backend_name(v->o.backend), "profile",
+                                  cli_profile_name(v->o.profile), "numerics", cli_profile_numerics(v->o.profile),
+                                  "threads", (json_int_t)v->o.threads[0], "seconds",
                                   cli_json_real(v->ref_seconds));
     json_t *root = json_pack(
         "{s:s, s:s, s:s, s:o, s:o, s:I, s:o, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:s}", "command",

@@ -171,8 +171,10 @@ void verify_print_text(const verify *v)
 {
     printf("detinfer verify: %s (%s, vocabulary %lld), libdetinfer %s\n", v->o.model,
            di_model_architecture(v->model), (long long)v->n_vocab, di_version_string());
-    printf("reference: backend %s, profile %s, alone (batch 1), %ld thread%s, whole prompt in one step (%.2f s)\n",
-           cli_backend_name(v->o.backend), cli_profile_name(v->o.profile), v->o.threads[0],
+    printf("reference: backend %s, profile %s (numerics %d), alone (batch 1), %ld thread%s, whole prompt in one "
+           "step (%.2f s)\n",
+           cli_backend_name(v->o.backend), cli_profile_name(v->o.profile), cli_profile_numerics(v->o.profile),
+           v->o.threads[0],
            v->o.threads[0] == 1 ? "" : "s", v->ref_seconds);
     printf("prompts: %s; %ld new tokens each\n\n", v->prompts.note, v->o.max_new);
     print_table(v);

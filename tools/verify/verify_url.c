@@ -110,6 +110,7 @@ typedef struct vu {
     di_model *model;
     /* From GET /v1/models. */
     char server_model[128], server_digest[64], server_version[64], server_backend[256];
+    di_profile profile; /* the server's (its fingerprint): the local references run it */
     long long n_vocab, context, bos;
     int sampling;
 } vu;
@@ -212,6 +213,12 @@ static int read_server_info(vu *v)
     copy_str(v->server_digest, sizeof v->server_digest, json_object_get(fp, "model_digest"));
     copy_str(v->server_version, sizeof v->server_version, json_object_get(fp, "library_version"));
     copy_str(v->server_backend, sizeof v->server_backend, json_object_get(fp, "backend"));
+    json_t *profile = json_object_get(fp, "profile");
+    if (!json_is_string(profile) ||
+        !cli_parse_profile(&command, "the server's profile", json_string_value(profile), &v->profile)) {
+        json_decref(root);
+        return CLI_EXIT_FAIL;
+    }
     v->n_vocab = json_integer_value(json_object_get(d, "n_vocab"));
     v->context = json_integer_value(json_object_get(d, "context"));
     json_t *bos = json_object_get(d, "bos_token");
@@ -459,7 +466,7 @@ static int plan(vu *v)
     vf_near_ties ties = {0};
     if (v->model && v->o.ties > 0) {
         char err[256] = "";
-        cli_session_opts so = {.backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE,
+        cli_session_opts so = {.backend = DI_BACKEND_CPU, .profile = v->profile,
                               .threads = 1, .max_sequences = 1, .context_length = 0, .device = 0,
                               .cpu_path = DI_CPU_PATH_AUTO};
         di_status st = vf_prompts_builtin(v->model, max_prompt, (uint64_t)v->o.seed, &sources, err, sizeof err);
@@ -545,7 +552,7 @@ static int references(vu *v)
         return CLI_EXIT_OK;
     di_session *s = NULL;
     char err[512] = "";
-    cli_session_opts so = {.backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE, .threads = 1,
+    cli_session_opts so = {.backend = DI_BACKEND_CPU, .profile = v->profile, .threads = 1,
                           .max_sequences = 1, .context_length = v->context, .device = 0,
                           .cpu_path = DI_CPU_PATH_AUTO};
     di_status st = cli_open_session(v->model, &so, &s, err, sizeof err);
@@ -661,6 +668,11 @@ static char *read_key(const char *path)
     fclose(f);
     line[strcspn(line, "\r\n")] = '\0';
     return strdup(line);
+}
+
+void vu_print_help(FILE *f)
+{
+    cli_print_help(&command, f);
 }
 
 int cli_cmd_verify_url(int argc, char **argv)
