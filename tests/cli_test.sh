@@ -94,7 +94,13 @@ EOF
 
 run)
     tokens=$(tr ' ' ',' < "$models/gqa_untied_q8_0.tokens")
+    # the tools' default is the integer profile, and run says so; the
+    # comparisons with the example (the library's default) name portable
     expect_rc 0 run --model "$model" --tokens "$tokens" --max-new 5 || exit 1
+    has out '; backend cpu, profile integer \(numerics 1\), 1 thread$'
+    grep -E '^(step|sequence)' "$work/out" > "$work/integer"
+    expect_rc 0 run --model "$model" --tokens "$tokens" --max-new 5 --profile portable || exit 1
+    has out '; backend cpu, profile portable \(numerics 1\), 1 thread$'
     has out '^step 4 token [0-9]+ logits [0-9a-f]{32}$'
     has out '^sequence 29 tokens digest [0-9a-f]{32}$'
     grep -E '^(step|sequence)' "$work/out" > "$work/one"
@@ -103,18 +109,21 @@ run)
         "$example" --model "$model" --tokens "$tokens" --max-new 5 | grep -E '^(step|sequence)' > "$work/ex"
         cmp -s "$work/one" "$work/ex" || { fail "run and examples/generate disagree"; diff "$work/one" "$work/ex"; }
     fi
-    expect_rc 0 run --model "$model" --tokens "$tokens" --max-new 5 --threads 3
+    ! cmp -s "$work/one" "$work/integer" || fail "the integer and portable profiles gave the same digests"
+    expect_rc 0 run --model "$model" --tokens "$tokens" --max-new 5 --threads 3 --profile portable
     grep -E '^(step|sequence)' "$work/out" | cmp -s - "$work/one" || fail "run with 3 threads differs"
     seq_digest=$(sed -n 's/^sequence .* digest //p' "$work/one")
-    expect_rc 0 run --model "$model" --tokens "$tokens" --max-new 5 --json &&
-        json "len(d['steps']) == 5 and d['sequence_digest'] == '$seq_digest' and d['sequence_length'] == 29"
+    expect_rc 0 run --model "$model" --tokens "$tokens" --max-new 5 --json --profile portable &&
+        json "len(d['steps']) == 5 and d['sequence_digest'] == '$seq_digest' and d['sequence_length'] == 29 and d['profile'] == 'portable' and d['numerics'] == 1"
     # JSON strings are UTF-8: a byte that is not (here in the model's file name) becomes U+FFFD
     bad_name=$work/$'m\xff.gguf'
     ln -s "$(realpath "$model")" "$bad_name"
     expect_rc 0 run --model "$bad_name" --tokens 1 --max-new 1 --json &&
         json "d['model'].endswith('m\\ufffd.gguf') and d['prompt_text'] is None and d['prompt_tokens'] == [1]"
-    expect_rc 0 run --model "$model" --tokens "$tokens" --max-new 5 --cpu-path scalar --device 0
+    expect_rc 0 run --model "$model" --tokens "$tokens" --max-new 5 --cpu-path scalar --device 0 --profile portable
     grep -E '^(step|sequence)' "$work/out" | cmp -s - "$work/one" || fail "run on the scalar CPU path differs"
+    expect_rc 0 run --model "$model" --tokens "$tokens" --max-new 5 --cpu-path scalar
+    grep -E '^(step|sequence)' "$work/out" | cmp -s - "$work/integer" || fail "the integer profile on the scalar CPU path differs"
     # CUDA without its plugin: the documented refusal, exit 1
     DETINFER_CUDA_PLUGIN=$work/none.so expect_rc 1 run --model "$model" --tokens 1 --backend cuda &&
         has err 'DI_ERR_BACKEND_UNAVAILABLE.*DETINFER_CUDA_PLUGIN'
@@ -160,7 +169,17 @@ run)
     done
     expect_rc 0 run --model "$model" --tokens "$twice" --max-new 40 --speculate ngram --json &&
         json "d['speculation']['accepted'] > 0 and d['speculation']['steps'] < 39"
-    expect_rc 2 run --model "$model" --tokens 1 --speculate model.gguf && has err '--speculate takes ngram'
+    # --speculate FILE: a draft model (here the model itself, whose greedy drafts are all right)
+    expect_rc 0 run --model "$model" --tokens "$twice" --max-new 40 || exit 1
+    grep -E '^(step|sequence)' "$work/out" > "$work/plain"
+    expect_rc 0 run --model "$model" --tokens "$twice" --max-new 40 --speculate "$model" --draft-max 6
+    grep -E '^(step|sequence)' "$work/out" | cmp -s - "$work/plain" || fail "--speculate with a draft model differs"
+    has out '^speculation draft-model: [0-9]+ steps after the prompt for 40 tokens'
+    expect_rc 0 run --model "$model" --tokens "$twice" --max-new 40 --speculate "$model" --json &&
+        json "d['speculation']['draft'] == 'draft-model' and d['speculation']['accepted'] > 0"
+    expect_rc 1 run --model "$model" --tokens 1 --speculate "$models/mha_tied_f32.gguf" &&
+        has err 'DI_ERR_MODEL.*vocabulary has 96 tokens, the model.s 128'
+    expect_rc 1 run --model "$model" --tokens 1 --speculate "$work/missing.gguf" && has err 'missing.gguf.*DI_ERR_IO'
     expect_rc 2 run --model "$model" --tokens 1 --speculate ngram --draft-max 0 && has err '--draft-max'
     expect_rc 2 run --model "$model" --tokens 1 --speculate ngram --ngram 9 && has err '--ngram'
     ;;
@@ -246,16 +265,19 @@ doctor)
     has out '^  INFO +floating point .*does not affect results'
     has out '^  INFO +cpu '
     has out '^  INFO +simd path'
-    expect_rc 0 doctor --model "$model" && has out '^  OK +session +backend=cpu path=[a-z0-9]+ threads=1$'
+    expect_rc 0 doctor --model "$model" && has out '^  OK +session +backend=cpu path=[a-z0-9]+ profile=integer threads=1$'
     has out '^  INFO +os '
     has out '^  INFO +libc '
     has out '^  (OK|INFO|WARN) +cuda driver'
-    has out '^fingerprint \(portable profile\): [0-9a-f]{32}$'
-    fp=$(sed -n 's/^fingerprint (portable profile): //p' "$work/out")
+    # the tools' default profile, integer (the other tools' and the server's)
+    has out '^fingerprint \(integer profile\): [0-9a-f]{32}$'
+    fp=$(sed -n 's/^fingerprint (integer profile): //p' "$work/out")
+    expect_rc 0 doctor --profile portable && has out '^fingerprint \(portable profile\): ' &&
+        { ! grep -q "$fp" "$work/out" || fail "the portable profile's fingerprint is the integer one's"; }
     expect_rc 0 doctor --json &&
-        json "d['fingerprint'] == '$fp' and d['profile'] == 'portable' and 'cpu.model' in d['facts'] and all(c['status'] in ('OK', 'INFO', 'WARN') for c in d['checks'])"
+        json "d['fingerprint'] == '$fp' and d['profile'] == 'integer' and 'cpu.model' in d['facts'] and all(c['status'] in ('OK', 'INFO', 'WARN') for c in d['checks'])"
     expect_rc 0 doctor --save "$work/fp.txt" && has out "$fp"
-    # the digest is xxh128sum of the canonical text (the portable keys, sorted, padded to 4 bytes)
+    # the digest is xxh128sum of the canonical text (the integer and portable keys, sorted, padded to 4 bytes)
     python3 - "$work/fp.txt" "$fp" <<'EOF' || fail "the fingerprint is not the XXH3-128 of its canonical text"
 import sys, xxhash
 keys = ["profile", "library.version", "library.numerics", "library.fast_math", "library.fp_contract"]
@@ -265,7 +287,7 @@ text += b"\n" * (-len(text) % 4)
 assert xxhash.xxh3_128_hexdigest(text) == sys.argv[2]
 EOF
     expect_rc 0 doctor --compare "$work/fp.txt" && has out '^EQUAL DIGESTS PROMISED'
-    # other hardware: still equal digests in the portable profile
+    # other hardware: still equal digests in the integer (and portable) profile
     sed -e 's/^cpu.model=.*/cpu.model=Some Other CPU/' -e 's/^gpu.name=.*/gpu.name=NVIDIA H100/' \
         "$work/fp.txt" > "$work/hw.txt"
     expect_rc 0 doctor --compare "$work/hw.txt" && has out '^  INFO +cpu.model' && has out '^EQUAL DIGESTS PROMISED'

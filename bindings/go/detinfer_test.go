@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -35,14 +36,25 @@ var (
 	realPath = env("DI_TEST_REAL_MODEL", filepath.Join(os.Getenv("HOME"), ".cache/detinfer/gemma-3-270m-q4_k_m.gguf"))
 )
 
+// modelTargets make the generated models (tok_* come with the tokenizer goldens).
+const modelTargets = "build/models/models.txt build/models/tokenizers.txt"
+
+var makeModels sync.Once
+
 func modelPath(t *testing.T, name string) string {
 	p := filepath.Join(models, name)
+	if _, err := os.Stat(p); err != nil && os.Getenv("DI_TEST_MODELS") == "" {
+		// a fresh clone: the tree's models are made here, once (a minute or two)
+		makeModels.Do(func() {
+			t.Logf("%s is missing: make -C %s %s", p, root, modelTargets)
+			cmd := exec.Command("make", append([]string{"-C", root}, strings.Fields(modelTargets)...)...)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Logf("%s", out)
+			}
+		})
+	}
 	if _, err := os.Stat(p); err != nil {
-		target := "build/models/models.txt" // the generated models; tok_* come with the tokenizer goldens
-		if strings.HasPrefix(name, "tok_") {
-			target = "build/models/tokenizers.txt"
-		}
-		t.Fatalf("%s is missing: run make check (or make %s) first", p, target)
+		t.Fatalf("%s is missing: run make -C %s %s", p, root, modelTargets)
 	}
 	return p
 }

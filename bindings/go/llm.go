@@ -26,7 +26,10 @@ type LLM struct {
 }
 
 // LLMOptions: zero values take the defaults (1 thread, 8 sequences, the
-// portable profile, the model's context capped at 4096).
+// integer profile as the detinfer tools take it, the model's context capped
+// at 4096). ProfilePortable gives float64-level accuracy; a digest compares
+// only with digests of the same profile (a bare Session keeps the library's
+// default, portable).
 type LLMOptions struct {
 	Threads       int
 	MaxSequences  int
@@ -94,7 +97,7 @@ func NewLLM(path string, opts LLMOptions) (*LLM, error) {
 		opts.MaxSequences = 8
 	}
 	if opts.Profile == 0 {
-		opts.Profile = ProfilePortable
+		opts.Profile = ProfileInteger
 	}
 	m, err := LoadModel(path)
 	if err != nil {
@@ -156,8 +159,8 @@ func refuse(op string, status Status, format string, args ...interface{}) error 
 // asks), checked against the vocabulary.
 func (l *LLM) promptIDs(op string, i int, p Prompt) ([]int32, error) {
 	ids := p.Tokens
-	if (p.Text == "") == (p.Tokens == nil) {
-		return nil, refuse(op, ErrInvalidArgument, "prompt %d: set exactly one of Text and Tokens", i)
+	if (p.Text == "") == (p.Tokens == nil) { // an empty text is refused, not BOS alone
+		return nil, refuse(op, ErrInvalidArgument, "prompt %d: set exactly one of Text and Tokens (an empty text is refused)", i)
 	}
 	if p.Tokens == nil {
 		var err error
@@ -200,6 +203,12 @@ func (l *LLM) jobs(prompts []Prompt, opts BatchOptions) ([]batchJob, error) {
 		ids, err := l.promptIDs(op, i, p)
 		if err != nil {
 			return nil, err
+		}
+		// the server's rule: the prompt and maxNew-1 generated tokens are
+		// stepped (the last one chosen is not); one call is refused whole
+		if len(ids)+maxNew-1 > l.contextLength { // maxNew >= 1 here
+			return nil, fmt.Errorf("prompt %d: %w", i, refuse(op, ErrContextFull,
+				"the prompt's %d tokens and MaxNew %d exceed the context of %d tokens", len(ids), maxNew, l.contextLength))
 		}
 		sampling := opts.Sampling
 		if opts.PerPrompt != nil {

@@ -2,6 +2,7 @@ package detinfer
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -49,7 +50,13 @@ func alone(t *testing.T, path string, prompt []int32, maxNew int, sampling *Samp
 	return out
 }
 
+// newLLM opens an LLM with the portable profile unless opts names one: the
+// tests compare LLM with portable references (a bare session, the C
+// example), while LLM's default is the integer profile (as the detinfer tools').
 func newLLM(t *testing.T, name string, opts LLMOptions) *LLM {
+	if opts.Profile == 0 {
+		opts.Profile = ProfilePortable
+	}
 	l, err := NewLLM(modelPath(t, name), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -272,5 +279,44 @@ func TestStepAfterGenerateIsRefusedAndAnEarlierGenerationStops(t *testing.T) {
 	}
 	if err := s.Step([]Entry{{0, []int32{1, 2}}}, 0); err != nil {
 		t.Errorf("step after reset: %v", err)
+	}
+}
+
+// The default profile is integer, as the detinfer tools' (issue 41); a bare
+// session keeps the library's, portable. The two profiles give other logits.
+func TestLLMDefaultProfileIsInteger(t *testing.T) {
+	logits := func(p Profile) string {
+		l, err := NewLLM(modelPath(t, "gqa_untied_q8_0.gguf"), LLMOptions{Profile: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		c, err := l.Generate([]Prompt{TokenPrompt(1, 17, 42)}, BatchOptions{MaxNew: 4, IgnoreEOS: true, LogitsDigests: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(c[0].LogitsDigests)
+	}
+	if def := logits(0); def != logits(ProfileInteger) || def == logits(ProfilePortable) {
+		t.Fatal("the default profile is not integer")
+	}
+}
+
+// Issue 41: every prompt is checked against the context before anything
+// runs (the prompt and MaxNew-1 generated tokens are stepped), so no prompt's
+// work is lost to another's overflow found mid-run; an empty text is refused.
+func TestLLMContextIsCheckedBeforeAnythingRuns(t *testing.T) {
+	l := newLLM(t, "gqa_untied_q8_0.gguf", LLMOptions{MaxSequences: 1, ContextLength: 16})
+	_, err := l.Generate([]Prompt{TokenPrompt(1, 2, 3), TokenPrompt(1, 1, 1, 1, 1, 1, 1, 1, 1, 1)}, BatchOptions{MaxNew: 8, IgnoreEOS: true})
+	if !errors.Is(err, ErrContextFull) || !strings.HasPrefix(err.Error(), "prompt 1: ") ||
+		!strings.Contains(err.Error(), "exceed the context of 16 tokens") {
+		t.Fatal(err)
+	}
+	got, err := l.Generate([]Prompt{TokenPrompt(1, 1, 1, 1, 1, 1, 1, 1, 1)}, BatchOptions{MaxNew: 8, IgnoreEOS: true})
+	if err != nil || len(got[0].Tokens) != 8 { // 9 + 8 - 1 = 16 fits
+		t.Fatal(err, got)
+	}
+	if _, err := l.Generate([]Prompt{TextPrompt("")}, BatchOptions{}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatal("an empty text prompt:", err)
 	}
 }

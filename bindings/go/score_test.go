@@ -234,7 +234,7 @@ func TestRealModelScore(t *testing.T) {
 	if _, err := os.Stat(realPath); err != nil {
 		t.Skip("the real model is not in the cache")
 	}
-	l, err := NewLLM(realPath, LLMOptions{Threads: 2, MaxSequences: 2})
+	l, err := NewLLM(realPath, LLMOptions{Threads: 2, MaxSequences: 2, Profile: ProfilePortable})
 	if err != nil {
 		t.Fatal(err)
 	}

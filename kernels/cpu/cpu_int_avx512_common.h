@@ -1,7 +1,7 @@
 /*
  * cpu_int_avx512_common.h — the avx512 integer kernel's weight side and tile
  * (cpu_int_avx512.c, with VNNI; kept apart for a second kernel over the same
- * layout, such as the AMX research kernel of bench/int_amx_shape.c): the
+ * layout, such as the AMX research kernel of bench/research/int_amx_shape.c): the
  * kinds of weight, the decoders of the file's blocks and of the packed
  * layout (cpu_int_avx512.c's head comment describes both), where a row is
  * read from, and the many-token product's tile of decoded rows and its
@@ -21,7 +21,7 @@
 #define GROUP 16u /* blocks per group */
 /* Bytes ahead of the group being read that it asks the caches for: the
  * hardware prefetcher alone leaves one thread at ~40% of DRAM bandwidth
- * (measured on the AMD EPYC, docs/PERFORMANCE.md). */
+ * (measured on the AMD EPYC, docs/PERFORMANCE-LOG.md). */
 #ifndef PREFETCH_AHEAD
 #define PREFETCH_AHEAD 2048
 #endif

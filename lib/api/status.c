@@ -10,6 +10,17 @@
 #define DI_BUILD_FLAGS "unknown"
 #endif
 
+/* The source revision (git describe), which the Makefile writes into
+ * di_revision.h; "unknown" outside a git tree (an sdist) or another build. */
+#if defined(__has_include)
+#if __has_include("di_revision.h")
+#include "di_revision.h"
+#endif
+#endif
+#ifndef DI_SOURCE_REVISION
+#define DI_SOURCE_REVISION "unknown"
+#endif
+
 DI_API const char *di_status_name(di_status status)
 {
     switch (status) {
@@ -49,7 +60,7 @@ DI_API const char *di_version_string(void)
 
 DI_API const char *di_build_info(void)
 {
-    return "libdetinfer " DI_VERSION_STRING "; numerics " DI_STRINGIFY(DI_NUMERICS_VERSION)
-           "; cc " __VERSION__ "; flags " DI_BUILD_FLAGS
+    return "libdetinfer " DI_VERSION_STRING "; revision " DI_SOURCE_REVISION "; numerics " DI_STRINGIFY(
+        DI_NUMERICS_VERSION) "; integer numerics " DI_STRINGIFY(DI_INTEGER_NUMERICS_VERSION) "; cc " __VERSION__ "; flags " DI_BUILD_FLAGS
            "; reduction lanes 32, chunk 1024; profile portable; backends cpu";
 }

@@ -187,7 +187,9 @@ for c in "${batch_cases[@]}"; do
     for lang in Python Go Rust; do
         [ -n "${batch[$lang]:-}" ] || continue
         # shellcheck disable=SC2086 # the command and the options are word lists
-        ${batch[$lang]} --model "$model" --prompts "$prompts" --max-new 8 --max-sequences 2 $options > "$stage/$lang-batch.out"
+        # portable: the C example's profile (the library's default); LLM's is integer
+        ${batch[$lang]} --model "$model" --prompts "$prompts" --max-new 8 --max-sequences 2 --profile portable $options \
+            > "$stage/$lang-batch.out"
         ran+=("$lang")
         if ! cmp -s "$stage/C-batch.out" "$stage/$lang-batch.out"; then
             echo "MISMATCH: $lang's batch call differs from C's runs alone on $(basename "$model") ${options:-greedy}:"

@@ -3,7 +3,7 @@
 
     python activation_blocks.py MODEL.gguf [MODEL.gguf ...] [--new 16] [--threads 2] [--jitter K]
 
-A research tool for issue 23 (docs/PERFORMANCE.md "Activation blocks: accuracy
+A research tool for issue 23 (docs/PERFORMANCE-LOG.md "Activation blocks: accuracy
 before speed"). The float64 forward pass of tests/tools/reference.py is run again with
 the input of every product by a quantized weight replaced by its int8 codes times
 their scale (the integer profile's activations, modelled in float64), for each

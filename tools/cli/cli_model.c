@@ -26,8 +26,8 @@ int64_t cli_model_int(const di_model *model, di_model_key key)
     return di_model_get_int(model, key, &v) == DI_OK ? v : 0;
 }
 
-di_status cli_open_session(const di_model *model, const cli_session_opts *o, di_session **out, char *err,
-                           size_t err_size)
+/* The configuration of o into *out; else its status, with err set. */
+static di_status make_config(const cli_session_opts *o, di_config **out, char *err, size_t err_size)
 {
     di_config *config = NULL;
     di_status st = di_config_create(&config);
@@ -42,10 +42,35 @@ di_status cli_open_session(const di_model *model, const cli_session_opts *o, di_
         (st = di_config_set_int(config, DI_CONFIG_BACKEND, o->backend)) ||
         (st = di_config_set_int(config, DI_CONFIG_PROFILE, o->profile)) ||
         (st = di_config_set_int(config, DI_CONFIG_DEVICE, o->device)) ||
-        (st = di_config_set_int(config, DI_CONFIG_CPU_PATH, o->cpu_path)))
+        (st = di_config_set_int(config, DI_CONFIG_CPU_PATH, o->cpu_path))) {
         snprintf(err, err_size, "%s", di_config_errmsg(config));
-    else
+        di_config_free(config);
+        return st;
+    }
+    *out = config;
+    return DI_OK;
+}
+
+di_status cli_open_session(const di_model *model, const cli_session_opts *o, di_session **out, char *err,
+                           size_t err_size)
+{
+    di_config *config = NULL;
+    di_status st = make_config(o, &config, err, err_size);
+    if (!st)
         st = di_session_create(model, config, out, err, err_size);
+    di_config_free(config);
+    return st;
+}
+
+di_status cli_open_drafter(const di_model *model, const di_model *draft, const cli_session_opts *o,
+                           di_drafter **out, char *err, size_t err_size)
+{
+    cli_session_opts draft_opts = *o;
+    draft_opts.allow_long_context = 1; /* a draft past its training context only drafts worse */
+    di_config *config = NULL;
+    di_status st = make_config(&draft_opts, &config, err, err_size);
+    if (!st)
+        st = di_drafter_create(model, draft, config, out, err, err_size);
     di_config_free(config);
     return st;
 }

@@ -29,6 +29,10 @@ int cli_load_model(const cli_command *cmd, const char *path, di_model **out);
 /* A session with these settings; err receives the detail of a failure. */
 di_status cli_open_session(const di_model *model, const cli_session_opts *o, di_session **out, char *err,
                            size_t err_size);
+/* A drafter of the draft model for model's sessions, its session made as
+ * cli_open_session makes one (past the draft's training context if need be). */
+di_status cli_open_drafter(const di_model *model, const di_model *draft, const cli_session_opts *o,
+                           di_drafter **out, char *err, size_t err_size);
 /* The value of an integer key; 0 when the model has none. */
 int64_t cli_model_int(const di_model *model, di_model_key key);
 

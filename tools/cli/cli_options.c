@@ -201,14 +201,16 @@ int cli_parse_backend(const cli_command *cmd, const char *opt, const char *text,
     return 1;
 }
 
-/* The numerics profiles by their option spelling: --profile and reports. */
+/* The numerics profiles by their option spelling (--profile and reports) and
+ * the numerics version of their definition. */
 static const struct {
     const char *name;
     di_profile profile;
+    int numerics;
 } profile_names[] = {
-    {"portable", DI_PROFILE_PORTABLE},
-    {"device", DI_PROFILE_DEVICE},
-    {"integer", DI_PROFILE_INTEGER},
+    {"portable", DI_PROFILE_PORTABLE, DI_NUMERICS_VERSION},
+    {"device", DI_PROFILE_DEVICE, DI_NUMERICS_VERSION},
+    {"integer", DI_PROFILE_INTEGER, DI_INTEGER_NUMERICS_VERSION},
 };
 #define N_PROFILE_NAMES (sizeof profile_names / sizeof profile_names[0])
 
@@ -243,6 +245,14 @@ int cli_parse_cpu_path(const cli_command *cmd, const char *opt, const char *text
 const char *cli_backend_name(di_backend backend)
 {
     return backend == DI_BACKEND_CUDA ? "cuda" : backend == DI_BACKEND_CPU ? "cpu" : "unknown";
+}
+
+int cli_profile_numerics(di_profile profile)
+{
+    for (size_t i = 0; i < N_PROFILE_NAMES; i++)
+        if (profile_names[i].profile == profile)
+            return profile_names[i].numerics;
+    return 0;
 }
 
 const char *cli_profile_name(di_profile profile)

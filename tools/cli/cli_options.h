@@ -58,7 +58,18 @@ di_status cli_token_list(const char *text, int64_t limit, int32_t **out, uint32_
 int cli_parse_tokens(const cli_command *cmd, const char *opt, const char *text, int32_t **tokens,
                      uint32_t *n);
 int cli_parse_backend(const cli_command *cmd, const char *opt, const char *text, di_backend *out);
+/* The tools' profile when --profile is not given (run, verify, bench, serve):
+ * integer, the faster on CPUs and closer to float64 than llama.cpp; both
+ * profiles keep every determinism promise, and a digest compares only with
+ * one of the same profile and numerics version. The library's fresh
+ * di_config keeps DI_PROFILE_PORTABLE (docs/ABI.md). */
+#define CLI_DEFAULT_PROFILE DI_PROFILE_INTEGER
+/* Help text of --profile; NAME is the default's. */
+#define CLI_PROFILE_HELP "numerics profile: integer (default), portable (float64-level accuracy) or device (CUDA)"
 int cli_parse_profile(const cli_command *cmd, const char *opt, const char *text, di_profile *out);
+/* The profile's numerics version: DI_NUMERICS_VERSION, or for the integer
+ * profile DI_INTEGER_NUMERICS_VERSION. */
+int cli_profile_numerics(di_profile profile);
 /* --device N (0..255) and --cpu-path auto|scalar|avx2|avx512 */
 int cli_parse_device(const cli_command *cmd, const char *opt, const char *text, long *out);
 int cli_parse_cpu_path(const cli_command *cmd, const char *opt, const char *text, di_cpu_path *out);

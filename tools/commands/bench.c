@@ -48,7 +48,7 @@ static const cli_option options[] = {
     [OPT_BATCH_TOKENS] = {"--batch-tokens", "N", "tokens each sequence generates in a batched run (default 64)"},
     [OPT_REPS] = {"--reps", "N", "repetitions of each test (default 3)"},
     [OPT_BACKEND] = {"--backend", "NAME", "cpu (default) or cuda"},
-    [OPT_PROFILE] = {"--profile", "NAME", "portable (default), device or integer (experimental)"},
+    [OPT_PROFILE] = {"--profile", "NAME", CLI_PROFILE_HELP},
     [OPT_DEVICE] = {"--device", "N", "CUDA device ordinal (default 0)"},
     [OPT_CPU_PATH] = {"--cpu-path", "NAME", "CPU kernels: auto (default), scalar, avx2 or avx512"},
     [OPT_BANDWIDTH] = {"--bandwidth", "GB/S", "memory bandwidth to use instead of measuring it"},
@@ -133,7 +133,7 @@ static int apply_option(int k, const char *v, void *opts)
 static int parse(int argc, char **argv, bench_opts *o)
 {
     *o = (bench_opts){.threads = {1}, .n_threads = 1, .pp = {128}, .n_pp = 1, .tg = {32}, .n_tg = 1,
-                      .batch_tokens = 64, .reps = 3, .backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE};
+                      .batch_tokens = 64, .reps = 3, .backend = DI_BACKEND_CPU, .profile = CLI_DEFAULT_PROFILE};
     int rc = cli_parse_options(&command, argc, argv, apply_option, o, NULL);
     if (rc != CLI_EXIT_OK)
         return rc;
@@ -443,12 +443,13 @@ static int print_json(const bench *b)
     json_t *results = json_array();
     for (int i = 0; i < b->n_results; i++)
         results = cli_json_push(results, result_json(b, &b->results[i]));
-    json_t *root = json_pack("{s:s, s:s, s:s, s:o, s:o, s:I, s:I, s:s, s:s, s:I, s:o, s:b, s:b}", "command", "bench",
+    json_t *root = json_pack("{s:s, s:s, s:s, s:o, s:o, s:I, s:I, s:s, s:s, s:i, s:I, s:o, s:b, s:b}", "command", "bench",
                              "library_version", di_version_string(), "build_info", di_build_info(),
                              "model_filename", cli_json_text(b->o.model), "model_type",
                              cli_json_text(di_model_architecture(b->model)), "model_size", (json_int_t)b->file_size,
                              "model_n_params", (json_int_t)b->n_params, "backend", cli_backend_name(b->o.backend),
-                             "profile", cli_profile_name(b->o.profile), "repetitions", (json_int_t)b->o.reps,
+                             "profile", cli_profile_name(b->o.profile), "numerics",
+                             cli_profile_numerics(b->o.profile), "repetitions", (json_int_t)b->o.reps,
                              "results", results, "tg_digests_equal", b->tg_equal, "bd_digests_equal",
                              b->bd_equal);
     return cli_json_emit(&command, root, stdout);
@@ -511,11 +512,11 @@ int cli_cmd_bench(int argc, char **argv)
     if (rc == CLI_EXIT_OK) {
         double bw[MAX_LIST];
         if (!b->o.json)
-            printf("model %s: %s, %.1fM parameters, %.1f MiB; libdetinfer %s; backend %s, profile %s; %ld "
-                   "repetitions\n",
+            printf("model %s: %s, %.1fM parameters, %.1f MiB; libdetinfer %s; backend %s, profile %s (numerics %d); "
+                   "%ld repetitions\n",
                    b->o.model, di_model_architecture(b->model), (double)b->n_params / 1e6,
                    (double)b->file_size / 1048576.0, di_version_string(), cli_backend_name(b->o.backend),
-                   cli_profile_name(b->o.profile), b->o.reps);
+                   cli_profile_name(b->o.profile), cli_profile_numerics(b->o.profile), b->o.reps);
         bandwidths(b, bw);
         for (int k = 0; k < b->o.n_threads && rc == CLI_EXIT_OK; k++)
             rc = run_threads(b, b->o.threads[k], bw[k]);

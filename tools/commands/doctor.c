@@ -171,14 +171,17 @@ static void library_facts(doctor *d)
     const char *info = di_build_info();
     fact_add(d, "profile", cli_profile_name(d->profile));
     fact_add(d, "library.version", di_version_string());
+    char revision[128];
+    build_part("revision ", revision, sizeof revision); /* not in the fingerprint: equal numerics compare */
+    fact_add(d, "library.revision", revision);
     snprintf(buf, sizeof buf, "%s", DI_VERSION_STRING);
     fact_add(d, "tool.header_version", buf);
     if (di_version_number() == DI_VERSION_NUMBER)
-        check_add(d, LV_OK, "library", "libdetinfer %s (ABI %d), the version this tool was built with",
-                  di_version_string(), DI_ABI_VERSION);
+        check_add(d, LV_OK, "library", "libdetinfer %s (revision %s, ABI %d), the version this tool was built with",
+                  di_version_string(), revision, DI_ABI_VERSION);
     else
-        check_add(d, LV_WARN, "library", "libdetinfer %s loaded, but this tool was built with header %s",
-                  di_version_string(), DI_VERSION_STRING);
+        check_add(d, LV_WARN, "library", "libdetinfer %s (revision %s) loaded, but this tool was built with header %s",
+                  di_version_string(), revision, DI_VERSION_STRING);
     build_part("reduction ", numerics, sizeof numerics);
     snprintf(buf, sizeof buf, "reduction %s", numerics);
     fact_add(d, "library.numerics", buf);
@@ -620,9 +623,11 @@ static void print_text(const doctor *d, const di_digest *fp)
     for (int i = 0; i < d->n_facts; i++)
         if (in_digest(d->facts[i].key, d->profile))
             printf(" %s", d->facts[i].key);
-    printf("\n  %s\n", d->profile == DI_PROFILE_PORTABLE
-                           ? "(CPU, GPU, OS and CUDA versions do not change digests in the portable profile)"
-                           : "(the device profile's digests also depend on the GPU model and CUDA library versions)");
+    if (d->profile != DI_PROFILE_DEVICE)
+        printf("\n  (CPU, GPU, OS and CUDA versions do not change digests in the %s profile)\n",
+               cli_profile_name(d->profile));
+    else
+        printf("\n  (the device profile's digests also depend on the GPU model and CUDA library versions)\n");
 }
 
 static json_t *compare_json(const doctor *d, const char *path, const comparison *c)
@@ -683,8 +688,8 @@ static int apply_option(int k, const char *v, void *opts)
 
 int cli_cmd_doctor(int argc, char **argv)
 {
-    doctor_opts o = {.profile = DI_PROFILE_PORTABLE,
-                     .session = {.backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE, .threads = 1,
+    doctor_opts o = {.profile = CLI_DEFAULT_PROFILE, /* the profile the other tools run by default */
+                     .session = {.backend = DI_BACKEND_CPU, .profile = CLI_DEFAULT_PROFILE, .threads = 1,
                                  .max_sequences = 1, .context_length = 16}};
     int rc = cli_parse_options(&command, argc, argv, apply_option, &o, NULL);
     if (rc != CLI_EXIT_OK)

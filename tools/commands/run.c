@@ -28,7 +28,7 @@ static const cli_option options[] = {
     [OPT_MAX_TOKENS] = {"--max-tokens", "N", "the same as --max-new (the name of serve's and OpenAI's max_tokens)"},
     [OPT_THREADS] = {"--threads", "N", "worker threads, 1..256 (default 1); results do not depend on it"},
     [OPT_BACKEND] = {"--backend", "NAME", "cpu (default) or cuda"},
-    [OPT_PROFILE] = {"--profile", "NAME", "numerics profile: portable (default), device or integer (experimental)"},
+    [OPT_PROFILE] = {"--profile", "NAME", CLI_PROFILE_HELP},
     [OPT_DEVICE] = {"--device", "N", "CUDA device ordinal (default 0)"},
     [OPT_CPU_PATH] = {"--cpu-path", "NAME", "CPU kernels: auto (default), scalar, avx2 or avx512"},
     [OPT_NO_BOS] = {"--no-bos", NULL, "do not prepend BOS to a text prompt"},
@@ -47,7 +47,7 @@ static const cli_option options[] = {
                                 "accept a prompt plus --max-new longer than the model's training context"},
     [OPT_GRAMMAR] = {"--grammar", "FILE", "generate only text of the GBNF grammar in FILE (docs/STRUCTURED.md)"},
     [OPT_JSON_SCHEMA] = {"--json-schema", "FILE", "generate only JSON the schema in FILE allows"},
-    [OPT_SPECULATE] = {"--speculate", "ngram", "verify prompt-lookup drafts several tokens a step: the same output, bit for bit"},
+    [OPT_SPECULATE] = {"--speculate", "ngram|FILE", "verify drafts several tokens a step, from prompt lookup or a draft model of the same vocabulary: the same output, bit for bit"},
     [OPT_DRAFT_MAX] = {"--draft-max", "N", "with --speculate, draft tokens per step at most, 1..32 (default 8)"},
     [OPT_NGRAM] = {"--ngram", "N", "with --speculate, the longest key the lookup matches, 1..8 (default 3)"},
     {NULL, NULL, NULL},
@@ -78,7 +78,8 @@ typedef struct run_opts {
     int add_bos, stop_at_eos, json, allow_long_context;
     di_sampling_params sampling; /* checked by the library */
     const char *grammar_file, *schema_file;
-    int speculate;              /* --speculate ngram */
+    int speculate;              /* --speculate: ngram, or draft_model */
+    const char *draft_model;    /* --speculate FILE */
     long draft_max, ngram;
 } run_opts;
 
@@ -93,6 +94,7 @@ typedef struct run_result {
     di_digest sequence;
     di_grammar *grammar;
     uint32_t steps, drafted, accepted; /* with --speculate: steps after the prompt's, draft tokens */
+    di_drafter *drafter;        /* --speculate FILE */
 } run_result;
 
 /* A number for a sampling option; its range is the library's to check. */
@@ -162,11 +164,8 @@ static int apply_option(int k, const char *v, void *opts)
     case OPT_GRAMMAR: o->grammar_file = v; return 1;
     case OPT_JSON_SCHEMA: o->schema_file = v; return 1;
     case OPT_SPECULATE:
-        if (strcmp(v, "ngram")) {
-            cli_usage(&command, "--speculate takes ngram (prompt lookup), not '%s'", v);
-            return 0;
-        }
         o->speculate = 1;
+        o->draft_model = strcmp(v, "ngram") ? v : NULL;
         return 1;
     case OPT_DRAFT_MAX: return cli_parse_long(&command, options[k].name, v, 1, DI_DRAFT_MAX, &o->draft_max);
     case OPT_NGRAM: return cli_parse_long(&command, options[k].name, v, 1, DI_DRAFT_MAX_NGRAM, &o->ngram);
@@ -176,7 +175,7 @@ static int apply_option(int k, const char *v, void *opts)
 
 static int parse(int argc, char **argv, run_opts *o)
 {
-    *o = (run_opts){.max_new = 32, .threads = 1, .backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE,
+    *o = (run_opts){.max_new = 32, .threads = 1, .backend = DI_BACKEND_CPU, .profile = CLI_DEFAULT_PROFILE,
                     .add_bos = 1, .stop_at_eos = 1, .draft_max = 8, .ngram = 3};
     di_sampling_params_init(&o->sampling);
     int rc = cli_parse_options(&command, argc, argv, apply_option, o, NULL);
@@ -349,8 +348,13 @@ static int generate_speculating(const run_opts *o, const di_model *model, di_ses
         const long room = o->max_new - (long)r->n_generated - 1;
         uint32_t n_draft = 0;
         feed[0] = token;
-        st = di_session_seq_draft_lookup(s, seq, token, (uint32_t)o->ngram,
-                                         (uint32_t)(room < o->draft_max ? room : o->draft_max), feed + 1, &n_draft);
+        const uint32_t max = (uint32_t)(room < o->draft_max ? room : o->draft_max);
+        st = r->drafter ? di_drafter_propose(r->drafter, s, seq, token, max, feed + 1, &n_draft)
+                        : di_session_seq_draft_lookup(s, seq, token, (uint32_t)o->ngram, max, feed + 1, &n_draft);
+        if (st && r->drafter) { /* the drafter's failure, in its own words */
+            free(feed);
+            return cli_fail(&command, "the draft model", st, di_drafter_errmsg(r->drafter));
+        }
         const uint32_t n = n_draft + 1;
         if (!st)
             st = di_session_step(s, 1, &seq, &n, feed, DI_STEP_ALL_LOGITS);
@@ -408,10 +412,11 @@ static di_status sequence_digest(di_session *s, run_result *r)
 
 static void print_header(const run_opts *o, const di_model *model, const run_result *r)
 {
-    printf("model %s: %s, %lld layers, vocabulary %lld; libdetinfer %s; backend %s, profile %s, %ld thread%s\n",
+    printf("model %s: %s, %lld layers, vocabulary %lld; libdetinfer %s; backend %s, profile %s (numerics %d), "
+           "%ld thread%s\n",
            o->model, di_model_architecture(model), (long long)cli_model_int(model, DI_MODEL_N_LAYER),
            (long long)cli_model_int(model, DI_MODEL_N_VOCAB), di_version_string(), cli_backend_name(o->backend),
-           cli_profile_name(o->profile), o->threads, o->threads == 1 ? "" : "s");
+           cli_profile_name(o->profile), cli_profile_numerics(o->profile), o->threads, o->threads == 1 ? "" : "s");
     const di_sampling_params *p = &o->sampling;
     if (p->temperature > 0)
         printf("sampling temperature %g top-k %d top-p %g min-p %g repeat-penalty %g presence-penalty %g "
@@ -472,17 +477,18 @@ static int print_json(const run_opts *o, const di_model *model, const run_result
     di_digest gd;
     json_t *grammar = r->grammar && !di_grammar_digest(r->grammar, &gd) ? cli_json_digest(&gd) : json_null();
     json_t *root = json_pack(
-        "{s:o, s:o, s:s, s:s, s:s, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:I, s:o, s:o}", "model",
+        "{s:o, s:o, s:s, s:s, s:s, s:i, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:I, s:o, s:o}", "model",
         cli_json_text(o->model), "architecture", cli_json_text(di_model_architecture(model)), "library_version",
         di_version_string(), "backend", cli_backend_name(o->backend), "profile", cli_profile_name(o->profile),
-        "threads", (json_int_t)o->threads, "sampling", sampling, "prompt_text", cli_json_text(o->prompt_text),
+        "numerics", cli_profile_numerics(o->profile), "threads", (json_int_t)o->threads, "sampling", sampling, "prompt_text", cli_json_text(o->prompt_text),
         "prompt_tokens", cli_json_tokens(r->prompt, r->n_prompt), "steps", steps_json(model, r), "tokens",
         cli_json_tokens(r->generated, r->n_generated), "text", cli_json_text(text), "stopped",
         r->stopped_at_eos ? "eos" : r->stopped_by_grammar ? "grammar" : "max_new", "sequence_length",
         (json_int_t)(r->n_prompt + r->n_generated), "sequence_digest", cli_json_digest(&r->sequence),
         "grammar_digest", grammar);
     if (o->speculate)
-        json_object_set_new(root, "speculation", json_pack("{s:s, s:I, s:I, s:I}", "draft", "ngram", "steps",
+        json_object_set_new(root, "speculation", json_pack("{s:s, s:I, s:I, s:I}", "draft",
+                                                           o->draft_model ? "draft-model" : "ngram", "steps",
                                                            (json_int_t)r->steps, "drafted", (json_int_t)r->drafted,
                                                            "accepted", (json_int_t)r->accepted));
     free(text);
@@ -512,7 +518,7 @@ int cli_cmd_run(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc)
         return rc < 0 ? CLI_EXIT_OK : rc;
-    di_model *model = NULL;
+    di_model *model = NULL, *draft = NULL;
     di_session *s = NULL;
     run_result r = {0};
     if ((rc = cli_load_model(&command, o.model, &model)))
@@ -539,6 +545,15 @@ int cli_cmd_run(int argc, char **argv)
         rc = cli_fail(&command, "the sampling options", st, di_session_errmsg(s));
         goto out;
     }
+    if (o.draft_model) { /* --speculate FILE: its session as the model's */
+        if ((rc = cli_load_model(&command, o.draft_model, &draft)))
+            goto out;
+        so.allow_long_context = o.allow_long_context;
+        if ((st = cli_open_drafter(model, draft, &so, &r.drafter, err, sizeof err))) {
+            rc = cli_fail(&command, "the draft model", st, err);
+            goto out;
+        }
+    }
     if (!o.json)
         print_header(&o, model, &r);
     if ((rc = o.speculate ? generate_speculating(&o, model, s, &r) : generate(&o, model, s, &r)))
@@ -552,14 +567,17 @@ int cli_cmd_run(int argc, char **argv)
     else
         print_footer(model, &r);
     if (o.speculate && !o.json) /* what speculation did: the lines above are the same without it */
-        printf("speculation ngram: %u steps after the prompt for %u tokens, %u drafted, %u accepted (%.0f%%)\n",
-               r.steps, r.n_generated, r.drafted, r.accepted, r.drafted ? 100.0 * r.accepted / r.drafted : 0.0);
+        printf("speculation %s: %u steps after the prompt for %u tokens, %u drafted, %u accepted (%.0f%%)\n",
+               o.draft_model ? "draft-model" : "ngram", r.steps, r.n_generated, r.drafted, r.accepted,
+               r.drafted ? 100.0 * r.accepted / r.drafted : 0.0);
 out:
     free(r.prompt);
     free(r.generated);
     free(r.digests);
     di_session_free(s);
     di_grammar_free(r.grammar);
+    di_drafter_free(r.drafter);
+    di_model_free(draft);
     di_model_free(model);
     return rc;
 }

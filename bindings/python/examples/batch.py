@@ -22,11 +22,12 @@ def main() -> int:
     ap.add_argument("--top-k", type=int, default=0)
     ap.add_argument("--top-p", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--profile", choices=["integer", "portable"], default="integer", help="LLM's default: integer")
     a = ap.parse_args()
     prompts = [[int(t) for t in p.split(",")] for p in a.prompts.split(";")]
     sampling = detinfer.SamplingParams(temperature=a.temperature, top_k=a.top_k, top_p=a.top_p, seed=a.seed)
     try:
-        with detinfer.LLM(a.model, max_sequences=a.max_sequences) as llm:
+        with detinfer.LLM(a.model, max_sequences=a.max_sequences, profile=a.profile) as llm:
             results = llm.generate(prompts, sampling=sampling, max_new=a.max_new, stop_at_eos=False,
                                    logits_digests=True)
     except detinfer.DetinferError as e:

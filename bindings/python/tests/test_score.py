@@ -2,6 +2,7 @@
 checked against a path that shares no code with them: the prompt stepped one
 token at a time with di_session_logprobs after each (bit for bit), and a
 float64 log-softmax of the session's logits rows."""
+import functools
 import struct
 
 import pytest
@@ -12,6 +13,12 @@ from detinfer import DetinferError, LibraryNotFoundError, Status
 from conftest import REAL, model_path
 from test_detinfer import LOGPROB_TOLERANCE, log_softmax64
 from test_llm import PROMPTS
+
+# LLM's default profile is integer (as the detinfer tools'); these tests
+# compare it with portable references (a bare session, the C example), so
+# they name the portable profile. test_the_default_profile_is_integer checks
+# the default.
+LLM = functools.partial(detinfer.LLM, profile="portable")
 
 
 def bits(x):
@@ -40,7 +47,7 @@ def one_at_a_time(path, prompt, top):
 @pytest.mark.parametrize("name", ["gqa_untied_q8_0.gguf", "gemma3_q8_0.gguf", "qwen2_q8_0.gguf"])
 def test_score_equals_the_prompt_one_token_at_a_time(name):
     path = model_path(name)
-    with detinfer.LLM(str(path), max_sequences=3) as llm:  # 7 prompts on 3 sequences
+    with LLM(str(path), max_sequences=3) as llm:  # 7 prompts on 3 sequences
         got = llm.score(PROMPTS, top=4)
         n_vocab = llm.model.n_vocab
         llm.SCORE_STEP_BYTES = 5 * 4 * n_vocab  # steps of at most 5 tokens: prompts in chunks
@@ -68,7 +75,7 @@ def test_score_equals_the_prompt_one_token_at_a_time(name):
 def test_score_is_the_float64_log_softmax_of_the_logits(name):
     path = model_path(name)
     prompt = PROMPTS[3]
-    with detinfer.LLM(str(path)) as llm:
+    with LLM(str(path)) as llm:
         r = llm.score([prompt], top=llm.model.n_vocab)[0]
     with detinfer.Model(path) as model, model.session() as s:
         s.step({0: prompt}, all_logits=True)
@@ -83,7 +90,7 @@ def test_score_is_the_float64_log_softmax_of_the_logits(name):
 
 
 def test_score_text_prompts(spm_path):
-    with detinfer.LLM(str(spm_path), max_sequences=2) as llm:
+    with LLM(str(spm_path), max_sequences=2) as llm:
         texts = ["hello world", "the quick brown fox", "a"]
         got = llm.score(texts, top=2)
         assert llm.score("hello world", top=2) == got[:1]  # one text alone is a list of one
@@ -94,7 +101,7 @@ def test_score_text_prompts(spm_path):
 
 
 def test_score_refuses_bad_input_before_anything_runs(llama_path):
-    with detinfer.LLM(str(llama_path), max_sequences=2, context_length=16) as llm:
+    with LLM(str(llama_path), max_sequences=2, context_length=16) as llm:
         n_vocab = llm.model.n_vocab
         with pytest.raises(DetinferError) as e:  # longer than the context
             llm.score([[1, 2], [1] * 17])
@@ -122,7 +129,7 @@ def test_score_refuses_bad_input_before_anything_runs(llama_path):
 
 
 def test_score_releases_the_lock_and_the_sequences_on_a_library_error(llama_path, monkeypatch):
-    with detinfer.LLM(str(llama_path), max_sequences=2) as llm:
+    with LLM(str(llama_path), max_sequences=2) as llm:
         real = detinfer.Session.logprobs_at
 
         def fail_late(self, seq, index, token=None, top=0):
@@ -164,7 +171,7 @@ def test_logprobs_at_errors(llama_path):
 def test_logprobs_at_names_itself_on_an_older_library(llama_path, monkeypatch):
     lib = detinfer.library()
     monkeypatch.setattr(lib, "missing", lib.missing + ["di_session_logprobs_at"])
-    with detinfer.LLM(str(llama_path)) as llm:
+    with LLM(str(llama_path)) as llm:
         with pytest.raises(LibraryNotFoundError, match="has no di_session_logprobs_at"):
             llm.score([[1, 2, 3]])
         assert not llm._lock.locked() and llm.session.length(0) == 0
@@ -174,7 +181,7 @@ def test_logprobs_at_names_itself_on_an_older_library(llama_path, monkeypatch):
 def test_real_model_score():
     """The real model: the last token's log-probability is di_session_logprobs'
     after stepping the rest, and every position that of one token at a time."""
-    with detinfer.LLM(str(REAL), threads=2, max_sequences=2) as llm:
+    with LLM(str(REAL), threads=2, max_sequences=2) as llm:
         texts = ["The capital of France is Paris", "def fibonacci(n):"]
         got = llm.score(texts, top=3)
         paris = got[0].token_ids

@@ -26,7 +26,13 @@ func main() {
 	topK := flag.Int("top-k", 0, "top-k cut (0: none)")
 	topP := flag.Float64("top-p", 1, "top-p cut (1: none)")
 	seed := flag.Uint64("seed", 0, "sampling seed")
+	profileName := flag.String("profile", "integer", "numerics profile: integer (LLM's default) or portable")
 	flag.Parse()
+	profile, ok := map[string]detinfer.Profile{"integer": detinfer.ProfileInteger, "portable": detinfer.ProfilePortable}[*profileName]
+	if !ok {
+		fmt.Fprintln(os.Stderr, "detinfer-batch: --profile integer or portable")
+		os.Exit(2)
+	}
 	if *model == "" || *list == "" {
 		fmt.Fprintln(os.Stderr, "usage: detinfer-batch --model FILE --prompts LIST [--max-new N]")
 		os.Exit(2)
@@ -46,7 +52,7 @@ func main() {
 	}
 	sampling := &detinfer.SamplingParams{Temperature: float32(*temperature), TopK: int32(*topK), TopP: float32(*topP),
 		Seed: *seed}
-	llm, err := detinfer.NewLLM(*model, detinfer.LLMOptions{MaxSequences: *maxSeq})
+	llm, err := detinfer.NewLLM(*model, detinfer.LLMOptions{MaxSequences: *maxSeq, Profile: profile})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "detinfer-batch:", err)
 		os.Exit(1)

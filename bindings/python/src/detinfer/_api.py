@@ -180,6 +180,19 @@ def build_info() -> str:
     return _text(library().c.di_build_info())
 
 
+def numerics_version(profile: Union["Profile", str]) -> int:
+    """The numerics version of a profile's definition, as the library names it
+    (di_build_info: "numerics N" for portable and device, "integer numerics
+    N" for integer): a digest compares only with digests of the same profile
+    and numerics version."""
+    name = profile if isinstance(profile, str) else Profile(profile).name
+    key = "integer numerics " if name.lower() == "integer" else "numerics "
+    for part in build_info().split("; "):
+        if part.startswith(key):
+            return int(part[len(key):])
+    return 1  # a library from before the integer profile's own version: both were 1
+
+
 def cpu_path_resolve(requested: Union[CpuPath, int] = CpuPath.AUTO) -> CpuPath:
     """The CPU path a session created with cpu_path=`requested` would run on
     this machine: for CpuPath.AUTO, the one a default session takes

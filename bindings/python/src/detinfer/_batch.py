@@ -11,7 +11,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Collection, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from ._api import DetinferError, Grammar, Logprobs, SamplingParams, Session, Status
+from ._api import DetinferError, Grammar, Logprobs, Model, ModelKey, SamplingParams, Session, Status
+
+
+def context_of(model: Model, context_length: int) -> int:
+    """The most tokens a sequence holds: the context_length setting, else
+    (include/detinfer.h, DI_CONFIG_CONTEXT_LENGTH) the model's training
+    context capped at 4096."""
+    return context_length or min(model.get_int(ModelKey.N_CTX_TRAIN), 4096)
+
+
+def context_overflow(n_prompt: int, max_new: int, context: int) -> Optional[DetinferError]:
+    """The server's rule, checked before anything runs: the prompt and
+    max_new - 1 generated tokens are stepped (the last one chosen is not)."""
+    if n_prompt + max(max_new - 1, 0) <= context:
+        return None
+    return DetinferError(Status.ERR_CONTEXT_FULL, f"the prompt's {n_prompt} tokens and max_new {max_new} "
+                         f"exceed the context of {context} tokens")
 
 
 @dataclass

@@ -11,14 +11,16 @@ log-probability of every prompt token given the tokens before it."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import (Any, Iterable, Iterator, List, Mapping, Optional, Sequence as Seq, Set, Tuple,
                     Union)
 
-from ._api import (DetinferError, GeneratedToken, Logprobs, Model, ModelKey, Profile, SamplingParams,
+from ._api import (DetinferError, GeneratedToken, Logprobs, Model, Profile, SamplingParams,
                    Status, chat_turn_end)
-from ._batch import Batch, Job, Outcome, score_prompts
+from ._batch import Batch, Job, Outcome, context_of, context_overflow, score_prompts
 from ._lib import library
 
 Prompt = Union[str, Seq[int]]
@@ -61,6 +63,20 @@ class PromptScore:
         return [lp.token_logprob if lp is not None else None for lp in self.logprobs]
 
 
+# The built-in template (docs/CHAT.md, "The built-in templates") that every
+# chat model of an architecture speaks: LLM.chat's choice for a file without
+# a tokenizer.chat_template of its own (Gemma 3 270M's), said once per LLM.
+# The library names only a file's own template (di_model_chat_template), so
+# this table is the binding's.
+ARCHITECTURE_CHAT_TEMPLATES = {
+    "gemma2": "gemma",
+    "gemma3": "gemma",
+    "phi3": "phi3",
+    "qwen2": "chatml",
+    "qwen3": "chatml",
+}
+
+
 def _sum(logprobs: List[Logprobs]) -> float:
     total = 0.0
     for lp in logprobs:
@@ -73,7 +89,11 @@ class LLM:
     """A model file, loaded once, and one session of `max_sequences`
     sequences. Other keyword settings are Config keys (context_length,
     cpu_path, backend, ...). One call at a time (a lock makes threads
-    wait); a stream holds the LLM until it is exhausted or closed."""
+    wait); a stream holds the LLM from the call until it is exhausted,
+    closed, left by `break` or dropped. profile: integer (the default, as
+    the detinfer tools take it) or portable (float64-level accuracy); a
+    digest compares only with digests of the same profile (a bare
+    Model.session() keeps the library's default, portable)."""
 
     # The logits one step of score() keeps: an all-logits step holds a row of
     # n_vocab floats per token it appends, so long prompts go in chunks (the
@@ -81,7 +101,7 @@ class LLM:
     SCORE_STEP_BYTES = 256 << 20
 
     def __init__(self, model_path: str, threads: int = 1, max_sequences: int = 8,
-                 profile: Union[Profile, str] = Profile.PORTABLE, **settings: Any) -> None:
+                 profile: Union[Profile, str] = Profile.INTEGER, **settings: Any) -> None:
         if isinstance(profile, str):
             try:
                 profile = Profile[profile.upper()]
@@ -95,12 +115,26 @@ class LLM:
             self.model.close()
             raise
         self.max_sequences = max_sequences
-        # The most tokens a sequence holds: the context_length setting, else
-        # (include/detinfer.h, DI_CONFIG_CONTEXT_LENGTH) the model's training
-        # context capped at 4096.
-        self.context_length: int = (settings.get("context_length") or
-                                    min(self.model.get_int(ModelKey.N_CTX_TRAIN), 4096))
+        self.context_length: int = context_of(self.model, settings.get("context_length") or 0)
         self._lock = threading.Lock()
+        self._stream_thread: Optional[int] = None  # the thread whose open stream holds _lock
+        self._said_template = False  # the architecture's chat template was named in a warning
+
+    def _acquire(self) -> None:
+        """Takes the LLM's lock, or refuses where waiting could never end: an
+        open stream of this thread holds it."""
+        if self._stream_thread == threading.get_ident():
+            raise RuntimeError("another stream of this LLM is open in this thread: exhaust or close it "
+                               "(or use `with llm.stream(...) as s:`) first")
+        self._lock.acquire()
+
+    @contextlib.contextmanager
+    def _turn(self) -> Iterator[None]:
+        self._acquire()
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     def close(self) -> None:
         self.model.close()  # closes the session too
@@ -121,6 +155,8 @@ class LLM:
             ids = self.model.tokenize(prompt, add_bos=True) if isinstance(prompt, str) else list(prompt)
         except DetinferError as e:  # a model file without a tokenizer, text it cannot take
             raise DetinferError(e.status, f"{where}: {e.message}") from None
+        if prompt == "":  # not BOS alone: refused, as the tools, the server and Go and Rust do
+            raise ValueError(f"{where}: the prompt is empty (text \"\")")
         if not ids:
             raise ValueError(f"{where}: the prompt has no tokens")
         for t in ids:
@@ -170,7 +206,11 @@ class LLM:
         jobs = []
         for i, (p, s) in enumerate(zip(items, per)):
             where = f"prompt {i}"
-            jobs.append(Job(self._prompt_ids(p, where), max_new, stop, s, logprobs))
+            ids = self._prompt_ids(p, where)
+            overflow = context_overflow(len(ids), max_new, self.context_length)
+            if overflow is not None:  # one call is refused whole
+                raise DetinferError(overflow.status, f"{where}: {overflow.message}")
+            jobs.append(Job(ids, max_new, stop, s, logprobs))
             self._check_sampling(s, where)
         return jobs
 
@@ -203,7 +243,7 @@ class LLM:
         None (greedy), one SamplingParams for all, or one (or None) per
         prompt. Every prompt and parameter is checked before anything runs
         (ValueError, TypeError, or DetinferError naming the prompt)."""
-        with self._lock:
+        with self._turn():
             jobs = self._jobs(prompts, sampling, max_new, self._stop(stop_at_eos), logprobs)
             outcomes = Batch(self.session, self.max_sequences, jobs).run()
             return [self._completion(i, j, o, logits_digests) for i, (j, o) in enumerate(zip(jobs, outcomes))]
@@ -219,7 +259,7 @@ class LLM:
         asking di_session_logprobs after each. Every prompt is checked before
         anything runs; one longer than the context, or empty, is refused
         (DetinferError ERR_CONTEXT_FULL, ValueError), naming the prompt."""
-        with self._lock:
+        with self._turn():
             library().fn("di_session_logprobs_at")  # an older library is named before anything runs
             if not isinstance(top, int) or isinstance(top, bool) or not 0 <= top <= self.model.n_vocab:
                 raise ValueError(f"top is {top!r}: 0 .. the vocabulary's size")
@@ -239,11 +279,20 @@ class LLM:
              sampling: Optional[SamplingParams] = None, max_new: int = 32, logits_digests: bool = False,
              logprobs: Optional[int] = None) -> Completion:
         """The assistant's reply to a chat ((role, content) pairs or dicts), in
-        the model's chat template or the built-in one named: through
-        di_chat_tokenize, so only the template's markers become control
-        tokens and no message text can forge a turn. Stops at EOS or at the
-        template's end of turn."""
-        template = template or self.model.chat_template
+        the built-in template named by `template`, else the file's own, else
+        its architecture's (ARCHITECTURE_CHAT_TEMPLATES, with a warning the
+        first time): through di_chat_tokenize, so only the template's markers
+        become control tokens and no message text can forge a turn. Stops at
+        EOS or at the template's end of turn."""
+        if template is None:
+            template = self.model.chat_template
+        if template is None:
+            arch = self.model.architecture
+            template = ARCHITECTURE_CHAT_TEMPLATES.get(arch)
+            if template is not None and not self._said_template:
+                self._said_template = True
+                warnings.warn(f"the model file has no chat template: using {template!r}, the {arch} "
+                              f"architecture's (name one with template=...)", stacklevel=2)
         ids = self.model.chat_tokenize(messages, template=template)
         turn_end = chat_turn_end(template) if template else None
         extra = []
@@ -252,7 +301,7 @@ class LLM:
                 extra.append(self.model.token_lookup(turn_end))
             except DetinferError:
                 pass  # the vocabulary has no such token: EOS alone ends the reply
-        with self._lock:
+        with self._turn():
             jobs = self._jobs([ids], sampling, max_new, self._stop(True, extra), logprobs)
             out = Batch(self.session, self.max_sequences, jobs).run()[0]
             return self._completion(0, jobs[0], out, logits_digests)
@@ -261,42 +310,80 @@ class LLM:
                stop_at_eos: bool = True) -> "Stream":
         """The tokens of one prompt as they are generated: iterate for
         GeneratedToken(token, piece, digest); afterwards .completion is the
-        Completion (equal to generate([prompt])[0])."""
+        Completion (equal to generate([prompt])[0]). The prompt is checked
+        here, and the stream holds the LLM from here until it is exhausted,
+        closed, left by `break` or dropped; `with llm.stream(...) as s:`
+        closes it at the block's end. A second stream (or call) while one is
+        open in the same thread is a RuntimeError, not a wait without end."""
         return Stream(self, prompt, sampling, max_new, stop_at_eos)
 
 
 class Stream(Iterator[GeneratedToken]):
-    """LLM.stream's iterator; holds the LLM from the first token until it is
-    exhausted or closed."""
+    """LLM.stream's iterator. Nothing it holds refers back to it, so
+    reference counting frees it (and the LLM) the moment it is dropped, as
+    `for t in llm.stream(...): break` does; no cycle waits for the collector."""
 
     def __init__(self, llm: LLM, prompt: Prompt, sampling: Optional[SamplingParams], max_new: int,
                  stop_at_eos: bool) -> None:
         self.completion: Optional[Completion] = None
-        self._it = self._run(llm, prompt, sampling, max_new, stop_at_eos)
-
-    def _run(self, llm: LLM, prompt: Prompt, sampling: Optional[SamplingParams], max_new: int,
-             stop_at_eos: bool) -> Iterator[GeneratedToken]:
-        with llm._lock:
-            jobs = llm._jobs([prompt], sampling, max_new, llm._stop(stop_at_eos), None)
-            batch = Batch(llm.session, 1, jobs)
-            for _, token, digest in batch.events():
-                try:
-                    piece = llm.model.token_piece(token)
-                except DetinferError as e:
-                    if e.status != Status.ERR_UNSUPPORTED:
-                        raise
-                    piece = ""
-                yield GeneratedToken(token, piece, digest)
-            out = batch.outcomes[0]
-            assert out is not None
-            self.completion = llm._completion(0, jobs[0], out, True)
+        self._llm: Optional[LLM] = None  # set while the stream holds the LLM
+        llm._acquire()
+        try:
+            self._jobs = llm._jobs([prompt], sampling, max_new, llm._stop(stop_at_eos), None)
+        except BaseException:
+            llm._lock.release()
+            raise
+        llm._stream_thread = threading.get_ident()
+        self._llm = llm
+        self._batch = Batch(llm.session, 1, self._jobs)
+        self._events = self._batch.events()
 
     def __iter__(self) -> "Stream":
         return self
 
     def __next__(self) -> GeneratedToken:
-        return next(self._it)
+        llm = self._llm
+        if llm is None:
+            raise StopIteration
+        try:
+            _, token, digest = next(self._events)
+            try:
+                piece = llm.model.token_piece(token)
+            except DetinferError as e:
+                if e.status != Status.ERR_UNSUPPORTED:
+                    raise
+                piece = ""
+        except StopIteration:
+            out = self._batch.outcomes[0]
+            assert out is not None
+            try:
+                self.completion = llm._completion(0, self._jobs[0], out, True)
+            finally:
+                self.close()
+            raise
+        except BaseException:
+            self.close()
+            raise
+        return GeneratedToken(token, piece, digest)
 
     def close(self) -> None:
-        """Stops the generation early (its sequence is emptied)."""
-        self._it.close()  # type: ignore[attr-defined]
+        """Stops the generation early (its sequence is emptied) and frees the
+        LLM; closing again does nothing."""
+        llm, self._llm = self._llm, None
+        if llm is None:
+            return
+        try:
+            if not llm.session.closed:  # LLM.close() came first: nothing left to empty
+                self._events.close()  # type: ignore[attr-defined]  # a generator
+        finally:
+            llm._stream_thread = None
+            llm._lock.release()
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()

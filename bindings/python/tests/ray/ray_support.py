@@ -67,7 +67,9 @@ def real_model() -> pathlib.Path:
 def reference_records(model_path, requests, threads=1):
     """{id: (tokens, digest, logits digests, text)} or {id: ("error", message)}."""
     out = {}
-    with detinfer.Model(model_path) as model, model.session(threads=threads) as session:
+    # the integer profile: the pipeline's default (WorkerConfig.profile)
+    with detinfer.Model(model_path) as model, model.session(threads=threads,
+                                                           profile=detinfer.Profile.INTEGER) as session:
         for req in requests:
             seq = session.sequence(0)
             try:

@@ -35,6 +35,7 @@ def test_generator_equals_plain_generate(small_model, max_sequences, cpu_path, t
     assert len(sampled) == 5 and all(r["error"] is None for r in sampled)
     assert "token 1 is 9999" in records[31]["error"]
     assert records[30]["error"].startswith("DI_ERR_CONTEXT_FULL")
+    assert "the prompt's 60 tokens and max_new 10 exceed the context of 64" in records[30]["error"]  # before it ran
 
 
 def test_seed_is_per_record(small_model):

@@ -118,6 +118,7 @@ def test_command_one_worker_same_run_digest(cluster, small_model, reference, thr
     check_against_reference(records, reference)
     saved = json.loads((out / "summary.json").read_text())
     assert saved["records"] == N and len(saved["workers"]) == 1
+    assert (saved["profile"], saved["numerics"]) == ("integer", 1)  # the default, named with its version
     assert f"run digest {three_actor_run[0].run_digest}" in p.stdout
     # the same records, field for field, as the three heterogeneous actors wrote
     assert records == [{k: v for k, v in r.items() if k != "worker"} for r in three_actor_run[1]]

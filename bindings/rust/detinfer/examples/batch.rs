@@ -22,8 +22,17 @@ fn main() {
                                     ..SamplingParams::default() };
     let opts = GenerateOptions { max_new: num("--max-new", 16.0) as usize, sampling: Some(sampling),
                                  stop_at_eos: false, logits_digests: true, ..GenerateOptions::default() };
+    let profile = match arg("--profile").as_deref() {
+        None | Some("integer") => detinfer::values::PROFILE_INTEGER, // Llm's default
+        Some("portable") => detinfer::values::PROFILE_PORTABLE,
+        Some(other) => {
+            eprintln!("batch: --profile integer or portable, not {other}");
+            std::process::exit(2);
+        }
+    };
     let run = || -> detinfer::Result<_> {
-        Llm::new(&model, &LlmOptions { max_sequences: num("--max-sequences", 2.0) as usize, ..LlmOptions::default() })?
+        Llm::new(&model, &LlmOptions { max_sequences: num("--max-sequences", 2.0) as usize, profile,
+                                       ..LlmOptions::default() })?
             .generate(&prompts, &opts)
     };
     let out = run().unwrap_or_else(|e| {

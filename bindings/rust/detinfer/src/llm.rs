@@ -32,7 +32,10 @@ pub struct LlmOptions {
 
 impl Default for LlmOptions {
     fn default() -> LlmOptions {
-        LlmOptions { threads: 1, max_sequences: 8, profile: values::PROFILE_PORTABLE, context_length: 0 }
+        // the integer profile, as the detinfer tools take it; PROFILE_PORTABLE
+        // gives float64-level accuracy (a bare Session keeps the library's
+        // default, portable): a digest compares only within one profile
+        LlmOptions { threads: 1, max_sequences: 8, profile: values::PROFILE_INTEGER, context_length: 0 }
     }
 }
 
@@ -155,11 +158,24 @@ impl Llm {
         Ok(cfg)
     }
 
+    /// The most tokens a sequence holds (include/detinfer.h,
+    /// DI_CONFIG_CONTEXT_LENGTH: 0 is the model's, capped at 4096).
+    fn context(&self) -> Result<usize> {
+        Ok(match self.opts.context_length {
+            0 => (self.model.get_int(ModelKey::NCtxTrain)? as usize).min(4096),
+            n => n,
+        })
+    }
+
     /// Prompt i's token ids (text tokenized with BOS as the model asks),
     /// checked against the vocabulary.
     fn prompt_ids(&self, op: &'static str, i: usize, p: &Prompt) -> Result<Vec<i32>> {
         let n_vocab = self.model.n_vocab();
         let ids = match p {
+            Prompt::Text(t) if t.is_empty() => {
+                // not BOS alone: refused, as the tools, the server, Python and Go do
+                return Err(Error { op, status: Status::InvalidArgument, message: format!("prompt {i}: the prompt is empty (text \"\")") });
+            }
             Prompt::Text(t) => self.model.tokenize(t, TokenizeFlags::ADD_BOS).map_err(named(i))?,
             Prompt::Tokens(ids) => ids.clone(),
         };
@@ -189,9 +205,16 @@ impl Llm {
         if opts.stop_at_eos {
             stop.extend(self.model.special_token(SpecialToken::Eos).ok());
         }
+        let context = self.context()?;
         let mut jobs = Vec::with_capacity(prompts.len());
         for (i, p) in prompts.iter().enumerate() {
             let ids = self.prompt_ids(OP, i, p)?;
+            // the server's rule: the prompt and max_new - 1 generated tokens are
+            // stepped (the last one chosen is not); one call is refused whole
+            if ids.len() + opts.max_new.saturating_sub(1) > context {
+                return Err(refuse(Status::ContextFull, format!("prompt {i}: the prompt's {} tokens and max_new {} exceed the context of {context} tokens",
+                                                               ids.len(), opts.max_new)));
+            }
             let sampling = match &opts.per_prompt {
                 Some(per) => per[i],
                 None => opts.sampling,
@@ -249,11 +272,7 @@ impl Llm {
         if top > self.model.n_vocab() {
             return refuse(Status::InvalidArgument, format!("top {top}: at most the vocabulary"));
         }
-        // include/detinfer.h, DI_CONFIG_CONTEXT_LENGTH: 0 is the model's, capped at 4096
-        let context = match self.opts.context_length {
-            0 => (self.model.get_int(ModelKey::NCtxTrain)? as usize).min(4096),
-            n => n,
-        };
+        let context = self.context()?;
         let mut ids = Vec::with_capacity(prompts.len());
         for (i, p) in prompts.iter().enumerate() {
             let one = self.prompt_ids(OP, i, p)?;

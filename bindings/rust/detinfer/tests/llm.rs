@@ -5,7 +5,7 @@ use detinfer::{Digest, FinishReason, GenerateOptions, Llm, LlmOptions, Logprobs,
                SpecialToken, Status, TokenizeFlags};
 
 mod common;
-use common::{c_example, model_path};
+use common::{c_example, model_path, portable};
 
 const PROMPTS: [&[i32]; 7] = [&[1, 17, 42], &[5, 9, 2, 33, 7, 99], &[1, 3], &[1, 17, 42, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8],
                               &[44], &[1, 2, 3, 4, 5, 6, 7], &[9, 9]];
@@ -52,7 +52,7 @@ fn join(ids: &[i32]) -> String {
 fn generate_equals_each_prompt_alone_and_the_c_example() {
     for name in ["gqa_untied_q8_0.gguf", "gemma3_q8_0.gguf"] {
         // 7 prompts on 3 slots: continuous batching
-        let llm = Llm::new(model_path(name), &LlmOptions { max_sequences: 3, ..LlmOptions::default() }).unwrap();
+        let llm = Llm::new(model_path(name), &LlmOptions { max_sequences: 3, ..portable() }).unwrap();
         let opts = GenerateOptions { max_new: 6, stop_at_eos: false, logits_digests: true, ..GenerateOptions::default() };
         let got = llm.generate(&prompts(), &opts).unwrap();
         assert_eq!(got.len(), PROMPTS.len());
@@ -78,7 +78,7 @@ fn per_prompt_sampling_and_logprobs_equal_alone() {
                    Some(SamplingParams { temperature: 1.0, seed: 1, ..SamplingParams::default() }), greedy,
                    Some(SamplingParams { temperature: 2.0, min_p: 0.05, seed: 3, ..SamplingParams::default() })];
     let name = "gqa_untied_q8_0.gguf";
-    let llm = Llm::new(model_path(name), &LlmOptions { max_sequences: 2, ..LlmOptions::default() }).unwrap();
+    let llm = Llm::new(model_path(name), &LlmOptions { max_sequences: 2, ..portable() }).unwrap();
     let opts = GenerateOptions { max_new: 9, stop_at_eos: false, per_prompt: Some(per.clone()), logprobs: Some(3),
                                  ..GenerateOptions::default() };
     let got = llm.generate(&prompts(), &opts).unwrap();
@@ -93,7 +93,7 @@ fn per_prompt_sampling_and_logprobs_equal_alone() {
 #[test]
 fn text_prompts_stop_at_eos() {
     let name = "tok_spm.gguf";
-    let llm = Llm::new(model_path(name), &LlmOptions { max_sequences: 2, ..LlmOptions::default() }).unwrap();
+    let llm = Llm::new(model_path(name), &LlmOptions { max_sequences: 2, ..portable() }).unwrap();
     let texts = ["hello world", "the quick brown fox", "a", "hello"];
     let got = llm.generate(&texts.map(Prompt::from), &GenerateOptions { max_new: 12, ..GenerateOptions::default() })
         .unwrap();
@@ -113,7 +113,7 @@ fn text_prompts_stop_at_eos() {
 
 #[test]
 fn everything_is_checked_before_anything_runs() {
-    let llm = Llm::new(model_path("gqa_untied_q8_0.gguf"), &LlmOptions::default()).unwrap();
+    let llm = Llm::new(model_path("gqa_untied_q8_0.gguf"), &portable()).unwrap();
     let n = llm.model().n_vocab() as i32;
     let bad = SamplingParams { temperature: -1.0, ..SamplingParams::default() };
     let cases: Vec<(Vec<Prompt>, GenerateOptions, Status, &str)> = vec![
@@ -132,10 +132,24 @@ fn everything_is_checked_before_anything_runs() {
     }
 }
 
+/// As the detinfer tools' default (issue 41); a bare session keeps the
+/// library's, portable. The two profiles give other logits.
+#[test]
+fn the_default_profile_is_integer() {
+    let logits = |opts: &LlmOptions| {
+        let llm = Llm::new(model_path("gqa_untied_q8_0.gguf"), opts).unwrap();
+        let o = GenerateOptions { max_new: 4, stop_at_eos: false, logits_digests: true, ..GenerateOptions::default() };
+        llm.generate(&[vec![1, 17, 42].into()], &o).unwrap().remove(0).logits_digests.unwrap()
+    };
+    let integer = LlmOptions { profile: detinfer::values::PROFILE_INTEGER, ..LlmOptions::default() };
+    assert_eq!(logits(&LlmOptions::default()), logits(&integer));
+    assert_ne!(logits(&LlmOptions::default()), logits(&portable()));
+}
+
 #[test]
 fn a_failing_prompt_is_named() {
     let name = "gqa_untied_q8_0.gguf";
-    let llm = Llm::new(model_path(name), &LlmOptions { max_sequences: 2, context_length: 16, ..LlmOptions::default() })
+    let llm = Llm::new(model_path(name), &LlmOptions { max_sequences: 2, context_length: 16, ..portable() })
         .unwrap();
     let opts = GenerateOptions { max_new: 8, ..GenerateOptions::default() };
     let e = llm.generate(&[vec![1, 2].into(), vec![1; 12].into()], &opts).unwrap_err();
@@ -145,7 +159,7 @@ fn a_failing_prompt_is_named() {
 
 #[test]
 fn threads_generate_at_once() {
-    let llm = Llm::new(model_path("gqa_untied_q8_0.gguf"), &LlmOptions { max_sequences: 2, ..LlmOptions::default() })
+    let llm = Llm::new(model_path("gqa_untied_q8_0.gguf"), &LlmOptions { max_sequences: 2, ..portable() })
         .unwrap();
     let opts = GenerateOptions { max_new: 5, ..GenerateOptions::default() };
     let want = llm.generate(&prompts(), &opts).unwrap();
@@ -188,4 +202,22 @@ fn step_after_generate_is_refused_and_reset_starts_afresh() {
     s.seq_truncate(0, 3).unwrap(); // drops the unstepped token too: step works again
     s.step(&[(0, &[first[0]])], false).unwrap();
     assert_eq!(s.greedy_token(0).unwrap(), first[1]);
+}
+
+/// Issue 41: every prompt is checked against the context before anything
+/// runs (the prompt and max_new - 1 generated tokens are stepped), so no
+/// prompt's work is lost to another's overflow found mid-run; an empty text
+/// is refused, not generated from BOS alone.
+#[test]
+fn the_context_is_checked_before_anything_runs() {
+    let llm = Llm::new(model_path("gqa_untied_q8_0.gguf"),
+                       &LlmOptions { max_sequences: 1, context_length: 16, ..portable() }).unwrap();
+    let opts = GenerateOptions { max_new: 8, stop_at_eos: false, ..GenerateOptions::default() };
+    let e = llm.generate(&[vec![1, 2, 3].into(), vec![1; 10].into()], &opts).unwrap_err();
+    assert!(e.status == Status::ContextFull && e.message.starts_with("prompt 1: ")
+            && e.message.contains("exceed the context of 16 tokens"), "{e}");
+    assert_eq!(llm.generate(&[vec![1; 9].into()], &opts).unwrap()[0].tokens.len(), 8); // 9 + 8 - 1 = 16 fits
+    let chat = Llm::new(model_path("tok_chat_markers.gguf"), &portable()).unwrap();
+    let e = chat.generate(&[Prompt::Text(String::new())], &opts).unwrap_err();
+    assert!(e.status == Status::InvalidArgument && e.message.contains("the prompt is empty"), "{e}");
 }

@@ -5,7 +5,7 @@
 use detinfer::{Config, ConfigKey, Llm, LlmOptions, Logprobs, Model, Prompt, Status, TokenizeFlags};
 
 mod common;
-use common::{model_path, real_model};
+use common::{model_path, portable, real_model};
 
 const PROMPTS: [&[i32]; 7] = [&[1, 17, 42], &[5, 9, 2, 33, 7, 99], &[1, 3], &[1, 17, 42, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8],
                               &[44], &[1, 2, 3, 4, 5, 6, 7], &[9, 9]];
@@ -33,7 +33,7 @@ fn bits(lps: &[Option<Logprobs>]) -> Vec<Option<Bits>> {
 }
 
 fn llm(name: &str, max_sequences: usize, context_length: usize) -> Llm {
-    Llm::new(model_path(name), &LlmOptions { max_sequences, context_length, ..LlmOptions::default() }).unwrap()
+    Llm::new(model_path(name), &LlmOptions { max_sequences, context_length, ..portable() }).unwrap()
 }
 
 #[test]
@@ -154,7 +154,7 @@ fn real_model_score() {
         eprintln!("the real model is not in the cache: skipped");
         return;
     }
-    let l = Llm::new(&path, &LlmOptions { threads: 2, max_sequences: 2, ..LlmOptions::default() }).unwrap();
+    let l = Llm::new(&path, &LlmOptions { threads: 2, max_sequences: 2, ..portable() }).unwrap();
     let got = l.score(&[Prompt::from("The capital of France is Paris"), Prompt::from("def fibonacci(n):")], 3).unwrap();
     assert_eq!(got[0].tokens[..6], [2, 818, 5279, 529, 7001, 563]);
     for r in &got {

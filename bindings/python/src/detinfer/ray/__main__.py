@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from typing import List, Optional
 
 from . import quiet
@@ -34,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-sequences", type=int, default=4,
                    help="sequences each actor generates together (results do not depend on it)")
     p.add_argument("--context-length", type=int, default=0, help="0: the model's, capped at 4096")
+    p.add_argument("--profile", default="integer", choices=("integer", "portable", "device"),
+                   help="numerics profile of every actor: integer (default, as the detinfer tools'), "
+                        "portable (float64-level accuracy) or device (CUDA)")
     p.add_argument("--worker-config", action="append", metavar="KEY=VALUE,...",
                    help="a worker configuration such as threads=2,cpu_path=avx2; repeat it for "
                         "heterogeneous actors (dealt round-robin; replaces --threads, --cpu-path, "
@@ -56,10 +60,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.worker_config:
-            configs = [WorkerConfig.parse(t) for t in args.worker_config]
+            if any("profile" in t for t in args.worker_config):
+                raise ValueError("--worker-config: the profile is the run's (--profile), one for every actor")
+            configs = [replace(WorkerConfig.parse(t), profile=args.profile) for t in args.worker_config]
         else:
             configs = [WorkerConfig(threads=args.threads, cpu_path=args.cpu_path, backend=args.backend,
-                                    max_sequences=args.max_sequences, context_length=args.context_length)]
+                                    max_sequences=args.max_sequences, context_length=args.context_length,
+                                    profile=args.profile)]
         requests = read_requests(args.input, args.max_new)
     except (RequestError, ValueError, OSError) as e:
         print(f"detinfer.ray: {e}", file=sys.stderr)

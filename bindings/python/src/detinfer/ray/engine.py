@@ -11,8 +11,8 @@ import os
 import socket
 from typing import Any, Dict, List, Optional
 
-from .._api import Backend, CpuPath, DetinferError, Grammar, Model, Session, Status
-from .._batch import Batch, Job, Outcome
+from .._api import Backend, CpuPath, DetinferError, Grammar, Model, Profile, Session, Status
+from .._batch import Batch, Job, Outcome, context_of, context_overflow
 from .records import Request, WorkerConfig, empty_record
 
 # The records' finish reasons (docs/SCALE.md) for the batch's.
@@ -30,7 +30,7 @@ class Generator:
         settings: Dict[str, Any] = dict(
             threads=config.threads, max_sequences=config.max_sequences,
             context_length=config.context_length, cpu_path=CpuPath[config.cpu_path.upper()],
-            backend=Backend[config.backend.upper()])
+            backend=Backend[config.backend.upper()], profile=Profile[config.profile.upper()])
         if config.backend.lower() != "cpu":
             settings["device"] = config.device
         try:
@@ -39,6 +39,7 @@ class Generator:
             self.model.close()
             raise
         self.eos = self.model.eos
+        self.context = context_of(self.model, config.context_length)
         self.grammars: Dict[str, Grammar] = {}  # compiled once per text in this worker
         self.backend_info = self.session.backend_info
         self.worker = (f"{socket.gethostname()}:{os.getpid()} {self.backend_info}"
@@ -98,11 +99,17 @@ class Generator:
         grammars: List[Optional[Grammar]] = []
         refused: Dict[int, str] = {}
         for i, req in enumerate(requests):
+            prompt: List[int] = []
             try:
-                prompts.append(self._prompt(req))
-                grammars.append(self._grammar(req))
+                prompt = self._prompt(req)
+                overflow = context_overflow(len(prompt), req.max_new, self.context)
+                if overflow is not None:  # refused before anything runs, not found mid-run
+                    raise overflow
+                grammar = self._grammar(req)
+                prompts.append(prompt)
+                grammars.append(grammar)
             except (DetinferError, ValueError) as e:
-                prompts.append([])
+                prompts.append(prompt)  # its n_prompt, where it was tokenized
                 grammars.append(None)
                 refused[i] = str(e)
         stop = {self.eos} if self.eos is not None else set()

@@ -18,6 +18,7 @@ import numpy as np
 import ray
 import ray.data
 
+from .._api import numerics_version
 from .engine import Generator
 from .records import Request, RunDigest, Summary, WorkerConfig
 from .validate import validate
@@ -107,6 +108,8 @@ def run(model: str, requests: Sequence[Request], output_dir: str,
     configs, size = _as_configs(workers, n_workers)
     if size < 1:
         raise ValueError("at least one worker")
+    if len({c.profile for c in configs}) > 1:
+        raise ValueError("one profile per run: a digest compares only with digests of the same profile")
     if fmt not in ("jsonl", "parquet"):
         raise ValueError(f"unknown format {fmt!r} (jsonl or parquet)")
     if os.path.exists(model):
@@ -131,7 +134,7 @@ def run(model: str, requests: Sequence[Request], output_dir: str,
                                    provenance=provenance),
         compute=ray.data.ActorPoolStrategy(size=size, max_tasks_in_flight_per_actor=2), num_cpus=cpus, num_gpus=gpus_per_worker or None)
 
-    summary = Summary()
+    summary = Summary(profile=configs[0].profile, numerics=numerics_version(configs[0].profile))
     rd = RunDigest()
     seen: Dict[int, Optional[str]] = {}
     os.makedirs(output_dir, exist_ok=True)

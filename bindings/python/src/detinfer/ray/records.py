@@ -226,8 +226,10 @@ def run_digest(records: Iterable[Dict[str, Any]]) -> str:
 class WorkerConfig:
     """How one actor runs its session: threads, CPU path (auto, scalar,
     avx2, avx512), backend (cpu, cuda), device, max_sequences (sequences
-    generated together in one batched step: results do not depend on it)
-    and context_length (0: the model's, capped at 4096)."""
+    generated together in one batched step: results do not depend on it),
+    context_length (0: the model's, capped at 4096) and profile (integer,
+    the default as the detinfer tools', or portable: float64-level
+    accuracy; one per run, since a digest compares only within one profile)."""
 
     threads: int = 1
     cpu_path: str = "auto"
@@ -235,12 +237,15 @@ class WorkerConfig:
     device: int = 0
     max_sequences: int = 4
     context_length: int = 0
+    profile: str = "integer"
 
     def __post_init__(self) -> None:
         if self.cpu_path not in ("auto", "scalar", "avx2", "avx512"):
             raise ValueError(f"cpu_path {self.cpu_path!r}: auto, scalar, avx2 or avx512")
         if self.backend not in ("cpu", "cuda"):
             raise ValueError(f"backend {self.backend!r}: cpu or cuda")
+        if self.profile not in ("integer", "portable", "device"):
+            raise ValueError(f"profile {self.profile!r}: integer, portable or device")
         if self.threads < 1 or self.max_sequences < 1 or self.context_length < 0 or self.device < 0:
             raise ValueError(f"worker config {self.describe()}: threads and max_sequences must be "
                              "at least 1, context_length and device at least 0")
@@ -256,7 +261,7 @@ class WorkerConfig:
             if not sep or key not in names:
                 raise ValueError(f"worker config {text!r}: expected key=value with keys {sorted(names)}")
             try:
-                kw[key] = value.strip() if key in ("cpu_path", "backend") else int(value)
+                kw[key] = value.strip() if key in ("cpu_path", "backend", "profile") else int(value)
             except ValueError:
                 raise ValueError(f"worker config {text!r}: {key} must be an integer") from None
         return cls(**kw)
@@ -274,6 +279,8 @@ class Summary:
     duplicates_dropped: int = 0
     seconds: float = 0.0
     run_digest: str = ""
+    profile: str = ""  # the run's: its digests compare only with digests of this profile and numerics
+    numerics: int = 0
     workers: List[Dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> Dict[str, Any]:
@@ -288,4 +295,4 @@ class Summary:
         return (f"records {self.records} (errors {self.errors}), prompt tokens {self.prompt_tokens}, "
                 f"generated tokens {self.generated_tokens}, {self.seconds:.1f} s, "
                 f"{d['records_per_second']} records/s, {d['generated_tokens_per_second']} tokens/s\n"
-                f"run digest {self.run_digest}")
+                f"run digest {self.run_digest} (profile {self.profile}, numerics {self.numerics})")

@@ -13,12 +13,28 @@ pub fn root() -> PathBuf {
     env_or("DI_TEST_ROOT", PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.."))
 }
 
+/// The make targets of the generated models (tok_* come with the tokenizer goldens).
+const MODEL_TARGETS: [&str; 2] = ["build/models/models.txt", "build/models/tokenizers.txt"];
+
 pub fn model_path(name: &str) -> PathBuf {
+    static MAKE_MODELS: std::sync::Once = std::sync::Once::new();
     let p = env_or("DI_TEST_MODELS", root().join("build/models")).join(name);
-    // the generated models; tok_* come with the tokenizer goldens
-    let target = if name.starts_with("tok_") { "build/models/tokenizers.txt" } else { "build/models/models.txt" };
-    assert!(p.exists(), "{} is missing: run make check (or make {target}) first", p.display());
+    if !p.exists() && std::env::var_os("DI_TEST_MODELS").is_none() {
+        // a fresh clone: the tree's models are made here, once (a minute or two)
+        MAKE_MODELS.call_once(|| {
+            eprintln!("{} is missing: make -C {} {}", p.display(), root().display(), MODEL_TARGETS.join(" "));
+            let _ = Command::new("make").arg("-C").arg(root()).args(MODEL_TARGETS).status();
+        });
+    }
+    assert!(p.exists(), "{} is missing: run make -C {} {}", p.display(), root().display(), MODEL_TARGETS.join(" "));
     p
+}
+
+/// `Llm`'s options with the portable profile: the tests compare `Llm` with
+/// portable references (a bare session, the C example), while `Llm`'s
+/// default is the integer profile (as the detinfer tools').
+pub fn portable() -> detinfer::LlmOptions {
+    detinfer::LlmOptions { profile: detinfer::values::PROFILE_PORTABLE, ..detinfer::LlmOptions::default() }
 }
 
 pub fn real_model() -> PathBuf {

@@ -1,5 +1,5 @@
 /*
- * step_cost.c — one workload for instruction counts (docs/PERFORMANCE.md):
+ * step_cost.c — one workload for instruction counts (docs/PERFORMANCE-LOG.md):
  * prefill a prompt into each of S sequences, then K decode steps that each
  * advance all S sequences by one token (their greedy tokens), on one thread.
  * Under `valgrind --tool=callgrind --instr-atstart=no`, only the K decode
@@ -7,7 +7,7 @@
  * on and off around them): the count divided by K is the cost of one
  * S-sequence decode step.
  *
- *   step_cost MODEL PROFILE S K [TOKENS]
+ *   make research; build/research/step_cost MODEL PROFILE S K [TOKENS]
  *     PROFILE  portable | integer;  TOKENS  comma-separated prompt ids
  *
  * Prints the digest of every sequence's last logits, so runs can be compared.

@@ -2,7 +2,7 @@
  * int_amx_shape.c — a research kernel, not the library's: the integer
  * profile's many-token product with Intel AMX (AMX-INT8's TDPBUSD), timed
  * against the avx512 VNNI kernel (di_int_rows_avx512) on one matrix shape,
- * with both outputs' checksums, which must be equal (docs/PERFORMANCE.md,
+ * with both outputs' checksums, which must be equal (docs/PERFORMANCE-LOG.md,
  * "The third pass"). Q4_K weights, packed as a session packs them.
  *
  * For each 16 rows the kernel decodes the weights into a tile laid out by
@@ -16,9 +16,8 @@
  * definition's fmas) run from memory, so the same integers and float
  * operations give the same bits.
  *
- *   make build/libdetinfer.a
- *   cc -O3 -std=c11 -I. -Iinclude -o build/int_amx_shape bench/int_amx_shape.c build/libdetinfer.a -lpthread -lm
- *   build/int_amx_shape K N TOKENS        K a multiple of 256, TOKENS a multiple of 16
+ *   make research (build/research/int_amx_shape)
+ *   build/research/int_amx_shape K N TOKENS        K a multiple of 256, TOKENS a multiple of 16
  *
  * Needs a CPU with AMX-INT8 and AVX-512 VNNI and Linux's grant of the tile
  * state (it exits with a message without them).
@@ -27,7 +26,7 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
-#include "bench/int_shape_setup.h"
+#include "bench/research/int_shape_setup.h"
 
 #ifdef __clang__
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8"))), apply_to = function)

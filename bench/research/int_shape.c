@@ -7,7 +7,7 @@
  * Weights and activations are random (valid binary16 scales); the figure is
  * the kernel's speed on data that the previous calls left in the caches, so
  * it tells shapes and kernel variants apart, not what a model step costs
- * (docs/PERFORMANCE.md). Prints a checksum of the outputs: two builds of the
+ * (docs/PERFORMANCE-LOG.md). Prints a checksum of the outputs: two builds of the
  * kernel that give the same bits print the same one.
  *
  * The best of 25 drifts by up to 8% between runs on a shared machine, more
@@ -15,15 +15,14 @@
  * CALLS 200 (then the products are most of the process's time) in turn, A B
  * A B ..., and compare the whole runs' times pair by pair.
  *
- *   make build/libdetinfer.a
- *   cc -O2 -std=c11 -I. -Iinclude -o build/int_shape bench/int_shape.c build/libdetinfer.a -lpthread -lm
- *   build/int_shape K N TOKENS [TYPE [CALLS]]    TYPE q4_k (default) or q6_k
+ *   make research (build/research/int_shape)
+ *   build/research/int_shape K N TOKENS [TYPE [CALLS]]    TYPE q4_k (default) or q6_k
  *
  * The CPU needs AVX-512 F/BW/VNNI (the kernel's target); it is not checked.
  */
 #include <x86intrin.h>
 
-#include "bench/int_shape_setup.h"
+#include "bench/research/int_shape_setup.h"
 
 int main(int argc, char **argv)
 {

@@ -1,11 +1,11 @@
 /*
  * batch_vs_prefill.c — the same 16 rows through the forward pass two ways,
- * alternately in one process (docs/PERFORMANCE.md): a step of 16 sequences
+ * alternately in one process (docs/PERFORMANCE-LOG.md): a step of 16 sequences
  * with one token each (batched decode) and a step of one sequence with 16
  * tokens (prefill), each timed in thread CPU time, on one thread.
  *
- *   cc -O2 -Iinclude bench/batch_vs_prefill.c -Lbuild -ldetinfer -o build/bench/batch_vs_prefill
- *   build/bench/batch_vs_prefill MODEL [REPS]
+ *   make research (build/research/batch_vs_prefill)
+ *   build/research/batch_vs_prefill MODEL [REPS]
  *
  * The first batched step also pages the weights in; compare the later ones.
  */

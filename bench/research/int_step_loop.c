@@ -11,9 +11,9 @@
  *   D  per 256, the integer scales applied in float: cvt(sum) * k is exact,
  *      the 8 of a super-block summed by fma in block order
  * Prints TSC ticks per 512 multiply-adds. Not the kernel: its instruction
- * mix, to tell what the arithmetic alone costs (docs/PERFORMANCE.md).
+ * mix, to tell what the arithmetic alone costs (docs/PERFORMANCE-LOG.md).
  *
- *   cc -O3 -march=sapphirerapids -o build/int_step_loop bench/int_step_loop.c
+ *   make research (build/research/int_step_loop)
  *   (any -march with AVX-512 F/BW/VNNI)
  */
 #include <immintrin.h>
