@@ -66,9 +66,9 @@ static const cli_option options[] = {
 static const cli_command command = {
     "serve",
     "--model FILE [options]",
-    "An HTTP service with OpenAI's /v1/completions and /v1/chat/completions (and\n"
-    "\"stream\": true), /v1/models, llama.cpp's /tokenize and /detokenize, /health\n"
-    "and /metrics. Requests are batched\n"
+    "An HTTP service with OpenAI's /v1/completions, /v1/chat/completions and\n"
+    "/v1/responses (and \"stream\": true), /v1/models, /tokenize, /detokenize and\n"
+    "/tokenizer_info (llama.cpp's and vLLM's shapes), /health and /metrics. Requests are batched\n"
     "continuously and each gets exactly the tokens and digests it would get alone;\n"
     "every response carries a \"detinfer\" object with the sequence digest and the\n"
     "fingerprint. Only clients in --allow may connect. SIGTERM, SIGINT or SIGHUP:\n"
