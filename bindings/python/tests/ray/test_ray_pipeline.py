@@ -72,7 +72,9 @@ def test_heterogeneous_actors_equal_single_process(three_actor_run, reference):
     assert sum("sampling" in r for r in ROWS) == 5  # sampled records with their own seeds
     assert [r["id"] for r in records] == list(range(N))  # input order
     infos = {w["backend_info"] for w in summary.workers}
-    assert {"backend=cpu path=scalar threads=1", "backend=cpu path=avx2 threads=2"} <= infos, infos
+    # the pipeline's default profile, integer, which the backend line names
+    assert {"backend=cpu path=scalar profile=integer threads=1",
+            "backend=cpu path=avx2 profile=integer threads=2"} <= infos, infos
     used = {r["worker"].split(" ", 2)[2] for r in records}  # records computed on 2+ configs
     nodes = {r["worker"].split(" ")[0] for r in records}
     print(f"\nthree actors: {len(used)} configurations and {len(nodes)} nodes computed records: "
