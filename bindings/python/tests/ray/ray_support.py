@@ -95,9 +95,12 @@ def reference_records(model_path, requests, threads=1):
 def check_against_reference(records, ref, logits=True):
     """Every record equals the reference; returns the number of error records."""
     assert sorted(r["id"] for r in records) == sorted(ref), "not exactly one record per input"
+    from detinfer._api import numerics_version
     errors = 0
     for r in records:
         want = ref[r["id"]]
+        # the reference's profile, the pipeline's default, named in every record
+        assert (r["profile"], r["numerics"]) == ("integer", numerics_version("integer")), r
         if want[0] == "error":
             assert r["error"] is not None and r["digest"] is None, (r, want)
             errors += 1

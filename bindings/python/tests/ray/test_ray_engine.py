@@ -117,7 +117,7 @@ def test_writers_commit_or_leave_nothing(tmp_path):
     from detinfer.ray.writer import open_writer
 
     rec = {"id": 1, "text": "a", "tokens": [5, 6], "n_prompt": 2, "digest": "ff" * 16,
-           "finish": "length", "error": None}
+           "finish": "length", "error": None, "profile": "integer", "numerics": 1}
     for fmt in ("jsonl", "parquet"):
         w = open_writer(str(tmp_path), fmt, [Request(id=1, prompt="x")], False, False)
         w.write(dict(rec))
@@ -167,5 +167,5 @@ def test_parquet_ids_are_strings_when_any_id_is(tmp_path):
     w.commit()
     t = pq.read_table(tmp_path / "records.parquet")
     assert t.column("id").to_pylist() == ["7", "b"]
-    assert t.column_names == ["id", "text", "tokens", "n_prompt", "digest", "finish", "error",
-                              "logits_digests", "worker"]
+    assert t.column_names == ["id", "text", "tokens", "n_prompt", "digest", "finish", "error", "profile",
+                              "numerics", "logits_digests", "worker"]

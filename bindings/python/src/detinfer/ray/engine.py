@@ -11,7 +11,7 @@ import os
 import socket
 from typing import Any, Dict, List, Optional
 
-from .._api import Backend, CpuPath, DetinferError, Grammar, Model, Profile, Session, Status
+from .._api import Backend, CpuPath, DetinferError, Grammar, Model, Profile, Session, Status, numerics_version
 from .._batch import Batch, Job, Outcome, context_of, context_overflow
 from .records import Request, WorkerConfig, empty_record
 
@@ -78,6 +78,8 @@ class Generator:
     def _record(self, req: Request, prompt: List[int], out: Outcome, refused: Optional[str]) -> Dict[str, Any]:
         rec = empty_record(req.id)
         rec["n_prompt"] = len(prompt)
+        # a digest compares only with digests of the same profile and numerics version
+        rec["profile"], rec["numerics"] = self.config.profile, numerics_version(self.config.profile)
         error = refused or (str(out.error) if out.error is not None else None)
         if error is not None:
             rec["finish"], rec["error"] = "error", error

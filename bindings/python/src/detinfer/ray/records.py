@@ -46,7 +46,7 @@ _REQUEST_KEYS = {"id", "prompt", "tokens", "parse_special", "max_new", "stop_at_
                  "json_schema", "grammar"}
 
 # The columns of an output record, in this order (one place for the schema).
-RECORD_FIELDS = ("id", "text", "tokens", "n_prompt", "digest", "finish", "error")
+RECORD_FIELDS = ("id", "text", "tokens", "n_prompt", "digest", "finish", "error", "profile", "numerics")
 OPTIONAL_FIELDS = ("logits_digests", "worker")
 
 

@@ -59,7 +59,7 @@ class ParquetWriter(_Writer):
         super().__init__(path)
         types = {"id": pa.int64() if int_ids else pa.string(), "text": pa.string(),
                  "tokens": pa.list_(pa.int32()), "n_prompt": pa.int32(), "digest": pa.string(),
-                 "finish": pa.string(), "error": pa.string(),
+                 "finish": pa.string(), "error": pa.string(), "profile": pa.string(), "numerics": pa.int32(),
                  "logits_digests": pa.list_(pa.string()), "worker": pa.string()}
         self.int_ids = int_ids
         self.pa = pa
