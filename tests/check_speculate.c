@@ -18,7 +18,6 @@
  * rejected, and the comparison must catch it.
  */
 #include <check.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -214,7 +213,6 @@ static void check_equal_runs(di_model *m, const char *name, const int32_t *promp
                 uint32_t steps, accepted;
                 run got = decode_speculating(m, prompt, n, u, path, ks[i], source, &ref, mixed, &steps, &accepted);
                 const int at = first_difference(&ref, &got);
-                if (at >= 0 && getenv("DBG")) { for (uint32_t z = 0; z < ref.n || z < got.n; z++) fprintf(stderr, "%u: %d %d %d\n", z, z < ref.n ? ref.tokens[z] : -9, z < got.n ? got.tokens[z] : -9, z < ref.n && z < got.n ? di_digest_equal(&ref.digests[z], &got.digests[z]) : -1); }
                 ck_assert_msg(at < 0, "%s path %d k %u source %d mixed %d: differs at generated token %d", name,
                               (int)path, ks[i], source, mixed, at);
                 if (source == DRAFT_RIGHT && ref.n == N_GEN && !u->grammar)
