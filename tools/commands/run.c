@@ -246,54 +246,6 @@ static int load_grammar(const run_opts *o, run_result *r)
     return CLI_EXIT_OK;
 }
 
-/* The prompt in one step, then one token per step, printing as it goes;
- * the grammar, if any, from the first generated token on. */
-static int generate(const run_opts *o, const di_model *model, di_session *s, run_result *r)
-{
-    const uint32_t seq = 0;
-    int32_t eos = -1;
-    if (o->stop_at_eos && di_model_special_token(model, DI_TOKEN_EOS, &eos) != DI_OK)
-        eos = -1;
-    uint32_t n = r->n_prompt;
-    const int32_t *feed = r->prompt;
-    for (long step = 0; step < o->max_new; step++) {
-        di_status st = di_session_step(s, 1, &seq, &n, feed, 0);
-        int32_t token;
-        const float *logits;
-        if (!st && step == 0 && r->grammar)
-            st = di_session_seq_set_grammar(s, seq, r->grammar, NULL, 0);
-        uint32_t flags = 0;
-        if (!st)
-            st = di_session_seq_grammar_state(s, seq, &flags);
-        if (!st && (flags & DI_GRAMMAR_MUST_END) && eos < 0) {
-            r->stopped_by_grammar = 1; /* complete, and the model has no end token */
-            break;
-        }
-        if (!st)
-            st = di_session_logits(s, seq, &logits, &r->digests[step]);
-        if (!st)
-            st = di_session_sample_token(s, seq, &token); /* greedy with the default options */
-        if (st)
-            return cli_fail(&command, "step", st, di_session_errmsg(s));
-        r->generated[r->n_generated++] = token;
-        if (!o->json) {
-            char hex[DI_DIGEST_HEX_SIZE];
-            cli_hex(&r->digests[step], hex);
-            printf("step %ld token %d logits %s", step, token, hex);
-            print_piece(model, token);
-            putchar('\n');
-            fflush(stdout);
-        }
-        if (token == eos) {
-            r->stopped_at_eos = 1;
-            break;
-        }
-        n = 1;
-        feed = &r->generated[step];
-    }
-    return CLI_EXIT_OK;
-}
-
 /* Records generated token `token`, chosen from logits with `digest`, and
  * prints it; 1 when the generation ends with it (EOS, or --max-new). */
 static int take_token(const run_opts *o, const di_model *model, run_result *r, int32_t token,
@@ -313,6 +265,44 @@ static int take_token(const run_opts *o, const di_model *model, run_result *r, i
     if (token == eos)
         r->stopped_at_eos = 1;
     return token == eos || r->n_generated == (uint32_t)o->max_new;
+}
+
+/* The prompt in one step, then one token per step, printing as it goes;
+ * the grammar, if any, from the first generated token on. */
+static int generate(const run_opts *o, const di_model *model, di_session *s, run_result *r)
+{
+    const uint32_t seq = 0;
+    int32_t eos = -1;
+    if (o->stop_at_eos && di_model_special_token(model, DI_TOKEN_EOS, &eos) != DI_OK)
+        eos = -1;
+    uint32_t n = r->n_prompt;
+    const int32_t *feed = r->prompt;
+    for (long step = 0; step < o->max_new; step++) {
+        di_status st = di_session_step(s, 1, &seq, &n, feed, 0);
+        int32_t token;
+        const float *logits;
+        di_digest digest;
+        if (!st && step == 0 && r->grammar)
+            st = di_session_seq_set_grammar(s, seq, r->grammar, NULL, 0);
+        uint32_t flags = 0;
+        if (!st)
+            st = di_session_seq_grammar_state(s, seq, &flags);
+        if (!st && (flags & DI_GRAMMAR_MUST_END) && eos < 0) {
+            r->stopped_by_grammar = 1; /* complete, and the model has no end token */
+            break;
+        }
+        if (!st)
+            st = di_session_logits(s, seq, &logits, &digest);
+        if (!st)
+            st = di_session_sample_token(s, seq, &token); /* greedy with the default options */
+        if (st)
+            return cli_fail(&command, "step", st, di_session_errmsg(s));
+        if (take_token(o, model, r, token, &digest, eos))
+            break;
+        n = 1;
+        feed = &r->generated[step];
+    }
+    return CLI_EXIT_OK;
 }
 
 /* --speculate ngram: the prompt in one step, then each step holds the token
