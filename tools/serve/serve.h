@@ -329,6 +329,9 @@ json_t *sv_json_load(const char *body, size_t len, sv_error *e);
  * is left of the body's budget (same thread, after sv_json_load); NULL with
  * e set, naming `what`. */
 json_t *sv_json_load_inner(const char *text, size_t len, const char *what, sv_error *e);
+/* The first key of object o that is not one of the NULL-ended names, or
+ * NULL when every key is. */
+const char *sv_unknown_key(json_t *o, const char *const *names);
 /* Length of the longest prefix of text[0..len) that does not end inside a
  * UTF-8 sequence. */
 size_t sv_utf8_complete_prefix(const char *text, size_t len);

@@ -177,17 +177,8 @@ static int schema_grammar(json_t *schema, const char *param, sv_grammar **out, s
 /* Every key of o is one of the NULL-ended names; else 400 naming it. */
 static int only_keys(json_t *o, const char *const *names, const char *param, sv_error *e)
 {
-    const char *key;
-    json_t *value;
-    json_object_foreach(o, key, value)
-    {
-        size_t i = 0;
-        while (names[i] && strcmp(names[i], key))
-            i++;
-        if (!names[i])
-            return sv_bad(e, param, "unknown field '%s.%s'", param, key);
-    }
-    return 0;
+    const char *key = sv_unknown_key(o, names);
+    return key ? sv_bad(e, param, "unknown field '%s.%s'", param, key) : 0;
 }
 
 static int json_schema_format(json_t *js, sv_grammar **out, sv_error *e)

@@ -110,3 +110,18 @@ char *sv_json_dump(json_t *root)
     json_decref(root);
     return text;
 }
+
+const char *sv_unknown_key(json_t *o, const char *const *names)
+{
+    const char *key;
+    json_t *value;
+    json_object_foreach(o, key, value)
+    {
+        size_t i = 0;
+        while (names[i] && strcmp(names[i], key))
+            i++;
+        if (!names[i])
+            return key;
+    }
+    return NULL;
+}

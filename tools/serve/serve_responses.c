@@ -49,20 +49,13 @@ static int empty_array(json_t *v)
  * "where.key". */
 static int only_keys(json_t *o, const char *const *names, const char *where, sv_error *e)
 {
-    const char *key;
-    json_t *value;
-    json_object_foreach(o, key, value)
-    {
-        size_t i = 0;
-        while (names[i] && strcmp(names[i], key))
-            i++;
-        if (!names[i]) {
-            char param[sizeof e->param];
-            snprintf(param, sizeof param, "%s%s%s", where, *where ? "." : "", key);
-            return sv_bad(e, param, "unknown field '%s' for /v1/responses", param);
-        }
-    }
-    return 0;
+    const char *key = sv_unknown_key(o, names);
+    if (!key)
+        return 0;
+    char param[sizeof e->param];
+    if (snprintf(param, sizeof param, "%s%s%s", where, *where ? "." : "", key) >= (int)sizeof param)
+        param[sizeof param - 1] = '\0'; /* a long key is named cut, as sv_bad cuts it anyway */
+    return sv_bad(e, param, "unknown field '%s' for /v1/responses", param);
 }
 
 /* reasoning: null, or {"effort": null or "none", "summary": null}: the
