@@ -488,8 +488,8 @@ static int echo_prompt(sv_server *srv, const sv_request *r, sv_prompt *p, sv_err
     for (uint32_t i = 1; i < p->n; i++) {
         size_t len = 0;
         char *before = cli_detokenize(srv->model, p->ids, i, &len);
-        free(before);
         p->text_offset[i] = before ? len : 0;
+        free(before);
     }
     return 0;
 }
