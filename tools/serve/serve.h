@@ -255,10 +255,17 @@ static inline uint32_t sv_response_choices(const sv_request *r)
     return r->n_prompts * r->n;
 }
 
+/* Choices computed for each prompt: n when sampled, 1 when greedy (its n
+ * response choices are equal). Computed choice k continues prompt k / that. */
+static inline uint32_t sv_computed_per_prompt(const sv_request *r)
+{
+    return r->sampled ? r->n : 1;
+}
+
 /* The computed choice behind response choice i (index = prompt x n + choice). */
 static inline sv_choice *sv_choice_of(const sv_request *r, uint32_t i)
 {
-    const uint32_t per = r->sampled ? r->n : 1;
+    const uint32_t per = sv_computed_per_prompt(r);
     return &r->choices[(i / r->n) * per + (r->sampled ? i % r->n : 0)];
 }
 

@@ -134,7 +134,7 @@ static int is_end_token(const sv_server *srv, const sv_request *r, int32_t token
 static int first_of_prompt(const sv_choice *c)
 {
     const sv_request *r = c->req;
-    return c->index % (r->sampled ? r->n : 1) == 0;
+    return c->index % sv_computed_per_prompt(r) == 0;
 }
 
 /* max_tokens 0 (echo): the prompt is scored and in; nothing is generated. */
@@ -402,7 +402,7 @@ static void admit_locked(sv_server *srv, sv_engine *g)
         }
         /* a prompt's later choices wait until its first holds the prompt, to copy it */
         sv_choice *c = &r->choices[r->n_admitted];
-        const uint32_t per = r->sampled ? r->n : 1;
+        const uint32_t per = sv_computed_per_prompt(r);
         const sv_choice *first = &r->choices[r->n_admitted - r->n_admitted % per];
         if (first != c && first->state != SV_DONE && first->n_fed + 1 < first->prompt->n)
             return;

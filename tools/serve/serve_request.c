@@ -508,7 +508,7 @@ static int make_choices(sv_server *srv, json_t *root, sv_request *r, sv_error *e
         return -1;
     }
     r->n = (uint32_t)n;
-    const uint32_t per = r->sampled ? r->n : 1;
+    const uint32_t per = sv_computed_per_prompt(r);
     r->n_computed = r->n_prompts * per;
     r->choices = calloc(r->n_computed, sizeof *r->choices);
     if (!r->choices)

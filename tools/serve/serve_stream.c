@@ -89,7 +89,7 @@ static void choice_chunks(stream *st, uint32_t k, uint32_t i, int finish)
     const size_t upto = finish ? st->text_sent[k] : c->visible_after[i];
     const size_t from = st->text_sent[k] < upto ? st->text_sent[k] : upto;
     /* computed choice k continues prompt k / per: response choices p x n + ... */
-    const uint32_t per = r->sampled ? r->n : 1, first = (k / per) * r->n + (r->sampled ? k % per : 0);
+    const uint32_t per = sv_computed_per_prompt(r), first = (k / per) * r->n + (r->sampled ? k % per : 0);
     for (uint32_t j = first; j < first + (r->sampled ? 1 : r->n); j++)
         stream_append(st, sv_chunk_json(st->srv, r, j, c->text ? c->text + from : "", upto - from, finish ? 0 : i,
                                         finish ? 0 : i + 1, finish ? c->finish_reason : NULL, 0));
