@@ -231,7 +231,7 @@ int main(int argc, char **argv)
         return 1;
     }
     shape_inputs s;
-    shape_make(DI_TYPE_Q4_K, k, n, tokens, &s);
+    shape_make(DI_TYPE_Q4_K, k, n, tokens, 0, &s);
     const di_qa *qa = s.qa;
     float *y = shape_alloc(sizeof(float) * n * tokens), *y_amx = shape_alloc(sizeof(float) * n * tokens);
     float *scratch = shape_alloc(sizeof(float) * DI_MATMUL_SCRATCH(k));

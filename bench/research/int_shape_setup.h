@@ -45,9 +45,11 @@ static void *shape_alloc(size_t bytes)
 
 /* n rows of k weights of `type` (Q4_K or Q6_K: k a multiple of 256) whose
  * binary16 fields (d, and dmin where the type has one) are finite, near
- * 2^-7, so no product overflows; packed; and `tokens` rows of activations
- * in [-1, 1], quantized. */
-static void shape_make(uint32_t type, uint32_t k, uint32_t n, uint32_t tokens, shape_inputs *s)
+ * 2^-7, so no product overflows; and `tokens` rows of activations in
+ * [-1, 1], quantized. For the avx512 path (avx2 0) the weights are packed
+ * and the activations laid out as that path lays them out; for the avx2
+ * path, the file's rows and the scalar layout, which it reads. */
+static void shape_make(uint32_t type, uint32_t k, uint32_t n, uint32_t tokens, int avx2, shape_inputs *s)
 {
     const size_t block = di_weight_block_bytes(type), blocks = (size_t)k / di_weight_block_elems(type) * n;
     const size_t row_bytes = (size_t)k / di_weight_block_elems(type) * block;
@@ -62,14 +64,20 @@ static void shape_make(uint32_t type, uint32_t k, uint32_t n, uint32_t tokens, s
             memcpy(s->data + b * block + at_m, &h, 2);
     }
     s->w = (di_weight){s->data, type, k, n, row_bytes, NULL, 0};
-    const size_t packed_row = di_int_packed_row_bytes_avx512(type, k);
-    s->packed = shape_alloc(packed_row * n + DI_INT_PACK_SLACK);
-    di_int_pack_rows_avx512(&s->w, 0, n, s->packed, packed_row);
-    s->w.packed = s->packed, s->w.packed_row_bytes = packed_row;
+    s->packed = NULL;
     float *x = shape_alloc(sizeof(float) * k * tokens); /* only its codes are kept */
     for (size_t i = 0; i < (size_t)k * tokens; i++)
         x[i] = (float)((int)(shape_random() % 2001) - 1000) / 1000.0f;
     s->qa = shape_alloc(di_qa_bytes(k, tokens));
+    if (avx2) {
+        di_int_quantize_scalar(&s->w, x, s->qa, 0, di_int_layout_scalar(&s->w, tokens, s->qa));
+        free(x);
+        return;
+    }
+    const size_t packed_row = di_int_packed_row_bytes_avx512(type, k);
+    s->packed = shape_alloc(packed_row * n + DI_INT_PACK_SLACK);
+    di_int_pack_rows_avx512(&s->w, 0, n, s->packed, packed_row);
+    s->w.packed = s->packed, s->w.packed_row_bytes = packed_row;
     di_int_quantize_avx512(&s->w, x, s->qa, 0, di_int_layout_avx512(&s->w, tokens, s->qa));
     free(x);
 }

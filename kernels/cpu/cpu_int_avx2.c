@@ -282,13 +282,43 @@ typedef struct token_lanes {
  * of the DRAM bandwidth). */
 #define PREFETCH_AHEAD 2048
 
-/* The dot of one row with tokens t0..t0 + tn: each group decoded once for
- * the run (for one token, straight into its products). out[k * stride]
- * takes token t0 + k's. */
+/* Group b0 (count blocks) of a row against tokens t0..t0 + tn, added to
+ * their lanes: decoded once for the run (for one token, straight into its
+ * products). */
+INLINE void group_run(uint32_t type, const uint8_t *row, uint32_t span, const di_qa *qa, uint32_t t0, uint32_t tn,
+                      uint32_t b0, uint32_t count, token_lanes *tl)
+{
+    const uint8_t *here = row + (size_t)b0 * span / GROUP;
+    for (uint32_t o = 0; o < span; o += 64) /* rows follow each other: across their ends too */
+        _mm_prefetch((const char *)(here + PREFETCH_AHEAD + o), _MM_HINT_T0);
+    factors f;
+    group_factors(type, row, b0, count, &f);
+    const uint32_t j = (b0 % DI_LANES) / GROUP; /* its register of lanes */
+    /* blocks past count are zero: their codes are not read */
+    __m256i v[GROUP], av[GROUP], x[GROUP];
+    for (uint32_t p = 0; p < GROUP; p++) {
+        int sub;
+        const uint8_t *blk = di_int_block_at(type, row, b0 + p, &sub);
+        v[p] = p < count ? block_codes(type, blk, sub) : _mm256_setzero_si256();
+        av[p] = signed_codes(type) ? _mm256_abs_epi8(v[p]) : v[p]; /* -128 becomes the byte 128 */
+    }
+    for (uint32_t k = 0; k < tn; k++) {
+        const uint32_t t = t0 + k;
+        /* past count: codes beyond the row (the next token's, or DI_QA_SLACK), times 0 */
+        const int8_t *c = qa->codes + (size_t)t * qa->n + (size_t)b0 * DI_QA_BLOCK;
+        for (uint32_t p = 0; p < GROUP; p++)
+            x[p] = block_product(type, v[p], av[p], _mm256_loadu_si256((const void *)(c + 32 * p)));
+        tl[k].acc[j] = block_terms(type, &f, group_sums(type, x, &f), qa, t, b0, count, tl[k].acc[j]);
+    }
+}
+
+/* The dot of one row with tokens t0..t0 + tn, out[k * stride] token t0 +
+ * k's. The full groups apart from a short last one, so that their count
+ * is a constant. */
 INLINE void row_run(uint32_t type, const uint8_t *row, const di_qa *qa, uint32_t t0, uint32_t tn, float *out,
                     uint32_t stride)
 {
-    const uint32_t n = qa->n, nb = qa->nb;
+    const uint32_t nb = qa->nb;
     const uint32_t span = GROUP * DI_QA_BLOCK * di_weight_block_bytes(type) / di_weight_block_elems(type);
     token_lanes tl[DI_QA_TOKENS];
     for (uint32_t k = 0; k < tn; k++)
@@ -299,31 +329,11 @@ INLINE void row_run(uint32_t type, const uint8_t *row, const di_qa *qa, uint32_t
         for (uint32_t k = 0; k < tn; k++)
             for (int j = 0; j < NV; j++)
                 tl[k].acc[j] = _mm256_setzero_ps();
-        for (uint32_t b0 = c0; b0 < end; b0 += GROUP) {
-            const uint32_t count = end - b0 < GROUP ? end - b0 : GROUP;
-            const uint8_t *here = row + (size_t)b0 * span / GROUP;
-            for (uint32_t o = 0; o < span; o += 64) /* rows follow each other: across their ends too */
-                _mm_prefetch((const char *)(here + PREFETCH_AHEAD + o), _MM_HINT_T0);
-            factors f;
-            group_factors(type, row, b0, count, &f);
-            const uint32_t j = (b0 % DI_LANES) / GROUP; /* its register of lanes */
-            /* blocks past count are zero: their codes are not read */
-            __m256i v[GROUP], av[GROUP], x[GROUP];
-            for (uint32_t p = 0; p < GROUP; p++) {
-                int sub;
-                const uint8_t *blk = di_int_block_at(type, row, b0 + p, &sub);
-                v[p] = p < count ? block_codes(type, blk, sub) : _mm256_setzero_si256();
-                av[p] = signed_codes(type) ? _mm256_abs_epi8(v[p]) : v[p]; /* -128 becomes the byte 128 */
-            }
-            for (uint32_t k = 0; k < tn; k++) {
-                const uint32_t t = t0 + k;
-                /* past count: codes beyond the row (the next token's, or DI_QA_SLACK), times 0 */
-                const int8_t *c = qa->codes + (size_t)t * n + (size_t)b0 * DI_QA_BLOCK;
-                for (uint32_t p = 0; p < GROUP; p++)
-                    x[p] = block_product(type, v[p], av[p], _mm256_loadu_si256((const void *)(c + 32 * p)));
-                tl[k].acc[j] = block_terms(type, &f, group_sums(type, x, &f), qa, t, b0, count, tl[k].acc[j]);
-            }
-        }
+        uint32_t b0 = c0;
+        for (; b0 + GROUP <= end; b0 += GROUP)
+            group_run(type, row, span, qa, t0, tn, b0, GROUP, tl);
+        if (b0 < end)
+            group_run(type, row, span, qa, t0, tn, b0, end - b0, tl);
         for (uint32_t k = 0; k < tn; k++)
             for (int j = 0; j < NV; j++)
                 tl[k].total[j] = c0 == 0 ? tl[k].acc[j] : _mm256_add_ps(tl[k].total[j], tl[k].acc[j]);

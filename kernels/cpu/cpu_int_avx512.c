@@ -47,8 +47,12 @@
  *                word k of block j;
  *         D   2: each block's d.
  *   Q4_K  N  16: as Q5_0's, of the 4-bit codes u = v;
- *         S   2: each super-block's first 16 file bytes (d, dmin and the
- *                12 scale bytes), 16 per super-block.
+ *         S   2, 32 per group (whatever c): byte j the 6-bit k of block j
+ *                and in its top two bits the top two of its 6-bit min m;
+ *                byte 16 + j (j < 8) the low 4 bits of m of block j and in
+ *                its high nibble those of block j + 8; bytes 24-31 the
+ *                binary16 d of the group's two super-blocks, then their
+ *                dmin; zeros for a block or super-block past the row's end.
  *   Q6_K  N  16: as Q5_0's, of the low 4 bits of u = v + 32;
  *         H   8: for p = 0, 1, c x 4 bytes: bits 2s, 2s + 1 of byte
  *                4j + i hold bits 4, 5 of u of byte i of word 4p + s of
@@ -126,42 +130,49 @@ INLINE __m512i block_sums(const int_kind *kd, const vgroup *g, const int8_t *cod
 
 /* The 16 block sums P of a packed group against one token's codes in the
  * same layout (act: the group's c x 32 bytes, word k at 4 c k), its code
- * sums s16 (32 int16, block order): one vpdpbusd per word, no folding. */
-INLINE __m512i packed_sums(const int_kind *kd, const pgroup *g, const int8_t *act, const int16_t *s16, uint32_t c,
-                           __mmask16 live)
+ * sums s16 (32 int16, block order): one vpdpbusd per word, in four
+ * chains of two, no folding. P comes back as floats, exactly (|P| < 2^24,
+ * int_dot.h): the scales are applied as float products of integers, each
+ * below 2^24 and so exact, which have a shorter latency than vpmulld. */
+INLINE __m512 packed_sums(const int_kind *kd, const pgroup *g, const int8_t *act, const int16_t *s16, uint32_t c,
+                          __mmask16 live)
 {
-    __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    __m512i acc[4];
     for (uint32_t k = 0; k < 8; k++) {
-        const int h = kd->groups == 2 ? (int)(k / 4) : (int)(k % 2); /* two chains either way */
-        acc[h] = _mm512_dpbusd_epi32(acc[h], g->u[k], load_words((const uint8_t *)act + 4 * c * k, live));
+        /* types of two 16-weight groups keep words 0-3 and 4-7 apart */
+        const int h = kd->groups == 2 ? (int)(2 * (k / 4) + k % 2) : (int)(k % 4);
+        const __m512i x = load_words((const uint8_t *)act + 4 * c * k, live);
+        const int first = kd->groups == 2 ? k % 4 < 2 : k < 4;
+        acc[h] = _mm512_dpbusd_epi32(first ? _mm512_setzero_si512() : acc[h], g->u[k], x);
     }
     /* lane j: (S_j1 << 16) | S_j0, the code sums of block j's halves */
     const __m512i s = load_words((const uint8_t *)s16, live);
     if (kd->groups == 2) {
-        __m512i P = _mm512_setzero_si512();
         const __m512i half[2] = {_mm512_srai_epi32(_mm512_slli_epi32(s, 16), 16), _mm512_srai_epi32(s, 16)};
+        __m512 x[2];
         for (int h = 0; h < 2; h++) {
-            __m512i x = acc[h];
+            __m512i v = _mm512_add_epi32(acc[2 * h], acc[2 * h + 1]);
             if (kd->off_shift >= 0)
-                x = _mm512_sub_epi32(x, _mm512_slli_epi32(half[h], (unsigned)kd->off_shift));
-            P = _mm512_add_epi32(P, _mm512_mullo_epi32(x, g->k[h]));
+                v = _mm512_sub_epi32(v, _mm512_slli_epi32(half[h], (unsigned)kd->off_shift));
+            x[h] = _mm512_cvtepi32_ps(v);
         }
-        return P;
+        /* k0 x0 + k1 x1, each product and the sum exact */
+        return _mm512_fmadd_ps(x[1], _mm512_cvtepi32_ps(g->k[1]), _mm512_mul_ps(x[0], _mm512_cvtepi32_ps(g->k[0])));
     }
-    __m512i x = _mm512_add_epi32(acc[0], acc[1]);
+    __m512i v = _mm512_add_epi32(_mm512_add_epi32(acc[0], acc[1]), _mm512_add_epi32(acc[2], acc[3]));
     if (kd->off_shift >= 0)
-        x = _mm512_sub_epi32(x, _mm512_slli_epi32(_mm512_madd_epi16(s, _mm512_set1_epi16(1)), (unsigned)kd->off_shift));
-    return kd->has_k ? _mm512_mullo_epi32(x, g->k[0]) : x;
+        v = _mm512_sub_epi32(v, _mm512_slli_epi32(_mm512_madd_epi16(s, _mm512_set1_epi16(1)), (unsigned)kd->off_shift));
+    return kd->has_k ? _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_cvtepi32_ps(g->k[0])) : _mm512_cvtepi32_ps(v);
 }
 
 /* The definition's float steps for the group's blocks in `live` lanes, with
- * their D and min factors n0, n1. */
-INLINE __m512 block_terms(const int_kind *kd, __m512 d, __m512 n0, __m512 n1, __m512i P, const di_qa *qa, uint32_t t,
+ * their D and min factors n0, n1, and P (exact, as floats). */
+INLINE __m512 block_terms(const int_kind *kd, __m512 d, __m512 n0, __m512 n1, __m512 P, const di_qa *qa, uint32_t t,
                           uint32_t b0, __mmask16 live, __m512 lane)
 {
     const uint32_t nb = qa->nb;
     const __m512 a = _mm512_maskz_loadu_ps(live, qa->scales + (size_t)t * nb + b0);
-    lane = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(d, a), lane, live);
+    lane = _mm512_mask3_fmadd_ps(P, _mm512_mul_ps(d, a), lane, live);
     if (kd->mins == 1)
         lane = _mm512_mask3_fmadd_ps(n0, _mm512_maskz_loadu_ps(live, qa->as_full + (size_t)t * nb + b0), lane, live);
     if (kd->mins == 2) {
@@ -213,7 +224,7 @@ INLINE void row_run(const int_kind *kd, decode_fn decode, packed_fn pdecode, con
                     packed_group(pdecode, src, b0, count, live, PREFETCH_AHEAD, &g);
                     for (uint32_t k = 0; k < tn; k++) {
                         const uint32_t t = t0 + k;
-                        const __m512i P = packed_sums(kd, &g, qa->codes + (size_t)t * n + (size_t)b0 * DI_QA_BLOCK,
+                        const __m512 P = packed_sums(kd, &g, qa->codes + (size_t)t * n + (size_t)b0 * DI_QA_BLOCK,
                                                       qa->sums + (size_t)t * 2 * nb + 2 * (size_t)b0, count, live);
                         tl[k].acc[half] = block_terms(kd, g.d, g.n0, _mm512_setzero_ps(), P, qa, t, b0, live,
                                                       tl[k].acc[half]);
@@ -226,7 +237,8 @@ INLINE void row_run(const int_kind *kd, decode_fn decode, packed_fn pdecode, con
                     const uint32_t t = t0 + k;
                     const __m512i P = block_sums(kd, &g, qa->codes + (size_t)t * n + (size_t)b0 * DI_QA_BLOCK,
                                                  qa->sums + (size_t)t * 2 * nb + 2 * (size_t)b0, count);
-                    tl[k].acc[half] = block_terms(kd, g.d, g.n0, g.n1, P, qa, t, b0, live, tl[k].acc[half]);
+                    tl[k].acc[half] = block_terms(kd, g.d, g.n0, g.n1, _mm512_cvtepi32_ps(P), qa, t, b0, live,
+                                                  tl[k].acc[half]);
                 }
             }
         for (uint32_t k = 0; k < tn; k++)
@@ -235,6 +247,63 @@ INLINE void row_run(const int_kind *kd, decode_fn decode, packed_fn pdecode, con
     }
     for (uint32_t k = 0; k < tn; k++)
         out[(size_t)k * stride] = lane_tree(tl[k].total[0], tl[k].total[1]);
+}
+
+/* The decode step: one token, the lanes in registers. A group's term (its
+ * decode, sums and float steps, added to `lane`), with c and live
+ * constants for the full groups, so that the compiler drops the masks and
+ * offsets that the general loop (row_run) computes per group. */
+INLINE __m512 group_term(const int_kind *kd, decode_fn decode, packed_fn pdecode, const row_src *src, int packed,
+                         const di_qa *qa, uint32_t b0, uint32_t c, __mmask16 live, __m512 lane)
+{
+    const int8_t *codes = qa->codes + (size_t)b0 * DI_QA_BLOCK;
+    const int16_t *sums = qa->sums + 2 * (size_t)b0;
+    if (!packed) {
+        vgroup g;
+        decode_group(kd, decode, src->row, b0, c, src->span, PREFETCH_AHEAD, &g);
+        return block_terms(kd, g.d, g.n0, g.n1, _mm512_cvtepi32_ps(block_sums(kd, &g, codes, sums, c)), qa, 0, b0,
+                           live, lane);
+    }
+    pgroup g;
+    pdecode(&src->pr, b0, c, live, &g);
+    /* the U region, PREFETCH_AHEAD on; its span is the type's */
+    const uint32_t span = GROUP * (kd->type == DI_TYPE_Q8_0 ? 32u : 16u);
+    const uint8_t *here = src->pr.u + (size_t)b0 * (span / GROUP) + PREFETCH_AHEAD;
+    for (uint32_t o = 0; o < span; o += 64)
+        _mm_prefetch((const char *)(here + o), _MM_HINT_T0);
+    return block_terms(kd, g.d, g.n0, _mm512_setzero_ps(), packed_sums(kd, &g, codes, sums, c, live), qa, 0, b0,
+                       live, lane);
+}
+
+/* The same lanes, order and sums as row_run with one token: within a chunk
+ * the groups go in pairs, lanes 0-15 the even one, 16-31 the odd one. */
+INLINE float token_dot(const int_kind *kd, decode_fn decode, packed_fn pdecode, const row_src *src, int packed,
+                       const di_qa *qa)
+{
+    const uint32_t nb = qa->nb;
+    __m512 total[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (uint32_t c0 = 0; c0 < nb; c0 += DI_CHUNK) {
+        const uint32_t end = di_chunk_end(nb, c0);
+        __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+        uint32_t b0 = c0;
+        for (; b0 + 2 * GROUP <= end; b0 += 2 * GROUP) {
+            acc[0] = group_term(kd, decode, pdecode, src, packed, qa, b0, GROUP, 0xffff, acc[0]);
+            acc[1] = group_term(kd, decode, pdecode, src, packed, qa, b0 + GROUP, GROUP, 0xffff, acc[1]);
+        }
+        /* the last one or two groups, the second one short (constant
+         * indexes: acc stays in registers) */
+        if (b0 < end) {
+            const uint32_t c = end - b0 < GROUP ? end - b0 : GROUP;
+            acc[0] = group_term(kd, decode, pdecode, src, packed, qa, b0, c, (__mmask16)((1u << c) - 1), acc[0]);
+            b0 += GROUP;
+        }
+        if (b0 < end)
+            acc[1] = group_term(kd, decode, pdecode, src, packed, qa, b0, end - b0, (__mmask16)((1u << (end - b0)) - 1),
+                                acc[1]);
+        for (int h = 0; h < 2; h++)
+            total[h] = c0 == 0 ? acc[h] : _mm512_add_ps(total[h], acc[h]);
+    }
+    return lane_tree(total[0], total[1]);
 }
 
 /* The many-token product (qa grouped), lanes = tokens: block b's sum for 16
@@ -327,8 +396,9 @@ INLINE void rows_body(const int_kind *kd, decode_fn decode, packed_fn pdecode, c
     for (uint32_t r = r0; r < r1; r++) {
         const row_src src = row_source(w, r, pdecode);
         if (qa->n_tokens == 1) {
-            token_lanes one = {{_mm512_setzero_ps(), _mm512_setzero_ps()}, {_mm512_setzero_ps(), _mm512_setzero_ps()}};
-            row_run(kd, decode, pdecode, &src, qa, 0, 1, &one, y + r, 0);
+            /* packed a constant in each call: two loops, no test per group */
+            y[r] = src.packed ? token_dot(kd, decode, pdecode, &src, 1, qa)
+                              : token_dot(kd, decode, pdecode, &src, 0, qa);
             continue;
         }
         for (uint32_t t0 = 0; t0 < qa->n_tokens; t0 += DI_QA_TOKENS) {
@@ -431,6 +501,25 @@ INLINE void pack_group(const int_kind *kd, decode_fn decode, const uint8_t *row,
     }
 }
 
+/* Q4_K's S region of the group at b0 (the head comment), from the file's
+ * super-blocks. */
+static void pack_q4_k_scales(const uint8_t *row, uint32_t b0, uint32_t nb, uint8_t *s)
+{
+    memset(s, 0, 32);
+    for (uint32_t j = 0; j < GROUP && b0 + j < nb; j++) {
+        int k, m;
+        const uint8_t *blk = row + (size_t)((b0 + j) / 8) * DI_BLOCK_BYTES_Q4_K;
+        di_qb_k_scale_min(blk + DI_OFF_SC_Q4_K, (int)((b0 + j) % 8), &k, &m);
+        s[j] = (uint8_t)(k | (m >> 4) << 6);
+        s[16 + j % 8] |= (uint8_t)((m & 15) << (4 * (j / 8)));
+    }
+    for (uint32_t h = 0; h < 2 && b0 + 8 * h < nb; h++) {
+        const uint8_t *blk = row + (size_t)((b0 + 8 * h) / 8) * DI_BLOCK_BYTES_Q4_K;
+        memcpy(s + 24 + 2 * h, blk + DI_OFF_D_Q4_K, 2);
+        memcpy(s + 28 + 2 * h, blk + DI_OFF_M_Q4_K, 2);
+    }
+}
+
 void di_int_pack_rows_avx512(const di_weight *w, uint32_t r0, uint32_t r1, uint8_t *dst, size_t stride)
 {
     const uint32_t nb = w->n_in / DI_QA_BLOCK, bytes = di_weight_block_bytes(w->type);
@@ -451,8 +540,8 @@ void di_int_pack_rows_avx512(const di_weight *w, uint32_t r0, uint32_t r1, uint8
             pack_group(kd, decode, row, b0, nb - b0 < GROUP ? nb - b0 : GROUP, &l, out);
         for (uint32_t b = 0; b < nb && (w->type == DI_TYPE_Q8_0 || w->type == DI_TYPE_Q5_0); b++)
             memcpy(out + l.d + 2 * (size_t)b, row + (size_t)b * bytes + di_weight_field(w->type, DI_FIELD_D), 2);
-        for (uint32_t sb = 0; sb < nb / 8 && w->type == DI_TYPE_Q4_K; sb++)
-            memcpy(out + l.sb + 16 * (size_t)sb, row + (size_t)sb * bytes, 16); /* d, dmin, the scales */
+        for (uint32_t b0 = 0; b0 < nb && w->type == DI_TYPE_Q4_K; b0 += GROUP)
+            pack_q4_k_scales(row, b0, nb, out + l.sb + 2 * (size_t)b0);
         for (uint32_t sb = 0; sb < nb / 8 && w->type == DI_TYPE_Q6_K; sb++)
             memcpy(out + l.sb + 2 * (size_t)sb, row + (size_t)sb * bytes + DI_OFF_D_Q6_K, 2);
     }

@@ -305,7 +305,7 @@ static inline int packed_layout_of(uint32_t type, uint32_t nb, packed_layout *l)
     switch (type) {
     case DI_TYPE_Q8_0: l->u_bytes = 32, l->d = 32 * n, l->end = l->d + 2 * n; return 1;
     case DI_TYPE_Q5_0: l->h = 16 * n, l->d = l->h + 64 * groups, l->end = l->d + 2 * n; return 1;
-    case DI_TYPE_Q4_K: l->sb = 16 * n, l->end = l->sb + 2 * n; return 1;
+    case DI_TYPE_Q4_K: l->sb = 16 * n, l->end = l->sb + 32 * groups; return 1;
     case DI_TYPE_Q6_K: l->h = 16 * n, l->k = l->h + 8 * n, l->sb = l->k + 2 * n, l->end = l->sb + n / 4; return 1;
     default: return 0;
     }
@@ -344,12 +344,23 @@ INLINE void packed_q5_0(const packed_row *r, uint32_t b0, uint32_t c, __mmask16 
     g->d = packed_d(r->d + 2 * (size_t)b0, live);
 }
 
+/* Q4_K's S region (cpu_int_avx512.c's head comment): 16 bytes k | (m >> 4)
+ * << 6, 8 bytes of m's low nibbles, the super-blocks' d and dmin; so the
+ * scales are a few byte operations, not the file's 6-bit unpacking. */
 INLINE void packed_q4_k(const packed_row *r, uint32_t b0, uint32_t c, __mmask16 live, pgroup *g)
 {
     packed_nibbles(r->u + 16 * (size_t)b0, c, live, g);
-    vgroup f; /* the heads are the file's first 16 bytes of each super-block */
-    k_factors(DI_TYPE_Q4_K, r->sb + 2 * (size_t)b0, 16, c, &f);
-    g->k[0] = f.k[0], g->d = f.d, g->n0 = f.n0;
+    const uint8_t *s = r->sb + 2 * (size_t)b0;
+    const __m128i lo4 = _mm_set1_epi8(0x0f);
+    const __m128i km = _mm_loadu_si128((const void *)s), mn = _mm_loadl_epi64((const void *)(s + 16));
+    const __m128i m_low = _mm_unpacklo_epi64(_mm_and_si128(mn, lo4), _mm_and_si128(_mm_srli_epi16(mn, 4), lo4));
+    const __m128i m = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(km, 2), _mm_set1_epi8(0x30)), m_low);
+    g->k[0] = _mm512_cvtepu8_epi32(_mm_and_si128(km, _mm_set1_epi8(0x3f)));
+    /* [d, d', dmin, dmin'] of the two super-blocks, to lanes 0-7 and 8-15 */
+    const __m512 f = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64((const void *)(s + 24))));
+    g->d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), f);
+    const __m512 dmin = _mm512_permutexvar_ps(_mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3), f);
+    g->n0 = _mm512_xor_ps(_mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(m))), _mm512_set1_ps(-0.0f));
 }
 
 INLINE void packed_q6_k(const packed_row *r, uint32_t b0, uint32_t c, __mmask16 live, pgroup *g)
