@@ -283,6 +283,32 @@ static void random_row(uint64_t *rng, uint32_t type, uint8_t *row, size_t row_by
         }
 }
 
+/* di_int_code_word, the four-at-a-time reader the scalar definition and the
+ * CUDA kernels multiply with, gives each weight's di_int_code, for every
+ * type, sub-block and place, on random blocks whose every bit pattern
+ * occurs (the byte tricks of di_int_sub4 and di_int_bits4 included). */
+START_TEST(test_code_words)
+{
+    uint64_t rng = 0x5eed;
+    for (size_t t = 0; t < N_TYPES; t++) {
+        const uint32_t type = TYPES[t], bytes = di_weight_block_bytes(type);
+        const int subs = (int)(di_weight_block_elems(type) / DI_QA_BLOCK);
+        uint8_t blk[512];
+        for (int trial = 0; trial < 64; trial++) {
+            random_row(&rng, type, blk, bytes);
+            for (int sub = 0; sub < subs; sub++)
+                for (int i = 0; i < DI_QA_BLOCK; i += 4) {
+                    const uint32_t word = di_int_code_word(type, blk, sub, i);
+                    for (int k = 0; k < 4; k++)
+                        ck_assert_msg((int8_t)(uint8_t)(word >> (8 * k)) == di_int_code(type, blk, sub, i + k),
+                                      "type %u sub %d weight %d: word byte %d, code %d", type, sub, i + k,
+                                      (int8_t)(uint8_t)(word >> (8 * k)), di_int_code(type, blk, sub, i + k));
+                }
+        }
+    }
+}
+END_TEST
+
 /* Reduction lengths, in blocks of the type: those of Gemma 3 270M (640,
  * 1024, 2048) and of the 3B shape (3072, 8192), short ones and 33 * 1024
  * (block terms past one chunk); lengths a type's block does not divide are
@@ -523,6 +549,7 @@ Suite *intdot_suite(void)
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, test_known_quantization);
     tcase_add_test(tc, test_known_dot);
+    tcase_add_test(tc, test_code_words);
     tcase_add_loop_test(tc, test_paths_match_definition, 0, (int)(N_LENGTHS * N_TYPES));
     tcase_add_test(tc, test_profile_in_session);
     tcase_add_test(tc, test_profile_covers_its_types);

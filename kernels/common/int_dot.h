@@ -12,7 +12,8 @@
  * in a 256-weight super-block, its sub-block b % 8) is read as signed
  * integer codes v_i, one or two integer group scales k (a group is 32 or 16
  * weights), the binary16 scale D and, for the types with a minimum, one or
- * two min factors N (di_int_code, di_int_scales, di_int_mins). The block's
+ * two min factors N (di_int_code, or di_int_code_word four at a time;
+ * di_int_scale, di_int_mins). The block's
  * integer sum is exact:
  *   P_b = sum over groups g of k_g * sum_{i in g} v_i * c_i,
  * and its term enters lane b % 32 of the canonical fma-form reduction over
@@ -276,16 +277,80 @@ DI_HD int di_int_pack4(int b0, int b1, int b2, int b3)
                  (uint32_t)(uint8_t)b3 << 24);
 }
 
-/* acc + v0 c[0] + v1 c[1] + v2 c[2] + v3 c[3], every operand an int8 value.
- * A translation unit that defines DI_INT_DP4A (the CUDA kernels) computes it
+/* The little-endian 32-bit word of the weights at p, at any alignment, and
+ * the word of four activation codes at c (a multiple of 4 bytes into its
+ * row). A translation unit may define faster reads before including this
+ * header (the CUDA kernels do: kernels/cuda/cuda_kernels.cu). */
+#ifndef DI_INT_U32
+#define DI_INT_U32(p) di_qb_u32(p)
+#endif
+#ifndef DI_INT_CODES32
+#define DI_INT_CODES32(c) di_qb_u32((const uint8_t *)(c))
+#endif
+
+/* Bytes x - off, off = 2^k <= 64 (x of each byte below 2 off): no byte
+ * carries into the next, and the top bit flipped is the sign. */
+DI_HD uint32_t di_int_sub4(uint32_t x, uint32_t off)
+{
+    return (x + (0x80u - off) * 0x01010101u) ^ 0x80808080u;
+}
+
+/* Bit j of x's low four bits as bit 0 of byte j (the four bits' shifted
+ * copies at 0, 7, 14 and 21 do not overlap, so nothing carries). */
+DI_HD uint32_t di_int_bits4(uint32_t x)
+{
+    return ((x & 0xfu) * 0x00204081u) & 0x01010101u;
+}
+
+/* The codes v of weights i..i+3 (i a multiple of 4) of sub-block `sub` of
+ * block blk as the four signed bytes of one word (byte k: weight i + k):
+ * the same integers as di_int_code, read a word at a time. */
+DI_HD uint32_t di_int_code_word(uint32_t type, const uint8_t *blk, int sub, int i)
+{
+    const int j = 32 * sub + i, h = j / 128, k = (j % 128) / 32; /* the K types' places */
+    const uint32_t lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
+    switch (type) {
+    case DI_TYPE_Q4_0: return di_int_sub4((DI_INT_U32(blk + DI_OFF_QS_Q4_0 + i % 16) >> (4 * (i / 16))) & lo4, 8);
+    case DI_TYPE_Q4_1: return (DI_INT_U32(blk + DI_OFF_QS_Q4_1 + i % 16) >> (4 * (i / 16))) & lo4;
+    case DI_TYPE_Q5_0:
+        return di_int_sub4(((DI_INT_U32(blk + DI_OFF_QS_Q5_0 + i % 16) >> (4 * (i / 16))) & lo4) |
+                               di_int_bits4(DI_INT_U32(blk + DI_OFF_QH_Q5_0) >> i) << 4,
+                           16);
+    case DI_TYPE_Q5_1:
+        return ((DI_INT_U32(blk + DI_OFF_QS_Q5_1 + i % 16) >> (4 * (i / 16))) & lo4) |
+               di_int_bits4(DI_INT_U32(blk + DI_OFF_QH_Q5_1) >> i) << 4;
+    case DI_TYPE_Q8_0: return DI_INT_U32(blk + DI_OFF_QS_Q8_0 + i);
+    case DI_TYPE_Q2_K: return (DI_INT_U32(blk + DI_OFF_QS_Q2_K + 32 * h + i) >> (2 * k)) & lo2;
+    case DI_TYPE_Q3_K:
+        return di_int_sub4(((DI_INT_U32(blk + DI_OFF_QS_Q3_K + 32 * h + i) >> (2 * k)) & lo2) |
+                               ((DI_INT_U32(blk + DI_OFF_QH_Q3_K + i) >> sub) & 0x01010101u) << 2,
+                           4);
+    case DI_TYPE_Q4_K: return (DI_INT_U32(blk + DI_OFF_QS_Q4_K + 32 * (sub / 2) + i) >> (4 * (sub % 2))) & lo4;
+    case DI_TYPE_Q5_K:
+        return ((DI_INT_U32(blk + DI_OFF_QS_Q5_K + 32 * (sub / 2) + i) >> (4 * (sub % 2))) & lo4) |
+               ((DI_INT_U32(blk + DI_OFF_QH_Q5_K + i) >> sub) & 0x01010101u) << 4;
+    case DI_TYPE_Q6_K:
+        return di_int_sub4(((DI_INT_U32(blk + DI_OFF_QS_Q6_K + 64 * h + 32 * (k % 2) + i) >> (4 * (k / 2))) & lo4) |
+                               ((DI_INT_U32(blk + DI_OFF_QH_Q6_K + 32 * h + i) >> (2 * k)) & lo2) << 4,
+                           32);
+    default: /* IQ4_NL, IQ4_XS: a table per code */
+        return (uint32_t)di_int_pack4(di_int_code(type, blk, sub, i), di_int_code(type, blk, sub, i + 1),
+                                      di_int_code(type, blk, sub, i + 2), di_int_code(type, blk, sub, i + 3));
+    }
+}
+
+/* acc + the four products of the signed bytes of x and y, exact. A
+ * translation unit that defines DI_INT_DP4A (the CUDA kernels) computes it
  * with dp4a, one instruction, in its device code (and in tests/cuda_emu's
- * host build of it); the integers are the same and the sum exact. */
-DI_HD int32_t di_int_dot4(int32_t acc, int v0, int v1, int v2, int v3, const int8_t *c)
+ * host build of it); the integers are the same. */
+DI_HD int32_t di_int_dot4(int32_t acc, uint32_t x, uint32_t y)
 {
 #if defined(DI_INT_DP4A) && (defined(__CUDA_ARCH__) || !defined(__CUDACC__))
-    return __dp4a(di_int_pack4(v0, v1, v2, v3), di_int_pack4(c[0], c[1], c[2], c[3]), acc);
+    return __dp4a((int)x, (int)y, acc);
 #else
-    return acc + v0 * c[0] + v1 * c[1] + v2 * c[2] + v3 * c[3];
+    for (int k = 0; k < 4; k++)
+        acc += (int32_t)(int8_t)(uint8_t)(x >> (8 * k)) * (int32_t)(int8_t)(uint8_t)(y >> (8 * k));
+    return acc;
 #endif
 }
 
@@ -299,8 +364,7 @@ DI_HD int32_t di_int_block_sum(uint32_t type, const uint8_t *row, uint32_t b, co
     for (int g = 0; g < groups; g++) {
         int32_t q = 0;
         for (int i = g * per; i < (g + 1) * per; i += 4)
-            q = di_int_dot4(q, di_int_code(type, blk, sub, i), di_int_code(type, blk, sub, i + 1),
-                            di_int_code(type, blk, sub, i + 2), di_int_code(type, blk, sub, i + 3), codes + i);
+            q = di_int_dot4(q, di_int_code_word(type, blk, sub, i), DI_INT_CODES32(codes + i));
         p += di_int_scale(type, blk, sub, g) * q;
     }
     return p;

@@ -16,6 +16,24 @@
 #include "kernels/common/canon_order.h"
 #include "kernels/common/canon_rows.h"
 #include "kernels/common/dequant_blocks.h"
+/* int_dot.h's word reads. A weight word sits at any alignment (Q8_0's
+ * blocks are 34 bytes): two aligned loads and a funnel shift, no byte
+ * loads and no branch; the second load may reach past the word, so the
+ * model file's device copy has DC_FILE_SLACK bytes after its end
+ * (cuda_kernels.cuh). An activation code word is aligned: its row and
+ * block start at multiples of 32 bytes of a cudaMalloc buffer. */
+__host__ __device__ static inline uint32_t dc_u32(const uint8_t *p)
+{
+#if defined(__CUDA_ARCH__) || !defined(__CUDACC__) /* device code, and tests/cuda_emu's build of it */
+    const uintptr_t at = (uintptr_t)p;
+    const uint32_t *w = (const uint32_t *)(at & ~(uintptr_t)3);
+    return __funnelshift_r(w[0], w[1], 8u * (uint32_t)(at & 3u));
+#else
+    return di_qb_u32(p);
+#endif
+}
+#define DI_INT_U32(p) dc_u32(p)
+#define DI_INT_CODES32(c) (*(const uint32_t *)(const void *)(c))
 /* int_dot.h's four-product step is dp4a here (its di_int_dot4) */
 #define DI_INT_DP4A 1
 #include "kernels/common/int_dot.h"

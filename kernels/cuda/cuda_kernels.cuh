@@ -27,6 +27,10 @@ typedef struct dc_weight {
     int plan;
 } dc_weight;
 
+/* Bytes the device copy of the model file has after its end: a weight word
+ * read near the end loads the aligned word after it too (cuda_kernels.cu). */
+#define DC_FILE_SLACK 16u
+
 /* A row of a forward call on the device (di_backend_row). */
 typedef struct dc_row {
     int32_t token;

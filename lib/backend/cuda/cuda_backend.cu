@@ -140,7 +140,9 @@ static di_status pick_device(dc_state *s, int ordinal, char *err, size_t err_siz
 static di_status upload_model(dc_state *s, char *err, size_t err_size)
 {
     const di_model *m = s->model;
-    TRY(dev_alloc(s, m->map_size, (void **)&s->file), "model file: cudaMalloc");
+    TRY(dev_alloc(s, m->map_size + DC_FILE_SLACK, (void **)&s->file), "model file: cudaMalloc");
+    static const uint8_t zeros[DC_FILE_SLACK] = {0}; /* read past a word near the end, never used */
+    TRY(cudaMemcpy(s->file + m->map_size, zeros, DC_FILE_SLACK, cudaMemcpyHostToDevice), "model file: slack");
     TRY(cudaMemcpy(s->file, m->map, m->map_size, cudaMemcpyHostToDevice), "model file: cudaMemcpy");
     s->tok_embd = device_weight(s, &m->tok_embd);
     s->output = device_weight(s, &m->output);

@@ -90,6 +90,13 @@ static inline int __dp4a(int srcA, int srcB, int c)
     return (int)d;
 }
 
+/* __funnelshift_r(lo, hi, shift), PTX shf.r.wrap.b32 as the PTX ISA states
+ * it: the 64-bit hi:lo shifted right by shift & 31, its low 32 bits. */
+static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned shift)
+{
+    return (unsigned)((((uint64_t)hi << 32) | lo) >> (shift & 31u));
+}
+
 /* <<<grid, block, shmem, stream>>> is rewritten to emu_launch(emu_config(...), kernel, args). */
 struct emu_config_t {
     dim3 grid, block;
