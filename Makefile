@@ -358,7 +358,7 @@ TSAN_MODELS := gqa_untied_q8_0 gemma3_f32 mha_tied_q4_1
 # (drafts resolved in the engine's steps) take seconds
 SERVE_TSAN_TESTS := tests/serve/test_attack.py tests/serve/test_load.py tests/serve/test_security.py \
                     tests/serve/test_openai.py tests/serve/test_replay.py tests/serve/test_structured.py \
-                    tests/serve/test_echo.py tests/serve/test_speculate.py
+                    tests/serve/test_echo.py tests/serve/test_speculate.py tests/serve/test_tools.py
 .PHONY: check-serve-tsan
 check-serve-tsan: $(MODELS)/tokenizers.txt $(MODELS)/real.txt
 	$(MAKE) SANITIZE=thread build-tsan/tools/detinfer build-tsan/tests/serve_net_key
@@ -455,7 +455,7 @@ check-ray: $(SHARED) $(MODELS)/tokenizers.txt
 FUZZ_SECONDS ?= 60
 # the request path: parsing, the messages, the JSON budget, the responses
 FUZZ_REQUEST_SRC := $(addprefix tools/serve/,serve_request.c serve_json.c serve_messages.c serve_response.c \
-                    serve_grammar.c serve_responses.c) \
+                    serve_grammar.c serve_responses.c serve_tools.c) \
                     $(addprefix tools/cli/,cli_digest.c cli_options.c cli_json.c cli_text.c cli_model.c)
 # UBSan's findings stop the run (-fno-sanitize-recover), as ASan's do.
 FUZZ_CC := clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE \

@@ -93,7 +93,7 @@ def test_neutral_chat_fields(serve):
                                   service_tier="auto", parallel_tool_calls=True)
     assert r.choices[0].message.role == "assistant"
     for field, value in (("store", True), ("metadata", {"a": "b"}), ("service_tier", "flex"),
-                         ("tools", [{"type": "function", "function": {"name": "f"}}]), ("response_format",
+                         ("tools", [{"type": "retrieval"}]), ("response_format",
                                                                                      {"type": "xml"})):
         with pytest.raises(openai.BadRequestError) as e:
             c.chat.completions.create(model="x", messages=msgs, max_tokens=2, extra_body={field: value})

@@ -10,6 +10,7 @@
  *   serve_request.c  request JSON -> a checked sv_request
  *   serve_messages.c a chat's messages -> roles and contents for di_chat_tokenize
  *   serve_grammar.c  response_format, grammar, json_schema -> a compiled grammar (cached)
+ *   serve_tools.c    tools and tool_choice: their prompt text, their grammar, the calls parsed back
  *   serve_response.c response, stream chunk and error JSON; the detinfer object
  *   serve_responses.c /v1/responses (OpenAI's Responses API) as a chat request; its JSON and events
  *   serve_tokens.c   /tokenize, /detokenize and /tokenizer_info
@@ -210,6 +211,8 @@ typedef struct sv_choice {
     size_t text_visible;      /* bytes of text that are final (stop strings held back) */
     const char *finish_reason;/* "stop" or "length" when done; "length" for max_tokens 0 */
     di_digest sequence;       /* prompt + generated ids, when done */
+    json_t *tool_calls;       /* done with tool calls (finish_reason "tool_calls"): OpenAI's list; else NULL */
+    size_t calls_at;          /* with tool_calls: bytes of text before the first call (the content) */
     char error[256];          /* non-empty: the engine failed this choice */
     double t_first_token;
 } sv_choice;
@@ -229,7 +232,11 @@ typedef struct sv_request {
     size_t n_stops, max_stop_len;
     int sampled; /* 0: greedy */
     di_sampling_params params; /* choice i samples with seed params.seed + i */
-    struct sv_grammar *grammar; /* response_format, grammar or json_schema; NULL: none */
+    struct sv_grammar *grammar; /* response_format, grammar or json_schema, or the tools'; NULL: none */
+    json_t *tools;            /* chat: the request's tools (non-empty array), rendered into the prompt; NULL: none */
+    int tool_mode;            /* SV_TOOLS_*: whether calls are generated and parsed back */
+    int parallel_calls;       /* parallel_tool_calls (default true); false: at most one call */
+    int tool_format;          /* SV_TOOL_FORMAT_*: how the template's model family writes calls */
     int logprobs;             /* 1: each token's log-probability (di_session_logprobs) */
     uint32_t n_top;           /* alternatives per token: completions' logprobs, chat's top_logprobs */
     uint32_t n;               /* choices per prompt in the response */
@@ -248,6 +255,12 @@ typedef struct sv_request {
 } sv_request;
 
 enum { SV_QUEUED = 0, SV_RUNNING = 1, SV_DONE = 2 };
+/* tool_choice: none (or no tools): plain text; auto: text, or calls from
+ * the call marker on; required (or one named function): calls only. */
+enum { SV_TOOLS_OFF = 0, SV_TOOLS_AUTO = 1, SV_TOOLS_REQUIRED = 2 };
+/* <tool_call> blocks (chatml: Qwen; the generic fallback), or Llama 3.1's
+ * message that is one JSON call (llama3). */
+enum { SV_TOOL_FORMAT_HERMES = 0, SV_TOOL_FORMAT_LLAMA3 = 1 };
 
 /* Choices in the response: n for each prompt. */
 static inline uint32_t sv_response_choices(const sv_request *r)
@@ -301,17 +314,31 @@ int sv_text_may_fit(const sv_server *srv, size_t bytes, const char *param, sv_er
 typedef struct sv_chat {
     const char **roles;
     char **contents;
-    size_t n;
+    size_t n, cap;
 } sv_chat;
 /* OpenAI's messages (content as a string or text parts; developer as system;
  * tool answers; assistant tool calls, arguments written as the templates'
  * tojson writes them) into *out; 0, or -1 with e set (400). */
 int sv_chat_messages(json_t *messages, sv_chat *out, sv_error *e);
 void sv_chat_free(sv_chat *c);
+/* A growing NUL-terminated text; oom set (and the text kept) when an
+ * append failed. */
+typedef struct sv_buf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} sv_buf;
+void sv_buf_put(sv_buf *b, const char *s, size_t n);
+void sv_buf_puts(sv_buf *b, const char *s);
+/* OpenAI's function names: [a-zA-Z0-9_-]{1,64} (so never a newline). */
+int sv_function_name_ok(const char *name);
 /* A JSON value as Python's json.dumps(v, ensure_ascii=False) writes it: ", "
  * and ": " separators, keys in order, floats as repr(). malloc'd; NULL when
  * out of memory. */
 char *sv_python_json(const json_t *v);
+/* The same with json.dumps(v, indent=indent): "," and a new line between
+ * items, nested items indented; indent 0 is sv_python_json. */
+char *sv_python_json_indent(const json_t *v, int indent);
 
 /* ---- A request's grammar (serve_grammar.c) ------------------------------- */
 typedef struct sv_grammar sv_grammar;
@@ -326,6 +353,28 @@ const char *sv_grammar_digest(const sv_grammar *g);
 void sv_grammar_release(sv_grammar *g);
 /* Frees the cached grammars no request uses (at exit). */
 void sv_grammar_cache_clear(void);
+/* The compiled grammar of a GBNF text (cached like the request's own); 0, or
+ * -1 with e set for param. */
+int sv_grammar_from_gbnf(const char *text, size_t len, const char *param, sv_grammar **out, sv_error *e);
+
+/* ---- Tool calls (serve_tools.c) ------------------------------------------ */
+/* A chat's tools, tool_choice and parallel_tool_calls into r->tools,
+ * r->tool_mode and (when calls are generated) r->grammar; 0, or -1 with e
+ * set (400 naming the tool or the field). After sv_request_grammar. */
+int sv_request_tools(const sv_server *srv, json_t *root, sv_request *r, sv_error *e);
+/* The tools into the prompt as the template's model family expects them
+ * (chatml: Qwen's <tools> in the system turn; llama3: Llama 3.1's in the
+ * first user message; others: a generic statement of the tools and of the
+ * call format in the system turn, and the history's calls and answers as
+ * text in that format). 0, or -1 with e set. */
+int sv_tools_messages(const sv_server *srv, const sv_request *r, sv_chat *chat, sv_error *e);
+/* A finished choice's text parsed back into c->tool_calls (and its
+ * finish_reason "tool_calls") when it ends with calls (engine lock held). */
+void sv_tools_finish(sv_choice *c);
+/* Of choice c's first `upto` bytes of text, how many a stream may send as
+ * content now: all but a call, or what may begin one, while tool calls may
+ * come (engine lock held). */
+size_t sv_tools_sendable(const sv_choice *c, size_t upto);
 
 /* ---- JSON in and out (serve_json.c) -------------------------------------- */
 /* A body's JSON, parsed strictly (duplicate keys refused) within the memory
@@ -356,6 +405,9 @@ char *sv_response_json(const sv_server *srv, const sv_request *r);
  * Caller frees. */
 char *sv_chunk_json(const sv_server *srv, const sv_request *r, uint32_t index, const char *delta, size_t delta_len,
                     uint32_t tok_from, uint32_t tok_to, const char *finish, int role);
+/* A chat chunk of response choice `index`'s tool call k: part 0 its index,
+ * id, type and name (arguments ""), part 1 its arguments. Caller frees. */
+char *sv_tool_call_chunk_json(const sv_server *srv, const sv_request *r, uint32_t index, size_t k, int part);
 /* A whole response choice's text as the response gives it (with echo, its
  * prompt's text first). New reference. */
 json_t *sv_choice_text(const sv_request *r, const sv_choice *c);

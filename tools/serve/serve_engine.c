@@ -68,6 +68,8 @@ static void release_locked(sv_request *r)
 static void finish_locked(sv_engine *g, sv_choice *c)
 {
     sv_request *r = c->req;
+    if (!c->error[0])
+        sv_tools_finish(c); /* tool calls: finish_reason "tool_calls" */
     if (c->state == SV_RUNNING) {
         g->slots[c->slot] = NULL;
         g->last_use[c->slot] = ++g->use_clock;

@@ -258,3 +258,8 @@ int sv_request_grammar(json_t *root, sv_request *r, sv_error *e)
     }
     return 0;
 }
+
+int sv_grammar_from_gbnf(const char *text, size_t len, const char *param, sv_grammar **out, sv_error *e)
+{
+    return compile('g', text, len, param, out, e);
+}

@@ -26,13 +26,7 @@
 
 /* ---- Python's json.dumps ---------------------------------------------------- */
 
-typedef struct text_buf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} text_buf;
-
-static void put(text_buf *b, const char *s, size_t n)
+void sv_buf_put(sv_buf *b, const char *s, size_t n)
 {
     if (b->oom)
         return;
@@ -50,37 +44,37 @@ static void put(text_buf *b, const char *s, size_t n)
     b->p[b->n] = '\0';
 }
 
-static void put_z(text_buf *b, const char *s)
+void sv_buf_puts(sv_buf *b, const char *s)
 {
-    put(b, s, strlen(s));
+    sv_buf_put(b, s, strlen(s));
 }
 
 /* A string as json.dumps(ensure_ascii=False): '"', '\\' and control
  * characters escaped (\uXXXX in lower case but for the five short forms). */
-static void put_string(text_buf *b, const char *s, size_t n)
+static void put_string(sv_buf *b, const char *s, size_t n)
 {
-    put_z(b, "\"");
+    sv_buf_puts(b, "\"");
     for (size_t i = 0; i < n; i++) {
         const unsigned char c = (unsigned char)s[i];
         char esc[8];
         const char *short_form = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
                                  : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
         if (short_form) {
-            put_z(b, short_form);
+            sv_buf_puts(b, short_form);
         } else if (c < 0x20) {
             snprintf(esc, sizeof esc, "\\u%04x", c);
-            put_z(b, esc);
+            sv_buf_puts(b, esc);
         } else {
-            put(b, (const char *)&c, 1);
+            sv_buf_put(b, (const char *)&c, 1);
         }
     }
-    put_z(b, "\"");
+    sv_buf_puts(b, "\"");
 }
 
 /* A double as Python's repr(): the shortest digits that read back to it,
  * positional when the decimal exponent is in [-4, 16), with ".0" when
  * integral; else d.ddde+XX. */
-static void put_float(text_buf *b, double x)
+static void put_float(sv_buf *b, double x)
 {
     char sci[40];
     for (int prec = 1; prec <= 17; prec++) {
@@ -93,7 +87,7 @@ static void put_float(text_buf *b, double x)
     char digits[24];
     size_t nd = 0;
     if (*p == '-') {
-        put_z(b, "-");
+        sv_buf_puts(b, "-");
         p++;
     }
     for (; *p && *p != 'e'; p++)
@@ -131,10 +125,26 @@ static void put_float(text_buf *b, double x)
         }
         o += (size_t)snprintf(out + o, sizeof out - o, "e%c%02d", exp10 < 0 ? '-' : '+', abs(exp10));
     }
-    put(b, out, o);
+    sv_buf_put(b, out, o);
 }
 
-static void put_value(text_buf *b, const json_t *v, int depth)
+/* Between the items of a container at depth: ", " (or "," and a new line
+ * indented by indent x (depth + 1) spaces when indent > 0: json.dumps(indent=N)). */
+static void put_separator(sv_buf *b, int first, int indent, int depth)
+{
+    sv_buf_puts(b, first ? "" : indent ? "," : ", ");
+    for (int k = 0; indent && k <= indent * (depth + 1); k++)
+        sv_buf_puts(b, k ? " " : "\n");
+}
+
+/* Before a non-empty container's closing bracket (indent > 0 only). */
+static void put_close_line(sv_buf *b, int indent, int depth)
+{
+    for (int k = 0; indent && k <= indent * depth; k++)
+        sv_buf_puts(b, k ? " " : "\n");
+}
+
+static void put_value(sv_buf *b, const json_t *v, int depth, int indent)
 {
     if (depth > 64) { /* jansson's parser stops deeper bodies already */
         b->oom = 1;
@@ -146,47 +156,56 @@ static void put_value(text_buf *b, const json_t *v, int depth)
         const char *key;
         json_t *item;
         int first = 1;
-        put_z(b, "{");
+        sv_buf_puts(b, "{");
         json_object_foreach((json_t *)v, key, item)
         {
-            put_z(b, first ? "" : ", ");
+            put_separator(b, first, indent, depth);
             put_string(b, key, strlen(key));
-            put_z(b, ": ");
-            put_value(b, item, depth + 1);
+            sv_buf_puts(b, ": ");
+            put_value(b, item, depth + 1, indent);
             first = 0;
         }
-        put_z(b, "}");
+        if (!first)
+            put_close_line(b, indent, depth);
+        sv_buf_puts(b, "}");
         break;
     }
     case JSON_ARRAY:
-        put_z(b, "[");
+        sv_buf_puts(b, "[");
         for (size_t i = 0; i < json_array_size(v); i++) {
-            put_z(b, i ? ", " : "");
-            put_value(b, json_array_get(v, i), depth + 1);
+            put_separator(b, i == 0, indent, depth);
+            put_value(b, json_array_get(v, i), depth + 1, indent);
         }
-        put_z(b, "]");
+        if (json_array_size(v))
+            put_close_line(b, indent, depth);
+        sv_buf_puts(b, "]");
         break;
     case JSON_STRING: put_string(b, json_string_value(v), json_string_length(v)); break;
     case JSON_INTEGER:
         snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
-        put_z(b, num);
+        sv_buf_puts(b, num);
         break;
     case JSON_REAL: put_float(b, json_real_value(v)); break;
-    case JSON_TRUE: put_z(b, "true"); break;
-    case JSON_FALSE: put_z(b, "false"); break;
-    case JSON_NULL: put_z(b, "null"); break;
+    case JSON_TRUE: sv_buf_puts(b, "true"); break;
+    case JSON_FALSE: sv_buf_puts(b, "false"); break;
+    case JSON_NULL: sv_buf_puts(b, "null"); break;
     }
 }
 
-char *sv_python_json(const json_t *v)
+char *sv_python_json_indent(const json_t *v, int indent)
 {
-    text_buf b = {0};
-    put_value(&b, v, 0);
+    sv_buf b = {0};
+    put_value(&b, v, 0, indent);
     if (b.oom || !b.p) {
         free(b.p);
         return NULL;
     }
     return b.p;
+}
+
+char *sv_python_json(const json_t *v)
+{
+    return sv_python_json_indent(v, 0);
 }
 
 /* ---- Messages ------------------------------------------------------------------ */
@@ -227,8 +246,8 @@ static int content_text(json_t *content, size_t i, char **text, sv_error *e)
     }
     if (!json_is_array(content))
         return sv_bad(e, "messages", "message %zu: 'content' must be a string or an array of content parts", i);
-    text_buf b = {0};
-    put(&b, "", 0);
+    sv_buf b = {0};
+    sv_buf_put(&b, "", 0);
     size_t k;
     json_t *part;
     json_array_foreach(content, k, part)
@@ -251,7 +270,7 @@ static int content_text(json_t *content, size_t i, char **text, sv_error *e)
             return sv_bad(e, "messages", "message %zu: content part %zu must be {\"type\": \"text\", \"text\": "
                           "STRING} (no NUL)", i, k);
         }
-        put(&b, json_string_value(part_text), json_string_length(part_text));
+        sv_buf_put(&b, json_string_value(part_text), json_string_length(part_text));
     }
     if (b.oom) {
         free(b.p);
@@ -261,8 +280,7 @@ static int content_text(json_t *content, size_t i, char **text, sv_error *e)
     return 0;
 }
 
-/* OpenAI's function names: [a-zA-Z0-9_-]{1,64} (so never a newline). */
-static int function_name_ok(const char *name)
+int sv_function_name_ok(const char *name)
 {
     const size_t n = strlen(name);
     if (n == 0 || n > 64)
@@ -283,7 +301,7 @@ static int tool_call_text(json_t *call, size_t i, size_t k, char **out, sv_error
         !json_is_object(fn) || !json_is_string(name) || !(json_is_string(args) || json_is_object(args)))
         return sv_bad(e, "messages", "message %zu: tool call %zu must be {\"id\", \"type\": \"function\", "
                       "\"function\": {\"name\": STRING, \"arguments\": JSON TEXT}}", i, k);
-    if (!function_name_ok(json_string_value(name)))
+    if (!sv_function_name_ok(json_string_value(name)))
         return sv_bad(e, "messages", "message %zu: tool call %zu: a function name has 1 to 64 letters, digits, "
                       "'_' or '-'", i, k);
     json_t *parsed = NULL;
@@ -366,6 +384,7 @@ int sv_chat_messages(json_t *messages, sv_chat *out, sv_error *e)
         return sv_bad(e, "messages", "at most %d messages", MAX_MESSAGES);
     out->roles = calloc(MAX_ENTRIES, sizeof *out->roles);
     out->contents = calloc(MAX_ENTRIES, sizeof *out->contents);
+    out->cap = MAX_ENTRIES;
     if (!out->roles || !out->contents) {
         sv_chat_free(out);
         return sv_bad(e, "messages", "out of memory");

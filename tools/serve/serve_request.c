@@ -51,10 +51,10 @@ static const struct field {
     {"stream", FOR_BOTH},       {"stream_options", FOR_BOTH},  {"echo", FOR_COMPLETION},
     {"user", FOR_BOTH},         {"detinfer", FOR_BOTH},
     {"response_format", FOR_BOTH}, {"grammar", FOR_BOTH},      {"json_schema", FOR_BOTH},
+    {"tools", FOR_CHAT},        {"tool_choice", FOR_CHAT},     {"parallel_tool_calls", FOR_CHAT},
     /* OpenAI fields some clients always send: accepted with their neutral values only. */
     {"logit_bias", FOR_BOTH},   {"suffix", FOR_COMPLETION},    {"best_of", FOR_COMPLETION},
     {"store", FOR_CHAT},        {"metadata", FOR_CHAT},        {"service_tier", FOR_CHAT},
-    {"parallel_tool_calls", FOR_CHAT},
     {NULL, 0},
 };
 
@@ -344,6 +344,10 @@ static int get_messages(sv_server *srv, json_t *root, sv_request *r, sv_error *e
     sv_chat chat;
     if (sv_chat_messages(v, &chat, e))
         return -1;
+    if (sv_tools_messages(srv, r, &chat, e)) {
+        sv_chat_free(&chat);
+        return -1;
+    }
     const token_source src = {NULL, 0, chat.roles, (const char *const *)chat.contents, chat.n};
     r->prompts = calloc(1, sizeof *r->prompts);
     int rc = r->prompts ? 0 : sv_bad(e, "messages", "out of memory");
@@ -369,8 +373,8 @@ static int check_unsupported(json_t *root, sv_error *e)
     long long best_of = 1;
     if (get_int(root, "best_of", 1, 1, &best_of, e))
         return -1;
-    /* Chat fields that change nothing here: nothing is stored, there is one
-     * tier, and no tool call is generated. */
+    /* Chat fields that change nothing here: nothing is stored, and there is
+     * one tier. */
     json_t *store = json_object_get(root, "store"), *meta = json_object_get(root, "metadata");
     if (store && !json_is_null(store) && !json_is_false(store))
         return sv_bad(e, "store", "'store' is not supported (only false or null: this server stores nothing)");
@@ -601,7 +605,8 @@ int sv_request_parse(sv_server *srv, sv_kind kind, const char *body, size_t len,
     if (check_known_fields(root, kind, e) || check_unsupported(root, e) || get_logprobs(srv, root, kind, r, e) ||
         get_bool(root, "stream", &r->stream, e) || get_stream_options(root, r, e) ||
         get_detinfer_options(root, r, e) || get_stops(root, r, e) || get_sampling(srv, root, r, e) ||
-        get_bool(root, "echo", &r->echo, e) || sv_request_grammar(root, r, e))
+        get_bool(root, "echo", &r->echo, e) || sv_request_grammar(root, r, e) ||
+        (kind == SV_CHAT && sv_request_tools(srv, root, r, e)))
         goto out;
     if ((kind == SV_CHAT ? get_messages(srv, root, r, e) : get_prompts(srv, root, r, e)))
         goto out;
@@ -661,9 +666,11 @@ void sv_request_free(sv_request *r)
         free(c->text_offset);
         free(c->visible_after);
         free(c->text);
+        json_decref(c->tool_calls);
     }
     free(r->choices);
     sv_grammar_release(r->grammar);
+    json_decref(r->tools);
     json_decref(r->responses);
     free(r);
 }

@@ -253,6 +253,8 @@ static json_t *choice_text(const sv_request *r, const sv_choice *c, const char *
 
 json_t *sv_choice_text(const sv_request *r, const sv_choice *c)
 {
+    if (c->tool_calls) /* the text before the calls, null when none (OpenAI's content beside calls) */
+        return c->calls_at ? cli_json_textn(c->text, c->calls_at) : json_null();
     return choice_text(r, c, c->text ? c->text : "", c->text_visible, 1);
 }
 
@@ -281,10 +283,12 @@ char *sv_response_json(const sv_server *srv, const sv_request *r)
         json_t *choice = json_object();
         json_object_set_new(choice, "index", json_integer(i));
         json_t *text = sv_choice_text(r, c);
-        if (chat)
-            json_object_set_new(choice, "message",
-                                json_pack("{s:s, s:o, s:n}", "role", "assistant", "content", text, "refusal"));
-        else
+        if (chat) {
+            json_t *message = json_pack("{s:s, s:o, s:n}", "role", "assistant", "content", text, "refusal");
+            if (c->tool_calls)
+                json_object_set(message, "tool_calls", c->tool_calls);
+            json_object_set_new(choice, "message", message);
+        } else
             json_object_set_new(choice, "text", text);
         json_object_set_new(choice, "logprobs", logprobs_json(srv, r, c, 0, c->n_out, r->echo));
         json_object_set_new(choice, "finish_reason", json_string(c->finish_reason ? c->finish_reason : "length"));
@@ -321,6 +325,22 @@ char *sv_chunk_json(const sv_server *srv, const sv_request *r, uint32_t index, c
     json_object_set_new(root, "choices", json_pack("[o]", choice));
     if (finish)
         json_object_set_new(root, "detinfer", sv_detinfer_object(srv, r, (int)index));
+    return sv_json_dump(root);
+}
+
+char *sv_tool_call_chunk_json(const sv_server *srv, const sv_request *r, uint32_t index, size_t k, int part)
+{
+    const sv_choice *c = sv_choice_of(r, index);
+    json_t *call = json_array_get(c->tool_calls, k), *fn = json_object_get(call, "function");
+    json_t *delta = part == 0 ? json_pack("{s:I, s:O, s:s, s:{s:O, s:s}}", "index", (json_int_t)k, "id",
+                                          json_object_get(call, "id"), "type", "function", "function", "name",
+                                          json_object_get(fn, "name"), "arguments", "")
+                              : json_pack("{s:I, s:{s:O}}", "index", (json_int_t)k, "function", "arguments",
+                                          json_object_get(fn, "arguments"));
+    json_t *root = envelope(srv, r, "chat.completion.chunk");
+    json_t *choice = json_pack("{s:I, s:{s:o}, s:n, s:n}", "index", (json_int_t)index, "delta", "tool_calls",
+                               json_pack("[o]", delta), "logprobs", "finish_reason");
+    json_object_set_new(root, "choices", json_pack("[o]", choice));
     return sv_json_dump(root);
 }
 

@@ -10,7 +10,8 @@
  * request's n equal choices are computed once, each chunk written n times).
  * With stream_options.include_usage a last chunk has no choices and the
  * usage; then "data: [DONE]". The chunks are the same however late the
- * stream reads them.
+ * stream reads them. A chat that may call tools sends no chunk per token:
+ * its content as it may be sent, then its calls' chunks (tool_chunks).
  * A /v1/responses stream has its own events instead (serve_responses.c).
  */
 #include <microhttpd.h>
@@ -80,16 +81,44 @@ static void stream_append_raw(stream *st, char *bytes)
     free(bytes);
 }
 
+/* choice_chunks when tool calls may come (no logprobs then): a chunk only
+ * when content may be sent (a call, or what may begin one, is held back);
+ * at the finish the content left, each call's chunks (its id and name,
+ * then its arguments), and the finish chunk. */
+static void tool_chunks(stream *st, uint32_t k, uint32_t first, uint32_t i, int finish)
+{
+    sv_request *r = st->r;
+    const sv_choice *c = &r->choices[k];
+    const size_t upto = sv_tools_sendable(c, finish ? c->text_visible : c->visible_after[i]);
+    const size_t from = st->text_sent[k];
+    for (uint32_t j = first; j < first + (r->sampled ? 1 : r->n); j++) {
+        if (upto > from)
+            stream_append(st, sv_chunk_json(st->srv, r, j, c->text + from, upto - from, 0, 0, NULL, 0));
+        for (size_t call = 0; finish && call < json_array_size(c->tool_calls); call++) {
+            stream_append(st, sv_tool_call_chunk_json(st->srv, r, j, call, 0));
+            stream_append(st, sv_tool_call_chunk_json(st->srv, r, j, call, 1));
+        }
+        if (finish)
+            stream_append(st, sv_chunk_json(st->srv, r, j, "", 0, 0, 0, c->finish_reason, 0));
+    }
+    if (upto > st->text_sent[k])
+        st->text_sent[k] = upto;
+}
+
 /* The chunks of computed choice k's token i (finish: its finish chunk
  * instead), for each response choice it stands for. */
 static void choice_chunks(stream *st, uint32_t k, uint32_t i, int finish)
 {
     sv_request *r = st->r;
     const sv_choice *c = &r->choices[k];
-    const size_t upto = finish ? st->text_sent[k] : c->visible_after[i];
-    const size_t from = st->text_sent[k] < upto ? st->text_sent[k] : upto;
     /* computed choice k continues prompt k / per: response choices p x n + ... */
     const uint32_t per = sv_computed_per_prompt(r), first = (k / per) * r->n + (r->sampled ? k % per : 0);
+    if (r->tool_mode != SV_TOOLS_OFF) {
+        tool_chunks(st, k, first, i, finish);
+        return;
+    }
+    const size_t upto = finish ? st->text_sent[k] : c->visible_after[i];
+    const size_t from = st->text_sent[k] < upto ? st->text_sent[k] : upto;
     for (uint32_t j = first; j < first + (r->sampled ? 1 : r->n); j++)
         stream_append(st, sv_chunk_json(st->srv, r, j, c->text ? c->text + from : "", upto - from, finish ? 0 : i,
                                         finish ? 0 : i + 1, finish ? c->finish_reason : NULL, 0));
