@@ -16,7 +16,9 @@
  * tokenizer, and malformed tokenizer metadata at load.
  */
 #include <check.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <iconv.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,6 +33,7 @@
 #include "lib/format/gguf.h"
 #include "gguf_builder.h"
 #include "lib/base/growable.h"
+#include "lib/base/utf8.h"
 #include "test_util.h"
 #include "lib/tokenizer/tokenizer_internal.h"
 
@@ -492,6 +495,37 @@ static size_t random_char(uint64_t *rng, char *out)
 /* The vocabularies whose llama.cpp decoding is an exact inverse: no space
  * prefix to strip and no clean-up of spaces before punctuation. */
 static const char *const round_trip[] = {"tok_spm_noprefix", "tok_bpe_qwen2", "tok_bpe_smollm"};
+
+/* lib/base/utf8: di_utf8_encode against glibc's iconv (UTF-32LE to UTF-8)
+ * for every code point but the surrogates, each result valid by
+ * di_utf8_valid; and di_utf8_lead_len against the first bytes those
+ * encodings start with (0 for every byte none starts with). */
+START_TEST(test_utf8_encoder_and_lead_bytes)
+{
+    iconv_t cd = iconv_open("UTF-8", "UTF-32LE");
+    ck_assert_msg(cd != (iconv_t)-1, "iconv_open: %s", strerror(errno));
+    size_t first_len[256] = {0};
+    for (uint32_t cpt = 0; cpt <= 0x10FFFF; cpt++) {
+        if (cpt >= 0xD800 && cpt <= 0xDFFF)
+            continue;
+        char mine[4], theirs[8];
+        const size_t n = di_utf8_encode(cpt, mine);
+        uint8_t in[4] = {(uint8_t)cpt, (uint8_t)(cpt >> 8), (uint8_t)(cpt >> 16), 0};
+        char *ip = (char *)in, *op = theirs;
+        size_t il = 4, ol = sizeof theirs;
+        ck_assert_msg(iconv(cd, &ip, &il, &op, &ol) != (size_t)-1, "iconv U+%04X: %s", cpt, strerror(errno));
+        ck_assert_msg(n == sizeof theirs - ol && memcmp(mine, theirs, n) == 0, "U+%04X: %zu bytes, iconv %zu", cpt,
+                      n, sizeof theirs - ol);
+        size_t bad = 0;
+        ck_assert(di_utf8_valid(mine, n, &bad));
+        first_len[(uint8_t)mine[0]] = n;
+    }
+    iconv_close(cd);
+    for (unsigned b = 0; b < 256; b++)
+        ck_assert_msg(di_utf8_lead_len((unsigned char)b) == first_len[b], "byte %02X: %zu, want %zu", b,
+                      di_utf8_lead_len((unsigned char)b), first_len[b]);
+}
+END_TEST
 
 START_TEST(test_random_utf8_round_trip)
 {
@@ -1061,6 +1095,7 @@ Suite *tokenizer_suite(void)
     tc = tcase_create("api");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_invalid_utf8_is_refused);
+    tcase_add_test(tc, test_utf8_encoder_and_lead_bytes);
     tcase_add_loop_test(tc, test_token_range, 0, N_SYNTHETIC);
     tcase_add_loop_test(tc, test_buffer_protocol, 0, N_SYNTHETIC);
     tcase_add_test(tc, test_null_arguments);

@@ -1,5 +1,5 @@
 /*
- * utf8.c — UTF-8 lengths and strict validation (utf8.h).
+ * utf8.c — UTF-8 lengths, strict validation and the encoder (utf8.h).
  */
 #include "lib/base/utf8.h"
 
@@ -9,6 +9,35 @@ size_t di_utf8_len(unsigned char lead)
 {
     static const unsigned char by_top_bits[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
     return by_top_bits[lead >> 4];
+}
+
+size_t di_utf8_lead_len(unsigned char b)
+{
+    return b < 0x80 ? 1 : b >= 0xc2 && b <= 0xdf ? 2 : b >= 0xe0 && b <= 0xef ? 3 : b >= 0xf0 && b <= 0xf4 ? 4 : 0;
+}
+
+size_t di_utf8_encode(unsigned long cpt, char out[4])
+{
+    if (cpt < 0x80) {
+        out[0] = (char)cpt;
+        return 1;
+    }
+    if (cpt < 0x800) {
+        out[0] = (char)(0xc0 | (cpt >> 6));
+        out[1] = (char)(0x80 | (cpt & 0x3f));
+        return 2;
+    }
+    if (cpt < 0x10000) {
+        out[0] = (char)(0xe0 | (cpt >> 12));
+        out[1] = (char)(0x80 | ((cpt >> 6) & 0x3f));
+        out[2] = (char)(0x80 | (cpt & 0x3f));
+        return 3;
+    }
+    out[0] = (char)(0xf0 | ((cpt >> 18) & 0x07));
+    out[1] = (char)(0x80 | ((cpt >> 12) & 0x3f));
+    out[2] = (char)(0x80 | ((cpt >> 6) & 0x3f));
+    out[3] = (char)(0x80 | (cpt & 0x3f));
+    return 4;
 }
 
 int di_utf8_valid(const char *s, size_t n, size_t *bad_offset)

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "lib/base/growable.h"
+#include "lib/base/utf8.h"
 
 #define POS_EMPTY UINT32_MAX
 #define POS_HOLE (UINT32_MAX - 1)
@@ -475,11 +476,6 @@ static di_status advance(di_matcher *m, uint32_t from, uint32_t cp)
     return closure(m, n);
 }
 
-static uint32_t utf8_length(uint8_t lead)
-{
-    return lead >= 0xc2 && lead <= 0xdf ? 2 : lead >= 0xe0 && lead <= 0xef ? 3 : lead >= 0xf0 && lead <= 0xf4 ? 4 : 0;
-}
-
 static di_status compute_step(di_matcher *m, uint32_t from, uint8_t b, uint32_t *next)
 {
     const di_match_state s = m->states[from];
@@ -491,7 +487,7 @@ static di_status compute_step(di_matcher *m, uint32_t from, uint8_t b, uint32_t 
             st = advance(m, from, b);
             return st ? st : state(m, m->out, (uint32_t)m->n_out, 0, 0, 0, next);
         }
-        const uint32_t len = utf8_length(b);
+        const uint32_t len = (uint32_t)di_utf8_lead_len(b); /* b >= 0x80: 2, 3, 4 or 0 */
         if (len == 0)
             return DI_OK;
         const uint32_t bits = b & (len == 2 ? 0x1f : len == 3 ? 0x0f : 0x07);

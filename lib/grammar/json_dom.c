@@ -58,26 +58,7 @@ static di_json *parse_value(jparser *p);
 static int put_utf8(char **buf, size_t *n, size_t *cap, uint32_t c)
 {
     char tmp[4];
-    size_t k;
-    if (c < 0x80) {
-        tmp[0] = (char)c;
-        k = 1;
-    } else if (c < 0x800) {
-        tmp[0] = (char)(0xc0 | (c >> 6));
-        tmp[1] = (char)(0x80 | (c & 0x3f));
-        k = 2;
-    } else if (c < 0x10000) {
-        tmp[0] = (char)(0xe0 | (c >> 12));
-        tmp[1] = (char)(0x80 | ((c >> 6) & 0x3f));
-        tmp[2] = (char)(0x80 | (c & 0x3f));
-        k = 3;
-    } else {
-        tmp[0] = (char)(0xf0 | (c >> 18));
-        tmp[1] = (char)(0x80 | ((c >> 12) & 0x3f));
-        tmp[2] = (char)(0x80 | ((c >> 6) & 0x3f));
-        tmp[3] = (char)(0x80 | (c & 0x3f));
-        k = 4;
-    }
+    const size_t k = di_utf8_encode(c, tmp);
     if (!DI_GROW(*buf, *n, *cap, k + 1, 16))
         return 0;
     memcpy(*buf + *n, tmp, k);

@@ -26,6 +26,7 @@
 
 #include "lib/base/errors.h"
 #include "lib/base/growable.h"
+#include "lib/base/utf8.h"
 #include "lib/tokenizer/tokenizer_internal.h"
 
 #define MAX_REGEX 4
@@ -118,29 +119,6 @@ int di_bpe_cpt_to_byte(uint32_t cpt)
     return -1;
 }
 
-static size_t put_utf8(uint32_t cpt, char *out)
-{
-    if (cpt < 0x80) {
-        out[0] = (char)cpt;
-        return 1;
-    }
-    if (cpt < 0x800) {
-        out[0] = (char)(0xC0 | (cpt >> 6));
-        out[1] = (char)(0x80 | (cpt & 0x3F));
-        return 2;
-    }
-    if (cpt < 0x10000) {
-        out[0] = (char)(0xE0 | (cpt >> 12));
-        out[1] = (char)(0x80 | ((cpt >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cpt & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | ((cpt >> 18) & 0x07));
-    out[1] = (char)(0x80 | ((cpt >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cpt >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cpt & 0x3F));
-    return 4;
-}
 
 /* One codepoint of a token's text the way llama.cpp's unicode_cpt_from_utf8
  * reads it (no overlong or range checks); an invalid byte reads as U+FFFD
@@ -186,7 +164,7 @@ int di_bpe_decode_piece(const char *text, size_t len, char **buf, size_t *n, siz
         }
         /* llama.cpp's llama_decode_text: "[UNK_BYTE_0x<utf8 hex><whole token>]" */
         char utf8[4], hex[9];
-        size_t k = cpt <= 0x10FFFF ? put_utf8(cpt, utf8) : 0;
+        size_t k = cpt <= 0x10FFFF ? di_utf8_encode(cpt, utf8) : 0;
         for (size_t j = 0; j < k; j++)
             snprintf(hex + 2 * j, 3, "%02x", (unsigned char)utf8[j]);
         if (!grow(buf, n, cap, 12 + 2 * k + len + 1))
@@ -442,7 +420,7 @@ static int encode_word(const di_tokenizer *t, const char *text, size_t len, scra
         return 0;
     size_t n = 0;
     for (size_t i = 0; i < len; i++)
-        n += put_utf8(di_bpe_byte_to_cpt((uint8_t)text[i]), sc->word + n);
+        n += di_utf8_encode(di_bpe_byte_to_cpt((uint8_t)text[i]), sc->word + n);
     const char *w = sc->word;
     if (t->ignore_merges && di_tok_find(t, w, n) >= 0)
         return emit(t, w, n, out);
