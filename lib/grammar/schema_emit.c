@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lib/base/growable.h"
+#include "lib/base/json_quote.h"
 #include "lib/grammar/schema_internal.h"
 
 int sc_fail(schema_conv *c, int status, const char *fmt, ...)
@@ -145,31 +146,12 @@ int sc_literal(schema_conv *c, sc_text *t, const char *s, size_t n)
 
 int sc_json_string(schema_conv *c, sc_text *t, const char *s, size_t n)
 {
-    if (!sc_put(c, t, "\"", 1))
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        const unsigned char ch = (unsigned char)s[i];
-        char esc[8];
-        switch (ch) {
-        case '"': strcpy(esc, "\\\""); break;
-        case '\\': strcpy(esc, "\\\\"); break;
-        case '\b': strcpy(esc, "\\b"); break;
-        case '\f': strcpy(esc, "\\f"); break;
-        case '\n': strcpy(esc, "\\n"); break;
-        case '\r': strcpy(esc, "\\r"); break;
-        case '\t': strcpy(esc, "\\t"); break;
-        default:
-            if (ch < 0x20) {
-                snprintf(esc, sizeof esc, "\\u%04x", ch);
-            } else {
-                esc[0] = (char)ch;
-                esc[1] = '\0';
-            }
-        }
-        if (!sc_puts(c, t, esc))
-            return 0;
-    }
-    return sc_put(c, t, "\"", 1);
+    char *q = n < SIZE_MAX / 8 ? malloc(DI_JSON_QUOTED_MAX(n)) : NULL;
+    if (!q)
+        return sc_fail(c, DI_ERR_OUT_OF_MEMORY, "out of memory converting the schema");
+    const int ok = sc_put(c, t, q, di_json_quote(s, n, q));
+    free(q);
+    return ok;
 }
 
 /* The compact JSON text of v. */

@@ -21,6 +21,7 @@
 #include "detinfer.h"
 #include "lib/base/errors.h"
 #include "lib/base/growable.h"
+#include "lib/base/json_quote.h"
 #include "lib/base/utf8.h"
 
 /* ---- messages and the output text ---------------------------------------- */
@@ -220,28 +221,12 @@ static di_status format_chatml(const chat_template *tpl, const chat_message *m, 
  * and control characters escaped, everything else as it is. Message text. */
 static void put_json_string(out_text *o, const char *s, size_t n)
 {
-    size_t cap = 2 + 6 * n, k = 0;
-    char *q = n < SIZE_MAX / 8 ? malloc(cap) : NULL;
+    char *q = n < SIZE_MAX / 8 ? malloc(DI_JSON_QUOTED_MAX(n)) : NULL;
     if (!q) {
         o->oom = 1;
         return;
     }
-    q[k++] = '"';
-    for (size_t i = 0; i < n; i++) {
-        const unsigned char c = (unsigned char)s[i];
-        const char *short_form = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
-                                 : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
-        if (short_form) {
-            memcpy(q + k, short_form, 2);
-            k += 2;
-        } else if (c < 0x20) {
-            k += (size_t)snprintf(q + k, cap - k, "\\u%04x", c);
-        } else {
-            q[k++] = (char)c;
-        }
-    }
-    q[k++] = '"';
-    put_message_text(o, q, k);
+    put_message_text(o, q, di_json_quote(s, n, q));
     free(q);
 }
 
