@@ -16,6 +16,9 @@
 #include <string.h>
 #include <ucontext.h>
 
+#include <memory>
+#include <vector>
+
 #define MAX_THREADS 1024u
 #define STACK_BYTES (64u * 1024u)
 
@@ -233,9 +236,87 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
     return cudaSuccess;
 }
 
+/* ---- graphs -------------------------------------------------------------------------- */
+
+/* A recorded launch; its closure is freed with the last graph holding it. */
+struct emu_node {
+    emu_config_t c;
+    void (*body)(void *);
+    void *ctx;
+    void (*drop)(void *);
+    ~emu_node() { drop(ctx); }
+};
+
+/* A graph and an instantiated graph alike: the launches, in order. */
+struct emu_graph {
+    std::shared_ptr<std::vector<std::unique_ptr<emu_node>>> nodes;
+};
+
+static emu_graph *capture; /* the graph being captured, or NULL */
+
+int emu_capturing(void)
+{
+    return capture != NULL;
+}
+
+void emu_record(emu_config_t c, void (*body)(void *), void *ctx, void (*drop)(void *))
+{
+    capture->nodes->push_back(std::unique_ptr<emu_node>(new emu_node{c, body, ctx, drop}));
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode)
+{
+    (void)s, (void)mode;
+    if (capture)
+        return cudaErrorInvalidValue;
+    capture = new emu_graph{std::make_shared<std::vector<std::unique_ptr<emu_node>>>()};
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph)
+{
+    (void)s;
+    if (!capture)
+        return cudaErrorInvalidValue;
+    *graph = capture;
+    capture = NULL;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags)
+{
+    (void)flags;
+    *exec = new emu_graph{graph->nodes};
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s)
+{
+    (void)s;
+    if (capture)
+        return cudaErrorStreamCaptureUnsupported;
+    for (const std::unique_ptr<emu_node> &n : *exec->nodes)
+        emu_run(n->c, n->body, n->ctx);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+{
+    delete graph;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
+{
+    delete exec;
+    return cudaSuccess;
+}
+
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s)
 {
     (void)s;
+    if (capture)
+        return cudaErrorStreamCaptureUnsupported;
     return cudaMemcpy(dst, src, bytes, kind);
 }
 

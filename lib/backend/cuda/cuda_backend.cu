@@ -229,6 +229,8 @@ static void destroy(void *state)
     if (!s)
         return;
     cudaSetDevice(s->device);
+    for (uint32_t i = 0; i < s->n_graphs; i++)
+        cudaGraphExecDestroy(s->graphs[i].exec);
     dc_blas_destroy(s);
     if (s->stream)
         cudaStreamDestroy(s->stream);
@@ -287,6 +289,43 @@ static di_status finish(dc_state *s, const char *what, char *err, size_t err_siz
     return dc_blas_check(s, err, err_size);
 }
 
+/* The layers for n_rows rows: every launch of the forward pass depends on
+ * the row count alone (positions and sequences are read on the device from
+ * s->rows, every buffer is made at creation), so the pass is captured once
+ * per row count as a CUDA graph and replayed: one launch per step instead
+ * of some 20 per layer, the same kernels on the same arguments, the same
+ * bits. The device profile's cuBLASLt calls run without a graph. */
+static cudaError_t forward_layers(dc_state *s, uint32_t n_rows)
+{
+    if (s->blas) {
+        dc_forward_layers(s, n_rows);
+        return cudaSuccess;
+    }
+    for (uint32_t i = 0; i < s->n_graphs; i++)
+        if (s->graphs[i].n_rows == n_rows)
+            return cudaGraphLaunch(s->graphs[i].exec, s->stream);
+    if (s->n_graphs == DC_GRAPHS) {
+        dc_forward_layers(s, n_rows);
+        return cudaSuccess;
+    }
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    cudaError_t e = cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess)
+        return e;
+    dc_forward_layers(s, n_rows);
+    e = cudaStreamEndCapture(s->stream, &graph);
+    if (e != cudaSuccess)
+        return e;
+    e = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess)
+        return e;
+    s->graphs[s->n_graphs].n_rows = n_rows;
+    s->graphs[s->n_graphs++].exec = exec;
+    return cudaGraphLaunch(exec, s->stream);
+}
+
 static di_status forward(void *state, const di_backend_row *rows, uint32_t n_rows, char *err,
                          size_t err_size)
 {
@@ -297,7 +336,7 @@ static di_status forward(void *state, const di_backend_row *rows, uint32_t n_row
     TRY(cudaSetDevice(s->device), "cudaSetDevice");
     TRY(cudaMemcpyAsync(s->rows, rows, n_rows * sizeof(dc_row), cudaMemcpyHostToDevice, s->stream),
         "forward: rows");
-    dc_forward_layers(s, n_rows);
+    TRY(forward_layers(s, n_rows), "forward: graph");
     s->n_rows = n_rows;
     return finish(s, "forward", err, err_size);
 }

@@ -21,6 +21,10 @@ typedef struct dc_layer {
     const float *vec[DI_T_COUNT];
 } dc_layer;
 
+/* Forward graphs a session keeps: decode steps of 1 to 16 sequences and the
+ * usual prefill chunks fit; other row counts run without one. */
+#define DC_GRAPHS 24u
+
 typedef struct dc_state {
     const di_model *model;
     di_backend_params params;
@@ -43,6 +47,12 @@ typedef struct dc_state {
     int32_t *greedy;           /* [max_logits] */
     /* integer profile: the quantized activations (NULL codes in the others) */
     dc_qa qa;
+    /* the forward pass as CUDA graphs, one per row count (cuda_backend.cu) */
+    struct {
+        uint32_t n_rows;
+        cudaGraphExec_t exec;
+    } graphs[DC_GRAPHS];
+    uint32_t n_graphs;
     /* device profile (cuda_blas.cu); NULL in the portable profile */
     struct dc_blas *blas;
     void **blas_weights;       /* the bf16 copies of the weight matrices */

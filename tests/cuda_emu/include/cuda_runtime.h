@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 #define __global__
 #define __device__
 #define __host__
@@ -24,7 +26,8 @@ struct dim3 {
 };
 
 typedef int cudaError_t;
-enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInvalidValue = 1 };
+enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInvalidValue = 1,
+       cudaErrorStreamCaptureUnsupported = 900 };
 typedef struct emu_stream *cudaStream_t;
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
 #define cudaStreamNonBlocking 1u
@@ -47,6 +50,19 @@ cudaError_t cudaMalloc(void **p, size_t bytes);
 cudaError_t cudaFree(void *p);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s);
+/* Graphs: while a stream captures, a kernel launch is recorded with its
+ * arguments' values and not run; a launch of the instantiated graph runs the
+ * recorded launches in order. A copy during a capture is refused (the
+ * plugin makes none there). */
+typedef struct emu_graph *cudaGraph_t;
+typedef struct emu_graph *cudaGraphExec_t;
+enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed };
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 const char *cudaGetErrorString(cudaError_t e);
 const char *cudaGetErrorName(cudaError_t e);
 
@@ -110,12 +126,26 @@ static inline emu_config_t emu_config(dim3 grid, dim3 block, size_t shmem, cudaS
 }
 void emu_run(emu_config_t c, void (*body)(void *), void *ctx);
 
+/* A launch during a capture: body(ctx) runs it later, drop(ctx) frees ctx. */
+int emu_capturing(void);
+void emu_record(emu_config_t c, void (*body)(void *), void *ctx, void (*drop)(void *));
+
 template <typename F> static void emu_call(void *ctx)
 {
     (*(F *)ctx)();
 }
+template <typename F> static void emu_drop(void *ctx)
+{
+    delete (F *)ctx;
+}
 template <typename... P, typename... A> void emu_launch(emu_config_t c, void (*kernel)(P...), A... args)
 {
+    if (emu_capturing()) { /* the arguments' values now, as a captured launch keeps them */
+        auto *later = new auto([=]() { kernel(args...); });
+        typedef typename std::remove_pointer<decltype(later)>::type F;
+        emu_record(c, emu_call<F>, later, emu_drop<F>);
+        return;
+    }
     auto body = [&]() { kernel(args...); };
     emu_run(c, emu_call<decltype(body)>, &body);
 }
