@@ -78,6 +78,16 @@ def test_replay_matches_and_catches_tampering(serve, tmp_path):
     assert out.returncode == 1 and "model digest" in out.stdout
     assert replay(SMALL).returncode == 2
     assert subprocess.run([TOOL, "replay", str(one)], capture_output=True).returncode == 2
+    # Receipts after "--" are files too (one named like an option), and the
+    # options may follow them; a file that holds no receipt is one that
+    # differs, not a failure to start (the engine once got profile 0).
+    dashed = tmp_path / "-r.json"
+    dashed.write_text(json.dumps(receipts[0]))
+    out = subprocess.run([TOOL, "replay", str(one), "--model", SMALL, "--", str(dashed)], capture_output=True,
+                         text=True, timeout=120 * SLOW)
+    assert out.returncode == 0 and "2 of 2 receipts matched" in out.stdout, out.stdout + out.stderr
+    out = replay(SMALL, "-", stdin="{}")
+    assert out.returncode == 1 and "receipt 1: DIFFERS: not a receipt" in out.stdout, out.stdout + out.stderr
 
 
 def test_verify_url_saves_receipts(serve, tmp_path):

@@ -40,8 +40,8 @@ static int spelled_out(const char *arg, const char *name)
     return !strncmp(arg, name, n) && (arg[n] == '\0' || arg[n] == '=');
 }
 
-int cli_parse_options(const cli_command *cmd, int argc, char **argv,
-                      int (*apply)(int k, const char *value, void *opts), void *opts, int *given)
+static int parse(const cli_command *cmd, int argc, char **argv, int (*apply)(int k, const char *value, void *opts),
+                 void *opts, int *given, int operands)
 {
     int n = 0;
     while (cmd->options[n].name)
@@ -61,12 +61,16 @@ int cli_parse_options(const cli_command *cmd, int argc, char **argv,
         const int c = getopt_long(argc, argv, "-:h", table, NULL);
         const int k = c - FIRST_CODE;
         if (c == -1) {
-            if (optind < argc) /* after "--" */
+            for (; rc == CLI_EXIT_OK && optind < argc && operands; optind++) /* after "--" */
+                rc = apply(CLI_OPERAND, argv[optind], opts) ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+            if (rc == CLI_EXIT_OK && optind < argc)
                 rc = cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
             break;
         }
         if (c == 1) {
-            rc = cli_usage(cmd, "unexpected argument '%s'", optarg);
+            rc = !operands                   ? cli_usage(cmd, "unexpected argument '%s'", optarg)
+                 : apply(CLI_OPERAND, optarg, opts) ? CLI_EXIT_OK
+                                                    : CLI_EXIT_USAGE;
         } else if (c == ':') {
             const cli_option *o = &cmd->options[optopt - FIRST_CODE];
             rc = cli_usage(cmd, "%s needs a value (%s)", o->name, o->metavar);
@@ -85,6 +89,18 @@ int cli_parse_options(const cli_command *cmd, int argc, char **argv,
     }
     free(table);
     return rc;
+}
+
+int cli_parse_options(const cli_command *cmd, int argc, char **argv,
+                      int (*apply)(int k, const char *value, void *opts), void *opts, int *given)
+{
+    return parse(cmd, argc, argv, apply, opts, given, 0);
+}
+
+int cli_parse_with_operands(const cli_command *cmd, int argc, char **argv,
+                            int (*apply)(int k, const char *value, void *opts), void *opts, int *given)
+{
+    return parse(cmd, argc, argv, apply, opts, given, 1);
 }
 
 void cli_print_help(const cli_command *cmd, FILE *f)

@@ -35,6 +35,9 @@ typedef struct cli_command {
     const cli_option *options; /* ends with a {NULL} entry */
 } cli_command;
 
+/* The index apply() gets for an operand of a command that takes them. */
+#define CLI_OPERAND (-1)
+
 /* Reads every option of argv with getopt_long ("--name VALUE" or
  * "--name=VALUE", names spelled in full; -h is --help; any other argument is
  * an error) and hands each to apply(index in cmd->options,
@@ -43,6 +46,11 @@ typedef struct cli_command {
  * -1 after printing the help for --help. */
 int cli_parse_options(const cli_command *cmd, int argc, char **argv,
                       int (*apply)(int k, const char *value, void *opts), void *opts, int *given);
+/* The same for a command with operands (replay's files): every argument that
+ * is not an option, "-" and those after "--" included, goes to apply as
+ * CLI_OPERAND, in order. */
+int cli_parse_with_operands(const cli_command *cmd, int argc, char **argv,
+                            int (*apply)(int k, const char *value, void *opts), void *opts, int *given);
 /* Prints "detinfer CMD: MESSAGE" and a pointer to --help; returns CLI_EXIT_USAGE. */
 int cli_usage(const cli_command *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cli_print_help(const cli_command *cmd, FILE *f);

@@ -59,12 +59,15 @@ typedef struct replay_opts {
     long threads, device;
     di_backend backend;
     di_cpu_path cpu_path;
+    char **files; /* the operands, room for argc */
+    int n_files;
 } replay_opts;
 
 static int apply_option(int k, const char *v, void *opts)
 {
     replay_opts *o = opts;
     switch (k) {
+    case CLI_OPERAND: o->files[o->n_files++] = (char *)v; return 1;
     case OPT_MODEL: o->model = v; return 1;
     case OPT_PROFILE: o->profile_given = 1; return cli_parse_profile(&command, options[k].name, v, &o->profile);
     case OPT_THREADS: return cli_parse_long(&command, options[k].name, v, 1, 256, &o->threads);
@@ -468,11 +471,10 @@ static int start(sv_server *srv, const replay_opts *o, const char *profile)
 {
     srv->cfg = (sv_config){.model_path = o->model, .threads = o->threads, .max_sequences = 64, .queue = 1, .chunk = 64,
                          .backend = o->backend, .device = o->device, .cpu_path = o->cpu_path, .max_n = 64,
-                         .max_tokens_default = 256, .max_prompts = 1024, .model_name = "replay"};
+                         .max_tokens_default = 256, .max_prompts = 1024, .model_name = "replay",
+                         .profile = o->profile}; /* unless the first receipt names one and --profile did not */
     if (!o->profile_given && profile && cli_parse_profile(&command, "--profile", profile, &srv->cfg.profile) != 1)
         return CLI_EXIT_FAIL;
-    if (o->profile_given)
-        srv->cfg.profile = o->profile;
     int rc = cli_load_model(&command, o->model, &srv->model);
     if (rc)
         return rc;
@@ -501,43 +503,21 @@ static int start(sv_server *srv, const replay_opts *o, const char *profile)
     return CLI_EXIT_OK;
 }
 
-/* Splits argv into the options (with their values) and the receipt files. */
-static void split_args(int argc, char **argv, char **opts, int *n_opts, char **files, int *n_files)
-{
-    *n_opts = 1, *n_files = 0;
-    opts[0] = argv[0];
-    for (int i = 1; i < argc; i++) {
-        if (argv[i][0] != '-' || !argv[i][1]) {
-            files[(*n_files)++] = argv[i];
-            continue;
-        }
-        opts[(*n_opts)++] = argv[i];
-        for (int k = 0; options[k].name; k++)
-            if (!strcmp(argv[i], options[k].name) && options[k].metavar && i + 1 < argc)
-                opts[(*n_opts)++] = argv[++i];
-    }
-}
-
 int cli_cmd_replay(int argc, char **argv)
 {
     replay_opts o = {.threads = 1, .backend = DI_BACKEND_CPU, .profile = DI_PROFILE_PORTABLE};
-    char **opts = calloc((size_t)argc + 1, sizeof *opts), **files = calloc((size_t)argc + 1, sizeof *files);
-    int n_opts = 0, n_files = 0;
-    if (!opts || !files) {
-        free(opts), free(files);
+    if (!(o.files = calloc((size_t)argc + 1, sizeof *o.files)))
         return cli_fail(&command, "reading the arguments", DI_ERR_OUT_OF_MEMORY, "");
-    }
-    split_args(argc, argv, opts, &n_opts, files, &n_files);
-    int rc = cli_parse_options(&command, n_opts, opts, apply_option, &o, NULL);
+    int rc = cli_parse_with_operands(&command, argc, argv, apply_option, &o, NULL);
     if (!rc && !o.model)
         rc = cli_usage(&command, "--model is required");
-    else if (!rc && !n_files)
+    else if (!rc && !o.n_files)
         rc = cli_usage(&command, "a receipt file (or - for standard input) is required");
     json_t *all = json_array();
-    for (int i = 0; !rc && i < n_files; i++)
-        if (read_receipts(files[i], all))
+    for (int i = 0; !rc && i < o.n_files; i++)
+        if (read_receipts(o.files[i], all))
             rc = CLI_EXIT_USAGE;
-    free(opts), free(files);
+    free(o.files);
     if (rc) {
         json_decref(all);
         return rc < 0 ? CLI_EXIT_OK : rc;
