@@ -455,7 +455,7 @@ check-ray: $(SHARED) $(MODELS)/tokenizers.txt
 FUZZ_SECONDS ?= 60
 # the request path: parsing, the messages, the JSON budget, the responses
 FUZZ_REQUEST_SRC := $(addprefix tools/serve/,serve_request.c serve_json.c serve_messages.c serve_response.c \
-                    serve_grammar.c serve_responses.c serve_tools.c) \
+                    serve_grammar.c serve_responses.c serve_tools.c serve_error.c) \
                     $(addprefix tools/cli/,cli_digest.c cli_options.c cli_json.c cli_text.c cli_model.c)
 # UBSan's findings stop the run (-fno-sanitize-recover), as ASan's do.
 FUZZ_CC := clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE \

@@ -11,7 +11,6 @@
  * cache up to its own position, so slicing, batching and chunking cannot
  * change a bit of any result.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,15 +25,6 @@
 #include "lib/api/session_internal.h"
 
 #define fail di_session_fail /* this file's short name for it */
-
-di_status di_session_fail(di_session *s, di_status st, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->errmsg, sizeof s->errmsg, fmt, ap);
-    va_end(ap);
-    return st;
-}
 
 /* ---- creation -------------------------------------------------------------- */
 
@@ -427,24 +417,6 @@ DI_API di_status di_session_step(di_session *s, uint32_t n_entries, const uint32
 }
 
 /* ---- results and sequences ---------------------------------------------------- */
-
-di_status di_session_get_seq(di_session *s, uint32_t seq, sequence **out)
-{
-    if (seq >= s->max_sequences)
-        return fail(s, DI_ERR_SEQUENCE, "sequence %u is outside [0, %u)", seq, s->max_sequences);
-    *out = &s->seqs[seq];
-    return DI_OK;
-}
-
-di_status di_session_begin_seq_call(di_session *s, uint32_t seq, const void *out, sequence **q)
-{
-    if (!s)
-        return DI_ERR_INVALID_ARGUMENT;
-    s->errmsg[0] = '\0';
-    if (!out)
-        return fail(s, DI_ERR_INVALID_ARGUMENT, "an output pointer is NULL");
-    return di_session_get_seq(s, seq, q);
-}
 
 DI_API di_status di_session_logits(di_session *s, uint32_t seq, const float **logits, di_digest *digest)
 {

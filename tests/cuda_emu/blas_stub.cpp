@@ -4,7 +4,7 @@
 di_status dc_blas_create(dc_state *s, char *err, size_t err_size)
 {
     (void)s;
-    return dc_fail(err, err_size, DI_ERR_UNSUPPORTED, "the CUDA emulation has no device profile");
+    return di_error(err, err_size, DI_ERR_UNSUPPORTED, "the CUDA emulation has no device profile");
 }
 void dc_blas_destroy(dc_state *s) { (void)s; }
 void dc_blas_matmul(dc_state *s, const dc_weight *w, const float *x, uint32_t n, const float *b, float *y)

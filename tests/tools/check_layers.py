@@ -17,6 +17,9 @@ Rules:
     lib/api, and nothing else there is DI_API: the contract's edge is one folder;
   - docs/ARCHITECTURE.md's "Files" lists every file of the layer folders, and
     only those;
+  - within a folder of lib/, kernels/ or tools/, the files' calls make no
+    circle: when a.c calls a function b.c defines, nothing b.c calls (even
+    through other files of the folder) is defined in a.c;
   - tools/, examples/ and bindings/ include nothing of lib/ or kernels/ (only
     include/detinfer.h); in tools/, a command's folder (tools/X/) includes
     tools/cli/ and itself (but for TOOL_EXCEPTIONS), tools/cli/ only itself,
@@ -194,9 +197,56 @@ def check_doc(root, layers):
             [f"{p}: in {DOC}, \"Files\", but not in the tree" for p in sorted(listed - present)])
 
 
+# A function defined at the top of a file (not static): its name.
+DEFINED = re.compile(r"^(?!static\b)[A-Za-z_][\w \t\*]*?\b(\w+)\s*\([^;{]*\)\s*\{", re.M)
+
+
+def code_only(text):
+    """text without its comments and string literals."""
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", " ", text)
+    return re.sub(r'"(\\.|[^"\\])*"', '""', text)
+
+
+def reach(calls, start):
+    """The files start's calls lead to, through any number of files."""
+    seen, todo = set(), list(calls[start])
+    while todo:
+        f = todo.pop()
+        if f not in seen:
+            seen.add(f)
+            todo.extend(calls[f])
+    return seen
+
+
+def check_circles(root):
+    """No circle of calls among the C files of one folder of lib/, kernels/ or tools/."""
+    errors = []
+    folders = {}
+    for top in LIBRARY_TOPS + ("tools",):
+        for path in sources(root, top):
+            if path.endswith((".c", ".cu")):
+                folders.setdefault(os.path.dirname(path), []).append(path)
+    for _, files in sorted(folders.items()):
+        texts = {p: code_only(open(os.path.join(root, p), encoding="utf-8", errors="replace").read())
+                 for p in files}
+        home = {}
+        for p, t in texts.items():
+            for name in DEFINED.findall(t):
+                home.setdefault(name, p)
+        calls = {p: sorted({h for name, h in home.items()
+                            if h != p and re.search(r"\b%s\s*\(" % re.escape(name), t)}) for p, t in texts.items()}
+        # a file in a circle reaches itself through the others
+        for start in files:
+            mates = sorted(f for f in reach(calls, start) if f != start and start in reach(calls, f))
+            if mates:
+                errors.append(f"{start}: in a circle of calls with {', '.join(mates)}")
+    return errors
+
+
 def check(root, layers):
     return (check_library(root, layers) + check_api(root) + check_public_only(root) +
-            check_doc(root, layers))
+            check_circles(root) + check_doc(root, layers))
 
 
 def self_test():
@@ -213,7 +263,9 @@ def self_test():
         write("kernels/cuda/g.h", '#include "kernels/cpu/k.h"\n')                           # a peer
         write("kernels/cpu/k.c", '#include "k.h"\n')                                        # by name
         write("lib/api/high.h", '#include "kernels/cpu/k.h"\n')
-        write("lib/api/open.c", "DI_API int di_open(void)\n{\n    return 0;\n}\n")          # fine
+        write("lib/api/open.c", "DI_API int di_open(void)\n{\n    return shut(1);\n}\n"
+              "int opened(int x)\n{\n    return x;\n}\n")                                   # a circle:
+        write("lib/api/shut.c", "int shut(int x)\n{\n    return opened(x);\n}\n")          # open <-> shut
         write("kernels/cpu/close.c", "int di_close(void) { return 1; }\n")                  # not in api
         write("tools/t.c", '#include "detinfer.h"\n#include "lib/api/high.h"\n')            # private
         write("tools/cli/c.h", '#include "serve/s.h"\n')                                    # cli up
@@ -221,13 +273,15 @@ def self_test():
         write("tools/verify/v.c", '#include "serve/s.h"\n')                                 # a sibling
         write(DOC, "## Files\n\n- **lib/base/**\n  - `low.h` — x\n  - `gone.c` — y\n- **kernels/cpu/**\n"
               "  - `k.h` — a\n  - `k.c` — b\n  - `close.c` — c\n- **kernels/cuda/**\n  - `g.h` — d\n"
-              "- **lib/api/**\n  - `high.h` — e\n  - `open.c` — f\n")                    # low.c left out
+              "- **lib/api/**\n  - `high.h` — e\n  - `open.c` — f\n  - `shut.c` — g\n")   # low.c left out
         errors = check(root, ["lib/base", "kernels/cpu,kernels/cuda", "lib/api"])
         expected = [
             'kernels/cpu/k.c: includes "k.h" by name; name it by its path from the root',
             "kernels/cuda/g.h: includes kernels/cpu/k.h, a peer of kernels/cuda",
             "lib/base/low.c: includes lib/api/high.h, a layer above lib/base",
             "kernels/cpu/close.c: defines di_close, a public call, outside lib/api",
+            "lib/api/open.c: in a circle of calls with lib/api/shut.c",
+            "lib/api/shut.c: in a circle of calls with lib/api/open.c",
             "tools/cli/c.h: includes tools/serve/s.h; tools/cli/ includes only itself",
             "tools/t.c: includes lib/api/high.h; tools/ uses only include/detinfer.h",
             "tools/verify/v.c: includes tools/serve/s.h; tools/verify/ includes only tools/cli/ and itself",
@@ -238,8 +292,8 @@ def self_test():
             print("check_layers self-test FAILED:\n  got      %s\n  expected %s" % (errors, expected))
             return 1
     print("check_layers self-test: an up-arrow, a peer's include, an include by name, a public "
-          "call outside lib/api, a tool's private include, a command's sibling and an out-of-date file list "
-          "are caught")
+          "call outside lib/api, a circle of calls, a tool's private include, a command's sibling and an "
+          "out-of-date file list are caught")
     return 0
 
 
@@ -256,8 +310,9 @@ def main(argv):
     if errors:
         print(f"layers: {len(errors)} problem(s) against the layer rules (docs/ARCHITECTURE.md)")
         return 1
-    print(f"layers: {len(layers)} layers, lowest first; no include runs up or across, every public "
-          "call is defined in lib/api, and tools, examples, bindings use only include/detinfer.h")
+    print(f"layers: {len(layers)} layers, lowest first; no include runs up or across, no circle of calls "
+          "in a folder, every public call is defined in lib/api, and tools, examples, bindings use only "
+          "include/detinfer.h")
     return 0
 
 

@@ -3,7 +3,6 @@
  * field into an sv_request (docs/SERVING.md, "API").
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -12,29 +11,6 @@
 
 #define MAX_STOPS 4
 #define MAX_STOP_BYTES 256
-
-void sv_set_error(sv_error *e, int status, const char *type, const char *param, const char *fmt, ...)
-{
-    e->status = status;
-    e->type = type;
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-}
-
-int sv_bad(sv_error *e, const char *param, const char *fmt, ...)
-{
-    e->status = 400;
-    e->type = "invalid_request_error";
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* ---- The fields each endpoint accepts (one table) ------------------------ */
 enum { FOR_COMPLETION = 1, FOR_CHAT = 2, FOR_BOTH = 3 };

@@ -33,7 +33,7 @@ CUDA_OBJ := $(addprefix build/kernels/$(CUDA_TAG)/,$(notdir $(CUDA_SRC:.cu=.o)))
 CUDA_ARCH_STAMP := build/kernels/archs.txt
 CUDA_DEPS := $(wildcard kernels/cuda/*.cuh lib/backend/cuda/*.cuh) $(wildcard kernels/common/*.h) \
              lib/backend/backend.h lib/backend/cuda/cuda.mk lib/model/model.h lib/model/arch.h \
-             lib/backend/layer_recipe.h lib/format/gguf.h lib/base/growable.h include/detinfer.h
+             lib/backend/layer_recipe.h lib/format/gguf.h lib/base/growable.h lib/base/errors.h include/detinfer.h
 # Both source folders' objects go to one folder (their names differ).
 vpath %.cu lib/backend/cuda kernels/cuda
 # The shared numerics compiled as host code by nvcc, for tests/check_cuda.c.
@@ -49,9 +49,16 @@ $(CUDA_ARCH_STAMP): cuda-arch-stamp
 	@mkdir -p $(dir $@)
 	@echo '$(CUDA_TAG)' | cmp -s - $@ || echo '$(CUDA_TAG)' > $@
 
-$(CUDA_PLUGIN): $(CUDA_OBJ) $(CUDA_ARCH_STAMP)
+# lib/base/errors.c, the library's one message writer (di_error), is the
+# plugin's too: the plugin does not link libdetinfer.
+CUDA_C_OBJ := build/kernels/$(CUDA_TAG)/errors.o
+$(CUDA_C_OBJ): lib/base/errors.c lib/base/errors.h include/detinfer.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -fPIC -fvisibility=hidden -DDI_BUILDING_LIBRARY -Iinclude -I. -c $< -o $@
+
+$(CUDA_PLUGIN): $(CUDA_OBJ) $(CUDA_C_OBJ) $(CUDA_ARCH_STAMP)
 	$(NVCC) -shared -cudart static $(NVCC_GENCODE) -Xlinker -soname,libdetinfer-cuda.so.1 \
-	    -Xlinker -z,defs $(CUDA_OBJ) -o $@ -lcublasLt -lcublas -lrt -lpthread -ldl
+	    -Xlinker -z,defs $(CUDA_OBJ) $(CUDA_C_OBJ) -o $@ -lcublasLt -lcublas -lrt -lpthread -ldl
 
 $(NUMERICS_NVCC): kernels/cuda/numerics_host.cu $(wildcard kernels/common/*.h)
 	@mkdir -p $(dir $@)
@@ -101,11 +108,11 @@ build/cuda_emu/%.cpp: %.cu
 	@mkdir -p $(dir $@)
 	sed -E 's/([A-Za-z_0-9]+)<<<(.*)>>>\(/emu_launch(emu_config(\2), \1, /' $< > $@
 
-$(CUDA_EMU): $(CUDA_EMU_GEN) tests/cuda_emu/emu.cpp tests/cuda_emu/blas_stub.cpp \
+$(CUDA_EMU): $(CUDA_EMU_GEN) tests/cuda_emu/emu.cpp tests/cuda_emu/blas_stub.cpp lib/base/errors.c \
              $(wildcard tests/cuda_emu/include/*.h) $(CUDA_DEPS)
 	$(CXX) -std=c++17 -O2 -g -fPIC -shared -ffp-contract=off -fno-fast-math -Wall -Wextra \
 	    -Itests/cuda_emu/include -Iinclude -I. \
-	    $(CUDA_EMU_GEN) tests/cuda_emu/emu.cpp tests/cuda_emu/blas_stub.cpp -o $@
+	    $(CUDA_EMU_GEN) tests/cuda_emu/emu.cpp tests/cuda_emu/blas_stub.cpp -x c++ lib/base/errors.c -o $@
 
 check-cuda-emu: $(TEST_BIN) $(CUDA_EMU) $(MODELS)/models.txt $(MODELS)/real.txt
 	DI_TEST_MODELS=$(abspath $(MODELS)) DI_TEST_ROOT=$(CURDIR) DI_TEST_CUDA_EMU=$(abspath $(CUDA_EMU)) \

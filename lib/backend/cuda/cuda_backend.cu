@@ -6,7 +6,6 @@
  * create() reports DI_ERR_BACKEND_UNAVAILABLE and nothing else happens.
  * The device profile differs only in its matrix products (cuda_blas.cu).
  */
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,21 +26,10 @@ static_assert(sizeof(dc_row) == sizeof(di_backend_row) && offsetof(dc_row, token
 
 /* ---- errors ------------------------------------------------------------------ */
 
-di_status dc_fail(char *err, size_t err_size, di_status st, const char *fmt, ...)
-{
-    if (err && err_size) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_size, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 /* A CUDA error as a status: out of memory, or a device failure. */
 static di_status cuda_fail(char *err, size_t err_size, cudaError_t e, const char *what)
 {
-    return dc_fail(err, err_size, e == cudaErrorMemoryAllocation ? DI_ERR_OUT_OF_MEMORY : DI_ERR_INTERNAL,
+    return di_error(err, err_size, e == cudaErrorMemoryAllocation ? DI_ERR_OUT_OF_MEMORY : DI_ERR_INTERNAL,
                    "CUDA: %s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
@@ -103,19 +91,19 @@ static di_status pick_device(dc_state *s, int ordinal, char *err, size_t err_siz
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess)
-        return dc_fail(err, err_size, DI_ERR_BACKEND_UNAVAILABLE,
+        return di_error(err, err_size, DI_ERR_BACKEND_UNAVAILABLE,
                        "the CUDA backend found no usable driver or device: cudaGetDeviceCount: %s (%s); "
                        "it needs the NVIDIA driver (libcuda.so.1) and a GPU of compute capability 8.0 or newer",
                        cudaGetErrorString(e), cudaGetErrorName(e));
     if (count == 0)
-        return dc_fail(err, err_size, DI_ERR_BACKEND_UNAVAILABLE, "the CUDA backend found no CUDA device");
+        return di_error(err, err_size, DI_ERR_BACKEND_UNAVAILABLE, "the CUDA backend found no CUDA device");
     if (ordinal >= count)
-        return dc_fail(err, err_size, DI_ERR_BACKEND_UNAVAILABLE,
+        return di_error(err, err_size, DI_ERR_BACKEND_UNAVAILABLE,
                        "CUDA device %d does not exist (%d device%s found)", ordinal, count, count == 1 ? "" : "s");
     cudaDeviceProp prop;
     TRY(cudaGetDeviceProperties(&prop, ordinal), "cudaGetDeviceProperties");
     if (prop.major < 8)
-        return dc_fail(err, err_size, DI_ERR_BACKEND_UNAVAILABLE,
+        return di_error(err, err_size, DI_ERR_BACKEND_UNAVAILABLE,
                        "CUDA device %d (%s) has compute capability %d.%d; the plugin is built for 8.0 and newer",
                        ordinal, prop.name, prop.major, prop.minor);
     TRY(cudaSetDevice(ordinal), "cudaSetDevice");
@@ -149,7 +137,7 @@ static di_status upload_model(dc_state *s, char *err, size_t err_size)
     TRY(upload_floats(s, m->output_norm, m->n_embd, &s->output_norm), "output norm");
     s->layers = (dc_layer *)calloc(m->n_layer, sizeof *s->layers);
     if (!s->layers)
-        return dc_fail(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
+        return di_error(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
     const di_tensor_spec *specs = di_tensor_specs();
     for (uint32_t il = 0; il < m->n_layer; il++) {
         const di_layer *h = &m->layers[il];
@@ -247,10 +235,10 @@ static di_status create(const di_model *m, const di_backend_params *p, void **ou
     *out = NULL;
     for (uint32_t il = 0; il < m->n_layer; il++)
         if (!di_weight_type_supported(m->layers[il].wq.type) || !di_weight_type_supported(m->layers[il].ffn_down.type))
-            return dc_fail(err, err_size, DI_ERR_UNSUPPORTED, "layer %u: a weight type the CUDA backend lacks", il);
+            return di_error(err, err_size, DI_ERR_UNSUPPORTED, "layer %u: a weight type the CUDA backend lacks", il);
     dc_state *s = (dc_state *)calloc(1, sizeof *s);
     if (!s)
-        return dc_fail(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
+        return di_error(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
     s->model = m;
     s->params = *p;
     di_status st = pick_device(s, p->device, err, err_size);
@@ -331,7 +319,7 @@ static di_status forward(void *state, const di_backend_row *rows, uint32_t n_row
 {
     dc_state *s = (dc_state *)state;
     if (n_rows > s->params.max_rows)
-        return dc_fail(err, err_size, DI_ERR_INTERNAL, "forward: %u rows, more than %u", n_rows,
+        return di_error(err, err_size, DI_ERR_INTERNAL, "forward: %u rows, more than %u", n_rows,
                        s->params.max_rows);
     TRY(cudaSetDevice(s->device), "cudaSetDevice");
     TRY(cudaMemcpyAsync(s->rows, rows, n_rows * sizeof(dc_row), cudaMemcpyHostToDevice, s->stream),
@@ -347,11 +335,11 @@ static di_status logits(void *state, const uint32_t *row_idx, uint32_t n, float 
     dc_state *s = (dc_state *)state;
     const di_model *m = s->model;
     if (n > s->params.max_logits)
-        return dc_fail(err, err_size, DI_ERR_INTERNAL, "logits: %u rows, more than %u", n,
+        return di_error(err, err_size, DI_ERR_INTERNAL, "logits: %u rows, more than %u", n,
                        s->params.max_logits);
     for (uint32_t i = 0; i < n; i++)
         if (row_idx[i] >= s->n_rows)
-            return dc_fail(err, err_size, DI_ERR_INTERNAL, "logits: row %u of a call of %u rows",
+            return di_error(err, err_size, DI_ERR_INTERNAL, "logits: row %u of a call of %u rows",
                            row_idx[i], s->n_rows);
     TRY(cudaSetDevice(s->device), "cudaSetDevice");
     TRY(cudaMemcpyAsync(s->logit_idx, row_idx, n * sizeof(uint32_t), cudaMemcpyHostToDevice, s->stream),

@@ -40,7 +40,7 @@ struct dc_blas {
     do {                                                                                 \
         cublasStatus_t b_ = (call);                                                      \
         if (b_ != CUBLAS_STATUS_SUCCESS)                                                 \
-            return dc_fail(err, err_size, DI_ERR_INTERNAL, "cuBLAS: %s: %s", what,       \
+            return di_error(err, err_size, DI_ERR_INTERNAL, "cuBLAS: %s: %s", what,       \
                            cublasGetStatusString(b_));                                   \
     } while (0)
 
@@ -48,7 +48,7 @@ struct dc_blas {
     do {                                                                                 \
         cudaError_t c_ = (call);                                                         \
         if (c_ != cudaSuccess)                                                           \
-            return dc_fail(err, err_size,                                                \
+            return di_error(err, err_size,                                                \
                            c_ == cudaErrorMemoryAllocation ? DI_ERR_OUT_OF_MEMORY        \
                                                            : DI_ERR_INTERNAL,            \
                            "CUDA: %s: %s", what, cudaGetErrorString(c_));                \
@@ -175,7 +175,7 @@ static di_status plan_for(dc_state *s, uint32_t n_out, uint32_t n_in, int *index
             return DI_OK;
         }
     if (!DI_GROW(b->plans, b->n_plans, b->cap_plans, 1, 16))
-        return dc_fail(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
+        return di_error(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
     /* Candidates first among the algorithms the heuristic files under reduction
      * scheme NONE, then among all it offers (split-K and the scheme are forced
      * to 1 and NONE on each before it is checked). */
@@ -197,7 +197,7 @@ static di_status plan_for(dc_state *s, uint32_t n_out, uint32_t n_in, int *index
             return DI_OK;
         }
     }
-    return dc_fail(err, err_size, DI_ERR_UNSUPPORTED,
+    return di_error(err, err_size, DI_ERR_UNSUPPORTED,
                    "device profile: cuBLASLt offers no algorithm without split-K for a %u x %u weight "
                    "that runs every batch of 1..%u tokens (%d candidates); use the portable profile",
                    n_out, n_in, b->max_tokens, n_found);
@@ -222,7 +222,7 @@ di_status dc_blas_create(dc_state *s, char *err, size_t err_size)
     const di_model *m = s->model;
     struct dc_blas *b = (struct dc_blas *)calloc(1, sizeof *b);
     if (!b)
-        return dc_fail(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
+        return di_error(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
     s->blas = b;
     b->max_tokens = s->params.max_rows > s->params.max_logits ? s->params.max_rows : s->params.max_logits;
     size_t per_layer = 0; /* matrices per layer */
@@ -230,7 +230,7 @@ di_status dc_blas_create(dc_state *s, char *err, size_t err_size)
         per_layer += di_tensor_specs()[r].kind == DI_MATRIX;
     s->blas_weights = (void **)calloc((size_t)m->n_layer * per_layer + 1, sizeof(void *));
     if (!s->blas_weights)
-        return dc_fail(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
+        return di_error(err, err_size, DI_ERR_OUT_OF_MEMORY, "out of memory");
 
     TRY_BLAS(cublasCreate(&b->handle), "cublasCreate");
     TRY_BLAS(cublasSetStream(b->handle, s->stream), "cublasSetStream");
@@ -308,5 +308,5 @@ di_status dc_blas_check(dc_state *s, char *err, size_t err_size)
         return DI_OK;
     const cublasStatus_t st = b->failure;
     b->failure = CUBLAS_STATUS_SUCCESS;
-    return dc_fail(err, err_size, DI_ERR_INTERNAL, "cuBLASLt matrix product: %s", cublasGetStatusString(st));
+    return di_error(err, err_size, DI_ERR_INTERNAL, "cuBLASLt matrix product: %s", cublasGetStatusString(st));
 }

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "lib/backend/backend.h"
+#include "lib/base/errors.h"
 #include "kernels/cuda/cuda_kernels.cuh"
 #include "lib/backend/layer_recipe.h"
 #include "lib/model/model.h"
@@ -59,10 +60,6 @@ typedef struct dc_state {
     size_t n_blas_weights;
     char info[256];
 } dc_state;
-
-/* Writes the formatted message into err (when err_size > 0); returns st. */
-di_status dc_fail(char *err, size_t err_size, di_status st, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 /* The layer recipe (layer_recipe.h) over the device's steps for the
  * state's current rows (cuda_forward.cu), enqueued on the state's stream. */
