@@ -8,7 +8,8 @@
 #
 # Environment: DETINFER (the tool, default build/tools/detinfer), THREADS (2),
 # PROFILE (the numerics profile, portable), LEVELS ("1 4 16"), ROUNDS (requests per stream per level, 3), MAX_TOKENS (64),
-# PROMPT_WORDS (about the prompt's length, 32).
+# PROMPT_WORDS (about the prompt's length, 32), SPECULATE (empty: none; ngram: serve --speculate ngram,
+# the answers bit for bit the same) with DRAFT_MAX (its --draft-max, default the server's).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tool=${DETINFER:-$root/build/tools/detinfer}
@@ -19,15 +20,20 @@ levels=${LEVELS:-"1 4 16"}
 rounds=${ROUNDS:-3}
 max_tokens=${MAX_TOKENS:-64}
 prompt_words=${PROMPT_WORDS:-32}
+speculate=()
+if [ -n "${SPECULATE:-}" ]; then
+    speculate=(--speculate "$SPECULATE")
+    [ -z "${DRAFT_MAX:-}" ] || speculate+=(--draft-max "$DRAFT_MAX")
+fi
 max_level=$(echo $levels | tr ' ' '\n' | sort -n | tail -1)
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs"
 lscpu 2>/dev/null | grep -E '^(L1d|L2|L3) cache' | sed 's/  */ /g; s/^/  /' || true
-echo "model: $model; detinfer serve --threads $threads --profile $profile --max-sequences $max_level"
+echo "model: $model; detinfer serve --threads $threads --profile $profile --max-sequences $max_level ${speculate[*]:-}"
 
 log=$(mktemp)
 "$tool" serve --model "$model" --port 0 --threads "$threads" --profile "$profile" --max-sequences "$max_level" \
-    --context $((max_tokens + 4 * prompt_words + 64)) --queue 256 2>"$log" &
+    --context $((max_tokens + 4 * prompt_words + 64)) --queue 256 ${speculate[@]+"${speculate[@]}"} 2>"$log" &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -f "$log"' EXIT
 for _ in $(seq 100); do
@@ -67,6 +73,10 @@ def stream(i, out):
         d = json.loads(line[6:])
         if "detinfer" in d:
             tokens = len(d["detinfer"]["completion_token_ids"])
+            spec = d["detinfer"].get("speculation") or {}
+            with drafts_lock:
+                drafts[0] += spec.get("drafted", 0)
+                drafts[1] += spec.get("accepted", 0)
             continue
         if first is None:
             first = now - start
@@ -75,6 +85,10 @@ def stream(i, out):
         last = now
     conn.close()
     out.append((first or 0.0, gaps, tokens))
+
+
+drafts = [0, 0]  # with --speculate: drafted, accepted (the final chunks' detinfer.speculation)
+drafts_lock = threading.Lock()
 
 
 def pct(xs, p):
@@ -105,6 +119,9 @@ for level in levels:
     rates[level] = tokens / wall
     print("%8d %10d %12.1f %9.0fms %9.0fms %9.1fms %9.1fms" % (level, len(results), rates[level],
           pct(ttft, 50) * 1e3, pct(ttft, 99) * 1e3, pct(itl, 50) * 1e3, pct(itl, 99) * 1e3))
+if drafts[0]:
+    print("\nspeculation: %d of %d draft tokens accepted (%.0f%%)" % (drafts[1], drafts[0],
+                                                                    100.0 * drafts[1] / drafts[0]))
 if min(levels) in rates and max(levels) in rates and min(levels) != max(levels):
     print("\n%d streams give %.2fx the aggregate output tokens/s of %d" %
           (max(levels), rates[max(levels)] / rates[min(levels)], min(levels)))

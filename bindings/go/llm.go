@@ -3,6 +3,7 @@ package detinfer
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 )
 
@@ -23,6 +24,9 @@ type LLM struct {
 	session       *Session
 	maxSequences  int
 	contextLength int // the most tokens a sequence holds
+	opts          LLMOptions
+	drafters      map[string]*Drafter // BatchOptions.Speculate = a path: made once, kept
+	draftModels   []*Model
 }
 
 // LLMOptions: zero values take the defaults (1 thread, 8 sequences, the
@@ -53,6 +57,15 @@ type BatchOptions struct {
 	LogitsDigests bool
 	Logprobs      bool
 	TopLogprobs   int
+	// Speculate: "" (none), "ngram" (prompt lookup over each sequence's own
+	// tokens, keys of at most Ngram tokens, 1..8, 0: 3) or a draft model's
+	// path (a smaller GGUF of the same vocabulary), verifying up to DraftMax
+	// (1..32, 0: 8) draft tokens a step, as detinfer run --speculate does.
+	// The tokens, digests and log-probabilities are bit for bit those
+	// without it; Completion.Drafted and .Accepted say how many drafts ran.
+	Speculate string
+	DraftMax  int
+	Ngram     int
 }
 
 // Prompt is text (tokenized with BOS as the model asks, special-token text
@@ -86,6 +99,9 @@ type Completion struct {
 	PromptTokens  []int32
 	LogitsDigests []Digest        // with BatchOptions.LogitsDigests
 	Logprobs      []TokenLogprobs // with BatchOptions.Logprobs
+	// With BatchOptions.Speculate: the draft tokens stepped and how many of
+	// them decoding chose (Accepted / Drafted is the acceptance rate).
+	Drafted, Accepted int
 }
 
 // NewLLM loads the model and opens its session.
@@ -137,7 +153,8 @@ func NewLLM(path string, opts LLMOptions) (*LLM, error) {
 			ctx = 4096
 		}
 	}
-	return &LLM{model: m, session: s, maxSequences: opts.MaxSequences, contextLength: ctx}, nil
+	return &LLM{model: m, session: s, maxSequences: opts.MaxSequences, contextLength: ctx, opts: opts,
+		drafters: map[string]*Drafter{}}, nil
 }
 
 // Model is the LLM's model (tokenizer, metadata).
@@ -147,8 +164,74 @@ func (l *LLM) Model() *Model { return l.model }
 func (l *LLM) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	for _, d := range l.drafters {
+		d.Close()
+	}
+	for _, m := range l.draftModels {
+		m.Close()
+	}
+	l.drafters, l.draftModels = map[string]*Drafter{}, nil
 	l.session.Close()
 	return l.model.Close()
+}
+
+// speculation checks BatchOptions' Speculate, DraftMax and Ngram (as the
+// CLI checks --speculate, --draft-max and --ngram); nil without Speculate.
+func (l *LLM) speculation(opts BatchOptions) (*speculation, error) {
+	const op = "LLM.Generate"
+	spec := &speculation{draftMax: opts.DraftMax, ngram: opts.Ngram}
+	if spec.draftMax == 0 {
+		spec.draftMax = 8
+	}
+	if spec.ngram == 0 {
+		spec.ngram = 3
+	}
+	if spec.draftMax < 1 || spec.draftMax > DraftMax || spec.ngram < 1 || spec.ngram > DraftMaxNgram {
+		return nil, refuse(op, ErrInvalidArgument, "DraftMax %d, Ngram %d: DraftMax 1..%d and Ngram 1..%d (0: 8 and 3)",
+			opts.DraftMax, opts.Ngram, DraftMax, DraftMaxNgram)
+	}
+	switch opts.Speculate {
+	case "":
+		return nil, nil
+	case "ngram":
+		return spec, nil
+	}
+	if d := l.drafters[opts.Speculate]; d != nil {
+		spec.drafter = d
+		return spec, nil
+	}
+	if st, err := os.Stat(opts.Speculate); err != nil || st.IsDir() {
+		return nil, refuse(op, ErrInvalidArgument, "Speculate %q: \"ngram\" or the path of a draft model (no such file)",
+			opts.Speculate)
+	}
+	dm, err := LoadModel(opts.Speculate)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := NewConfig()
+	if err != nil {
+		dm.Close()
+		return nil, err
+	}
+	defer cfg.Close()
+	for _, kv := range []struct {
+		key   ConfigKey
+		value int64
+	}{{ConfigThreads, int64(l.opts.Threads)}, {ConfigMaxSequences, int64(l.opts.MaxSequences)},
+		{ConfigProfile, int64(l.opts.Profile)}, {ConfigContextLength, int64(l.opts.ContextLength)}} {
+		if err := cfg.SetInt(kv.key, kv.value); err != nil {
+			dm.Close()
+			return nil, err
+		}
+	}
+	d, err := NewDrafter(l.model, dm, cfg)
+	if err != nil {
+		dm.Close()
+		return nil, err
+	}
+	l.drafters[opts.Speculate], l.draftModels = d, append(l.draftModels, dm)
+	spec.drafter = d
+	return spec, nil
 }
 
 func refuse(op string, status Status, format string, args ...interface{}) error {
@@ -233,11 +316,15 @@ func (l *LLM) jobs(prompts []Prompt, opts BatchOptions) ([]batchJob, error) {
 func (l *LLM) Generate(prompts []Prompt, opts BatchOptions) ([]Completion, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	spec, err := l.speculation(opts)
+	if err != nil {
+		return nil, err
+	}
 	jobs, err := l.jobs(prompts, opts)
 	if err != nil {
 		return nil, err
 	}
-	outs := runBatch(l.session, l.maxSequences, jobs)
+	outs := runBatch(l.session, l.maxSequences, jobs, spec)
 	res := make([]Completion, len(outs))
 	for i, o := range outs {
 		if o.err != nil {
@@ -248,7 +335,7 @@ func (l *LLM) Generate(prompts []Prompt, opts BatchOptions) ([]Completion, error
 			return nil, err
 		}
 		res[i] = Completion{Text: text, Tokens: o.tokens, Digest: o.digest, FinishReason: o.finish,
-			PromptTokens: jobs[i].prompt}
+			PromptTokens: jobs[i].prompt, Drafted: o.drafted, Accepted: o.accepted}
 		if opts.LogitsDigests {
 			res[i].LogitsDigests = o.logits
 		}

@@ -18,8 +18,8 @@ loader's path. Distribution name on PyPI:
 libdetinfer (PyPI's "detinfer" is an unrelated project).
 """
 
-from ._api import (STEP_ALL_LOGITS, TOKENIZE_ADD_BOS, TOKENIZE_PARSE_SPECIAL, Backend, Config,
-                   ConfigKey, CpuPath, DetinferError, GeneratedToken, Generation, Grammar, GrammarState,
+from ._api import (DRAFT_MAX, DRAFT_MAX_NGRAM, STEP_ALL_LOGITS, TOKENIZE_ADD_BOS, TOKENIZE_PARSE_SPECIAL, Backend,
+                   Config, ConfigKey, CpuPath, DetinferError, Drafter, GeneratedToken, Generation, Grammar, GrammarState,
                    Logits, Logprobs,
                    Model, ModelKey, Profile, SamplingParams, Sequence, Session, SpecialToken, Status,
                    build_info, chat_format, chat_turn_end, cpu_path_name, cpu_path_resolve, digest_floats,
@@ -31,7 +31,8 @@ __version__ = "0.4.0"
 
 __all__ = [
     "LLM", "Completion", "PromptScore", "Stream",
-    "Backend", "Config", "ConfigKey", "CpuPath", "DetinferError", "GeneratedToken", "Generation", "Grammar",
+    "Backend", "Config", "ConfigKey", "CpuPath", "DRAFT_MAX", "DRAFT_MAX_NGRAM", "DetinferError", "Drafter",
+    "GeneratedToken", "Generation", "Grammar",
     "GrammarState",
     "LibraryNotFoundError", "Logits", "Logprobs", "Model", "ModelKey", "Profile", "STEP_ALL_LOGITS",
     "SamplingParams", "Sequence", "Session", "SpecialToken", "Status", "TOKENIZE_ADD_BOS",

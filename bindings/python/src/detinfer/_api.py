@@ -104,6 +104,8 @@ class SpecialToken(enum.IntEnum):
 TOKENIZE_ADD_BOS = 0x1
 TOKENIZE_PARSE_SPECIAL = 0x2
 STEP_ALL_LOGITS = 0x1
+DRAFT_MAX = 32       # DI_DRAFT_MAX: draft tokens a lookup or a drafter gives at most
+DRAFT_MAX_NGRAM = 8  # DI_DRAFT_MAX_NGRAM: the longest key a lookup matches
 
 
 class GrammarState(enum.IntFlag):
@@ -712,11 +714,45 @@ class Session(_Handle):
             self._call("di_session_logits_at", seq, index, C.byref(ptr), C.byref(digest))
         return Logits(self._row(ptr), digest.hex())
 
-    def logits_digest(self, seq: int) -> str:
-        """The digest of seq's last logits row, without copying the row."""
+    def logits_digest(self, seq: int, index: Optional[int] = None) -> str:
+        """The digest of seq's last logits row (or of position `index` of its
+        last step, which must have used all_logits), without copying the row."""
         ptr, digest = C.POINTER(C.c_float)(), Digest()
-        self._call("di_session_logits", seq, C.byref(ptr), C.byref(digest))
+        if index is None:
+            self._call("di_session_logits", seq, C.byref(ptr), C.byref(digest))
+        else:
+            self._call("di_session_logits_at", seq, index, C.byref(ptr), C.byref(digest))
         return digest.hex()
+
+    def draft_lookup(self, seq: int, next_token: int, ngram: int = 3, max_draft: int = 8) -> List[int]:
+        """A prompt-lookup draft (di_session_seq_draft_lookup, DETINFER_1.6):
+        after seq's tokens and next_token, the tokens that followed the longest
+        key of at most `ngram` (1..DRAFT_MAX_NGRAM) tokens ending that history
+        at its latest earlier place; at most max_draft (0..DRAFT_MAX). Changes
+        nothing."""
+        fn = library().fn("di_session_seq_draft_lookup")
+        if not 0 <= max_draft <= DRAFT_MAX:
+            raise DetinferError(Status.ERR_INVALID_ARGUMENT, f"max_draft is {max_draft}: 0..{DRAFT_MAX}")
+        out = (C.c_int32 * max(max_draft, 1))()
+        n = C.c_uint32()
+        _check(fn(self._h(), seq, next_token, ngram, max_draft, out, C.byref(n)), self._msg)
+        return list(out[: n.value])
+
+    def accept_draft(self, seq: int, n_draft: int) -> Tuple[int, Optional[int]]:
+        """Resolves a draft (di_session_seq_accept_draft, DETINFER_1.6): seq's
+        entry in the last step (all_logits) was the chosen token and n_draft
+        draft tokens. Returns (accepted, next): how many draft tokens decoding
+        would have chosen, in order, and the token it chooses after them
+        (None where a grammar allows nothing there: it ended). seq is left
+        ending after the accepted ones, and sample_token gives next again;
+        logits_digest(seq, i) gives rows 0..accepted (the last is next's)."""
+        fn = library().fn("di_session_seq_accept_draft")
+        accepted, nxt = C.c_uint32(), C.c_int32()
+        status = fn(self._h(), seq, n_draft, C.byref(accepted), C.byref(nxt))
+        if status == Status.ERR_GRAMMAR_REJECTED:
+            return accepted.value, None
+        _check(status, self._msg)
+        return accepted.value, nxt.value
 
     def logprobs(self, seq: int, token: Optional[int] = None, top: int = 0) -> Logprobs:
         """Log-probabilities at the last position of seq's last step: the
@@ -835,6 +871,45 @@ class Session(_Handle):
         """A new generation of seq: the earlier one stops; returns its ticket."""
         self._owner[seq] = self._owner.get(seq, 0) + 1
         return self._owner[seq]
+
+
+class Drafter(_Handle):
+    """A draft model for speculative decoding (di_drafter_create, DETINFER_1.6):
+    `draft`, a smaller model with the same vocabulary as `model` (else
+    DetinferError ERR_MODEL naming the first token that differs), run in a
+    session of its own with the keyword settings (threads, context_length,
+    max_sequences: at least the sequence ids it drafts for, ...). Both models
+    must stay open while it is used."""
+
+    _free_name = "di_drafter_free"
+
+    def __init__(self, model: Model, draft: Model, **settings: Any) -> None:
+        fn = library().fn("di_drafter_create")
+        config = Config(**settings) if settings else None
+        try:
+            handle = C.c_void_p()
+            err = C.create_string_buffer(_ERRBUF)
+            _check(fn(model._h(), draft._h(), config._h() if config else None, C.byref(handle), err, _ERRBUF),
+                   err.value)
+        finally:
+            if config is not None:
+                config.close()
+        self._handle = handle.value
+        self.model, self.draft = model, draft  # kept alive as long as the drafter
+
+    def propose(self, session: Session, seq: int, next_token: int, max_draft: int = 8) -> List[int]:
+        """Up to max_draft (0..DRAFT_MAX) tokens the draft model chooses
+        greedily after seq's tokens and next_token (di_drafter_propose).
+        Changes nothing in session."""
+        if not 0 <= max_draft <= DRAFT_MAX:
+            raise DetinferError(Status.ERR_INVALID_ARGUMENT, f"max_draft is {max_draft}: 0..{DRAFT_MAX}")
+        out = (C.c_int32 * max(max_draft, 1))()
+        n = C.c_uint32()
+        lib = library()
+        _check(lib.fn("di_drafter_propose")(self._h(), session._h(), seq, next_token, max_draft, out,
+                                            C.byref(n)),
+               lambda: lib.c.di_drafter_errmsg(self._handle) or b"")
+        return list(out[: n.value])
 
 
 class Sequence:

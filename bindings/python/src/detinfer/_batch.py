@@ -9,9 +9,9 @@ prefill of prompts with every position's log-probabilities. No Ray here."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Collection, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Collection, Dict, Generator, Iterator, List, Optional, Sequence, Tuple
 
-from ._api import DetinferError, Grammar, Logprobs, Model, ModelKey, SamplingParams, Session, Status
+from ._api import DetinferError, Drafter, Grammar, Logprobs, Model, ModelKey, SamplingParams, Session, Status
 
 
 def context_of(model: Model, context_length: int) -> int:
@@ -47,6 +47,19 @@ class Job:
 
 
 @dataclass
+class Speculation:
+    """Speculative decoding for a Batch: each decoding step holds a sequence's
+    chosen token and up to draft_max draft tokens, from prompt lookup (keys of
+    at most `ngram` tokens) or from `drafter`, verified in one all-logits step
+    (di_session_seq_accept_draft). The tokens, digests and log-probabilities
+    are bit for bit those without it; only the number of steps changes."""
+
+    draft_max: int = 8
+    ngram: int = 3
+    drafter: Optional[Drafter] = None
+
+
+@dataclass
 class Outcome:
     """What a job gave: finish is "stop" (a stop token), "length" (max_new)
     or "error" (then `error` holds the library's error and nothing else is set)."""
@@ -57,6 +70,9 @@ class Outcome:
     error: Optional[DetinferError] = None
     logits_digests: List[str] = field(default_factory=list)
     logprobs: List[Logprobs] = field(default_factory=list)
+    drafted: int = 0   # with speculation: draft tokens stepped
+    accepted: int = 0  # and of those, the ones decoding chose (kept)
+    steps: int = 0     # decoding steps after the prompt
 
 
 class _Slot:
@@ -78,8 +94,10 @@ class Batch:
     empty and are left empty. Iterate events() for the tokens as they come,
     or call run(); outcomes[i] is job i's once it has finished."""
 
-    def __init__(self, session: Session, slots: int, jobs: Sequence[Job]) -> None:
+    def __init__(self, session: Session, slots: int, jobs: Sequence[Job],
+                 speculation: Optional[Speculation] = None) -> None:
         self.session = session
+        self.speculation = speculation
         self.slots = slots
         self.jobs = list(jobs)
         self.outcomes: List[Optional[Outcome]] = [None] * len(self.jobs)
@@ -140,22 +158,60 @@ class Batch:
         free.append(seq)
 
     def _step(self, active: Dict[int, _Slot], free: List[int]) -> Iterator[TokenEvent]:
-        """One batched step of every active sequence, then one token each. A
-        step that fails changes nothing (all or nothing): the sequences are then
-        stepped alone, so the error goes to the job that caused it."""
-        entries = [(seq, slot.feed) for seq, slot in active.items()]
+        """One batched step of every active sequence, then one token each (or,
+        speculating, the accepted draft tokens and one more). A step that
+        fails changes nothing (all or nothing): the sequences are then stepped
+        alone, so the error goes to the job that caused it. Speculating, the
+        prompts go in a step of their own first, so that the all-logits step
+        of the drafts computes no row of a prompt."""
+        if self.speculation is None:
+            yield from self._run_step([(seq, slot.feed, 0) for seq, slot in active.items()], False,
+                                      active, free)
+            return
+        prefill = [(seq, slot.feed, 0) for seq, slot in active.items() if not slot.out.tokens]
+        if prefill:
+            yield from self._run_step(prefill, False, active, free)
+        decode = []
+        for seq, slot in list(active.items()):
+            if slot.out.tokens and seq in active and active[seq] is slot and slot.out.finish is None:
+                draft = self._draft(seq, slot, active, free)
+                if draft is None:
+                    continue  # the drafter failed: the job has its error
+                decode.append((seq, slot.feed + draft, len(draft)))
+        if decode:
+            yield from self._run_step(decode, any(n for _, _, n in decode), active, free)
+
+    def _draft(self, seq: int, slot: _Slot, active: Dict[int, _Slot], free: List[int]) -> Optional[List[int]]:
+        """The draft to step after slot's chosen token, cut so that no token
+        past max_new is stepped; None when the drafter failed (the job then
+        ends with its error)."""
+        spec = self.speculation
+        assert spec is not None and len(slot.feed) == 1
+        room = min(spec.draft_max, slot.job.max_new - len(slot.out.tokens) - 1)
+        if room <= 0:
+            return []
         try:
-            self.session.step(entries)
-            stepped = [seq for seq, _ in entries]
+            if spec.drafter is not None:
+                return spec.drafter.propose(self.session, seq, slot.feed[0], room)
+            return self.session.draft_lookup(seq, slot.feed[0], spec.ngram, room)
+        except DetinferError as e:
+            self._finish(active, free, seq, e)
+            return None
+
+    def _run_step(self, entries: List[Tuple[int, List[int], int]], all_logits: bool,
+                  active: Dict[int, _Slot], free: List[int]) -> Iterator[TokenEvent]:
+        try:
+            self.session.step([(seq, feed) for seq, feed, _ in entries], all_logits=all_logits)
+            stepped = entries
         except DetinferError:
             stepped = []
             for entry in entries:
-                err = self._solo_error(entry)
+                err = self._solo_error((entry[0], entry[1]), all_logits)
                 if err is None:
-                    stepped.append(entry[0])
+                    stepped.append(entry)
                 else:
                     self._finish(active, free, entry[0], err)
-        for seq in stepped:
+        for seq, fed, n_draft in stepped:
             slot = active[seq]
             job, out = slot.job, slot.out
             if job.grammar is not None and not out.tokens:
@@ -165,25 +221,55 @@ class Batch:
                 except DetinferError as e:
                     self._finish(active, free, seq, e)
                     continue
-            digest = self.session.logits_digest(seq)
-            token = (self.session.sample_token(seq) if job.sampling is not None
-                     else self.session.greedy_token(seq))
-            out.tokens.append(token)
-            out.logits_digests.append(digest)
-            if job.logprobs is not None:
-                out.logprobs.append(self.session.logprobs(seq, token, job.logprobs))
-            slot.feed = [token]
-            if token in job.stop_tokens:
-                out.finish = "stop"
-            elif len(out.tokens) >= job.max_new:
-                out.finish = "length"
-            yield slot.index, token, digest
-            if out.finish:
-                self._finish(active, free, seq, None)
+            if n_draft == 0:
+                if out.tokens:
+                    out.steps += 1
+                digest = self.session.logits_digest(seq)
+                token = (self.session.sample_token(seq) if job.sampling is not None
+                         else self.session.greedy_token(seq))
+                yield from self._take(active, free, seq, slot, token, digest, None)
+                continue
+            draft = fed[1:]
+            accepted, nxt = self.session.accept_draft(seq, n_draft)
+            out.steps += 1
+            out.drafted += n_draft
+            out.accepted += accepted
+            chosen = draft[:accepted] + ([nxt] if nxt is not None else [])
+            for i, token in enumerate(chosen):
+                digest = self.session.logits_digest(seq, i)
+                ended = yield from self._take(active, free, seq, slot, token, digest, i, i < accepted)
+                if ended:
+                    break
+            else:
+                if nxt is None:  # the grammar ended with no end token: as sample_token says it
+                    self.session.sample_token(seq)
 
-    def _solo_error(self, entry: Tuple[int, List[int]]) -> Optional[DetinferError]:
+    def _take(self, active: Dict[int, _Slot], free: List[int], seq: int, slot: _Slot, token: int, digest: str,
+              row: Optional[int], in_draft: bool = False) -> Generator[TokenEvent, None, bool]:
+        """Records one generated token (chosen from the logits row `row` of the
+        last step, or the last row); True when the job ended with it."""
+        job, out = slot.job, slot.out
+        out.tokens.append(token)
+        out.logits_digests.append(digest)
+        if job.logprobs is not None:
+            out.logprobs.append(self.session.logprobs(seq, token, job.logprobs) if row is None
+                                else self.session.logprobs_at(seq, row, token, job.logprobs))
+        slot.feed = [token]
+        if token in job.stop_tokens:
+            out.finish = "stop"
+        elif len(out.tokens) >= job.max_new:
+            out.finish = "length"
+        if out.finish and in_draft:  # ended inside the draft: the sequence ends where it would have
+            self.session.truncate(seq, len(job.prompt) + len(out.tokens) - 1)
+        yield slot.index, token, digest
+        if out.finish:
+            self._finish(active, free, seq, None)
+            return True
+        return False
+
+    def _solo_error(self, entry: Tuple[int, List[int]], all_logits: bool = False) -> Optional[DetinferError]:
         try:
-            self.session.step([entry])
+            self.session.step([entry], all_logits=all_logits)
             return None
         except DetinferError as e:
             return e

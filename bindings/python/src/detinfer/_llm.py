@@ -12,15 +12,16 @@ log-probability of every prompt token given the tokens before it."""
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import warnings
 from dataclasses import dataclass
-from typing import (Any, Iterable, Iterator, List, Mapping, Optional, Sequence as Seq, Set, Tuple,
+from typing import (Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence as Seq, Set, Tuple,
                     Union)
 
-from ._api import (DetinferError, GeneratedToken, Logprobs, Model, Profile, SamplingParams,
-                   Status, chat_turn_end)
-from ._batch import Batch, Job, Outcome, context_of, context_overflow, score_prompts
+from ._api import (DRAFT_MAX, DRAFT_MAX_NGRAM, DetinferError, Drafter, GeneratedToken, Logprobs, Model, Profile,
+                   SamplingParams, Status, chat_turn_end)
+from ._batch import Batch, Job, Outcome, Speculation, context_of, context_overflow, score_prompts
 from ._lib import library
 
 Prompt = Union[str, Seq[int]]
@@ -43,6 +44,10 @@ class Completion:
     prompt_token_ids: List[int]
     logits_digests: Optional[List[str]] = None
     logprobs: Optional[List[Logprobs]] = None
+    drafted: Optional[int] = None
+    accepted: Optional[int] = None
+    """With speculate: the draft tokens stepped and how many of them decoding
+    chose (accepted / drafted is the acceptance rate); None without."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,8 @@ class LLM:
             except KeyError:
                 raise ValueError(f"profile {profile!r}: portable, device or integer") from None
         self.model = Model(model_path)
+        self._drafters: Dict[str, Tuple[Model, Drafter]] = {}  # speculate=PATH: (draft Model, Drafter), made once
+        self._drafter_settings = dict(settings, threads=threads, max_sequences=max_sequences, profile=profile)
         try:
             self.session = self.model.session(threads=threads, max_sequences=max_sequences,
                                               profile=profile, **settings)
@@ -137,7 +144,38 @@ class LLM:
             self._lock.release()
 
     def close(self) -> None:
+        for draft, drafter in self._drafters.values():
+            drafter.close()
+            draft.close()
+        self._drafters.clear()
         self.model.close()  # closes the session too
+
+    def _speculation(self, speculate: Optional[str], draft_max: int, ngram: int) -> Optional[Speculation]:
+        """speculate None: none; "ngram": prompt lookup; else a draft model's
+        path (its Drafter made on first use and kept). Checked before anything
+        runs, as the CLI checks --speculate, --draft-max and --ngram."""
+        for name, value, top in (("draft_max", draft_max, DRAFT_MAX), ("ngram", ngram, DRAFT_MAX_NGRAM)):
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= top:
+                raise ValueError(f"{name} is {value!r}: an int 1..{top}")
+        if speculate is None:
+            return None
+        if not isinstance(speculate, str) or not speculate:
+            raise ValueError(f"speculate is {speculate!r}: None, \"ngram\" or a draft model's path")
+        if speculate == "ngram":
+            return Speculation(draft_max, ngram)
+        if speculate not in self._drafters:
+            library().fn("di_drafter_create")  # an older library is named before a file is read
+            if not os.path.isfile(speculate):
+                raise ValueError(f"speculate is {speculate!r}: \"ngram\" or the path of a draft model "
+                                 "(no such file)")
+            draft = Model(speculate)  # a missing or bad file: DetinferError naming it
+            try:
+                drafter = Drafter(self.model, draft, **self._drafter_settings)
+            except BaseException:
+                draft.close()
+                raise
+            self._drafters[speculate] = (draft, drafter)
+        return Speculation(draft_max, ngram, self._drafters[speculate][1])
 
     def __enter__(self) -> "LLM":
         return self
@@ -218,7 +256,8 @@ class LLM:
         eos = self.model.eos
         return ({eos} if stop_at_eos and eos is not None else set()) | set(extra)
 
-    def _completion(self, i: int, job: Job, out: Outcome, logits_digests: bool) -> Completion:
+    def _completion(self, i: int, job: Job, out: Outcome, logits_digests: bool,
+                    speculating: bool = False) -> Completion:
         if out.error is not None:
             raise DetinferError(out.error.status, f"prompt {i}: {out.error.message}")
         try:
@@ -229,24 +268,35 @@ class LLM:
             text = ""
         return Completion(text, out.tokens, out.digest or "", out.finish or "length", list(job.prompt),
                           out.logits_digests if logits_digests else None,
-                          out.logprobs if job.logprobs is not None else None)
+                          out.logprobs if job.logprobs is not None else None,
+                          out.drafted if speculating else None, out.accepted if speculating else None)
 
     # -- generation -----------------------------------------------------------
 
     def generate(self, prompts: Union[Prompt, Seq[Prompt]],
                  sampling: Union[None, SamplingParams, Seq[Optional[SamplingParams]]] = None,
                  max_new: int = 32, stop_at_eos: bool = True, logits_digests: bool = False,
-                 logprobs: Optional[int] = None) -> List[Completion]:
+                 logprobs: Optional[int] = None, speculate: Optional[str] = None, draft_max: int = 8,
+                 ngram: int = 3) -> List[Completion]:
         """One Completion per prompt, in order. prompts: a list of texts
         (tokenized with BOS as the model asks, special-token text as plain
         text) or token-id lists; one text alone is a list of one. sampling:
         None (greedy), one SamplingParams for all, or one (or None) per
-        prompt. Every prompt and parameter is checked before anything runs
-        (ValueError, TypeError, or DetinferError naming the prompt)."""
+        prompt. speculate: None, "ngram" (prompt lookup over each sequence's
+        own tokens, keys of at most `ngram` tokens, 1..8) or a draft model's
+        path (a smaller GGUF of the same vocabulary), verifying up to
+        draft_max (1..32) draft tokens a step, as `detinfer run --speculate`
+        does: the tokens, digests and log-probabilities are bit for bit those
+        without it, only faster where drafts are accepted (Completion.drafted
+        and .accepted say how many). Every prompt and parameter is checked
+        before anything runs (ValueError, TypeError, or DetinferError naming
+        the prompt)."""
         with self._turn():
+            spec = self._speculation(speculate, draft_max, ngram)
             jobs = self._jobs(prompts, sampling, max_new, self._stop(stop_at_eos), logprobs)
-            outcomes = Batch(self.session, self.max_sequences, jobs).run()
-            return [self._completion(i, j, o, logits_digests) for i, (j, o) in enumerate(zip(jobs, outcomes))]
+            outcomes = Batch(self.session, self.max_sequences, jobs, spec).run()
+            return [self._completion(i, j, o, logits_digests, spec is not None)
+                    for i, (j, o) in enumerate(zip(jobs, outcomes))]
 
     def score(self, prompts: Union[Prompt, Seq[Prompt]], top: int = 0) -> List[PromptScore]:
         """One PromptScore per prompt, in order: the log-probability of each
@@ -277,13 +327,15 @@ class LLM:
 
     def chat(self, messages: Iterable[Message], template: Optional[str] = None,
              sampling: Optional[SamplingParams] = None, max_new: int = 32, logits_digests: bool = False,
-             logprobs: Optional[int] = None) -> Completion:
+             logprobs: Optional[int] = None, speculate: Optional[str] = None, draft_max: int = 8,
+             ngram: int = 3) -> Completion:
         """The assistant's reply to a chat ((role, content) pairs or dicts), in
         the built-in template named by `template`, else the file's own, else
         its architecture's (ARCHITECTURE_CHAT_TEMPLATES, with a warning the
         first time): through di_chat_tokenize, so only the template's markers
         become control tokens and no message text can forge a turn. Stops at
-        EOS or at the template's end of turn."""
+        EOS or at the template's end of turn. speculate, draft_max, ngram:
+        as generate() takes them."""
         if template is None:
             template = self.model.chat_template
         if template is None:
@@ -302,9 +354,10 @@ class LLM:
             except DetinferError:
                 pass  # the vocabulary has no such token: EOS alone ends the reply
         with self._turn():
+            spec = self._speculation(speculate, draft_max, ngram)
             jobs = self._jobs([ids], sampling, max_new, self._stop(True, extra), logprobs)
-            out = Batch(self.session, self.max_sequences, jobs).run()[0]
-            return self._completion(0, jobs[0], out, logits_digests)
+            out = Batch(self.session, self.max_sequences, jobs, spec).run()[0]
+            return self._completion(0, jobs[0], out, logits_digests, spec is not None)
 
     def stream(self, prompt: Prompt, sampling: Optional[SamplingParams] = None, max_new: int = 32,
                stop_at_eos: bool = True) -> "Stream":

@@ -5,7 +5,7 @@
 //! to its run alone; the tests check exactly that.
 use std::collections::HashSet;
 
-use crate::{Digest, Error, Logprobs, Result, SamplingParams, Session};
+use crate::{Digest, Drafter, Error, Logprobs, Result, SamplingParams, Session};
 
 pub(crate) struct Job {
     pub prompt: Vec<i32>,
@@ -23,6 +23,19 @@ pub(crate) struct Outcome {
     pub error: Option<Error>,
     pub logits: Vec<Digest>,
     pub logprobs: Vec<Logprobs>,
+    /// With speculation: the draft tokens stepped, and those decoding chose.
+    pub drafted: usize,
+    pub accepted: usize,
+}
+
+/// Speculative decoding: each decoding step holds a sequence's chosen token
+/// and up to `draft_max` draft tokens (prompt lookup with keys of at most
+/// `ngram` tokens, or `drafter`'s), verified in one all-logits step
+/// (`Session::accept_draft`). The output is bit for bit the output without it.
+pub(crate) struct Speculation<'d> {
+    pub draft_max: usize,
+    pub ngram: usize,
+    pub drafter: Option<Drafter<'d>>,
 }
 
 struct Slot {
@@ -33,7 +46,8 @@ struct Slot {
 
 /// Generates `jobs` on sequences 0..slots of `s`, which must be empty and are
 /// left empty; one outcome per job, in order.
-pub(crate) fn run(s: &mut Session, slots: usize, jobs: &[Job]) -> Vec<Outcome> {
+pub(crate) fn run(s: &mut Session, slots: usize, jobs: &[Job], mut spec: Option<&mut Speculation<'_>>)
+                  -> Vec<Outcome> {
     let mut outs: Vec<Option<Outcome>> = (0..jobs.len()).map(|_| None).collect();
     let mut active: Vec<Option<Slot>> = (0..slots).map(|_| None).collect();
     let mut next = 0;
@@ -44,7 +58,7 @@ pub(crate) fn run(s: &mut Session, slots: usize, jobs: &[Job]) -> Vec<Outcome> {
             }
             let job = &jobs[next];
             let out = Outcome { tokens: Vec::new(), digest: None, finish: "length", error: None, logits: Vec::new(),
-                                logprobs: Vec::new() };
+                                logprobs: Vec::new(), drafted: 0, accepted: 0 };
             active[seq] = Some(Slot { index: next, feed: job.prompt.clone(), out });
             next += 1;
             let err = match &job.sampling {
@@ -58,7 +72,7 @@ pub(crate) fn run(s: &mut Session, slots: usize, jobs: &[Job]) -> Vec<Outcome> {
         if active.iter().all(Option::is_none) {
             break;
         }
-        step(s, jobs, &mut active, &mut outs);
+        step(s, jobs, &mut active, &mut outs, spec.as_deref_mut());
     }
     outs.into_iter().map(|o| o.expect("every job finished")).collect()
 }
@@ -80,47 +94,142 @@ fn finish(s: &mut Session, jobs: &[Job], active: &mut [Option<Slot>], outs: &mut
     outs[slot.index] = Some(slot.out);
 }
 
-/// One batched step of every active sequence, then one token each. A step
-/// that fails changes nothing (all or nothing): the sequences are then
-/// stepped alone, so the error goes to the job that caused it.
-fn step(s: &mut Session, jobs: &[Job], active: &mut [Option<Slot>], outs: &mut [Option<Outcome>]) {
-    let feeds: Vec<(u32, Vec<i32>)> =
-        active.iter().enumerate().filter_map(|(seq, a)| a.as_ref().map(|sl| (seq as u32, sl.feed.clone()))).collect();
-    let entries: Vec<(u32, &[i32])> = feeds.iter().map(|(seq, f)| (*seq, f.as_slice())).collect();
+/// One batched step of every active sequence, then one token each (or,
+/// speculating, the accepted draft tokens and one more). A step that fails
+/// changes nothing (all or nothing): the sequences are then stepped alone, so
+/// the error goes to the job that caused it. Speculating, the prompts go in a
+/// step of their own first, so that the all-logits step of the drafts
+/// computes no row of a prompt.
+fn step(s: &mut Session, jobs: &[Job], active: &mut [Option<Slot>], outs: &mut [Option<Outcome>],
+        spec: Option<&mut Speculation<'_>>) {
+    let prefill: Vec<(u32, Vec<i32>, usize)> = active.iter().enumerate()
+        .filter_map(|(seq, a)| a.as_ref().filter(|sl| spec.is_none() || sl.out.tokens.is_empty())
+            .map(|sl| (seq as u32, sl.feed.clone(), 0)))
+        .collect();
+    if !prefill.is_empty() {
+        step_entries(s, jobs, active, outs, &prefill, false);
+    }
+    let Some(spec) = spec else { return };
+    let mut decode = Vec::new();
+    for seq in 0..active.len() {
+        let Some(sl) = active[seq].as_ref() else { continue };
+        if sl.out.tokens.is_empty() {
+            continue;
+        }
+        let room = jobs[sl.index].max_new.saturating_sub(sl.out.tokens.len() + 1).min(spec.draft_max);
+        let next = sl.feed[0];
+        let draft = if room == 0 {
+            Ok(Vec::new())
+        } else if let Some(d) = spec.drafter.as_mut() {
+            d.propose(s, seq as u32, next, room)
+        } else {
+            s.draft_lookup(seq as u32, next, spec.ngram, room)
+        };
+        match draft {
+            Err(e) => finish(s, jobs, active, outs, seq, Some(e)),
+            Ok(draft) => {
+                let n = draft.len();
+                let mut feed = vec![next];
+                feed.extend(draft);
+                decode.push((seq as u32, feed, n));
+            }
+        }
+    }
+    if !decode.is_empty() {
+        let all_logits = decode.iter().any(|e| e.2 > 0);
+        step_entries(s, jobs, active, outs, &decode, all_logits);
+    }
+}
+
+fn step_entries(s: &mut Session, jobs: &[Job], active: &mut [Option<Slot>], outs: &mut [Option<Outcome>],
+                feeds: &[(u32, Vec<i32>, usize)], all_logits: bool) {
+    let entries: Vec<(u32, &[i32])> = feeds.iter().map(|(seq, f, _)| (*seq, f.as_slice())).collect();
     let mut stepped = Vec::new();
-    if s.step_raw(&entries, false).is_ok() {
-        stepped = entries.iter().map(|e| e.0 as usize).collect();
+    if s.step_raw(&entries, all_logits).is_ok() {
+        stepped = feeds.iter().collect();
     } else {
-        for e in &entries {
-            match s.step_raw(&[*e], false) {
-                Ok(()) => stepped.push(e.0 as usize),
+        for (e, f) in entries.iter().zip(feeds) {
+            match s.step_raw(&[*e], all_logits) {
+                Ok(()) => stepped.push(f),
                 Err(err) => finish(s, jobs, active, outs, e.0 as usize, Some(err)),
             }
         }
     }
-    for seq in stepped {
+    for (seq, fed, n_draft) in stepped {
+        let seq = *seq as usize;
         let index = active[seq].as_ref().expect("a stepped sequence").index;
         let job = &jobs[index];
-        match choose(s, seq as u32, job) {
-            Err(e) => finish(s, jobs, active, outs, seq, Some(e)),
-            Ok((token, digest, lp)) => {
-                let slot = active[seq].as_mut().expect("a stepped sequence");
-                slot.out.tokens.push(token);
-                slot.out.logits.push(digest);
-                slot.out.logprobs.extend(lp);
-                slot.feed = vec![token];
-                let done = if job.stop.contains(&token) {
-                    slot.out.finish = "stop";
-                    true
-                } else {
-                    slot.out.tokens.len() >= job.max_new
-                };
-                if done {
-                    finish(s, jobs, active, outs, seq, None);
+        if *n_draft == 0 {
+            match choose(s, seq as u32, job) {
+                Err(e) => finish(s, jobs, active, outs, seq, Some(e)),
+                Ok((token, digest, lp)) => {
+                    take(s, jobs, active, outs, seq, token, digest, lp, false);
+                }
+            }
+            continue;
+        }
+        let (accepted, next) = match s.accept_draft(seq as u32, *n_draft) {
+            Ok(r) => r,
+            Err(e) => {
+                finish(s, jobs, active, outs, seq, Some(e));
+                continue;
+            }
+        };
+        let slot = active[seq].as_mut().expect("a stepped sequence");
+        slot.out.drafted += n_draft;
+        slot.out.accepted += accepted;
+        let chosen: Vec<i32> = fed[1..1 + accepted].iter().copied().chain([next]).collect();
+        for (i, &token) in chosen.iter().enumerate() {
+            match row(s, seq as u32, job, i, token) {
+                Err(e) => {
+                    finish(s, jobs, active, outs, seq, Some(e));
+                    break;
+                }
+                Ok((digest, lp)) => {
+                    if take(s, jobs, active, outs, seq, token, digest, lp, i < accepted) {
+                        break;
+                    }
                 }
             }
         }
     }
+}
+
+/// Records one generated token; true when the job ended with it. `in_draft`:
+/// the token is an accepted draft token, so the sequence has stepped past it;
+/// ending there, it is cut back to where decoding leaves it.
+#[allow(clippy::too_many_arguments)]
+fn take(s: &mut Session, jobs: &[Job], active: &mut [Option<Slot>], outs: &mut [Option<Outcome>], seq: usize,
+        token: i32, digest: Digest, lp: Option<Logprobs>, in_draft: bool) -> bool {
+    let slot = active[seq].as_mut().expect("a stepped sequence");
+    let job = &jobs[slot.index];
+    slot.out.tokens.push(token);
+    slot.out.logits.push(digest);
+    slot.out.logprobs.extend(lp);
+    slot.feed = vec![token];
+    let done = if job.stop.contains(&token) {
+        slot.out.finish = "stop";
+        true
+    } else {
+        slot.out.tokens.len() >= job.max_new
+    };
+    if done {
+        let n = (job.prompt.len() + slot.out.tokens.len() - 1) as u32;
+        let err = if in_draft { s.seq_truncate(seq as u32, n).err() } else { None };
+        finish(s, jobs, active, outs, seq, err);
+    }
+    done
+}
+
+/// The digest of row i of seq's last (all-logits) step and, when the job
+/// asks, token's log-probabilities there.
+fn row(s: &mut Session, seq: u32, job: &Job, i: usize, token: i32) -> Result<(Digest, Option<Logprobs>)> {
+    let digest = s.logits_digest_at(seq, i as u32)?;
+    let lp = match job.logprobs {
+        Some(top) => Some(s.logprobs_at(seq, i as u32, Some(token), top)?),
+        None => None,
+    };
+    Ok((digest, lp))
 }
 
 /// The token of seq's last step (greedy without sampling parameters), its
@@ -189,6 +298,31 @@ pub(crate) fn score(s: &mut Session, slots: usize, prompts: &[Vec<i32>], top: us
 mod tests {
     use crate::Model;
     use std::path::PathBuf;
+
+    /// Every token of the plain output as a stop token (a chat's end of turn,
+    /// as a job takes it): speculating, some end inside an accepted draft,
+    /// where the sequence must be cut back (the digest says so).
+    #[test]
+    fn a_stop_token_inside_an_accepted_draft() {
+        let models = std::env::var_os("DI_TEST_MODELS").map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../build/models"));
+        let model = Model::load(models.join("gqa_untied_q8_0.gguf")).unwrap();
+        let mut s = model.session_default().unwrap();
+        let prompt = vec![1, 5, 9, 2, 33, 7, 5, 9, 2, 33, 7, 5, 9, 2];
+        let job = |stop: Option<i32>| super::Job { prompt: prompt.clone(), max_new: 40, stop: stop.into_iter().collect(),
+                                                   sampling: None, logprobs: None };
+        let full = super::run(&mut s, 1, &[job(None)], None).remove(0).tokens;
+        let mut inside = 0;
+        for &stop in &full {
+            let a = super::run(&mut s, 1, &[job(Some(stop))], None).remove(0);
+            let mut spec = super::Speculation { draft_max: 8, ngram: 3, drafter: None };
+            let b = super::run(&mut s, 1, &[job(Some(stop))], Some(&mut spec)).remove(0);
+            assert!(a.error.is_none() && b.error.is_none());
+            assert_eq!((&a.tokens, a.digest, a.finish, &a.logits), (&b.tokens, b.digest, b.finish, &b.logits), "stop {stop}");
+            inside += (b.accepted > 0 && a.finish == "stop") as usize;
+        }
+        assert!(inside > 0, "no run ended with drafts accepted");
+    }
 
     /// `score` in steps of 2 tokens gives the bits of steps that take each
     /// prompt whole (tests/score.rs checks those against one token at a time).

@@ -33,9 +33,11 @@ mod batch;
 mod generate;
 mod grammar;
 mod llm;
+mod speculate;
+pub use speculate::{Drafter, DRAFT_MAX, DRAFT_MAX_NGRAM};
 pub use generate::{Generated, Generation};
 pub use grammar::{Grammar, GrammarState};
-pub use llm::{Completion, FinishReason, GenerateOptions, Llm, LlmOptions, Prompt, PromptScore};
+pub use llm::{Completion, FinishReason, GenerateOptions, Llm, LlmOptions, Prompt, PromptScore, Speculate};
 
 // ---- Errors -------------------------------------------------------------------
 

@@ -14,11 +14,11 @@
 //! result is bit for bit the prompt's run alone. `Llm::score` gives the
 //! log-probability of every prompt token given the tokens before it.
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use crate::batch::{self, Job};
-use crate::{values, Config, ConfigKey, Digest, Error, Logprobs, Model, ModelKey, Result, SamplingParams,
-            SpecialToken, Status, TokenizeFlags};
+use crate::batch::{self, Job, Speculation};
+use crate::{values, Config, ConfigKey, Digest, Drafter, Error, Logprobs, Model, ModelKey, Result, SamplingParams,
+            SpecialToken, Status, TokenizeFlags, DRAFT_MAX, DRAFT_MAX_NGRAM};
 
 /// How `Llm` runs: threads, sequences generated together, numerics profile
 /// (`values::PROFILE_*`), context length (0: the model's, capped at 4096).
@@ -65,9 +65,23 @@ impl From<&[i32]> for Prompt {
     }
 }
 
+/// Where speculative decoding's drafts come from (`GenerateOptions::speculate`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Speculate {
+    /// Prompt lookup over each sequence's own tokens (`detinfer run --speculate ngram`).
+    Ngram,
+    /// A draft model: a smaller GGUF file of the same vocabulary.
+    DraftModel(PathBuf),
+}
+
 /// Options of `Llm::generate`. `sampling` applies to every prompt (None:
 /// greedy); `per_prompt`, when given, has one entry per prompt. `logprobs:
 /// Some(n)` asks for each token's log-probability and the n most likely.
+/// `speculate`: verify up to `draft_max` (1..32, default 8) draft tokens a
+/// step, from prompt lookup (keys of at most `ngram` tokens, 1..8, default 3)
+/// or a draft model, as `detinfer run --speculate` does: the tokens, digests
+/// and log-probabilities are bit for bit those without it
+/// (`Completion::drafted` and `accepted` say how many drafts ran).
 #[derive(Clone, Debug)]
 pub struct GenerateOptions {
     pub max_new: usize,
@@ -76,12 +90,15 @@ pub struct GenerateOptions {
     pub stop_at_eos: bool,
     pub logits_digests: bool,
     pub logprobs: Option<usize>,
+    pub speculate: Option<Speculate>,
+    pub draft_max: usize,
+    pub ngram: usize,
 }
 
 impl Default for GenerateOptions {
     fn default() -> GenerateOptions {
         GenerateOptions { max_new: 32, sampling: None, per_prompt: None, stop_at_eos: true, logits_digests: false,
-                          logprobs: None }
+                          logprobs: None, speculate: None, draft_max: 8, ngram: 3 }
     }
 }
 
@@ -104,6 +121,10 @@ pub struct Completion {
     /// Per generated token, the digest of the logits row it was chosen from.
     pub logits_digests: Option<Vec<Digest>>,
     pub logprobs: Option<Vec<Logprobs>>,
+    /// With `speculate`: the draft tokens stepped and how many of them decoding
+    /// chose (accepted / drafted is the acceptance rate); None without.
+    pub drafted: Option<usize>,
+    pub accepted: Option<usize>,
 }
 
 /// One prompt's log-probabilities (`Llm::score`): `logprobs[i]` is token
@@ -232,9 +253,31 @@ impl Llm {
 
     /// One `Completion` per prompt, in order; an error names the prompt.
     pub fn generate(&self, prompts: &[Prompt], opts: &GenerateOptions) -> Result<Vec<Completion>> {
-        let mut session = self.model.session(&self.config()?)?;
+        if !(1..=DRAFT_MAX).contains(&opts.draft_max) || !(1..=DRAFT_MAX_NGRAM).contains(&opts.ngram) {
+            return Err(refuse(Status::InvalidArgument, format!(
+                "draft_max {}, ngram {}: draft_max 1..{DRAFT_MAX} and ngram 1..{DRAFT_MAX_NGRAM}", opts.draft_max,
+                opts.ngram)));
+        }
+        let draft_model = match &opts.speculate {
+            Some(Speculate::DraftModel(path)) => {
+                if !path.is_file() {
+                    return Err(refuse(Status::InvalidArgument, format!(
+                        "speculate: draft model {}: no such file", path.display())));
+                }
+                Some(Model::load(path)?)
+            }
+            _ => None,
+        };
+        let config = self.config()?;
+        let drafter = match &draft_model {
+            Some(m) => Some(Drafter::new(&self.model, m, Some(&config))?),
+            None => None,
+        };
+        let mut spec = opts.speculate.as_ref().map(|_| Speculation { draft_max: opts.draft_max, ngram: opts.ngram,
+                                                                    drafter });
+        let mut session = self.model.session(&config)?;
         let jobs = self.jobs(&mut session, prompts, opts)?;
-        let outcomes = batch::run(&mut session, self.opts.max_sequences, &jobs);
+        let outcomes = batch::run(&mut session, self.opts.max_sequences, &jobs, spec.as_mut());
         let mut out = Vec::with_capacity(jobs.len());
         for (i, (job, o)) in jobs.into_iter().zip(outcomes).enumerate() {
             if let Some(e) = o.error {
@@ -253,6 +296,8 @@ impl Llm {
                 prompt_tokens: job.prompt,
                 logits_digests: opts.logits_digests.then_some(o.logits),
                 logprobs: opts.logprobs.map(|_| o.logprobs),
+                drafted: opts.speculate.as_ref().map(|_| o.drafted),
+                accepted: opts.speculate.as_ref().map(|_| o.accepted),
             });
         }
         Ok(out)
