@@ -692,6 +692,12 @@ DI_API di_status di_session_logprobs_at(di_session *session, uint32_t seq, uint3
  * (docs/DETERMINISM.md, "Speculative decoding"). Only the speed changes. */
 #define DI_DRAFT_MAX 32      /* draft tokens di_session_seq_draft_lookup gives at most */
 #define DI_DRAFT_MAX_NGRAM 8 /* the longest key it matches */
+/* The draft length and key length the tools and the bindings use unless told
+ * (measured, docs/PERFORMANCE.md "Speculative decoding"): a step of 1 + k
+ * tokens costs more than a step of one, so long drafts that are mostly
+ * rejected cost more than they save. */
+#define DI_DRAFT_DEFAULT 3
+#define DI_DRAFT_NGRAM_DEFAULT 3
 
 /* (since 1.6) Resolves a draft: seq's entry in the session's last step
  * (which used DI_STEP_ALL_LOGITS) appended at least n_draft + 1 tokens, its

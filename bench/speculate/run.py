@@ -128,7 +128,7 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--max-new", type=int, default=128)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--draft-max", type=int, default=8, help="ours: draft tokens per step at most")
+    ap.add_argument("--draft-max", type=int, default=3, help="ours: draft tokens per step at most (DI_DRAFT_DEFAULT)")
     ap.add_argument("--ngram", type=int, default=3, help="ours: the longest key the lookup matches")
     ap.add_argument("--peer-draft", type=int, default=10, help="llama.cpp: num_pred_tokens (its default 10)")
     ap.add_argument("--peer-ngram", type=int, default=2, help="llama.cpp: max_ngram_size (its default 2)")

@@ -60,7 +60,7 @@ type BatchOptions struct {
 	// Speculate: "" (none), "ngram" (prompt lookup over each sequence's own
 	// tokens, keys of at most Ngram tokens, 1..8, 0: 3) or a draft model's
 	// path (a smaller GGUF of the same vocabulary), verifying up to DraftMax
-	// (1..32, 0: 8) draft tokens a step, as detinfer run --speculate does.
+	// (1..32, 0: DraftDefault) draft tokens a step, as detinfer run --speculate does.
 	// The tokens, digests and log-probabilities are bit for bit those
 	// without it; Completion.Drafted and .Accepted say how many drafts ran.
 	Speculate string
@@ -181,14 +181,14 @@ func (l *LLM) speculation(opts BatchOptions) (*speculation, error) {
 	const op = "LLM.Generate"
 	spec := &speculation{draftMax: opts.DraftMax, ngram: opts.Ngram}
 	if spec.draftMax == 0 {
-		spec.draftMax = 8
+		spec.draftMax = DraftDefault
 	}
 	if spec.ngram == 0 {
-		spec.ngram = 3
+		spec.ngram = DraftNgramDefault
 	}
 	if spec.draftMax < 1 || spec.draftMax > DraftMax || spec.ngram < 1 || spec.ngram > DraftMaxNgram {
-		return nil, refuse(op, ErrInvalidArgument, "DraftMax %d, Ngram %d: DraftMax 1..%d and Ngram 1..%d (0: 8 and 3)",
-			opts.DraftMax, opts.Ngram, DraftMax, DraftMaxNgram)
+		return nil, refuse(op, ErrInvalidArgument, "DraftMax %d, Ngram %d: DraftMax 1..%d and Ngram 1..%d (0: %d and %d)",
+			opts.DraftMax, opts.Ngram, DraftMax, DraftMaxNgram, DraftDefault, DraftNgramDefault)
 	}
 	switch opts.Speculate {
 	case "":

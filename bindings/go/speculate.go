@@ -16,6 +16,9 @@ import (
 const (
 	DraftMax      = C.DI_DRAFT_MAX       // draft tokens a lookup or a drafter gives at most
 	DraftMaxNgram = C.DI_DRAFT_MAX_NGRAM // the longest key a lookup matches
+	// DraftDefault and DraftNgramDefault: the lengths used unless told (measured)
+	DraftDefault      = C.DI_DRAFT_DEFAULT
+	DraftNgramDefault = C.DI_DRAFT_NGRAM_DEFAULT
 )
 
 // LogitsDigestAt is the digest of position index of what seq appended in the

@@ -14,6 +14,11 @@
 
 #include <detinfer.h>
 
+/* A macro's value as a string literal, for help texts that name a header's
+ * constant: "(default " CLI_STR(DI_DRAFT_DEFAULT) ")". */
+#define CLI_STR(x) CLI_STR_(x)
+#define CLI_STR_(x) #x
+
 /* Exit codes of every subcommand. */
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAIL 1  /* a mismatch, a failed check or a library error */

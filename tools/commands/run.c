@@ -48,8 +48,10 @@ static const cli_option options[] = {
     [OPT_GRAMMAR] = {"--grammar", "FILE", "generate only text of the GBNF grammar in FILE (docs/STRUCTURED.md)"},
     [OPT_JSON_SCHEMA] = {"--json-schema", "FILE", "generate only JSON the schema in FILE allows"},
     [OPT_SPECULATE] = {"--speculate", "ngram|FILE", "verify drafts several tokens a step, from prompt lookup or a draft model of the same vocabulary: the same output, bit for bit"},
-    [OPT_DRAFT_MAX] = {"--draft-max", "N", "with --speculate, draft tokens per step at most, 1..32 (default 8)"},
-    [OPT_NGRAM] = {"--ngram", "N", "with --speculate, the longest key the lookup matches, 1..8 (default 3)"},
+    [OPT_DRAFT_MAX] = {"--draft-max", "N", "with --speculate, draft tokens per step at most, 1.." CLI_STR(DI_DRAFT_MAX)
+                      " (default " CLI_STR(DI_DRAFT_DEFAULT) ")"},
+    [OPT_NGRAM] = {"--ngram", "N", "with --speculate, the longest key the lookup matches, 1.." CLI_STR(DI_DRAFT_MAX_NGRAM)
+                  " (default " CLI_STR(DI_DRAFT_NGRAM_DEFAULT) ")"},
     {NULL, NULL, NULL},
 };
 
@@ -176,7 +178,7 @@ static int apply_option(int k, const char *v, void *opts)
 static int parse(int argc, char **argv, run_opts *o)
 {
     *o = (run_opts){.max_new = 32, .threads = 1, .backend = DI_BACKEND_CPU, .profile = CLI_DEFAULT_PROFILE,
-                    .add_bos = 1, .stop_at_eos = 1, .draft_max = 8, .ngram = 3};
+                    .add_bos = 1, .stop_at_eos = 1, .draft_max = DI_DRAFT_DEFAULT, .ngram = DI_DRAFT_NGRAM_DEFAULT};
     di_sampling_params_init(&o->sampling);
     int rc = cli_parse_options(&command, argc, argv, apply_option, o, NULL);
     if (rc != CLI_EXIT_OK)

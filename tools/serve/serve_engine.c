@@ -30,7 +30,7 @@
 /* --speculate: a step's tokens in all that drafts may bring it to, and the
  * longest key of the prompt lookup (docs/SERVING.md, "Speculation"). */
 #define SV_DRAFT_STEP_TOKENS 16
-#define SV_DRAFT_NGRAM 3
+#define SV_DRAFT_NGRAM DI_DRAFT_NGRAM_DEFAULT
 
 struct sv_engine {
     pthread_mutex_t lock;

@@ -59,7 +59,8 @@ static const cli_option options[] = {
     [OPT_MAX_TOKENS_DEFAULT] = {"--max-tokens-default", "N", "a chat's max_tokens when it gives none (default 256)"},
     [OPT_MAX_PROMPTS] = {"--max-prompts", "N", "prompts one /v1/completions request may list, 1..1024 (default 32)"},
     [OPT_SPECULATE] = {"--speculate", "ngram", "verify prompt-lookup drafts several tokens a step: the same answers, bit for bit"},
-    [OPT_DRAFT_MAX] = {"--draft-max", "N", "with --speculate, draft tokens per sequence and step at most, 1..32 (default 8)"},
+    [OPT_DRAFT_MAX] = {"--draft-max", "N", "with --speculate, draft tokens per sequence and step at most, 1.." CLI_STR(DI_DRAFT_MAX)
+                      " (default " CLI_STR(DI_DRAFT_DEFAULT) ")"},
     {NULL, NULL, NULL},
 };
 
@@ -348,7 +349,7 @@ int cli_cmd_serve(int argc, char **argv)
                           .chunk = 64, .max_body = 1 << 20, .max_connections_per_ip = 32, .request_timeout = 10,
                           .drain_timeout = 30, .backend = DI_BACKEND_CPU, .profile = CLI_DEFAULT_PROFILE,
                           .max_n = 8, .max_tokens_default = 256, .max_prompts = 32,
-                          .draft_max = 8};
+                          .draft_max = DI_DRAFT_DEFAULT};
     int rc = cli_parse_options(&command, argc, argv, apply_option, &srv.cfg, NULL);
     if (rc)
         return rc < 0 ? CLI_EXIT_OK : rc;

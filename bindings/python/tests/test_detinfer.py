@@ -61,6 +61,13 @@ def test_flags_match_the_header(header):
         assert int(re.search(r"#define %s (0x[0-9a-f]+)u" % name, header).group(1), 16) == value
 
 
+def test_draft_constants_match_the_header(header):
+    for name, value in [("DI_DRAFT_MAX", detinfer.DRAFT_MAX), ("DI_DRAFT_MAX_NGRAM", detinfer.DRAFT_MAX_NGRAM),
+                        ("DI_DRAFT_DEFAULT", detinfer.DRAFT_DEFAULT),
+                        ("DI_DRAFT_NGRAM_DEFAULT", detinfer.DRAFT_NGRAM_DEFAULT)]:
+        assert int(re.search(r"#define %s (\d+)" % name, header).group(1)) == value, name
+
+
 def test_version_matches_the_header(header):
     want = re.search(r'#define DI_VERSION_STRING "(.*)"', header).group(1)
     assert detinfer.version() == want

@@ -18,7 +18,7 @@ loader's path. Distribution name on PyPI:
 libdetinfer (PyPI's "detinfer" is an unrelated project).
 """
 
-from ._api import (DRAFT_MAX, DRAFT_MAX_NGRAM, STEP_ALL_LOGITS, TOKENIZE_ADD_BOS, TOKENIZE_PARSE_SPECIAL, Backend,
+from ._api import (DRAFT_DEFAULT, DRAFT_MAX, DRAFT_MAX_NGRAM, DRAFT_NGRAM_DEFAULT, STEP_ALL_LOGITS, TOKENIZE_ADD_BOS, TOKENIZE_PARSE_SPECIAL, Backend,
                    Config, ConfigKey, CpuPath, DetinferError, Drafter, GeneratedToken, Generation, Grammar, GrammarState,
                    Logits, Logprobs,
                    Model, ModelKey, Profile, SamplingParams, Sequence, Session, SpecialToken, Status,
@@ -31,7 +31,7 @@ __version__ = "0.4.0"
 
 __all__ = [
     "LLM", "Completion", "PromptScore", "Stream",
-    "Backend", "Config", "ConfigKey", "CpuPath", "DRAFT_MAX", "DRAFT_MAX_NGRAM", "DetinferError", "Drafter",
+    "Backend", "Config", "ConfigKey", "CpuPath", "DRAFT_DEFAULT", "DRAFT_MAX", "DRAFT_MAX_NGRAM", "DRAFT_NGRAM_DEFAULT", "DetinferError", "Drafter",
     "GeneratedToken", "Generation", "Grammar",
     "GrammarState",
     "LibraryNotFoundError", "Logits", "Logprobs", "Model", "ModelKey", "Profile", "STEP_ALL_LOGITS",

@@ -106,6 +106,8 @@ TOKENIZE_PARSE_SPECIAL = 0x2
 STEP_ALL_LOGITS = 0x1
 DRAFT_MAX = 32       # DI_DRAFT_MAX: draft tokens a lookup or a drafter gives at most
 DRAFT_MAX_NGRAM = 8  # DI_DRAFT_MAX_NGRAM: the longest key a lookup matches
+DRAFT_DEFAULT = 3    # DI_DRAFT_DEFAULT: the draft length used unless told (measured)
+DRAFT_NGRAM_DEFAULT = 3  # DI_DRAFT_NGRAM_DEFAULT: the key length used unless told
 
 
 class GrammarState(enum.IntFlag):
@@ -724,7 +726,8 @@ class Session(_Handle):
             self._call("di_session_logits_at", seq, index, C.byref(ptr), C.byref(digest))
         return digest.hex()
 
-    def draft_lookup(self, seq: int, next_token: int, ngram: int = 3, max_draft: int = 8) -> List[int]:
+    def draft_lookup(self, seq: int, next_token: int, ngram: int = DRAFT_NGRAM_DEFAULT,
+                     max_draft: int = DRAFT_DEFAULT) -> List[int]:
         """A prompt-lookup draft (di_session_seq_draft_lookup, DETINFER_1.6):
         after seq's tokens and next_token, the tokens that followed the longest
         key of at most `ngram` (1..DRAFT_MAX_NGRAM) tokens ending that history
@@ -897,7 +900,7 @@ class Drafter(_Handle):
         self._handle = handle.value
         self.model, self.draft = model, draft  # kept alive as long as the drafter
 
-    def propose(self, session: Session, seq: int, next_token: int, max_draft: int = 8) -> List[int]:
+    def propose(self, session: Session, seq: int, next_token: int, max_draft: int = DRAFT_DEFAULT) -> List[int]:
         """Up to max_draft (0..DRAFT_MAX) tokens the draft model chooses
         greedily after seq's tokens and next_token (di_drafter_propose).
         Changes nothing in session."""

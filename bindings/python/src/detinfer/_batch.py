@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Collection, Dict, Generator, Iterator, List, Optional, Sequence, Tuple
 
-from ._api import DetinferError, Drafter, Grammar, Logprobs, Model, ModelKey, SamplingParams, Session, Status
+from ._api import DRAFT_DEFAULT, DRAFT_NGRAM_DEFAULT, DetinferError, Drafter, Grammar, Logprobs, Model, ModelKey, SamplingParams, Session, Status
 
 
 def context_of(model: Model, context_length: int) -> int:
@@ -54,8 +54,8 @@ class Speculation:
     (di_session_seq_accept_draft). The tokens, digests and log-probabilities
     are bit for bit those without it; only the number of steps changes."""
 
-    draft_max: int = 8
-    ngram: int = 3
+    draft_max: int = DRAFT_DEFAULT
+    ngram: int = DRAFT_NGRAM_DEFAULT
     drafter: Optional[Drafter] = None
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import (Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence as Seq, Set, Tuple,
                     Union)
 
-from ._api import (DRAFT_MAX, DRAFT_MAX_NGRAM, DetinferError, Drafter, GeneratedToken, Logprobs, Model, Profile,
+from ._api import (DRAFT_DEFAULT, DRAFT_MAX, DRAFT_MAX_NGRAM, DRAFT_NGRAM_DEFAULT, DetinferError, Drafter, GeneratedToken, Logprobs, Model, Profile,
                    SamplingParams, Status, chat_turn_end)
 from ._batch import Batch, Job, Outcome, Speculation, context_of, context_overflow, score_prompts
 from ._lib import library
@@ -276,8 +276,8 @@ class LLM:
     def generate(self, prompts: Union[Prompt, Seq[Prompt]],
                  sampling: Union[None, SamplingParams, Seq[Optional[SamplingParams]]] = None,
                  max_new: int = 32, stop_at_eos: bool = True, logits_digests: bool = False,
-                 logprobs: Optional[int] = None, speculate: Optional[str] = None, draft_max: int = 8,
-                 ngram: int = 3) -> List[Completion]:
+                 logprobs: Optional[int] = None, speculate: Optional[str] = None, draft_max: int = DRAFT_DEFAULT,
+                 ngram: int = DRAFT_NGRAM_DEFAULT) -> List[Completion]:
         """One Completion per prompt, in order. prompts: a list of texts
         (tokenized with BOS as the model asks, special-token text as plain
         text) or token-id lists; one text alone is a list of one. sampling:
@@ -327,8 +327,8 @@ class LLM:
 
     def chat(self, messages: Iterable[Message], template: Optional[str] = None,
              sampling: Optional[SamplingParams] = None, max_new: int = 32, logits_digests: bool = False,
-             logprobs: Optional[int] = None, speculate: Optional[str] = None, draft_max: int = 8,
-             ngram: int = 3) -> Completion:
+             logprobs: Optional[int] = None, speculate: Optional[str] = None, draft_max: int = DRAFT_DEFAULT,
+             ngram: int = DRAFT_NGRAM_DEFAULT) -> Completion:
         """The assistant's reply to a chat ((role, content) pairs or dicts), in
         the built-in template named by `template`, else the file's own, else
         its architecture's (ARCHITECTURE_CHAT_TEMPLATES, with a warning the

@@ -117,6 +117,8 @@ pub const DI_STEP_ALL_LOGITS: u32 = 0x1;
 
 pub const DI_DRAFT_MAX: u32 = 32;
 pub const DI_DRAFT_MAX_NGRAM: u32 = 8;
+pub const DI_DRAFT_DEFAULT: u32 = 3;
+pub const DI_DRAFT_NGRAM_DEFAULT: u32 = 3;
 
 /// XXH3-128 in canonical (big-endian) byte order; never grows.
 #[repr(C)]

@@ -296,7 +296,7 @@ pub(crate) fn score(s: &mut Session, slots: usize, prompts: &[Vec<i32>], top: us
 
 #[cfg(test)]
 mod tests {
-    use crate::Model;
+    use crate::{Model, DRAFT_DEFAULT, DRAFT_NGRAM_DEFAULT};
     use std::path::PathBuf;
 
     /// Every token of the plain output as a stop token (a chat's end of turn,
@@ -315,7 +315,7 @@ mod tests {
         let mut inside = 0;
         for &stop in &full {
             let a = super::run(&mut s, 1, &[job(Some(stop))], None).remove(0);
-            let mut spec = super::Speculation { draft_max: 8, ngram: 3, drafter: None };
+            let mut spec = super::Speculation { draft_max: DRAFT_DEFAULT, ngram: DRAFT_NGRAM_DEFAULT, drafter: None };
             let b = super::run(&mut s, 1, &[job(Some(stop))], Some(&mut spec)).remove(0);
             assert!(a.error.is_none() && b.error.is_none());
             assert_eq!((&a.tokens, a.digest, a.finish, &a.logits), (&b.tokens, b.digest, b.finish, &b.logits), "stop {stop}");

@@ -34,7 +34,7 @@ mod generate;
 mod grammar;
 mod llm;
 mod speculate;
-pub use speculate::{Drafter, DRAFT_MAX, DRAFT_MAX_NGRAM};
+pub use speculate::{Drafter, DRAFT_DEFAULT, DRAFT_MAX, DRAFT_MAX_NGRAM, DRAFT_NGRAM_DEFAULT};
 pub use generate::{Generated, Generation};
 pub use grammar::{Grammar, GrammarState};
 pub use llm::{Completion, FinishReason, GenerateOptions, Llm, LlmOptions, Prompt, PromptScore, Speculate};

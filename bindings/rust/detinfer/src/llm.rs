@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 
 use crate::batch::{self, Job, Speculation};
 use crate::{values, Config, ConfigKey, Digest, Drafter, Error, Logprobs, Model, ModelKey, Result, SamplingParams,
-            SpecialToken, Status, TokenizeFlags, DRAFT_MAX, DRAFT_MAX_NGRAM};
+            SpecialToken, Status, TokenizeFlags, DRAFT_DEFAULT, DRAFT_MAX, DRAFT_MAX_NGRAM,
+            DRAFT_NGRAM_DEFAULT};
 
 /// How `Llm` runs: threads, sequences generated together, numerics profile
 /// (`values::PROFILE_*`), context length (0: the model's, capped at 4096).
@@ -77,7 +78,7 @@ pub enum Speculate {
 /// Options of `Llm::generate`. `sampling` applies to every prompt (None:
 /// greedy); `per_prompt`, when given, has one entry per prompt. `logprobs:
 /// Some(n)` asks for each token's log-probability and the n most likely.
-/// `speculate`: verify up to `draft_max` (1..32, default 8) draft tokens a
+/// `speculate`: verify up to `draft_max` (1..32, default `DI_DRAFT_DEFAULT`, 3) draft tokens a
 /// step, from prompt lookup (keys of at most `ngram` tokens, 1..8, default 3)
 /// or a draft model, as `detinfer run --speculate` does: the tokens, digests
 /// and log-probabilities are bit for bit those without it
@@ -98,7 +99,8 @@ pub struct GenerateOptions {
 impl Default for GenerateOptions {
     fn default() -> GenerateOptions {
         GenerateOptions { max_new: 32, sampling: None, per_prompt: None, stop_at_eos: true, logits_digests: false,
-                          logprobs: None, speculate: None, draft_max: 8, ngram: 3 }
+                          logprobs: None, speculate: None, draft_max: DRAFT_DEFAULT,
+                          ngram: DRAFT_NGRAM_DEFAULT }
     }
 }
 

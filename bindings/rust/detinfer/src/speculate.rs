@@ -10,6 +10,10 @@ use crate::{check, sys, text, Config, Digest, ErrBuf, Error, Model, Result, Sess
 pub const DRAFT_MAX: usize = sys::DI_DRAFT_MAX as usize;
 /// The longest key a lookup matches (DI_DRAFT_MAX_NGRAM).
 pub const DRAFT_MAX_NGRAM: usize = sys::DI_DRAFT_MAX_NGRAM as usize;
+/// The draft length used unless told (DI_DRAFT_DEFAULT; measured).
+pub const DRAFT_DEFAULT: usize = sys::DI_DRAFT_DEFAULT as usize;
+/// The key length used unless told (DI_DRAFT_NGRAM_DEFAULT).
+pub const DRAFT_NGRAM_DEFAULT: usize = sys::DI_DRAFT_NGRAM_DEFAULT as usize;
 
 impl<'m> Session<'m> {
     /// The digest of position `index` of what seq appended in the last step
