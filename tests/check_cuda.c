@@ -15,6 +15,7 @@
  */
 #include <check.h>
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -699,6 +700,47 @@ START_TEST(test_emulated_gpu_digests_equal)
 }
 END_TEST
 
+/* The sessions of one model on one device read one copy of its file: a
+ * second session adds the first one's device memory less the file's copy
+ * (the same settings, the same buffers), both give
+ * the CPU's digests, the second still does after the first is freed, and
+ * when both are gone no device memory is left (the emulation counts it,
+ * emu_allocated_bytes). */
+START_TEST(test_emulated_gpu_shares_the_model)
+{
+    const char *emu = getenv("DI_TEST_CUDA_EMU"), *name = "gemma3_q8_0";
+    di_model *m = tu_load(name);
+    di_session *a = emulated_session_or_skip(m, 0);
+    if (!a) {
+        di_model_free(m);
+        return;
+    }
+    void *h = dlopen(emu, RTLD_NOW | RTLD_NOLOAD);
+    size_t (*allocated)(void) = h ? (size_t (*)(void))dlsym(h, "emu_allocated_bytes") : NULL;
+    ck_assert_msg(allocated != NULL, "emu_allocated_bytes: %s", dlerror());
+    struct stat st;
+    ck_assert_int_eq(stat(tu_model_path(name, ".gguf"), &st), 0);
+    const size_t one = allocated();
+    di_session *b = cuda_session_or_null(m, emu);
+    ck_assert_ptr_nonnull(b);
+    const size_t two = allocated();
+    /* the first session's bytes are the second's (the same settings) and the
+     * file's copy, with its few bytes of slack */
+    const size_t copy = one - (two - one);
+    ck_assert_msg(two > one && copy >= (size_t)st.st_size && copy < (size_t)st.st_size + 64,
+                  "the first session holds %zu bytes, the second added %zu, the file is %lld", one, two - one,
+                  (long long)st.st_size);
+    model_tokens(name, m, 12, 5, g_tokens);
+    compare_with_cpu("shared, first session", m, a, g_tokens, 12, 4);
+    di_session_free(a);
+    compare_with_cpu("shared, second session after the first is freed", m, b, g_tokens, 12, 4);
+    di_session_free(b);
+    ck_assert_uint_eq(allocated(), 0);
+    dlclose(h);
+    di_model_free(m);
+}
+END_TEST
+
 /* Sampled tokens through the emulated plugin: two models (a llama and a
  * gemma3) in make check, the seven quick ones with DI_TEST_EMU_FULL=1. */
 START_TEST(test_emulated_gpu_samples_equal)
@@ -908,6 +950,7 @@ Suite *cuda_suite(void)
     tc = tcase_create("emulated gpu");
     tcase_set_timeout(tc, 1800);
     tcase_add_loop_test(tc, test_emulated_gpu_digests_equal, 0, tu_n_models());
+    tcase_add_test(tc, test_emulated_gpu_shares_the_model);
     tcase_add_loop_test(tc, test_emulated_gpu_samples_equal, 0,
                         (int)(sizeof emu_quick_models / sizeof emu_quick_models[0]));
     tcase_add_test(tc, test_emulated_gpu_longrope_short_factors);

@@ -17,6 +17,7 @@
 #include <ucontext.h>
 
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #define MAX_THREADS 1024u
@@ -214,17 +215,30 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 
+/* Device memory in use, for the tests (emu_allocated_bytes). */
+static std::unordered_map<void *, size_t> allocated;
+
+extern "C" size_t emu_allocated_bytes(void)
+{
+    size_t n = 0;
+    for (const auto &a : allocated)
+        n += a.second;
+    return n;
+}
+
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
     *p = malloc(bytes ? bytes : 1);
     if (!*p)
         return cudaErrorMemoryAllocation;
     memset(*p, 0xff, bytes); /* NaN floats: reading unwritten memory shows */
+    allocated[*p] = bytes;
     return cudaSuccess;
 }
 
 cudaError_t cudaFree(void *p)
 {
+    allocated.erase(p);
     free(p);
     return cudaSuccess;
 }

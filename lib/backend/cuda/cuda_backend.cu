@@ -6,6 +6,7 @@
  * create() reports DI_ERR_BACKEND_UNAVAILABLE and nothing else happens.
  * The device profile differs only in its matrix products (cuda_blas.cu).
  */
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,13 +126,87 @@ static di_status pick_device(dc_state *s, int ordinal, char *err, size_t err_siz
     return DI_OK;
 }
 
+/* The model files on the devices: one copy per model and device, which
+ * every session of that model on that device reads; the first session
+ * uploads it, the last one frees it. Beyond FILE_COPIES pairs a session
+ * keeps a copy of its own. */
+#define FILE_COPIES 16
+static struct file_copy {
+    const di_model *model;
+    int device;
+    uint8_t *bytes;
+    unsigned sessions;
+} file_copies[FILE_COPIES];
+static pthread_mutex_t file_copies_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The file's bytes on the device, then DC_FILE_SLACK zero bytes (read past
+ * a word near the end, never used). */
+static cudaError_t copy_file(const di_model *m, uint8_t **out)
+{
+    static const uint8_t zeros[DC_FILE_SLACK] = {0};
+    *out = NULL;
+    cudaError_t e = cudaMalloc((void **)out, m->map_size + DC_FILE_SLACK);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(*out + m->map_size, zeros, DC_FILE_SLACK, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(*out, m->map, m->map_size, cudaMemcpyHostToDevice);
+    if (e != cudaSuccess && *out) {
+        cudaFree(*out);
+        *out = NULL;
+    }
+    return e;
+}
+
+/* s->file: the shared copy of s's model on s's device, made when there is
+ * none; a copy of s's own (s->own_file) when the table is full. */
+static cudaError_t share_file(dc_state *s)
+{
+    pthread_mutex_lock(&file_copies_lock);
+    struct file_copy *free_slot = NULL;
+    cudaError_t e = cudaSuccess;
+    for (int i = 0; i < FILE_COPIES && !s->file; i++) {
+        struct file_copy *c = &file_copies[i];
+        if (c->sessions && c->model == s->model && c->device == s->device) {
+            c->sessions++;
+            s->file = c->bytes;
+        } else if (!c->sessions && !free_slot) {
+            free_slot = c;
+        }
+    }
+    if (!s->file) {
+        e = copy_file(s->model, &s->file);
+        if (e == cudaSuccess && free_slot)
+            *free_slot = (struct file_copy){s->model, s->device, s->file, 1};
+        s->own_file = e == cudaSuccess && !free_slot;
+    }
+    pthread_mutex_unlock(&file_copies_lock);
+    return e;
+}
+
+/* Lets go of s->file: the copy goes when its last session does. */
+static void release_file(dc_state *s)
+{
+    if (!s->file)
+        return;
+    if (s->own_file) {
+        cudaFree(s->file);
+        return;
+    }
+    pthread_mutex_lock(&file_copies_lock);
+    for (int i = 0; i < FILE_COPIES; i++) {
+        struct file_copy *c = &file_copies[i];
+        if (c->sessions && c->bytes == s->file && --c->sessions == 0) {
+            cudaFree(c->bytes);
+            *c = (struct file_copy){NULL, 0, NULL, 0};
+        }
+    }
+    pthread_mutex_unlock(&file_copies_lock);
+}
+
 static di_status upload_model(dc_state *s, char *err, size_t err_size)
 {
     const di_model *m = s->model;
-    TRY(dev_alloc(s, m->map_size + DC_FILE_SLACK, (void **)&s->file), "model file: cudaMalloc");
-    static const uint8_t zeros[DC_FILE_SLACK] = {0}; /* read past a word near the end, never used */
-    TRY(cudaMemcpy(s->file + m->map_size, zeros, DC_FILE_SLACK, cudaMemcpyHostToDevice), "model file: slack");
-    TRY(cudaMemcpy(s->file, m->map, m->map_size, cudaMemcpyHostToDevice), "model file: cudaMemcpy");
+    TRY(share_file(s), "model file");
     s->tok_embd = device_weight(s, &m->tok_embd);
     s->output = device_weight(s, &m->output);
     TRY(upload_floats(s, m->output_norm, m->n_embd, &s->output_norm), "output norm");
@@ -219,6 +294,7 @@ static void destroy(void *state)
     cudaSetDevice(s->device);
     for (uint32_t i = 0; i < s->n_graphs; i++)
         cudaGraphExecDestroy(s->graphs[i].exec);
+    release_file(s);
     dc_blas_destroy(s);
     if (s->stream)
         cudaStreamDestroy(s->stream);

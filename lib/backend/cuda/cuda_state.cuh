@@ -31,7 +31,9 @@ typedef struct dc_state {
     di_backend_params params;
     int device;
     cudaStream_t stream;
-    uint8_t *file;             /* the model file's bytes, as mapped on the host */
+    uint8_t *file;             /* the model file's bytes, as mapped on the host: the copy
+                                  the sessions of this model on this device share */
+    int own_file;              /* 1: a copy of this session's own (cuda_backend.cu) */
     void **allocations;        /* every other cudaMalloc, freed at destroy */
     size_t n_allocations, cap_allocations;
     dc_layer *layers;          /* [n_layer], host array of device pointers */
