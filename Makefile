@@ -514,5 +514,6 @@ clean:
 include tools/detinfer.mk
 # The CUDA plugin (lib/backend/cuda, kernels/cuda): make cuda.
 include lib/backend/cuda/cuda.mk
-# llama.cpp on a GPU as the peer (bench/gpu-peer.sh): make gpu-peer.
-include bench/gpu-peer.mk
+# llama.cpp on a GPU as the peer (bench/gpu-peer.sh): make gpu-peer. Optional: the
+# Python sdist ships the Makefile without bench/.
+-include bench/gpu-peer.mk
