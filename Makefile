@@ -358,7 +358,7 @@ TSAN_MODELS := gqa_untied_q8_0 gemma3_f32 mha_tied_q4_1
 # (drafts resolved in the engine's steps) take seconds
 SERVE_TSAN_TESTS := tests/serve/test_attack.py tests/serve/test_load.py tests/serve/test_security.py \
                     tests/serve/test_openai.py tests/serve/test_replay.py tests/serve/test_structured.py \
-                    tests/serve/test_echo.py tests/serve/test_speculate.py tests/serve/test_tools.py
+                    tests/serve/test_echo.py tests/serve/test_speculate.py
 .PHONY: check-serve-tsan
 check-serve-tsan: $(MODELS)/tokenizers.txt $(MODELS)/real.txt
 	$(MAKE) SANITIZE=thread build-tsan/tools/detinfer build-tsan/tests/serve_net_key
