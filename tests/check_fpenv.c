@@ -1,6 +1,6 @@
 /*
  * check_fpenv.c — the host's floating-point state changes no bit
- * (kernels/cpu/fpenv.h): rounding toward +inf, -inf and zero, and flush-to-zero with
+ * (lib/base/fpenv.h): rounding toward +inf, -inf and zero, and flush-to-zero with
  * denormals-are-zero, set before or after the session is created, on every
  * CPU path this machine runs, with 1 to 4 threads, give the digests of the
  * default environment; and every call leaves the caller's state (mode and
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_ops.h"
-#include "kernels/cpu/fpenv.h"
+#include "lib/base/fpenv.h"
 #include "test_util.h"
 
 #define FPENV_MODEL "subnormal_f32"

@@ -16,7 +16,7 @@
  * public entry point pinned.
  */
 #include "kernels/cpu/threadpool.h"
-#include "kernels/cpu/fpenv.h"
+#include "lib/base/fpenv.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,14 +1,14 @@
 /*
  * cpu_path.c — the public calls on the CPU kernel paths (di_cpu_path_name,
  * di_cpu_path_resolve) over the CPU kernels' own selection
- * (kernels/cpu/cpu_ops.h), which every CPU session uses too.
+ * (lib/backend/cpu/host_ops.h), which every CPU session uses too.
  */
-#include "kernels/cpu/cpu_ops.h"
+#include "lib/backend/cpu/host_ops.h"
 #include "lib/base/errors.h"
 
 DI_API const char *di_cpu_path_name(di_cpu_path path)
 {
-    return di_cpu_ops_path_name(path);
+    return di_host_cpu_path_name(path);
 }
 
 DI_API di_status di_cpu_path_resolve(di_cpu_path requested, di_cpu_path *path, char *errbuf,
@@ -20,9 +20,5 @@ DI_API di_status di_cpu_path_resolve(di_cpu_path requested, di_cpu_path *path, c
     if (requested < DI_CPU_PATH_AUTO || requested > DI_CPU_PATH_AVX512)
         return di_error(errbuf, errbuf_size, DI_ERR_INVALID_ARGUMENT,
                         "unknown CPU path %d: expected 0 (auto) to 3 (avx512)", (int)requested);
-    const di_cpu_ops *ops;
-    di_status st = di_cpu_ops_select(requested, &ops, errbuf, errbuf_size);
-    if (st == DI_OK)
-        *path = ops->path;
-    return st;
+    return di_host_cpu_path_select(requested, path, errbuf, errbuf_size);
 }

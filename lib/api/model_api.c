@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "kernels/cpu/fpenv.h"
+#include "lib/base/fpenv.h"
 #include "lib/model/model.h"
 
 /* Loading computes (scales, conversions of metadata): under the pinned

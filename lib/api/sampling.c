@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu_kernels.h"
+#include "lib/backend/cpu/host_ops.h"
 #include "lib/base/errors.h"
 #include "kernels/common/numerics.h"
 
@@ -161,7 +161,7 @@ void di_running_sum_init(di_running_sum *r)
 }
 
 /* Term i goes to lane i % 32 of its chunk of DI_CHUNK terms; a finished
- * chunk is added into the totals (the first taken as it is), as di_cpu_sum. */
+ * chunk is added into the totals (the first taken as it is), as di_host_sum. */
 void di_running_sum_add(di_running_sum *r, float x)
 {
     const uint32_t lane = r->n % DI_LANES;
@@ -271,7 +271,7 @@ float di_softmax_weights(const float *z, uint32_t n, float max, float *w)
 {
     for (uint32_t v = 0; v < n; v++)
         w[v] = z[v] != z[v] ? 0.0f : z[v] == max ? 1.0f : di_expf(z[v] - max);
-    return di_cpu_sum(w, n);
+    return di_host_sum(w, n);
 }
 
 /* ---- the steps --------------------------------------------------------------- */
@@ -371,7 +371,7 @@ int32_t di_sample(di_sampler *s, const di_sampling_params *p, const float *logit
     if (has_penalties(p))
         apply_penalties(s, p, window, n_window);
     if (p->temperature == 0.0f)
-        return (int32_t)di_cpu_argmax(s->z, n_vocab);
+        return (int32_t)di_host_argmax(s->z, n_vocab);
 
     /* step 2 and the candidates */
     order o = {.z = s->z, .heap = s->heap, .ord = s->ord};
@@ -400,7 +400,7 @@ int32_t di_sample(di_sampler *s, const di_sampling_params *p, const float *logit
             s->p[v] = s->z[v] == max ? 1.0f : di_expf(s->z[v] - max);
         }
     }
-    const float sum = top_k_cut ? di_cpu_sum(s->p, n_vocab) : di_softmax_weights(s->z, n_vocab, max, s->p);
+    const float sum = top_k_cut ? di_host_sum(s->p, n_vocab) : di_softmax_weights(s->z, n_vocab, max, s->p);
     for (uint32_t v = 0; v < n_vocab; v++)
         s->p[v] = s->p[v] / sum;
 
@@ -414,17 +414,17 @@ int32_t di_sample(di_sampler *s, const di_sampling_params *p, const float *logit
     /* step 6: the kept mass, summed in token-id order, scales the uniform */
     float mass;
     if (k.n_top == o.limit && k.threshold == 0.0f) {
-        mass = di_cpu_sum(s->p, n_vocab); /* every candidate within the top-k */
+        mass = di_host_sum(s->p, n_vocab); /* every candidate within the top-k */
     } else if (k.n_top == o.limit && !top_k_cut) {
         for (uint32_t v = 0; v < n_vocab; v++)
             s->kept[v] = s->p[v] >= k.threshold && s->z[v] == s->z[v] ? s->p[v] : 0.0f;
-        mass = di_cpu_sum(s->kept, n_vocab);
+        mass = di_host_sum(s->kept, n_vocab);
     } else { /* the kept candidates are all in s->ord already */
         memset(s->kept, 0, (size_t)n_vocab * sizeof *s->kept);
         for (uint32_t j = 0; j < k.n_top; j++)
             if (is_kept(s, &k, j))
                 s->kept[s->ord[j]] = s->p[s->ord[j]];
-        mass = di_cpu_sum(s->kept, n_vocab);
+        mass = di_host_sum(s->kept, n_vocab);
     }
     const float target = di_sample_uniform(p->seed, position) * mass;
     return inverse_cdf(s, &o, &k, target);

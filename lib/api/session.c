@@ -17,7 +17,7 @@
 
 #include "lib/api/config.h"
 #include "lib/api/digest.h"
-#include "kernels/cpu/fpenv.h"
+#include "lib/base/fpenv.h"
 #include "lib/base/growable.h"
 #include "lib/api/logprobs.h"
 #include "lib/model/model.h"

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/fpenv.h"
+#include "lib/base/fpenv.h"
 #include "lib/model/model.h"
 #include "kernels/common/numerics.h"
 #include "lib/api/session_internal.h"

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "lib/base/growable.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "lib/backend/cpu/host_ops.h"
 #include "lib/model/model.h"
 #include "lib/api/session_internal.h"
 
@@ -30,7 +30,7 @@ static void take_row(di_session *s, sequence *q, size_t row)
     const float *logits = s->all_logits + row * n_vocab;
     memcpy(q->last_logits, logits, (size_t)n_vocab * sizeof *logits);
     q->last_digest = s->all_digests[row];
-    q->greedy = (int32_t)di_cpu_argmax(logits, n_vocab);
+    q->greedy = (int32_t)di_host_argmax(logits, n_vocab);
     q->has_result = 1;
 }
 

@@ -13,6 +13,9 @@ Rules:
     below it: never one above, never a peer's (the CPU and CUDA backends, or
     their kernels, include nothing of each other). A file belongs to the
     deepest layer folder holding it (lib/backend/cpu/x.c is in lib/backend/cpu);
+  - a backend's kernels (kernels/X for X a backend) are included only by that
+    backend (lib/backend/X) and by kernels/: the layers above reach them
+    through their backend, never around it;
   - every function of the version script (lib/detinfer.map) is defined in
     lib/api, and nothing else there is DI_API: the contract's edge is one folder;
   - docs/ARCHITECTURE.md's "Files" lists every file of the layer folders, and
@@ -40,6 +43,8 @@ API = "lib/api"
 MAP = "lib/detinfer.map"
 DOC = "docs/ARCHITECTURE.md"
 MAP_SYMBOL = re.compile(r"^\s+(di_\w+);", re.M)
+# The kernel folders that belong to one backend each (kernels/common is shared).
+BACKEND_KERNELS = {"kernels/cpu": "lib/backend/cpu", "kernels/cuda": "lib/backend/cuda"}
 # A command's include of another command's header, allowed on purpose (the
 # reasons are in tools/detinfer.mk's head comment).
 TOOL_EXCEPTIONS = {("tools/commands/replay.c", "serve/serve.h"),
@@ -96,6 +101,10 @@ def check_library(root, layers):
                     errors.append(f"{path}: includes {inc}, a peer of {here}")
                 elif ranks[there] > ranks[here]:
                     errors.append(f"{path}: includes {inc}, a layer above {here}")
+                elif (there in BACKEND_KERNELS and not here.startswith("kernels/")
+                      and here != BACKEND_KERNELS[there]):
+                    errors.append(f"{path}: includes {inc} around its backend; only "
+                                  f"{BACKEND_KERNELS[there]} includes {there}")
     return errors
 
 
@@ -264,7 +273,9 @@ def self_test():
         write("kernels/cpu/k.h", '#include "lib/base/low.h"\n')                             # down: fine
         write("kernels/cuda/g.h", '#include "kernels/cpu/k.h"\n')                           # a peer
         write("kernels/cpu/k.c", '#include "k.h"\n')                                        # by name
-        write("lib/api/high.h", '#include "kernels/cpu/k.h"\n')
+        write("lib/api/high.h", '#include "lib/base/low.h"\n')
+        write("lib/api/skip.c", '#include "kernels/cpu/k.h"\n')                           # around the backend
+        write("lib/backend/cpu/b.c", '#include "kernels/cpu/k.h"\n')                      # its backend: fine
         write("lib/api/open.c", "DI_API int di_open(void)\n{\n    return shut(1);\n}\n"
               "int opened(int x)\n{\n    return x;\n}\n")                                   # a circle:
         write("lib/api/shut.c", "int shut(int x)\n{\n    return opened(x);\n}\n")          # open <-> shut
@@ -278,13 +289,15 @@ def self_test():
         write("tools/verify/v.c", '#include "serve/s.h"\n')                                 # a sibling
         write(DOC, "## Files\n\n- **lib/base/**\n  - `low.h` — x\n  - `gone.c` — y\n- **kernels/cpu/**\n"
               "  - `k.h` — a\n  - `k.c` — b\n  - `close.c` — c\n- **kernels/cuda/**\n  - `g.h` — d\n"
-              "- **lib/api/**\n  - `high.h` — e\n  - `open.c` — f\n  - `shut.c` — g\n  - `twin_a.c` — h\n"
+              "- **lib/backend/cpu/**\n  - `b.c` — j\n"
+              "- **lib/api/**\n  - `high.h` — e\n  - `skip.c` — k\n  - `open.c` — f\n  - `shut.c` — g\n  - `twin_a.c` — h\n"
               "  - `twin_b.c` — i\n")   # low.c left out
-        errors = check(root, ["lib/base", "kernels/cpu,kernels/cuda", "lib/api"])
+        errors = check(root, ["lib/base", "kernels/cpu,kernels/cuda", "lib/backend/cpu", "lib/api"])
         expected = [
             'kernels/cpu/k.c: includes "k.h" by name; name it by its path from the root',
             "kernels/cuda/g.h: includes kernels/cpu/k.h, a peer of kernels/cuda",
             "lib/base/low.c: includes lib/api/high.h, a layer above lib/base",
+            "lib/api/skip.c: includes kernels/cpu/k.h around its backend; only lib/backend/cpu includes kernels/cpu",
             "kernels/cpu/close.c: defines di_close, a public call, outside lib/api",
             "lib/api/open.c: in a circle of calls with lib/api/shut.c",
             "lib/api/shut.c: in a circle of calls with lib/api/open.c",
@@ -297,7 +310,7 @@ def self_test():
         if sorted(errors) != sorted(expected):
             print("check_layers self-test FAILED:\n  got      %s\n  expected %s" % (errors, expected))
             return 1
-    print("check_layers self-test: an up-arrow, a peer's include, an include by name, a public "
+    print("check_layers self-test: an up-arrow, a peer's include, an include around a backend, an include by name, a public "
           "call outside lib/api, a circle of calls, a tool's private include, a command's sibling and an "
           "out-of-date file list are caught")
     return 0
@@ -316,7 +329,7 @@ def main(argv):
     if errors:
         print(f"layers: {len(errors)} problem(s) against the layer rules (docs/ARCHITECTURE.md)")
         return 1
-    print(f"layers: {len(layers)} layers, lowest first; no include runs up or across, no circle of calls "
+    print(f"layers: {len(layers)} layers, lowest first; no include runs up, across or around a backend, no circle of calls "
           "in a folder, every public call is defined in lib/api, and tools, examples, bindings use only "
           "include/detinfer.h")
     return 0
