@@ -41,11 +41,11 @@
 #include <stdint.h>
 
 #include "kernels/common/canon_order.h"
-#include "kernels/common/dequant_blocks.h"
+#include "kernels/common/weight_codes.h"
 #include "kernels/common/numerics.h"
 #include "kernels/common/weight_types.h"
 
-#define DI_QA_BLOCK 32 /* activation values per scale */
+#define DI_QA_BLOCK DI_SUB_BLOCK /* activation values per scale: one per sub-block of weights */
 #define DI_QA_HALF 16  /* values per code sum */
 #define DI_QA_MAX 127  /* the largest code */
 
@@ -148,127 +148,7 @@ DI_HD void di_qa_row(const float *x, uint32_t n, int8_t *codes, float *scales, i
 }
 
 /* ---- the weights' side ------------------------------------------------------- */
-
-/* The block of `type` that holds 32-block b of a row, and b's place in it
- * (its sub-block, 0 for the 32-weight types). */
-DI_HD const uint8_t *di_int_block_at(uint32_t type, const uint8_t *row, uint32_t b, int *sub)
-{
-    const uint32_t per = di_weight_block_elems(type) / DI_QA_BLOCK;
-    *sub = (int)(b % per);
-    return row + (size_t)(b / per) * di_weight_block_bytes(type);
-}
-
-/* Signed integer code v of weight i (0..31) of sub-block `sub` of block blk
- * (docs/QUANTS.md: the weight is D * k * v + N). */
-DI_HD int di_int_code(uint32_t type, const uint8_t *blk, int sub, int i)
-{
-    const int j = 32 * sub + i; /* the weight's index in its block */
-    switch (type) {
-    case DI_TYPE_Q4_0: return di_qb_nibble(blk + DI_OFF_QS_Q4_0, i) - 8;
-    case DI_TYPE_Q4_1: return di_qb_nibble(blk + DI_OFF_QS_Q4_1, i);
-    case DI_TYPE_Q5_0:
-        return (di_qb_nibble(blk + DI_OFF_QS_Q5_0, i) | (int)((di_qb_u32(blk + DI_OFF_QH_Q5_0) >> i) & 1u) << 4) - 16;
-    case DI_TYPE_Q5_1:
-        return di_qb_nibble(blk + DI_OFF_QS_Q5_1, i) | (int)((di_qb_u32(blk + DI_OFF_QH_Q5_1) >> i) & 1u) << 4;
-    case DI_TYPE_Q8_0: return (int8_t)blk[DI_OFF_QS_Q8_0 + i];
-    case DI_TYPE_IQ4_NL: return di_qb_iq4nl_value(di_qb_nibble(blk + DI_OFF_QS_IQ4_NL, i));
-    case DI_TYPE_Q2_K: {
-        const int h = j / 128, k = (j % 128) / 32;
-        return (blk[DI_OFF_QS_Q2_K + 32 * h + i] >> (2 * k)) & 3;
-    }
-    case DI_TYPE_Q3_K: {
-        const int h = j / 128, k = (j % 128) / 32;
-        const int lo = (blk[DI_OFF_QS_Q3_K + 32 * h + i] >> (2 * k)) & 3, hi = (blk[DI_OFF_QH_Q3_K + i] >> sub) & 1;
-        return (lo | hi << 2) - 4;
-    }
-    case DI_TYPE_Q4_K: return (blk[DI_OFF_QS_Q4_K + 32 * (sub / 2) + i] >> (4 * (sub % 2))) & 0xf;
-    case DI_TYPE_Q5_K:
-        return ((blk[DI_OFF_QS_Q5_K + 32 * (sub / 2) + i] >> (4 * (sub % 2))) & 0xf) |
-               ((blk[DI_OFF_QH_Q5_K + i] >> sub) & 1) << 4;
-    case DI_TYPE_Q6_K: {
-        const int h = j / 128, k = (j % 128) / 32;
-        const int lo = (blk[DI_OFF_QS_Q6_K + 64 * h + 32 * (k % 2) + i] >> (4 * (k / 2))) & 0xf;
-        const int hi = (blk[DI_OFF_QH_Q6_K + 32 * h + i] >> (2 * k)) & 3;
-        return (lo | hi << 4) - 32;
-    }
-    case DI_TYPE_IQ4_XS: return di_qb_iq4nl_value(di_qb_nibble(blk + DI_OFF_QS_IQ4_XS + 16 * sub, i));
-    default: return 0;
-    }
-}
-
-/* Groups of a 32-block: 2 (16 weights each, a scale each) for Q2_K, Q3_K
- * and Q6_K, else 1. */
-DI_HD int di_int_groups(uint32_t type)
-{
-    return type == DI_TYPE_Q2_K || type == DI_TYPE_Q3_K || type == DI_TYPE_Q6_K ? 2 : 1;
-}
-
-/* The integer scale k of group g (0..di_int_groups - 1) of sub-block `sub`:
- * 1 for the 32-weight types. */
-DI_HD int di_int_scale(uint32_t type, const uint8_t *blk, int sub, int g)
-{
-    const int group16 = 2 * sub + g; /* Q2_K, Q3_K, Q6_K: its 16-weight group in the block */
-    switch (type) {
-    case DI_TYPE_Q2_K: return blk[DI_OFF_SC_Q2_K + group16] & 0xf;
-    case DI_TYPE_Q3_K: return di_qb_q3_k_scale(blk + DI_OFF_SC_Q3_K, group16) - 32;
-    case DI_TYPE_Q6_K: return (int8_t)blk[DI_OFF_SC_Q6_K + group16];
-    case DI_TYPE_Q4_K:
-    case DI_TYPE_Q5_K: {
-        int sc, m;
-        di_qb_k_scale_min(blk + di_weight_field(type, DI_FIELD_SC), sub, &sc, &m);
-        return sc;
-    }
-    case DI_TYPE_IQ4_XS: return di_qb_iq4_xs_scale(blk, sub) - 32;
-    default: return 1;
-    }
-}
-
-/* The block's binary16 scale D. */
-DI_HD float di_int_d(uint32_t type, const uint8_t *blk)
-{
-    return di_qb_f16(blk + di_weight_field(type, DI_FIELD_D));
-}
-
-/* Min terms per 32-block: 1 (the whole block) for Q4_1, Q5_1, Q4_K and
- * Q5_K, 2 (its halves) for Q2_K, else 0. */
-DI_HD int di_int_min_count(uint32_t type)
-{
-    switch (type) {
-    case DI_TYPE_Q4_1:
-    case DI_TYPE_Q5_1:
-    case DI_TYPE_Q4_K:
-    case DI_TYPE_Q5_K: return 1;
-    case DI_TYPE_Q2_K: return 2;
-    default: return 0;
-    }
-}
-
-/* The min factors of sub-block `sub`: their count (di_int_min_count), and
- * N[0..count): Q4_1, Q5_1 the binary16
- * m; Q4_K, Q5_K -(dmin * m) with the 6-bit min; Q2_K -(dmin * m) per 16
- * weights with the 4-bit min. dmin * m is exact (11 by at most 6 bits). */
-DI_HD int di_int_mins(uint32_t type, const uint8_t *blk, int sub, float *N)
-{
-    switch (type) {
-    case DI_TYPE_Q4_1:
-    case DI_TYPE_Q5_1: N[0] = di_qb_f16(blk + di_weight_field(type, DI_FIELD_M)); break;
-    case DI_TYPE_Q4_K:
-    case DI_TYPE_Q5_K: {
-        int sc, m;
-        di_qb_k_scale_min(blk + di_weight_field(type, DI_FIELD_SC), sub, &sc, &m);
-        N[0] = -(di_qb_f16(blk + di_weight_field(type, DI_FIELD_M)) * (float)m);
-        break;
-    }
-    case DI_TYPE_Q2_K: {
-        const float dmin = di_qb_f16(blk + DI_OFF_M_Q2_K);
-        for (int g = 0; g < 2; g++)
-            N[g] = -(dmin * (float)(blk[DI_OFF_SC_Q2_K + 2 * sub + g] >> 4));
-        break;
-    }
-    default: break;
-    }
-    return di_int_min_count(type);
-}
+/* Each weight's code, its group's scale, D and the min terms: weight_codes.h. */
 
 /* Four signed bytes as one 32-bit word, byte k in bits 8k..8k+7. */
 DI_HD int di_int_pack4(int b0, int b1, int b2, int b3)

@@ -16,8 +16,8 @@
  * dequantizers' and SIMD kernels' dispatch and field offsets, the integer
  * profile, the CUDA plugin and the tests; check_quants.c checks the type lists
  * of docs/QUANTS.md, docs/MODELS.md, README.md and detinfer.h against it.
- * Adding a supported type is one row here plus its block formula
- * (dequant.c, dequant_blocks.h, int_dot.h, docs/QUANTS.md), its SIMD block
+ * Adding a supported type is one row here plus its cases in the one scalar
+ * decoder (weight_codes.h; docs/QUANTS.md), its SIMD block
  * (simd_dequant.h's dq32; the integer kernels cpu_int_avx2.c and
  * cpu_int_avx512.c) and its test entries (docs/QUANTS.md lists them).
  */

@@ -339,7 +339,7 @@ static di_status bind_vector(loader *L, const char *name, uint32_t n, const floa
     }
     m->vectors[m->n_vectors++] = dst;
     for (uint32_t i = 0; i < n; i++) /* exact: F32, F16 and BF16 all fit in a float */
-        dst[i] = di_qb_weight(t->type, t->data, i);
+        dst[i] = di_qb_plain(t->type, t->data, i);
     *out = dst;
     m->n_params += n;
     return DI_OK;
