@@ -2,21 +2,20 @@
 # Makefile, which defines BUILD, SHARED, CC, CFLAGS, LDFLAGS, PREFIX and DESTDIR.
 #
 #   tools/detinfer.c   the program's entry: dispatches on the command's name
-#   tools/commands/    the small commands: run, bench, doctor (+ cuda.c), replay
+#   tools/commands/    the small commands: run, bench, doctor (+ doctor_*.c), replay
 #   tools/verify/      `detinfer verify` and verify --url
 #   tools/serve/       `detinfer serve`
-#   tools/cli/         what the commands share: options, JSON, text, models, digests
+#   tools/cli/         what the commands share: options, JSON, text, models, digests,
+#                      the machine's fingerprint (doctor prints it, serve reports it)
 #   tools/scripts/     shell scripts: the real models' fetchers, make deps
 #
 # Includes name the folder ("cli/cli_json.h"); the only flags are -Iinclude
 # -Itools. Dependencies point one way:
 #   detinfer.c -> commands/, verify/, serve/ -> cli/ -> detinfer.h
 # cli/ includes nothing of the command folders, and a command folder no other,
-# but for two uses of one code on purpose (tests/tools/check_layers.py lists them):
+# but for one use of one code on purpose (tests/tools/check_layers.py lists it):
 #   commands/replay.c -> serve/serve.h: a receipt is replayed through the
-#     server's own request parser and engine, so what is checked is the served path;
-#   serve/serve_main.c -> commands/doctor.h: the server's system_fingerprint is
-#     the digest `detinfer doctor` prints (its facts are the doctor's).
+#     server's own request parser and engine, so what is checked is the served path.
 #
 #   make detinfer          $(BUILD)/tools/detinfer, linked against the built library
 #   make install-tools     $(DESTDIR)$(bindir)/detinfer, relinked to find $(libdir)

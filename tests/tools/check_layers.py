@@ -47,8 +47,7 @@ MAP_SYMBOL = re.compile(r"^\s+(di_\w+);", re.M)
 BACKEND_KERNELS = {"kernels/cpu": "lib/backend/cpu", "kernels/cuda": "lib/backend/cuda"}
 # A command's include of another command's header, allowed on purpose (the
 # reasons are in tools/detinfer.mk's head comment).
-TOOL_EXCEPTIONS = {("tools/commands/replay.c", "serve/serve.h"),
-                   ("tools/serve/serve_main.c", "commands/doctor.h")}
+TOOL_EXCEPTIONS = {("tools/commands/replay.c", "serve/serve.h")}
 
 
 def sources(root, top):

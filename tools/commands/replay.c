@@ -22,9 +22,9 @@
 #include <string.h>
 
 #include "cli/cli_commands.h"
+#include "cli/cli_fingerprint.h"
 #include "cli/cli_json.h"
 #include "cli/cli_text.h"
-#include "commands/doctor.h"
 #include "serve/serve.h"
 
 enum { OPT_MODEL, OPT_PROFILE, OPT_THREADS, OPT_CPU_PATH, OPT_BACKEND, OPT_DEVICE };
@@ -494,7 +494,7 @@ static int start(sv_server *srv, const replay_opts *o, const char *profile)
         return CLI_EXIT_FAIL;
     }
     di_digest fp; /* the server's system_fingerprint, as this machine computes it for the profile */
-    if (doctor_fingerprint(srv->cfg.profile, &fp) != DI_OK)
+    if (cli_fingerprint(srv->cfg.profile, &fp) != DI_OK)
         return cli_fail(&command, "the environment fingerprint", DI_ERR_OUT_OF_MEMORY, "out of memory");
     cli_hex(&fp, srv->system_fingerprint);
     char err[512] = "";

@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "commands/doctor.h"
+#include "cli/cli_fingerprint.h"
 #include "serve/serve.h"
 
 enum { OPT_MODEL, OPT_HOST, OPT_PORT, OPT_ALLOW, OPT_API_KEY_FILE, OPT_THREADS, OPT_MAX_SEQUENCES, OPT_CONTEXT,
@@ -259,7 +259,7 @@ static int set_up_model(sv_server *srv)
     struct stat st;
     srv->created = stat(srv->cfg.model_path, &st) == 0 ? (long long)st.st_mtime : (long long)time(NULL);
     di_digest fp;
-    if (doctor_fingerprint(srv->cfg.profile, &fp) != DI_OK) {
+    if (cli_fingerprint(srv->cfg.profile, &fp) != DI_OK) {
         fprintf(stderr, "detinfer serve: cannot compute the environment fingerprint (out of memory)\n");
         return CLI_EXIT_FAIL;
     }

@@ -2,12 +2,14 @@
  * verify_compare.c — every finished request's trace compared with
  * the reference position by position, the first divergence kept; each near
  * tie's result on each run compared with its reference; the verdict.
+ * For verify --url: each response compared with its request's reference.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "verify/verify_state.h"
+#include "verify/verify_url.h"
 
 static int trace_copy(vf_trace *dst, const vf_trace *src)
 {
@@ -128,4 +130,45 @@ int verify_verdict(const verify *v, uint64_t *requests, uint64_t *rows, uint32_t
         *bad_rows += v->rows[i].status == ROW_MISMATCH || v->rows[i].status == ROW_ERROR;
     }
     return *bad_rows == 0 && verify_ties_differing(v) == 0;
+}
+
+/* ---- verify --url ------------------------------------------------------------ */
+
+/* -1 when equal, else the first differing generated position (n when only
+ * the lengths or the sequence digests differ). */
+static long first_difference(const vu_outcome *a, const vu_outcome *b)
+{
+    uint32_t n = a->n < b->n ? a->n : b->n;
+    for (uint32_t i = 0; i < n; i++)
+        if (a->tokens[i] != b->tokens[i] || strcmp(a->digests[i], b->digests[i]))
+            return i;
+    if (a->n != b->n || strcmp(a->sequence, b->sequence))
+        return n;
+    return -1;
+}
+
+uint32_t vu_compare(vu *v)
+{
+    uint32_t problems = 0;
+    for (uint32_t i = 0; i < v->n_probes; i++) {
+        vu_probe *p = &v->p[i];
+        p->reference = p->ref.ok ? &p->ref : NULL;
+        for (uint32_t r = 0; r < p->reps; r++) {
+            vu_outcome *o = &p->got[r];
+            if (!o->ok) {
+                problems++;
+                continue;
+            }
+            if (!p->reference) {
+                p->reference = o; /* the first response is the reference */
+                p->ref_source = "first response";
+            }
+            o->difference = first_difference(p->reference, o);
+            if (o->difference < 0)
+                p->matched++;
+            else
+                problems++;
+        }
+    }
+    return problems;
 }

@@ -1,13 +1,15 @@
 /*
  * verify_report.c — the text report of `detinfer verify`: the
  * table of axes x result, the near ties with held/DIFFERS per axis, the
- * first divergence, the verdict.
+ * first divergence, the verdict. For verify --url: each failed or
+ * differing response, the table of requests, the verdict.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "verify/verify_state.h"
+#include "verify/verify_url.h"
 
 const char *verify_status_word(row_status s)
 {
@@ -191,4 +193,55 @@ void verify_print_text(const verify *v)
     uint32_t ties = verify_ties_differing(v);
     printf("\nFAIL: %u of %u runs differ or failed%s (%llu requests, %llu logits rows)\n", bad, v->n_rows,
            ties ? ", near ties differ" : "", (unsigned long long)requests, (unsigned long long)rows);
+}
+
+/* ---- verify --url ------------------------------------------------------------ */
+
+/* Each response that failed or differs from its reference, in the order sent. */
+static void print_url_problems(const vu *v)
+{
+    for (uint32_t i = 0; i < v->n_probes; i++) {
+        const vu_probe *p = &v->p[i];
+        const vu_outcome *ref = p->reference;
+        for (uint32_t r = 0; r < p->reps; r++) {
+            const vu_outcome *o = &p->got[r];
+            if (!o->ok) {
+                printf("FAILED %s, request %u of %u: %s\n", p->label, r + 1, p->reps, o->error);
+                continue;
+            }
+            long pos = o->difference;
+            if (pos < 0)
+                continue;
+            printf("MISMATCH %s, request %u of %u, generated position %ld (sequence position %ld):\n", p->label,
+                   r + 1, p->reps, pos, pos + (long)p->n_prompt);
+            if ((uint32_t)pos < o->n && (uint32_t)pos < ref->n)
+                printf("  token %d logits %s, reference (%s) token %d logits %s\n", o->tokens[pos], o->digests[pos],
+                       p->ref_source, ref->tokens[pos], ref->digests[pos]);
+            printf("  sequence %s (%u tokens), reference %s (%u tokens)\n", o->sequence, o->n, ref->sequence, ref->n);
+        }
+    }
+}
+
+void vu_print_report(const vu *v, double seconds)
+{
+    print_url_problems(v);
+    printf("\n%-48s %-9s %8s %8s  %-15s %s\n", "request", "kind", "sent", "matched", "reference", "result");
+    uint32_t traffic = 0, traffic_ok = 0, total = 0, ok = 0;
+    for (uint32_t i = 0; i < v->n_probes; i++) {
+        const vu_probe *p = &v->p[i];
+        total += p->reps;
+        ok += p->matched;
+        if (!strcmp(p->kind, "traffic")) {
+            traffic += p->reps;
+            traffic_ok += p->matched;
+            continue;
+        }
+        printf("%-48s %-9s %8u %8u  %-15s %s\n", p->label, p->kind, p->reps, p->matched, p->ref_source,
+               p->matched == p->reps ? "OK" : "MISMATCH");
+    }
+    if (traffic)
+        printf("%-48s %-9s %8u %8u  %-15s %s\n", "other traffic (varied lengths, each once)", "traffic", traffic,
+               traffic_ok, v->model ? "local library" : "itself", traffic_ok == traffic ? "OK" : "MISMATCH");
+    printf("\n%u requests in %.1f s, %ld at once: %u matched, %u did not. %s\n", total, seconds, v->o.concurrency, ok,
+           total - ok, ok == total ? "OK: every response equals its reference." : "FAILED.");
 }

@@ -1,11 +1,11 @@
 /*
- * cuda.c — CUDA facts through dlopen/dlsym (see cuda.h).
+ * cli_cuda.c — CUDA facts through dlopen/dlsym (see cli_cuda.h).
  * The prototypes below are declared here with plain C types: CUresult,
  * cudaError_t, cublasStatus_t are ints, CUdevice is an int, CUuuid is 16
  * bytes, libraryPropertyType an int enum. The libraries stay loaded until
  * the process exits (unloading the driver after cuInit is not safe).
  */
-#include "commands/cuda.h"
+#include "cli/cli_cuda.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -27,7 +27,7 @@ typedef size_t (*cudnn_version_fn)(void);
 enum { ATTR_COMPUTE_MODE = 20, ATTR_SM_COUNT = 16, ATTR_ECC = 32, ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76 };
 
 /* The first of names that loads; its file name (or the last error) in lib->path. */
-static void *open_first(const char *const *names, cuda_lib *lib)
+static void *open_first(const char *const *names, cli_cuda_lib *lib)
 {
     for (; *names; names++) {
         void *h = dlopen(*names, RTLD_NOW | RTLD_LOCAL);
@@ -56,7 +56,7 @@ static int sym(void *h, const char *name, void *fn_ptr, size_t size)
     return p != NULL;
 }
 
-static void probe_device(void *h, int ordinal, cuda_device *d)
+static void probe_device(void *h, int ordinal, cli_cuda_device *d)
 {
     cu_device_get_fn get;
     cu_device_name_fn name;
@@ -85,7 +85,7 @@ static void probe_device(void *h, int ordinal, cuda_device *d)
         mem(&d->memory, dev);
 }
 
-static void probe_driver(cuda_info *info)
+static void probe_driver(cli_cuda_info *info)
 {
     static const char *const names[] = {"libcuda.so.1", NULL};
     void *h = open_first(names, &info->driver);
@@ -105,11 +105,11 @@ static void probe_driver(cuda_info *info)
     snprintf(info->init_error, sizeof info->init_error, "%s", ename ? ename : info->init_status ? "error" : "");
     if (info->init_status || !sym(h, "cuDeviceGetCount", &count, sizeof count) || count(&info->n_devices))
         return;
-    for (int i = 0; i < info->n_devices && i < CUDA_MAX_DEVICES; i++)
+    for (int i = 0; i < info->n_devices && i < CLI_CUDA_MAX_DEVICES; i++)
         probe_device(h, i, &info->devices[i]);
 }
 
-static void probe_runtime(cuda_info *info)
+static void probe_runtime(cli_cuda_info *info)
 {
     static const char *const names[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so",
                                         NULL};
@@ -119,7 +119,7 @@ static void probe_runtime(cuda_info *info)
         version(&info->runtime_version);
 }
 
-static void probe_cublas(cuda_info *info)
+static void probe_cublas(cli_cuda_info *info)
 {
     static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so",
                                         NULL};
@@ -130,7 +130,7 @@ static void probe_cublas(cuda_info *info)
             prop(i, &info->cublas_version[i]);
 }
 
-static void probe_cudnn(cuda_info *info)
+static void probe_cudnn(cli_cuda_info *info)
 {
     static const char *const names[] = {"libcudnn.so.9", "libcudnn.so.8", "libcudnn.so", NULL};
     void *h = open_first(names, &info->cudnn);
@@ -141,7 +141,7 @@ static void probe_cudnn(cuda_info *info)
         info->cudnn_cudart = version();
 }
 
-void cuda_probe(cuda_info *info)
+void cli_cuda_probe(cli_cuda_info *info)
 {
     memset(info, 0, sizeof *info);
     probe_driver(info);
@@ -150,7 +150,7 @@ void cuda_probe(cuda_info *info)
     probe_cudnn(info);
 }
 
-void cuda_version_text(int version, char *out, size_t n)
+void cli_cuda_version_text(int version, char *out, size_t n)
 {
     if (version <= 0)
         snprintf(out, n, "unknown");
@@ -158,7 +158,7 @@ void cuda_version_text(int version, char *out, size_t n)
         snprintf(out, n, "%d.%d", version / 1000, version % 1000 / 10);
 }
 
-void cudnn_version_text(size_t version, char *out, size_t n)
+void cli_cudnn_version_text(size_t version, char *out, size_t n)
 {
     if (version == 0)
         snprintf(out, n, "unknown");
