@@ -293,7 +293,7 @@ def test_real_model_parse_and_stream(serve):
 
 REFUSED = [
     ({"store": True}, "store"),
-    ({"tools": [{"type": "function", "name": "f", "parameters": {}}]}, "tools"),
+    ({"tools": [{"type": "web_search"}]}, "tools"),  # function tools are served: test_responses_tools.py
     ({"tool_choice": "required"}, "tool_choice"),
     ({"previous_response_id": "resp_1"}, "previous_response_id"),
     ({"background": True}, "background"),
@@ -314,7 +314,7 @@ REFUSED = [
     ({"metadata": {"k": 1}}, "metadata"),
     ({"instructions": ["x"]}, "instructions"),
     ({"input": []}, "input"),
-    ({"input": [{"type": "function_call_output", "call_id": "c", "output": "1"}]}, "input[0].type"),
+    ({"input": [{"type": "reasoning", "summary": []}]}, "input[0].type"),
     ({"input": [{"role": "tool", "content": "1"}]}, "input[0].role"),
     ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input[0].content[0]"),
     ({"input": [{"role": "user", "content": "x", "name": "n"}]}, "input[0].name"),

@@ -126,7 +126,8 @@ typedef struct sv_config {
     const char *model_name;    /* the id /v1/models lists; default the file's base name */
     long max_n;                /* --max-n: choices a request may ask for */
     long max_prompts;          /* --max-prompts: prompts in one /v1/completions request */
-    int speculate;             /* --speculate ngram: prompt-lookup drafts verified in one step */
+    int speculate;             /* --speculate: drafts verified several tokens a step */
+    const char *draft_model;   /* --speculate FILE: drafts from this model (same vocabulary); NULL: prompt lookup */
     long draft_max;            /* --draft-max: draft tokens per sequence and step */
     long max_tokens_default;   /* --max-tokens-default: a chat's max_tokens when it gives none */
 } sv_config;
@@ -258,9 +259,10 @@ enum { SV_QUEUED = 0, SV_RUNNING = 1, SV_DONE = 2 };
 /* tool_choice: none (or no tools): plain text; auto: text, or calls from
  * the call marker on; required (or one named function): calls only. */
 enum { SV_TOOLS_OFF = 0, SV_TOOLS_AUTO = 1, SV_TOOLS_REQUIRED = 2 };
-/* <tool_call> blocks (chatml: Qwen; the generic fallback), or Llama 3.1's
- * message that is one JSON call (llama3). */
-enum { SV_TOOL_FORMAT_HERMES = 0, SV_TOOL_FORMAT_LLAMA3 = 1 };
+/* <tool_call> blocks (chatml: Qwen; the generic fallback), Llama 3.1's
+ * message that is one JSON call (llama3), or Mistral's [TOOL_CALLS] list
+ * (mistral-v3-tekken: Mistral Nemo). */
+enum { SV_TOOL_FORMAT_HERMES = 0, SV_TOOL_FORMAT_LLAMA3 = 1, SV_TOOL_FORMAT_MISTRAL = 2 };
 
 /* Choices in the response: n for each prompt. */
 static inline uint32_t sv_response_choices(const sv_request *r)
@@ -368,6 +370,12 @@ int sv_request_tools(const sv_server *srv, json_t *root, sv_request *r, sv_error
  * call format in the system turn, and the history's calls and answers as
  * text in that format). 0, or -1 with e set. */
 int sv_tools_messages(const sv_server *srv, const sv_request *r, sv_chat *chat, sv_error *e);
+/* Mistral with tools: the whole prompt (chat: as sv_chat_messages made it
+ * of messages) written as Mistral Nemo's template writes it and tokenized,
+ * its markers as control tokens, into p; 0, or -1 with e set. The caller
+ * has checked that the messages' text may fit (sv_text_may_fit). */
+int sv_tools_mistral_prompt(const sv_server *srv, const sv_request *r, json_t *messages, const sv_chat *chat,
+                            sv_prompt *p, sv_error *e);
 /* A finished choice's text parsed back into c->tool_calls (and its
  * finish_reason "tool_calls") when it ends with calls (engine lock held). */
 void sv_tools_finish(sv_choice *c);
@@ -434,6 +442,7 @@ typedef struct sv_responses_stream {
     uint32_t tokens_sent; /* generated tokens looked at */
     size_t text_sent;     /* bytes of the text sent in deltas */
     int opened, closed;
+    int message_open;     /* the message item's added events are sent */
 } sv_responses_stream;
 /* The Server-Sent Events ("event: TYPE\ndata: {...}\n\n") that r's progress
  * adds since st's last call, or NULL for none; caller frees. Engine lock held. */
@@ -458,7 +467,9 @@ size_t sv_max_token_bytes(const di_model *model, int64_t n_vocab);
 int32_t sv_turn_end_token(const di_model *model, const char *chat_template);
 
 /* ---- Engine (serve_engine.c) --------------------------------------------- */
-/* Creates the session and starts the engine thread. */
+/* Creates the session (and, with --speculate FILE, loads the draft model
+ * and its drafter) and starts the engine thread. DI_OK, or the status with
+ * err set. */
 int sv_engine_start(sv_server *srv, char *err, size_t err_size);
 /* Hands r to the engine (adds a reference). 0, or -1 with e set (429 when
  * the queue is full, 503 while draining). The engine gives each computed

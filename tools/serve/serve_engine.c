@@ -28,7 +28,12 @@
 #include "serve/serve.h"
 
 /* --speculate: a step's tokens in all that drafts may bring it to, and the
- * longest key of the prompt lookup (docs/SERVING.md, "Speculation"). */
+ * longest key of the prompt lookup (docs/SERVING.md, "Speculation"). With
+ * --speculate FILE the drafts come from a draft model's drafter instead: it
+ * shadows each slot with a sequence of its own session, which keeps what it
+ * shares with the slot's tokens and steps the rest at each proposal, so a
+ * slot reset, truncated, copied or given to another request needs no call
+ * (di_drafter_propose). */
 #define SV_DRAFT_STEP_TOKENS 16
 #define SV_DRAFT_NGRAM DI_DRAFT_NGRAM_DEFAULT
 
@@ -38,6 +43,9 @@ struct sv_engine {
     pthread_t thread;
     int thread_started;
     di_session *session;
+    di_model *draft;     /* --speculate FILE */
+    di_drafter *drafter; /* its drafts; used by this thread only, outside the lock */
+    int drafter_failed;  /* a proposal failed (said once; that step drafts nothing) */
     uint32_t n_slots;
     sv_choice **slots;
     int32_t **held;      /* per slot: the tokens whose KV cache it holds */
@@ -53,6 +61,7 @@ struct sv_engine {
     uint32_t *seq_ids, *n_tokens;
     int32_t *tokens;
     sv_choice **stepped;
+    uint32_t *draft_room; /* --speculate FILE: per entry, the draft tokens it may take (tokens reserves them) */
 };
 
 static void release_locked(sv_request *r)
@@ -435,6 +444,37 @@ static void admit_locked(sv_server *srv, sv_engine *g)
     }
 }
 
+/* --speculate FILE, outside the lock (the session and the drafter are this
+ * thread's): the draft of each entry with room for one, proposed by the
+ * draft model after its token into the room reserved behind it, then the
+ * step's tokens packed. n_tokens gets each entry's token and draft, *n_tok
+ * their sum. 1 when some entry has a draft. A failed proposal leaves its
+ * entry without one (the answer is the same) and is said once. */
+static int propose_drafts(sv_engine *g, uint32_t n, uint32_t *n_tok)
+{
+    int drafts = 0;
+    uint32_t from = 0, to = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        const uint32_t take = g->n_tokens[k], room = g->draft_room[k];
+        memmove(&g->tokens[to], &g->tokens[from], take * sizeof *g->tokens);
+        from += take + room;
+        uint32_t n_draft = 0;
+        if (room > 0 && di_drafter_propose(g->drafter, g->session, g->seq_ids[k], g->tokens[to], room,
+                                           &g->tokens[to + 1], &n_draft) != DI_OK) {
+            if (!g->drafter_failed)
+                fprintf(stderr, "detinfer serve: the draft model: %s (that sequence goes on without a draft)\n",
+                        di_drafter_errmsg(g->drafter));
+            g->drafter_failed = 1;
+            n_draft = 0;
+        }
+        g->n_tokens[k] = take + n_draft;
+        to += take + n_draft;
+        drafts |= n_draft > 0;
+    }
+    *n_tok = to;
+    return drafts;
+}
+
 static void *engine_main(void *arg)
 {
     sv_server *srv = arg;
@@ -458,10 +498,11 @@ static void *engine_main(void *arg)
         const int score_step = scoring && (!others || g->score_turn);
         if (scoring && others)
             g->score_turn = !score_step;
-        /* --speculate: decoding choices add prompt-lookup drafts in steps
-         * that keep all logits anyway or hold no ordinary prompt chunk,
-         * within SV_DRAFT_STEP_TOKENS tokens in all (the more sequences
-         * decode, the less a draft saves: none from that many on) */
+        /* --speculate: decoding choices add drafts (prompt lookup, or the
+         * draft model's, proposed below outside the lock) in steps that
+         * keep all logits anyway or hold no ordinary prompt chunk, within
+         * SV_DRAFT_STEP_TOKENS tokens in all (the more sequences decode,
+         * the less a draft saves: none from that many on) */
         uint32_t decoding = 0;
         for (uint32_t i = 0; i < g->n_slots; i++)
             decoding += g->slots[i] && g->slots[i]->n_fed >= g->slots[i]->prompt->n;
@@ -476,7 +517,7 @@ static void *engine_main(void *arg)
             if (!c)
                 continue;
             const sv_prompt *p = c->prompt;
-            uint32_t take;
+            uint32_t take, room = 0;
             if (c->n_fed < p->n) {
                 if (c->scores_prompt != score_step || (score_step && score_budget == 0))
                     continue;
@@ -492,18 +533,26 @@ static void *engine_main(void *arg)
                 take = 1;
                 g->tokens[n_tok] = c->out[c->n_out - 1];
                 c->n_draft = 0;
-                if (draft_max > 0 &&
-                    di_session_seq_draft_lookup(g->session, i, g->tokens[n_tok], SV_DRAFT_NGRAM,
-                                                (uint32_t)draft_max, &g->tokens[n_tok + 1], &c->n_draft) == DI_OK)
-                    take += c->n_draft;
-                else
-                    c->n_draft = 0;
+                /* draft tokens past max_tokens would be stepped for nothing */
+                const uint32_t left = c->req->max_tokens - c->n_out;
+                room = draft_max > 0 ? (uint32_t)draft_max : 0;
+                if (room >= left)
+                    room = left > 0 ? left - 1 : 0;
+                if (!g->drafter) { /* a prompt-lookup draft now; the draft model's fills the room later */
+                    if (room > 0 && di_session_seq_draft_lookup(g->session, i, g->tokens[n_tok], SV_DRAFT_NGRAM,
+                                                                room, &g->tokens[n_tok + 1], &c->n_draft) == DI_OK)
+                        take += c->n_draft;
+                    else
+                        c->n_draft = 0;
+                    room = 0;
+                }
                 drafts |= c->n_draft > 0;
             }
             g->seq_ids[n] = i;
             g->n_tokens[n] = take;
+            g->draft_room[n] = room;
             g->stepped[n] = c;
-            n_tok += take;
+            n_tok += take + room;
             n++;
         }
         if (n == 0) {
@@ -513,6 +562,8 @@ static void *engine_main(void *arg)
             continue;
         }
         pthread_mutex_unlock(&g->lock);
+        if (g->drafter)
+            drafts = propose_drafts(g, n, &n_tok);
         double t0 = cli_now();
         di_status st = di_session_step(g->session, n, g->seq_ids, g->n_tokens, g->tokens,
                                        score_step || drafts ? DI_STEP_ALL_LOGITS : 0);
@@ -543,6 +594,8 @@ static void *engine_main(void *arg)
                 fail_locked(g, c, "step", st, di_session_errmsg(g->session));
                 continue;
             }
+            if (g->draft_room[k])
+                c->n_draft = g->n_tokens[k] - 1; /* the draft model's, proposed outside the lock */
             if (c->n_fed >= c->prompt->n && c->n_draft > 0) {
                 const uint32_t slot = c->slot;
                 resolve_draft_locked(srv, g, c, draft);
@@ -585,7 +638,7 @@ int sv_engine_start(sv_server *srv, char *err, size_t err_size)
     sv_engine *g = calloc(1, sizeof *g);
     if (!g) {
         snprintf(err, err_size, "out of memory");
-        return -1;
+        return DI_ERR_OUT_OF_MEMORY;
     }
     srv->engine = g;
     g->n_slots = (uint32_t)srv->cfg.max_sequences;
@@ -611,16 +664,18 @@ int sv_engine_start(sv_server *srv, char *err, size_t err_size)
     for (uint32_t i = 0; g->held && i < g->n_slots; i++)
         if (!(g->held[i] = calloc((size_t)srv->context, sizeof **g->held))) {
             snprintf(err, err_size, "out of memory");
-            return -1;
+            return DI_ERR_OUT_OF_MEMORY;
         }
     g->queue = calloc((size_t)g->q_cap, sizeof *g->queue);
     g->seq_ids = calloc(g->n_slots, sizeof *g->seq_ids);
     g->n_tokens = calloc(g->n_slots, sizeof *g->n_tokens);
     g->stepped = calloc(g->n_slots, sizeof *g->stepped);
+    g->draft_room = calloc(g->n_slots, sizeof *g->draft_room);
     g->tokens = calloc(max_tokens, sizeof *g->tokens);
-    if (!g->slots || !g->held || !g->n_held || !g->last_use || !g->queue || !g->seq_ids || !g->n_tokens || !g->stepped || !g->tokens) {
+    if (!g->slots || !g->held || !g->n_held || !g->last_use || !g->queue || !g->seq_ids || !g->n_tokens || !g->stepped ||
+        !g->draft_room || !g->tokens) {
         snprintf(err, err_size, "out of memory");
-        return -1;
+        return DI_ERR_OUT_OF_MEMORY;
     }
     cli_session_opts so = {.backend = srv->cfg.backend, .profile = srv->cfg.profile,
                           .threads = srv->cfg.threads, .max_sequences = srv->cfg.max_sequences,
@@ -630,17 +685,29 @@ int sv_engine_start(sv_server *srv, char *err, size_t err_size)
     di_status st = cli_open_session(srv->model, &so, &g->session, detail, sizeof detail);
     if (st) {
         snprintf(err, err_size, "creating the session: %s: %s", di_status_name(st), detail);
-        return -1;
+        return st;
+    }
+    /* --speculate FILE: the draft model, in a session of the same settings
+     * (a slot per slot); a vocabulary that differs is refused here */
+    if (srv->cfg.draft_model) {
+        if ((st = di_model_load(srv->cfg.draft_model, &g->draft, detail, sizeof detail))) {
+            snprintf(err, err_size, "cannot load the draft model '%s': %s", srv->cfg.draft_model, detail);
+            return st;
+        }
+        if ((st = cli_open_drafter(srv->model, g->draft, &so, &g->drafter, detail, sizeof detail))) {
+            snprintf(err, err_size, "the draft model '%s': %s", srv->cfg.draft_model, detail);
+            return st;
+        }
     }
     snprintf(srv->backend_info, sizeof srv->backend_info, "%s", di_session_backend_info(g->session));
     pthread_mutex_init(&g->lock, NULL);
     pthread_cond_init(&g->work, NULL);
     if (pthread_create(&g->thread, NULL, engine_main, srv)) {
         snprintf(err, err_size, "cannot start the engine thread");
-        return -1;
+        return DI_ERR_INTERNAL;
     }
     g->thread_started = 1;
-    return 0;
+    return DI_OK;
 }
 
 int sv_engine_submit(sv_server *srv, sv_request *r, sv_error *e)
@@ -728,6 +795,8 @@ void sv_engine_stop(sv_server *srv)
         pthread_cond_destroy(&g->work);
     }
     di_session_free(g->session);
+    di_drafter_free(g->drafter);
+    di_model_free(g->draft);
     for (uint32_t i = 0; g->held && i < g->n_slots; i++)
         free(g->held[i]);
     free(g->held);
@@ -738,6 +807,7 @@ void sv_engine_stop(sv_server *srv)
     free(g->seq_ids);
     free(g->n_tokens);
     free(g->stepped);
+    free(g->draft_room);
     free(g->tokens);
     free(g);
     srv->engine = NULL;

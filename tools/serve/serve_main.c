@@ -58,7 +58,9 @@ static const cli_option options[] = {
     [OPT_MAX_N] = {"--max-n", "N", "choices a request may ask for with n, 1..64 (default 8)"},
     [OPT_MAX_TOKENS_DEFAULT] = {"--max-tokens-default", "N", "a chat's max_tokens when it gives none (default 256)"},
     [OPT_MAX_PROMPTS] = {"--max-prompts", "N", "prompts one /v1/completions request may list, 1..1024 (default 32)"},
-    [OPT_SPECULATE] = {"--speculate", "ngram", "verify prompt-lookup drafts several tokens a step: the same answers, bit for bit"},
+    [OPT_SPECULATE] = {"--speculate", "ngram|FILE",
+                       "verify drafts several tokens a step, from prompt lookup or a draft model of the same vocabulary "
+                       "(a smaller GGUF): the same answers, bit for bit"},
     [OPT_DRAFT_MAX] = {"--draft-max", "N", "with --speculate, draft tokens per sequence and step at most, 1.." CLI_STR(DI_DRAFT_MAX)
                       " (default " CLI_STR(DI_DRAFT_DEFAULT) ")"},
     {NULL, NULL, NULL},
@@ -96,11 +98,8 @@ static int apply_option(int k, const char *v, void *opts)
     case OPT_MAX_N: return cli_parse_long(&command, options[k].name, v, 1, 64, &o->max_n);
     case OPT_MAX_PROMPTS: return cli_parse_long(&command, options[k].name, v, 1, 1024, &o->max_prompts);
     case OPT_SPECULATE:
-        if (strcmp(v, "ngram")) {
-            cli_usage(&command, "--speculate takes ngram (prompt lookup), not '%s'", v);
-            return 0;
-        }
         o->speculate = 1;
+        o->draft_model = strcmp(v, "ngram") ? v : NULL; /* a file: loaded with the engine */
         return 1;
     case OPT_DRAFT_MAX: return cli_parse_long(&command, options[k].name, v, 1, DI_DRAFT_MAX, &o->draft_max);
     case OPT_QUEUE: return cli_parse_long(&command, options[k].name, v, 1, 1 << 20, &o->queue);
@@ -385,8 +384,13 @@ int cli_cmd_serve(int argc, char **argv)
         rc = cli_fail(&command, "starting the connection watchdog", DI_ERR_INTERNAL, "out of memory");
         goto out;
     }
-    if (sv_metrics_create(&srv) || sv_engine_start(&srv, err, sizeof err)) {
-        rc = cli_fail(&command, "starting the engine", DI_ERR_INTERNAL, err[0] ? err : "out of memory");
+    if (sv_metrics_create(&srv)) {
+        rc = cli_fail(&command, "starting the engine", DI_ERR_OUT_OF_MEMORY, "out of memory");
+        goto out;
+    }
+    di_status est = sv_engine_start(&srv, err, sizeof err);
+    if (est) { /* a draft model of another vocabulary: DI_ERR_MODEL */
+        rc = cli_fail(&command, "starting the engine", est, err);
         goto out;
     }
     struct MHD_Daemon *d = sv_http_start(&srv, err, sizeof err);
@@ -405,6 +409,10 @@ int cli_cmd_serve(int argc, char **argv)
             cli_profile_name(srv.cfg.profile), cli_profile_numerics(srv.cfg.profile), srv.cfg.max_sequences,
             (long long)srv.context, srv.chat_template ? srv.chat_template : "none",
             srv.sampling_available ? "available" : "greedy only");
+    if (srv.cfg.speculate)
+        fprintf(stderr, "detinfer serve: speculation: %s%s, drafts of %ld tokens at most\n",
+                srv.cfg.draft_model ? "draft model " : "prompt lookup",
+                srv.cfg.draft_model ? srv.cfg.draft_model : "", srv.cfg.draft_max);
     fprintf(stderr, "detinfer serve: Host header %s%s; requests from web pages (Origin) %s%s\n",
             srv.allowed_hosts ? "checked against " : "not checked (bound beyond loopback: set --allowed-hosts)",
             srv.allowed_hosts ? srv.allowed_hosts : "", srv.cfg.cors_origins ? "allowed from " : "refused",

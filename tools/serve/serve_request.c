@@ -207,12 +207,18 @@ int sv_text_may_fit(const sv_server *srv, size_t bytes, const char *param, sv_er
     return 1;
 }
 
-static int tokenize(sv_server *srv, const token_source *src, sv_prompt *p, sv_error *e, const char *param)
+/* 1 when the source's text (a chat's: its messages) may fit the context. */
+static int source_may_fit(const sv_server *srv, const token_source *src, const char *param, sv_error *e)
 {
-    size_t bytes = src->len; /* of text tokenized as such: a chat's messages */
+    size_t bytes = src->len;
     for (size_t i = 0; !src->text && i < src->n_messages; i++)
         bytes += strlen(src->contents[i]);
-    if (!sv_text_may_fit(srv, bytes, param, e))
+    return sv_text_may_fit(srv, bytes, param, e);
+}
+
+static int tokenize(sv_server *srv, const token_source *src, sv_prompt *p, sv_error *e, const char *param)
+{
+    if (!source_may_fit(srv, src, param, e))
         return -1;
     char err[256] = "";
     size_t need = 0;
@@ -329,7 +335,12 @@ static int get_messages(sv_server *srv, json_t *root, sv_request *r, sv_error *e
     int rc = r->prompts ? 0 : sv_bad(e, "messages", "out of memory");
     if (!rc) {
         r->n_prompts = 1;
-        rc = tokenize(srv, &src, &r->prompts[0], e, "messages");
+        if (r->tools && r->tool_format == SV_TOOL_FORMAT_MISTRAL) /* written and tokenized by serve_tools.c */
+            rc = source_may_fit(srv, &src, "messages", e)
+                     ? sv_tools_mistral_prompt(srv, r, v, &chat, &r->prompts[0], e)
+                     : -1;
+        else
+            rc = tokenize(srv, &src, &r->prompts[0], e, "messages");
     }
     sv_chat_free(&chat);
     if (!rc && r->prompts[0].n == 0)

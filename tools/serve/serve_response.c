@@ -52,8 +52,9 @@ static json_t *choice_facts(const sv_server *srv, const sv_request *r, uint32_t 
     json_object_set_new(o, "sequence_digest", hex(&c->sequence));
     json_object_set_new(o, "completion_token_ids", cli_json_tokens(c->out, c->n_out));
     if (srv->cfg.speculate) /* what it did for the speed; the tokens are the same without it */
-        json_object_set_new(o, "speculation", json_pack("{s:s, s:I, s:I}", "draft", "ngram", "drafted",
-                                                        (json_int_t)c->drafted, "accepted", (json_int_t)c->accepted));
+        json_object_set_new(o, "speculation",
+                            json_pack("{s:s, s:I, s:I}", "draft", srv->cfg.draft_model ? "draft-model" : "ngram",
+                                      "drafted", (json_int_t)c->drafted, "accepted", (json_int_t)c->accepted));
     if (r->want_logits_digests) {
         json_t *d = json_array();
         for (uint32_t i = 0; i < c->n_out; i++)

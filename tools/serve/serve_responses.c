@@ -3,9 +3,11 @@
  * (docs/SERVING.md, "The Responses API"). A request's own fields are checked
  * here; then it is written as the chat request it means (instructions and
  * input as messages, max_output_tokens as max_tokens, text.format as
- * response_format) and parsed by sv_request_parse(SV_CHAT), so every check,
- * the grammar, the engine and the detinfer object are the chat's. The answer
- * is a Response object, or a stream of its events.
+ * response_format, tools and function-call items as the chat's tools and
+ * tool turns) and parsed by sv_request_parse(SV_CHAT), so every check, the
+ * grammar, the engine, the tool calls and the detinfer object are the
+ * chat's. The answer is a Response object (its calls as function_call
+ * items), or a stream of its events.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +25,9 @@
 static const char *const known_fields[] = {
     /* served */
     "model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "seed", "text", "stream",
-    "stream_options", "user", "metadata", "detinfer",
+    "stream_options", "user", "metadata", "detinfer", "tools", "tool_choice", "parallel_tool_calls",
     /* accepted with their neutral values only (check_neutral) */
-    "store", "tools", "tool_choice", "parallel_tool_calls", "previous_response_id", "background", "conversation",
+    "store", "previous_response_id", "background", "conversation",
     "reasoning", "include", "truncation", "service_tier", "prompt", "top_logprobs", "max_tool_calls",
     /* accepted, ignored: hints for OpenAI's caches and abuse checks */
     "prompt_cache_key", "prompt_cache_retention", "safety_identifier", NULL};
@@ -38,11 +40,6 @@ static int absent(json_t *v)
 static int is_text(json_t *v, const char *s)
 {
     return json_is_string(v) && !strcmp(json_string_value(v), s);
-}
-
-static int empty_array(json_t *v)
-{
-    return json_is_array(v) && json_array_size(v) == 0;
 }
 
 /* Every key of o is one of the NULL-ended names; else 400 naming
@@ -114,17 +111,12 @@ static int check_metadata(json_t *v, sv_error *e)
 }
 
 /* The fields that change nothing here, accepted with their neutral values
- * only: nothing is stored, no tool is called, nothing reasons. */
+ * only: nothing is stored, no hosted tool is called, nothing reasons. */
 static int check_neutral(json_t *root, sv_error *e)
 {
     json_t *v;
     if (!absent(v = json_object_get(root, "store")) && !json_is_false(v))
         return sv_bad(e, "store", "'store' is not supported (only false or null: this server stores no responses)");
-    if (!absent(v = json_object_get(root, "tools")) && !empty_array(v))
-        return sv_bad(e, "tools", "'tools' is not supported (only [] or null): this server generates no tool calls");
-    if (!absent(v = json_object_get(root, "tool_choice")) && !is_text(v, "auto") && !is_text(v, "none"))
-        return sv_bad(e, "tool_choice", "'tool_choice' is not supported (only \"auto\", \"none\" or null): there "
-                      "are no tools");
     if (!absent(v = json_object_get(root, "parallel_tool_calls")) && !json_is_boolean(v))
         return sv_bad(e, "parallel_tool_calls", "'parallel_tool_calls' must be true or false");
     if (!absent(json_object_get(root, "previous_response_id")))
@@ -235,17 +227,6 @@ static json_t *input_message(json_t *item, size_t i, sv_error *e)
 {
     char param[64];
     snprintf(param, sizeof param, "input[%zu]", i);
-    if (!json_is_object(item)) {
-        sv_bad(e, param, "'%s' must be a message object {\"role\", \"content\"}", param);
-        return NULL;
-    }
-    json_t *type = json_object_get(item, "type");
-    if (!absent(type) && !is_text(type, "message")) {
-        snprintf(param, sizeof param, "input[%zu].type", i);
-        sv_bad(e, param, "input item %zu has type '%s': only messages are served (no tool calls, tool outputs or "
-               "reasoning items)", i, json_is_string(type) ? json_string_value(type) : "?");
-        return NULL;
-    }
     /* id, status and phase: an earlier response's output item sent back */
     if (only_keys(item, (const char *const[]){"type", "role", "content", "id", "status", "phase", NULL}, param, e))
         return NULL;
@@ -258,6 +239,74 @@ static json_t *input_message(json_t *item, size_t i, sv_error *e)
     }
     json_t *text = content_text(json_object_get(item, "content"), i, e);
     return text ? json_pack("{s:O, s:o}", "role", role, "content", text) : NULL;
+}
+
+/* A function_call item (an earlier response's call sent back) as a chat
+ * tool call: added to the assistant message just before it, or to a new
+ * one. 0, or -1 with e set. */
+static int input_call(json_t *item, size_t i, json_t *messages, sv_error *e)
+{
+    char param[64];
+    snprintf(param, sizeof param, "input[%zu]", i);
+    if (only_keys(item, (const char *const[]){"type", "call_id", "name", "arguments", "id", "status", NULL}, param,
+                  e))
+        return -1;
+    json_t *call_id = json_object_get(item, "call_id"), *name = json_object_get(item, "name");
+    json_t *args = json_object_get(item, "arguments");
+    if (!json_is_string(call_id) || !json_is_string(name) || !json_is_string(args))
+        return sv_bad(e, param, "input item %zu: a function_call has the strings 'call_id', 'name' and "
+                      "'arguments'", i);
+    json_t *call = json_pack("{s:O, s:s, s:{s:O, s:O}}", "id", call_id, "type", "function", "function", "name", name,
+                             "arguments", args);
+    json_t *last = json_array_get(messages, json_array_size(messages) - 1);
+    if (!is_text(json_object_get(last, "role"), "assistant")) {
+        last = json_pack("{s:s, s:n, s:[]}", "role", "assistant", "content", "tool_calls");
+        json_array_append_new(messages, last);
+    }
+    json_t *calls = json_object_get(last, "tool_calls");
+    if (!calls)
+        json_object_set_new(last, "tool_calls", calls = json_array());
+    return json_array_append_new(calls, call) ? sv_bad(e, "input", "out of memory") : 0;
+}
+
+/* A function_call_output item as the chat's tool message. */
+static json_t *input_call_output(json_t *item, size_t i, sv_error *e)
+{
+    char param[64];
+    snprintf(param, sizeof param, "input[%zu]", i);
+    if (only_keys(item, (const char *const[]){"type", "call_id", "output", "id", "status", NULL}, param, e))
+        return NULL;
+    json_t *call_id = json_object_get(item, "call_id");
+    if (!json_is_string(call_id)) {
+        sv_bad(e, param, "input item %zu: a function_call_output has a string 'call_id'", i);
+        return NULL;
+    }
+    json_t *text = content_text(json_object_get(item, "output"), i, e);
+    return text ? json_pack("{s:s, s:O, s:o}", "role", "tool", "tool_call_id", call_id, "content", text) : NULL;
+}
+
+/* One input item into messages: a message, a function call or its output. */
+static int input_item(json_t *item, size_t i, json_t *messages, sv_error *e)
+{
+    char param[64];
+    snprintf(param, sizeof param, "input[%zu]", i);
+    if (!json_is_object(item))
+        return sv_bad(e, param, "'%s' must be a message object {\"role\", \"content\"}", param);
+    json_t *type = json_object_get(item, "type");
+    if (is_text(type, "function_call"))
+        return input_call(item, i, messages, e);
+    json_t *m = NULL;
+    if (is_text(type, "function_call_output")) {
+        m = input_call_output(item, i, e);
+    } else if (absent(type) || is_text(type, "message")) {
+        m = input_message(item, i, e);
+    } else {
+        snprintf(param, sizeof param, "input[%zu].type", i);
+        return sv_bad(e, param, "input item %zu has type '%s': only messages, function_call and "
+                      "function_call_output items are served (no reasoning or hosted tools' items)", i,
+                      json_is_string(type) ? json_string_value(type) : "?");
+    }
+    return m ? (json_array_append_new(messages, m) ? sv_bad(e, "input", "out of memory") : 0) : -1;
 }
 
 /* instructions (a system turn first), then input, as chat messages. */
@@ -289,14 +338,10 @@ static json_t *chat_messages(json_t *root, sv_error *e)
     }
     size_t i;
     json_t *item;
-    json_array_foreach(input, i, item)
+    json_array_foreach(input, i, item) if (input_item(item, i, messages, e))
     {
-        json_t *m = input_message(item, i, e);
-        if (!m) {
-            json_decref(messages);
-            return NULL;
-        }
-        json_array_append_new(messages, m);
+        json_decref(messages);
+        return NULL;
     }
     return messages;
 }
@@ -343,6 +388,53 @@ static json_t *response_format(json_t *root, sv_error *e)
     return json_pack("{s:s, s:o}", "type", "json_schema", "json_schema", js);
 }
 
+/* tools ([{"type": "function", "name", "description", "parameters",
+ * "strict"}]), tool_choice ({"type": "function", "name"} for one) and
+ * parallel_tool_calls into the chat's shapes in chat. 0, or -1 with e set;
+ * the chat's parser checks the rest (schemas, duplicate names). */
+static int chat_tools(json_t *root, json_t *chat, sv_error *e)
+{
+    json_t *tools = json_object_get(root, "tools"), *choice = json_object_get(root, "tool_choice"), *tool;
+    if (!absent(tools) && !json_is_array(tools))
+        return sv_bad(e, "tools", "'tools' must be an array of {\"type\": \"function\", \"name\", \"description\", "
+                      "\"parameters\", \"strict\"}");
+    json_t *out = json_array();
+    json_object_set_new(chat, "tools", out);
+    size_t i;
+    json_array_foreach(tools, i, tool)
+    {
+        char param[64];
+        snprintf(param, sizeof param, "tools[%zu]", i);
+        json_t *type = json_object_get(tool, "type"), *name = json_object_get(tool, "name");
+        if (!json_is_object(tool) || !is_text(type, "function"))
+            return sv_bad(e, "tools", "tools[%zu] has type '%s': only function tools ({\"type\": \"function\", "
+                          "\"name\", ...}) are served, no hosted tools", i,
+                          json_is_string(type) ? json_string_value(type) : "?");
+        if (only_keys(tool, (const char *const[]){"type", "name", "description", "parameters", "strict", NULL},
+                      param, e))
+            return -1;
+        if (!json_is_string(name) || !sv_function_name_ok(json_string_value(name)))
+            return sv_bad(e, "tools", "tools[%zu]: 'name' must be 1 to 64 letters, digits, '_' or '-'", i);
+        json_t *fn = json_copy(tool);
+        json_object_del(fn, "type");
+        json_array_append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", fn));
+    }
+    if (is_text(choice, "none") || is_text(choice, "auto") || is_text(choice, "required")) {
+        json_object_set(chat, "tool_choice", choice);
+    } else if (!absent(choice)) {
+        json_t *name = json_object_get(choice, "name");
+        if (!is_text(json_object_get(choice, "type"), "function") || !json_is_string(name) ||
+            json_object_size(choice) != 2)
+            return sv_bad(e, "tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": "
+                          "\"function\", \"name\": NAME}");
+        json_object_set_new(chat, "tool_choice", json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name",
+                                                           name));
+    }
+    if (!absent(json_object_get(root, "parallel_tool_calls")))
+        json_object_set(chat, "parallel_tool_calls", json_object_get(root, "parallel_tool_calls"));
+    return 0;
+}
+
 /* The chat request that root means; NULL with e set. */
 static json_t *chat_request(json_t *root, sv_error *e)
 {
@@ -357,6 +449,10 @@ static json_t *chat_request(json_t *root, sv_error *e)
     json_t *chat = json_pack("{s:o}", "messages", messages);
     if (format)
         json_object_set_new(chat, "response_format", format);
+    if (chat_tools(root, chat, e)) {
+        json_decref(chat);
+        return NULL;
+    }
     const char *const same[] = {"model", "temperature", "top_p", "seed", "stream", "user", "detinfer", NULL};
     for (int i = 0; same[i]; i++)
         if (json_object_get(root, same[i]))
@@ -435,7 +531,7 @@ static json_t *response_template(const sv_server *srv, json_t *root)
                                              absent(format) ? json_pack("{s:s}", "type", "text") : json_incref(format),
                                              "verbosity", "medium"));
     json_object_set_new(t, "tool_choice", echo(root, "tool_choice", json_string("auto")));
-    json_object_set_new(t, "tools", json_array());
+    json_object_set_new(t, "tools", echo(root, "tools", json_array()));
     json_object_set_new(t, "top_logprobs", json_integer(0));
     json_object_set_new(t, "truncation", json_string("disabled"));
     json_object_set_new(t, "usage", json_null());
@@ -518,8 +614,29 @@ static json_t *usage(const sv_request *r)
                      "reasoning_tokens", 0, "total_tokens", in + out);
 }
 
+/* Call k of choice c as a function_call item; in progress: its arguments
+ * not yet given. Its id: the response's with "fc_" for "resp_", and k. */
+static json_t *call_item(const sv_request *r, const sv_choice *c, size_t k, int in_progress)
+{
+    json_t *call = json_array_get(c->tool_calls, k), *fn = json_object_get(call, "function");
+    char id[sizeof r->id + 24];
+    snprintf(id, sizeof id, "fc_%s_%zu", r->id + strlen("resp_"), k);
+    return json_pack("{s:s, s:s, s:s, s:o, s:O, s:O}", "id", id, "type", "function_call", "status",
+                     in_progress ? "in_progress" : "completed", "arguments",
+                     in_progress ? json_string("") : json_incref(json_object_get(fn, "arguments")), "call_id",
+                     json_object_get(call, "id"), "name", json_object_get(fn, "name"));
+}
+
+/* The bytes of c's text that are the message's: all, or those before its
+ * calls. */
+static size_t message_text_len(const sv_choice *c)
+{
+    return c->tool_calls ? c->calls_at : c->text_visible;
+}
+
 /* The Response: done (the request finished), or as it starts (in progress,
- * no output). */
+ * no output). Its output: the assistant's message (none when the answer is
+ * calls alone), then a function_call item per call. */
 static json_t *response_object(const sv_server *srv, const sv_request *r, int done)
 {
     json_t *o = json_deep_copy(r->responses);
@@ -530,9 +647,15 @@ static json_t *response_object(const sv_server *srv, const sv_request *r, int do
     json_object_set_new(o, "status", json_string(incomplete ? "incomplete" : "completed"));
     if (incomplete)
         json_object_set_new(o, "incomplete_details", json_pack("{s:s}", "reason", "max_output_tokens"));
-    json_t *part = text_part(c->text ? c->text : "", c->text_visible);
-    json_object_set_new(o, "output", json_pack("[o]", message_item(r, incomplete ? "incomplete" : "completed",
-                                                                   json_pack("[o]", part))));
+    json_t *output = json_array();
+    if (!c->tool_calls || c->calls_at) {
+        json_t *part = text_part(c->text ? c->text : "", message_text_len(c));
+        json_array_append_new(output,
+                              message_item(r, incomplete ? "incomplete" : "completed", json_pack("[o]", part)));
+    }
+    for (size_t k = 0; k < json_array_size(c->tool_calls); k++)
+        json_array_append_new(output, call_item(r, c, k, 0));
+    json_object_set_new(o, "output", output);
     json_object_set_new(o, "usage", usage(r));
     json_object_set_new(o, "detinfer", sv_detinfer_object(srv, r, 0));
     return o;
@@ -582,6 +705,50 @@ static void add_delta(sse_buf *b, sv_responses_stream *st, const sv_request *r, 
     add_event(b, st, "response.output_text.delta", d);
 }
 
+/* The message item's opening events (once). */
+static void open_message(sse_buf *b, sv_responses_stream *st, const sv_request *r)
+{
+    if (st->message_open)
+        return;
+    st->message_open = 1;
+    add_event(b, st, "response.output_item.added",
+              json_pack("{s:i, s:o}", "output_index", 0, "item", message_item(r, "in_progress", json_array())));
+    json_t *d = part_event(r);
+    json_object_set_new(d, "part", text_part("", 0));
+    add_event(b, st, "response.content_part.added", d);
+}
+
+/* The events of output item k of the finished response: its message's
+ * closings, or a call's added, arguments and done events. */
+static void close_item(sse_buf *b, sv_responses_stream *st, const sv_request *r, json_t *done, size_t k)
+{
+    json_t *item = json_array_get(json_object_get(done, "output"), k), *d;
+    if (is_text(json_object_get(item, "type"), "message")) {
+        json_t *part = json_array_get(json_object_get(item, "content"), 0);
+        d = part_event(r);
+        json_object_set(d, "text", json_object_get(part, "text"));
+        json_object_set_new(d, "logprobs", json_array());
+        add_event(b, st, "response.output_text.done", d);
+        d = part_event(r);
+        json_object_set(d, "part", part);
+        add_event(b, st, "response.content_part.done", d);
+    } else {
+        const size_t call = k - (json_array_size(json_object_get(done, "output")) -
+                                 json_array_size(sv_choice_of(r, 0)->tool_calls));
+        json_t *added = call_item(r, sv_choice_of(r, 0), call, 1), *args = json_object_get(item, "arguments");
+        add_event(b, st, "response.output_item.added", json_pack("{s:I, s:o}", "output_index", (json_int_t)k, "item",
+                                                                  added));
+        add_event(b, st, "response.function_call_arguments.delta",
+                  json_pack("{s:O, s:I, s:O}", "item_id", json_object_get(item, "id"), "output_index", (json_int_t)k,
+                            "delta", args));
+        add_event(b, st, "response.function_call_arguments.done",
+                  json_pack("{s:O, s:I, s:O, s:O}", "item_id", json_object_get(item, "id"), "output_index",
+                            (json_int_t)k, "name", json_object_get(item, "name"), "arguments", args));
+    }
+    add_event(b, st, "response.output_item.done",
+              json_pack("{s:I, s:O}", "output_index", (json_int_t)k, "item", item));
+}
+
 char *sv_responses_events(const sv_server *srv, const sv_request *r, sv_responses_stream *st)
 {
     sse_buf b = {NULL, 0};
@@ -591,17 +758,15 @@ char *sv_responses_events(const sv_server *srv, const sv_request *r, sv_response
         st->opened = 1;
         add_event(&b, st, "response.created", json_pack("{s:o}", "response", response_object(srv, r, 0)));
         add_event(&b, st, "response.in_progress", json_pack("{s:o}", "response", response_object(srv, r, 0)));
-        add_event(&b, st, "response.output_item.added",
-                  json_pack("{s:i, s:o}", "output_index", 0, "item", message_item(r, "in_progress", json_array())));
-        json_t *d = part_event(r);
-        json_object_set_new(d, "part", text_part("", 0));
-        add_event(&b, st, "response.content_part.added", d);
+        if (r->tool_mode == SV_TOOLS_OFF) /* else once there is text: an answer may be calls alone */
+            open_message(&b, st, r);
     }
     /* a delta per token whose text became visible (none for a token whose
-     * text is held back or empty) */
+     * text is held back or empty, or may be a tool call) */
     for (; !error && st->tokens_sent < c->n_out; st->tokens_sent++) {
-        const size_t upto = c->visible_after[st->tokens_sent];
+        const size_t upto = sv_tools_sendable(c, c->visible_after[st->tokens_sent]);
         if (upto > st->text_sent) {
+            open_message(&b, st, r);
             add_delta(&b, st, r, c->text + st->text_sent, upto - st->text_sent);
             st->text_sent = upto;
         }
@@ -613,21 +778,16 @@ char *sv_responses_events(const sv_server *srv, const sv_request *r, sv_response
                                                  "param"));
             return b.p;
         }
-        if (c->text_visible > st->text_sent) {
-            add_delta(&b, st, r, c->text + st->text_sent, c->text_visible - st->text_sent);
-            st->text_sent = c->text_visible;
+        if (message_text_len(c) > st->text_sent) {
+            open_message(&b, st, r);
+            add_delta(&b, st, r, c->text + st->text_sent, message_text_len(c) - st->text_sent);
+            st->text_sent = message_text_len(c);
         }
+        if (!c->tool_calls)
+            open_message(&b, st, r);
         json_t *done = response_object(srv, r, 1);
-        json_t *item = json_array_get(json_object_get(done, "output"), 0);
-        json_t *part = json_array_get(json_object_get(item, "content"), 0);
-        json_t *d = part_event(r);
-        json_object_set(d, "text", json_object_get(part, "text"));
-        json_object_set_new(d, "logprobs", json_array());
-        add_event(&b, st, "response.output_text.done", d);
-        d = part_event(r);
-        json_object_set(d, "part", part);
-        add_event(&b, st, "response.content_part.done", d);
-        add_event(&b, st, "response.output_item.done", json_pack("{s:i, s:O}", "output_index", 0, "item", item));
+        for (size_t k = 0; k < json_array_size(json_object_get(done, "output")); k++)
+            close_item(&b, st, r, done, k);
         add_event(&b, st, cut_short(c) ? "response.incomplete" : "response.completed",
                   json_pack("{s:o}", "response", done));
     }

@@ -11,7 +11,12 @@
  *     <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>
  *
  * several separated by "\n"; Llama 3.1 (llama3): the whole message is one
- * call, {"name": "NAME", "parameters": ARGS}. It is generated under one
+ * call, {"name": "NAME", "parameters": ARGS}; Mistral Nemo
+ * (mistral-v3-tekken), whose whole prompt is written here:
+ *
+ *     [TOOL_CALLS][{"name": "NAME", "arguments": ARGS}, ...]
+ *
+ * It is generated under one
  * grammar made of the tools' parameter schemas, each compiled by the
  * library's JSON-schema path and its rules renamed t<i>-...: with required
  * or a named function from the first token; with auto, text that never
@@ -28,22 +33,31 @@
 #include "serve/serve.h"
 
 #define MAX_TOOLS 64
-#define MARKER "<tool_call>"
 #define NAME_HEAD "{\"name\": \""
+#define MISTRAL_ID_LEN 9 /* Mistral's call ids: 9 letters or digits */
 
-/* How a template's model family writes its calls. */
+/* How a template's model family writes its calls: the marker that begins
+ * them (what auto's free text never holds), then around the list, around
+ * each call and between calls. */
 typedef struct call_format {
+    const char *marker;
+    const char *list_open, *list_close;
     const char *open, *close; /* around each call */
+    const char *separator;    /* between calls */
     const char *args_head;    /* between the name and the arguments */
     int whole_message;        /* one call, the whole message, no marker (Llama 3.1) */
 } call_format;
 
-static const call_format hermes = {MARKER "\n", "\n</tool_call>", "\", \"arguments\": ", 0};
-static const call_format llama = {"", "", "\", \"parameters\": ", 1};
+static const call_format hermes = {"<tool_call>", "", "", "<tool_call>\n", "\n</tool_call>", "\n",
+                                   "\", \"arguments\": ", 0};
+static const call_format llama = {"", "", "", "", "", "", "\", \"parameters\": ", 1};
+static const call_format mistral = {"[TOOL_CALLS]", "[TOOL_CALLS][", "]", "", "", ", ", "\", \"arguments\": ", 0};
 
 static const call_format *format_of(const sv_request *r)
 {
-    return r->tool_format == SV_TOOL_FORMAT_LLAMA3 ? &llama : &hermes;
+    return r->tool_format == SV_TOOL_FORMAT_LLAMA3    ? &llama
+           : r->tool_format == SV_TOOL_FORMAT_MISTRAL ? &mistral
+                                                      : &hermes;
 }
 
 /* Qwen 3's system text for tools (Qwen 2.5's after its system message):
@@ -200,19 +214,32 @@ static int tool_rules(json_t *tool, size_t i, sv_buf *g, sv_error *e)
     return 0;
 }
 
-/* Text that never holds MARKER (auto: what may come before the calls):
- * free ::= ([^<] | "<" free-1)* free-end, where free-k, having matched k
- * bytes of the marker, must leave it (or start it again at "<"), and
- * free-end is a proper prefix of the marker. MARKER's '<' is only its
- * first byte. */
-static void put_free_text(sv_buf *g)
+/* A byte inside a GBNF class, escaped where the class syntax needs it. */
+static void put_class_char(sv_buf *g, char c)
 {
-    const char *m = MARKER;
+    sv_buf_puts(g, c == '[' || c == ']' || c == '\\' || c == '^' || c == '-' ? "\\" : "");
+    sv_buf_put(g, &c, 1);
+}
+
+/* Text that never holds the marker m (auto: what may come before the calls):
+ * free ::= ([^m0] | "m0" free-1)* free-end, where free-k, having matched k
+ * bytes of the marker, must leave it (or start it again at m0), and
+ * free-end is a proper prefix of the marker. m's first byte m0 ('<', '[')
+ * is in no other place of it. */
+static void put_free_text(sv_buf *g, const char *m)
+{
     const size_t len = strlen(m);
     char line[128];
-    sv_buf_puts(g, "free ::= ([^<] | \"<\" free-1)* free-end\n");
+    sv_buf_puts(g, "free ::= ([^");
+    put_class_char(g, m[0]);
+    snprintf(line, sizeof line, "] | \"%c\" free-1)* free-end\n", m[0]);
+    sv_buf_puts(g, line);
     for (size_t k = 1; k < len; k++) {
-        snprintf(line, sizeof line, "free-%zu ::= [^%c<] | \"<\" free-1", k, m[k]);
+        snprintf(line, sizeof line, "free-%zu ::= [^", k);
+        sv_buf_puts(g, line);
+        put_class_char(g, m[k]);
+        put_class_char(g, m[0]);
+        snprintf(line, sizeof line, "] | \"%c\" free-1", m[0]);
         sv_buf_puts(g, line);
         if (k + 1 < len) {
             snprintf(line, sizeof line, " | \"%c\" free-%zu", m[k], k + 1);
@@ -248,8 +275,22 @@ static int tools_grammar(sv_request *r, json_t *tools, long named, sv_error *e)
         sv_buf_puts(&g, r->tool_mode == SV_TOOLS_AUTO ? "root ::= call | ([^{] [^\\x00]*)?\n" : "root ::= call\n");
     } else {
         sv_buf_puts(&g, r->tool_mode == SV_TOOLS_AUTO ? "root ::= free calls?\n" : "root ::= calls\n");
-        sv_buf_puts(&g, r->parallel_calls ? "calls ::= block (\"\\n\" block)*\n" : "calls ::= block\n");
-        sv_buf_puts(&g, "block ::= ");
+        sv_buf_puts(&g, "calls ::= ");
+        if (*f->list_open) {
+            put_literal(&g, f->list_open);
+            sv_buf_puts(&g, " ");
+        }
+        sv_buf_puts(&g, "block");
+        if (r->parallel_calls) {
+            sv_buf_puts(&g, " (");
+            put_literal(&g, f->separator);
+            sv_buf_puts(&g, " block)*");
+        }
+        if (*f->list_close) {
+            sv_buf_puts(&g, " ");
+            put_literal(&g, f->list_close);
+        }
+        sv_buf_puts(&g, "\nblock ::= ");
         put_literal(&g, f->open);
         sv_buf_puts(&g, " call ");
         put_literal(&g, f->close);
@@ -281,7 +322,7 @@ static int tools_grammar(sv_request *r, json_t *tools, long named, sv_error *e)
         }
     }
     if (r->tool_mode == SV_TOOLS_AUTO && !f->whole_message)
-        put_free_text(&g);
+        put_free_text(&g, f->marker);
     const int rc = g.oom ? sv_bad(e, "tools", "out of memory")
                          : sv_grammar_from_gbnf(g.p, g.n, "tools", &r->grammar, e);
     free(g.p);
@@ -291,8 +332,10 @@ static int tools_grammar(sv_request *r, json_t *tools, long named, sv_error *e)
 int sv_request_tools(const sv_server *srv, json_t *root, sv_request *r, sv_error *e)
 {
     json_t *tools = json_object_get(root, "tools");
-    r->tool_format = srv->chat_template && !strcmp(srv->chat_template, "llama3") ? SV_TOOL_FORMAT_LLAMA3
-                                                                                  : SV_TOOL_FORMAT_HERMES;
+    const char *tpl = srv->chat_template ? srv->chat_template : "";
+    r->tool_format = !strcmp(tpl, "llama3")              ? SV_TOOL_FORMAT_LLAMA3
+                     : !strcmp(tpl, "mistral-v3-tekken") ? SV_TOOL_FORMAT_MISTRAL
+                                                         : SV_TOOL_FORMAT_HERMES;
     r->parallel_calls = !json_is_false(json_object_get(root, "parallel_tool_calls"));
     if (tools && !json_is_null(tools) && !json_is_array(tools))
         return sv_bad(e, "tools", "'tools' must be an array of {\"type\": \"function\", \"function\": {...}}");
@@ -455,6 +498,8 @@ int sv_tools_messages(const sv_server *srv, const sv_request *r, sv_chat *chat, 
 {
     if (!r->tools)
         return 0;
+    if (r->tool_format == SV_TOOL_FORMAT_MISTRAL) /* the whole prompt: sv_tools_mistral_prompt */
+        return 0;
     if (r->tool_format == SV_TOOL_FORMAT_LLAMA3) /* its own tool turns: rendered by the library */
         return llama_tools(r, chat, e);
     if (strcmp(srv->chat_template, "chatml") && generic_history(chat, e))
@@ -462,32 +507,269 @@ int sv_tools_messages(const sv_server *srv, const sv_request *r, sv_chat *chat, 
     return system_tools(r, chat, e);
 }
 
+/* ---- Mistral's prompt ------------------------------------------------------------
+ * Mistral Nemo's template (tests/data/chat_templates/mistralai-Mistral-Nemo-
+ * Instruct-2407.jinja, llama.cpp's mistral-v3-tekken) as it writes a chat
+ * with tools, which the library's formatter does not: the tools before the
+ * last user message, the system message in that message when it is the
+ * chat's last, calls with their 9-character ids, answers with the call's id.
+ * Written and tokenized here: each marker the template writes becomes its
+ * control token (when the vocabulary has it as one; else it is text), and
+ * the text between markers, messages included, is tokenized as plain text,
+ * so that no message forges a marker. */
+
+typedef struct mistral_prompt {
+    const sv_server *srv;
+    sv_buf text;        /* plain text since the last marker */
+    int32_t *ids;
+    size_t n, cap;
+    int failed;
+    char err[256];
+} mistral_prompt;
+
+/* The tokens of text (flags: di_model_tokenize's) after those so far. */
+static void add_ids(mistral_prompt *m, const char *text, size_t len, uint32_t flags)
+{
+    size_t need = 0;
+    if (m->failed || (!len && !(flags & DI_TOKENIZE_ADD_BOS)))
+        return;
+    di_status st = di_model_tokenize(m->srv->model, text, len, flags, NULL, 0, &need, m->err, sizeof m->err);
+    if ((st && st != DI_ERR_BUFFER_TOO_SMALL) || !need) {
+        m->failed = st && st != DI_ERR_BUFFER_TOO_SMALL;
+        return;
+    }
+    if (m->n + need > m->cap) {
+        const size_t cap = (m->n + need) * 2 + 64;
+        int32_t *ids = realloc(m->ids, cap * sizeof *ids);
+        if (!ids) {
+            m->failed = 1;
+            snprintf(m->err, sizeof m->err, "out of memory");
+            return;
+        }
+        m->ids = ids, m->cap = cap;
+    }
+    st = di_model_tokenize(m->srv->model, text, len, flags, m->ids + m->n, m->cap - m->n, &need, m->err,
+                           sizeof m->err);
+    m->failed = st != DI_OK;
+    m->n += st ? 0 : need;
+}
+
+/* The plain text so far, tokenized. */
+static void flush_text(mistral_prompt *m)
+{
+    if (m->text.oom && !m->failed) {
+        m->failed = 1;
+        snprintf(m->err, sizeof m->err, "out of memory");
+    }
+    add_ids(m, m->text.p ? m->text.p : "", m->text.n, 0);
+    m->text.n = 0;
+}
+
+/* The plain text so far, tokenized; then marker, as its control token. */
+static void put_marker(mistral_prompt *m, const char *marker)
+{
+    int32_t id[2];
+    size_t n = 0;
+    char piece[4];
+    size_t piece_len = 1;
+    const int control = di_model_tokenize(m->srv->model, marker, strlen(marker), DI_TOKENIZE_PARSE_SPECIAL, id, 2,
+                                          &n, NULL, 0) == DI_OK && n == 1 &&
+                        di_model_token_piece(m->srv->model, id[0], piece, sizeof piece, &piece_len) == DI_OK &&
+                        piece_len == 0;
+    if (!control) { /* not one of this vocabulary's control tokens: text */
+        sv_buf_puts(&m->text, marker);
+        return;
+    }
+    flush_text(m);
+    add_ids(m, marker, strlen(marker), DI_TOKENIZE_PARSE_SPECIAL);
+}
+
+/* The tools as the template writes them: each function's fields in their
+ * order ("return" left out), a string as it is between quotes, another value
+ * as tojson. */
+static void mistral_tools(mistral_prompt *m, json_t *tools)
+{
+    put_marker(m, "[AVAILABLE_TOOLS]");
+    sv_buf_puts(&m->text, "[");
+    for (size_t i = 0; i < json_array_size(tools); i++) {
+        json_t *fn = json_object_get(json_array_get(tools, i), "function"), *val;
+        const char *key;
+        int first = 1;
+        sv_buf_puts(&m->text, i ? ", {\"type\": \"function\", \"function\": {" : "{\"type\": \"function\", "
+                                                                                  "\"function\": {");
+        json_object_foreach(fn, key, val)
+        {
+            if (!strcmp(key, "return"))
+                continue;
+            sv_buf_puts(&m->text, first ? "\"" : ", \"");
+            sv_buf_puts(&m->text, key);
+            first = 0;
+            if (json_is_string(val)) {
+                sv_buf_puts(&m->text, "\": \"");
+                sv_buf_put(&m->text, json_string_value(val), json_string_length(val));
+                sv_buf_puts(&m->text, "\"");
+                continue;
+            }
+            char *json = sv_python_json(val);
+            sv_buf_puts(&m->text, "\": ");
+            sv_buf_puts(&m->text, json ? json : "");
+            m->text.oom |= !json;
+            free(json);
+        }
+        sv_buf_puts(&m->text, "}}");
+    }
+    sv_buf_puts(&m->text, "]");
+    put_marker(m, "[/AVAILABLE_TOOLS]");
+}
+
+/* A history id (a call's "id", a tool message's "tool_call_id"): 9 letters
+ * or digits, as the template requires; NULL when it is not. */
+static const char *mistral_id(json_t *v)
+{
+    const char *s = json_string_value(v);
+    if (!s || strlen(s) != MISTRAL_ID_LEN)
+        return NULL;
+    for (size_t i = 0; i < MISTRAL_ID_LEN; i++)
+        if (!isalnum((unsigned char)s[i]))
+            return NULL;
+    return s;
+}
+
+/* The chat (OpenAI's messages, and the same as sv_chat_messages made them:
+ * one entry a message, then its calls) as the template writes it. */
+static int mistral_render(mistral_prompt *m, const sv_request *r, json_t *messages, const sv_chat *chat,
+                          sv_error *e)
+{
+    const int has_system = chat->n && !strcmp(chat->roles[0], "system");
+    size_t last_user = chat->n, turn = 0;
+    for (size_t k = 0; k < chat->n; k++)
+        last_user = !strcmp(chat->roles[k], "user") ? k : last_user;
+    add_ids(m, "", 0, DI_TOKENIZE_ADD_BOS);
+    for (size_t i = has_system, k = has_system; i < json_array_size(messages); i++) {
+        json_t *msg = json_array_get(messages, i), *calls = json_object_get(msg, "tool_calls");
+        const char *role = chat->roles[k], *content = chat->contents[k];
+        const size_t n_calls = json_is_array(calls) ? json_array_size(calls) : 0;
+        if (!strcmp(role, "system"))
+            return sv_bad(e, "messages", "message %zu: the Mistral template takes a system message only first", i);
+        if (strcmp(role, "tool") && !n_calls) { /* the template's check of turns skips calls and answers */
+            if (!strcmp(role, "user") != (turn % 2 == 0))
+                return sv_bad(e, "messages", "message %zu: the Mistral template needs user and assistant messages "
+                              "in turn after the system message (tool calls and answers aside)", i);
+            turn++;
+        }
+        if (!strcmp(role, "user")) {
+            if (k == last_user)
+                mistral_tools(m, r->tools);
+            put_marker(m, "[INST]");
+            if (has_system && i + 1 == json_array_size(messages)) {
+                sv_buf_puts(&m->text, chat->contents[0]);
+                sv_buf_puts(&m->text, "\n\n");
+            }
+            sv_buf_puts(&m->text, content);
+            put_marker(m, "[/INST]");
+        } else if (n_calls) { /* the message's text is not written, as in the template */
+            put_marker(m, "[TOOL_CALLS]");
+            sv_buf_puts(&m->text, "[");
+            for (size_t c = 0; c < n_calls; c++) {
+                const char *entry = chat->contents[k + 1 + c], *nl = strchr(entry, '\n');
+                const char *id = mistral_id(json_object_get(json_array_get(calls, c), "id"));
+                if (!id)
+                    return sv_bad(e, "messages", "message %zu: tool call %zu: the Mistral template takes ids of %d "
+                                  "letters or digits", i, c, MISTRAL_ID_LEN);
+                sv_buf_puts(&m->text, c ? ", " NAME_HEAD : NAME_HEAD);
+                sv_buf_put(&m->text, entry, (size_t)(nl - entry));
+                sv_buf_puts(&m->text, mistral.args_head);
+                sv_buf_puts(&m->text, nl + 1);
+                sv_buf_puts(&m->text, ", \"id\": \"");
+                sv_buf_puts(&m->text, id);
+                sv_buf_puts(&m->text, "\"}");
+            }
+            sv_buf_puts(&m->text, "]");
+            put_marker(m, "</s>");
+        } else if (!strcmp(role, "assistant")) {
+            sv_buf_puts(&m->text, content);
+            put_marker(m, "</s>");
+        } else { /* a tool's answer: its text as it is */
+            const char *id = mistral_id(json_object_get(msg, "tool_call_id"));
+            if (!id)
+                return sv_bad(e, "messages", "message %zu: the Mistral template takes a 'tool_call_id' of %d letters "
+                              "or digits", i, MISTRAL_ID_LEN);
+            put_marker(m, "[TOOL_RESULTS]");
+            sv_buf_puts(&m->text, "{\"content\": ");
+            sv_buf_puts(&m->text, content);
+            sv_buf_puts(&m->text, ", \"call_id\": \"");
+            sv_buf_puts(&m->text, id);
+            sv_buf_puts(&m->text, "\"}");
+            put_marker(m, "[/TOOL_RESULTS]");
+        }
+        k += 1 + n_calls;
+    }
+    flush_text(m);
+    return 0;
+}
+
+int sv_tools_mistral_prompt(const sv_server *srv, const sv_request *r, json_t *messages, const sv_chat *chat,
+                            sv_prompt *p, sv_error *e)
+{
+    mistral_prompt m = {.srv = srv};
+    int rc = mistral_render(&m, r, messages, chat, e);
+    if (!rc && m.failed)
+        rc = sv_bad(e, "messages", "the messages cannot be tokenized with the Mistral template: %s", m.err);
+    if (!rc && m.n > (size_t)srv->context)
+        rc = sv_bad(e, "messages", "the prompt has %zu tokens; the context is %lld", m.n, (long long)srv->context);
+    free(m.text.p);
+    if (rc) {
+        free(m.ids);
+        return -1;
+    }
+    p->ids = m.ids;
+    p->n = (uint32_t)m.n;
+    return 0;
+}
+
 /* ---- The calls parsed back ------------------------------------------------------- */
+
+/* When text[*pos..n) begins with s: past it, and 1. */
+static int skip(const char *text, size_t n, size_t *pos, const char *s)
+{
+    const size_t len = strlen(s);
+    if (n - *pos < len || memcmp(text + *pos, s, len))
+        return 0;
+    *pos += len;
+    return 1;
+}
 
 /* One call at text[*pos..n) in format f, as the grammar wrote it: open
  * {"name": "NAME", ARGS_HEAD ARGS} close; NULL when it is not one. */
 static json_t *parse_call(const call_format *f, const char *text, size_t n, size_t *pos, const char *id)
 {
-    const size_t open = strlen(f->open), close = strlen(f->close), head = strlen(NAME_HEAD);
-    const size_t args_head = strlen(f->args_head);
-    if (n - *pos < open || memcmp(text + *pos, f->open, open))
+    size_t p = *pos;
+    if (!skip(text, n, &p, f->open) || !skip(text, n, &p, NAME_HEAD))
         return NULL;
-    const char *json = text + *pos + open;
-    /* compact JSON holds no raw newline: the first close ends the call */
-    const char *end = close ? memmem(json, n - (size_t)(json - text), f->close, close) : text + n;
-    json_t *call = end ? json_loadb(json, (size_t)(end - json), JSON_REJECT_DUPLICATES, NULL) : NULL;
-    const char *name = json_string_value(json_object_get(call, "name"));
-    const size_t nn = name ? strlen(name) : 0;
-    json_t *out = NULL;
-    if (name && (size_t)(end - json) > head + nn + args_head + 1 && !memcmp(json, NAME_HEAD, head) &&
-        !memcmp(json + head, name, nn) && !memcmp(json + head + nn, f->args_head, args_head)) {
-        const char *args = json + head + nn + args_head; /* the arguments' bytes as generated */
-        out = json_pack("{s:s, s:s, s:{s:s, s:s%}}", "id", id, "type", "function", "function", "name", name,
-                        "arguments", args, (size_t)(end - 1 - args));
-        *pos = (size_t)(end - text) + close;
-    }
-    json_decref(call);
-    return out;
+    char name[65];
+    size_t nn = 0;
+    while (p + nn < n && text[p + nn] != '"' && nn < sizeof name - 1)
+        nn++;
+    memcpy(name, text + p, nn);
+    name[nn] = '\0';
+    p += nn;
+    if (!sv_function_name_ok(name) || !skip(text, n, &p, f->args_head))
+        return NULL;
+    /* ARGS is one JSON object: jansson reads it and says where it ended */
+    json_error_t err;
+    json_t *args = json_loadb(text + p, n - p, JSON_DISABLE_EOF_CHECK | JSON_REJECT_DUPLICATES, &err);
+    const int is_object = json_is_object(args);
+    json_decref(args);
+    if (!is_object)
+        return NULL;
+    const size_t args_at = p;
+    p += (size_t)err.position;
+    const size_t args_len = p - args_at;
+    if (!skip(text, n, &p, "}") || !skip(text, n, &p, f->close))
+        return NULL;
+    *pos = p;
+    return json_pack("{s:s, s:s, s:{s:s, s:s%}}", "id", id, "type", "function", "function", "name", name,
+                     "arguments", text + args_at, args_len);
 }
 
 /* Where the calls of c's text would begin, or NULL. */
@@ -495,7 +777,26 @@ static const char *calls_start(const call_format *f, const sv_choice *c, size_t 
 {
     if (f->whole_message)
         return upto && c->text[0] == '{' ? c->text : NULL;
-    return memmem(c->text, upto, MARKER, strlen(MARKER));
+    return memmem(c->text, upto, f->marker, strlen(f->marker));
+}
+
+/* Call k's id, from the sequence digest (hex): "call_" + 24 hex digits +
+ * "_k", or for Mistral, whose template takes 9 letters or digits only, the
+ * digest's first 64 bits mixed with k, in base 62. */
+static void call_id(const sv_request *r, const char *hex, size_t k, char *id, size_t size)
+{
+    if (r->tool_format != SV_TOOL_FORMAT_MISTRAL) {
+        snprintf(id, size, "call_%.24s_%zu", hex, k);
+        return;
+    }
+    static const char digits[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    char first[17];
+    memcpy(first, hex, 16);
+    first[16] = '\0';
+    uint64_t v = strtoull(first, NULL, 16) ^ ((uint64_t)(k + 1) * 0x9E3779B97F4A7C15u);
+    for (size_t i = 0; i < MISTRAL_ID_LEN && i + 1 < size; i++, v /= 62)
+        id[i] = digits[v % 62];
+    id[size > MISTRAL_ID_LEN ? MISTRAL_ID_LEN : size - 1] = '\0';
 }
 
 void sv_tools_finish(sv_choice *c)
@@ -505,22 +806,24 @@ void sv_tools_finish(sv_choice *c)
         return;
     const call_format *f = format_of(r);
     const char *text = c->text, *at = calls_start(f, c, c->text_visible);
-    if (!at)
+    const size_t n = c->text_visible;
+    size_t pos = at ? (size_t)(at - text) : 0;
+    if (!at || !skip(text, n, &pos, f->list_open))
         return;
     char hex[DI_DIGEST_HEX_SIZE], id[48];
     cli_hex(&c->sequence, hex);
     json_t *calls = json_array();
-    size_t pos = (size_t)(at - text);
     for (size_t k = 0; calls; k++) {
-        snprintf(id, sizeof id, "call_%.24s_%zu", hex, k);
-        json_t *call = parse_call(f, text, c->text_visible, &pos, id);
+        call_id(r, hex, k, id, sizeof id);
+        json_t *call = parse_call(f, text, n, &pos, id);
         if (!call || json_array_append_new(calls, call)) {
             json_decref(calls);
             return; /* not calls after all: the text stays the content */
         }
-        if (pos == c->text_visible)
+        size_t end = pos;
+        if (skip(text, n, &end, f->list_close) && end == n)
             break;
-        if (text[pos++] != '\n')
+        if (!skip(text, n, &pos, f->separator))
             calls = (json_decref(calls), NULL);
     }
     if (!calls)
@@ -538,12 +841,13 @@ size_t sv_tools_sendable(const sv_choice *c, size_t upto)
         return c->calls_at < upto ? c->calls_at : upto;
     if (format_of(c->req)->whole_message) /* nothing yet, or a "{" that begins a call */
         return upto && c->text[0] != '{' ? upto : 0;
-    const size_t m = strlen(MARKER);
-    const char *at = memmem(c->text, upto, MARKER, m);
+    const char *marker = format_of(c->req)->marker;
+    const size_t m = strlen(marker);
+    const char *at = memmem(c->text, upto, marker, m);
     if (at)
         return (size_t)(at - c->text);
     for (size_t k = m - 1; k > 0; k--) /* the longest end of the text that may begin the marker */
-        if (k <= upto && !memcmp(c->text + upto - k, MARKER, k))
+        if (k <= upto && !memcmp(c->text + upto - k, marker, k))
             return upto - k;
     return upto;
 }
