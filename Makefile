@@ -10,7 +10,7 @@
 #   make install / uninstall   PREFIX, DESTDIR, libdir, includedir, pkgconfigdir
 #   make demo            the real model: greedy continuations with digests, then a short verify
 #   make bench           prefill/decode tokens per second: a generated 268M model and the real one
-#   make bench-peer      the real model and a generated 1.75 GiB one against llama.cpp (bench/compare-llamacpp.sh)
+#   make speed-peer      the real model and a generated 1.75 GiB one against llama.cpp (bench/compare-llamacpp.sh)
 #   make check-peer      logits against llama.cpp: generated F32 models and two real ones (make peer-venv first)
 #   make check-evals     lm-eval and inspect-ai against `detinfer serve` on the real model: same results every run
 #   make deps            install build and test dependencies (apt-get, pip)
@@ -84,7 +84,7 @@ MODELS   := $(BUILD)/models
 EXAMPLE  := $(BUILD)/examples/generate
 CACHE    ?= $(HOME)/.cache/detinfer
 
-.PHONY: all check check-compiler check-integer check-ray check-tsan check-baseline check-portability golden-digests check-peer peer-venv bench-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
+.PHONY: all check check-compiler check-integer check-ray check-tsan check-baseline check-portability golden-digests check-peer peer-venv speed-peer install uninstall demo bench deps clean fuzz cuda-syntax abi-check abi-dump
 all: $(SHARED) $(EXAMPLE) detinfer
 
 # Each object's headers are its .d file (-MMD -MP: written by the compile,
@@ -410,7 +410,7 @@ BIG_MODEL := $(CACHE)/bench-llama-3b-q4_k_m.gguf
 $(BIG_MODEL): bench/make_big_model.py
 	@mkdir -p $(CACHE)
 	$(PYTHON) bench/make_big_model.py --out $@
-bench-peer: all $(PEER_VENV)/ok $(BIG_MODEL)
+speed-peer: all $(PEER_VENV)/ok $(BIG_MODEL)
 	bench/compare-llamacpp.sh --threads 1,2 --reps 3 --batch 16 --batch-tokens 64
 	MODEL=$(BIG_MODEL) bench/compare-llamacpp.sh --threads 1,2 --reps 3 --pp 256 --tg 32 --batch 16 --batch-tokens 16
 	$(PEER_VENV)/bin/python tests/peer/accuracy.py "$$(tools/scripts/fetch-model.sh)" "$$(tools/scripts/fetch-smollm2.sh)" --threads 2

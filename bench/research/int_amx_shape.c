@@ -12,7 +12,7 @@
  * registers, one per row); block b's product C[row][token] = sum of u * c is
  * vpdpbusd's exact int32 sum, with B the tokens' codes as di_qa_tblock lays
  * them out. Three C tiles: block k + 3's product is issued and block k + 2's
- * stored while block k's float steps (the VNNI kernel's token_P and the
+ * stored while block k's float stages (the VNNI kernel's token_P and the
  * definition's fmas) run from memory, so the same integers and float
  * operations give the same bits.
  *
@@ -41,7 +41,7 @@ long syscall(long number, ...); /* unistd.h declares it only with _DEFAULT_SOURC
 #define XFEATURE_XTILEDATA 18
 #define ROWS 16u  /* rows per tile product: A's and C's */
 #define DEPTH 3u  /* C tiles: products in flight */
-#define AHEAD 2u  /* a product is stored AHEAD blocks before its float steps */
+#define AHEAD 2u  /* a product is stored AHEAD blocks before its float stages */
 #define T_A 4     /* tile registers (the intrinsics take literal numbers) */
 #define T_B 6
 #define CALLS 25
@@ -140,7 +140,7 @@ static inline void store(uint32_t set, int32_t (*c)[DI_QA_TOKENS])
         _tile_stored(2, c, 64);
 }
 
-/* Block e's float steps for the 16 rows from its sums c. */
+/* Block e's float stages for the 16 rows from its sums c. */
 static inline void block_steps(const amx_block *e, const di_qa_tblock *tb, int32_t (*c)[DI_QA_TOKENS],
                                __m512 acc[ROWS])
 {
@@ -165,7 +165,7 @@ static void chunk(const amx_block *t, const di_qa_tblock *tok, uint32_t c0, uint
         for (uint32_t b = c0 + l; b < end; b += DI_LANES)
             order[n++] = b;
     /* block order[j]: tile j % DEPTH, issued at step j - DEPTH, stored at
-     * step j - AHEAD into c[j % (AHEAD + 1)], its float steps at step j */
+     * step j - AHEAD into c[j % (AHEAD + 1)], its float stages at step j */
     for (uint32_t j = 0; j < DEPTH && j < n; j++)
         issue(j % DEPTH, t, tok, order[j]);
     for (uint32_t j = 0; j < AHEAD && j < n; j++)

@@ -3,9 +3,9 @@
  * product (kernels/cpu/cpu_int_avx512.c, grouped_tile: lanes = 16 tokens,
  * each 4-byte weight word broadcast), alone, on data that stays in L1, for
  * four definitions of the activation block, alternating, best of 3000 runs:
- *   A  today's: one float step per 32-weight block (int_dot.h)
+ *   A  today's: one float stage per 32-weight block (int_dot.h)
  *   B  one activation scale per 256: the blocks' integer scales by
- *      vpmulld, summed in int32; the min sums by vpmaddwd; float steps once
+ *      vpmulld, summed in int32; the min sums by vpmaddwd; float stages once
  *      per 256
  *   C  B with a per-32 power of two (a variable shift per block)
  *   D  per 256, the integer scales applied in float: cvt(sum) * k is exact,
@@ -43,7 +43,7 @@ static void zero_lanes(void)
             lanes[q][l] = _mm512_setzero_ps();
 }
 
-/* The float steps of super-block s of row q (B, C, D): its scaled sum P and
+/* The float stages of super-block s of row q (B, C, D): its scaled sum P and
  * its min sum into lane s % 32. */
 static inline void superblock_terms(int q, int s, __m512 P, __m512i msum)
 {
@@ -74,7 +74,7 @@ __attribute__((noinline)) static void variant_a(void)
 }
 
 /* per 256: integer scale products summed in int32, the min sums by vpmaddwd
- * over pairs of blocks, float steps once per super-block; with_shift: a
+ * over pairs of blocks, float stages once per super-block; with_shift: a
  * per-32 power of two as a variable shift. Blocks outer, rows inner, so the
  * tokens' codes of a block are loaded once for the rows, as in A. */
 static inline void variant_b_body(int with_shift)

@@ -1,7 +1,7 @@
 /*
  * cpu_avx512.c — the AVX-512 kernel path: the 32 lanes of the canonical
  * order are two 16-float registers. The kernels themselves are written once
- * in cpu_simd_body.h over the vector words defined here.
+ * in simd_path.h over the vector words defined here.
  */
 #include "kernels/cpu/cpu_ops.h"
 
@@ -88,7 +88,7 @@ static inline float lanes_tree(const vf *t)
     return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
 }
 
-#include "kernels/cpu/cpu_simd_body.h"
+#include "kernels/cpu/simd_path.h"
 
 #ifdef __clang__
 #pragma clang attribute pop

@@ -237,7 +237,7 @@ INLINE __m256i group_sums(uint32_t type, const __m256i *x, const factors *f)
     return has_k(type) && di_int_groups(type) == 1 ? _mm256_mullo_epi32(P, f->k[0]) : P;
 }
 
-/* The definition's float steps for the group's `count` blocks. */
+/* The definition's float stages for the group's `count` blocks. */
 INLINE __m256 block_terms(uint32_t type, const factors *f, __m256i P, const di_qa *qa, uint32_t t, uint32_t b0,
                           uint32_t count, __m256 lane)
 {

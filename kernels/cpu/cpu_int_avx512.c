@@ -32,7 +32,7 @@
  * of all its blocks side by side. vpdpbusd of such a register with the
  * activation codes laid out alike (qa->order = 2) gives the 16 block sums
  * in 16 lanes, with nothing to fold, in block order. The values are the
- * file's, so the sums and every float step are the same bits.
+ * file's, so the sums and every float stage are the same bits.
  * A row of nb blocks is groups of c = min(16, nb - b0) blocks from b0 = 0,
  * 16, ...; each region below holds a group's part at b0 times its bytes
  * per block from its start, c blocks' worth (packed_layout):
@@ -165,7 +165,7 @@ INLINE __m512 packed_sums(const int_kind *kd, const pgroup *g, const int8_t *act
     return kd->has_k ? _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_cvtepi32_ps(g->k[0])) : _mm512_cvtepi32_ps(v);
 }
 
-/* The definition's float steps for the group's blocks in `live` lanes, with
+/* The definition's float stages for the group's blocks in `live` lanes, with
  * their D and min factors n0, n1, and P (exact, as floats). */
 INLINE __m512 block_terms(const int_kind *kd, __m512 d, __m512 n0, __m512 n1, __m512 P, const di_qa *qa, uint32_t t,
                           uint32_t b0, __mmask16 live, __m512 lane)
@@ -250,7 +250,7 @@ INLINE void row_run(const int_kind *kd, decode_fn decode, packed_fn pdecode, con
 }
 
 /* The decode step: one token, the lanes in registers. A group's term (its
- * decode, sums and float steps, added to `lane`), with c and live
+ * decode, sums and float stages, added to `lane`), with c and live
  * constants for the full groups, so that the compiler drops the masks and
  * offsets that the general loop (row_run) computes per group. */
 INLINE __m512 group_term(const int_kind *kd, decode_fn decode, packed_fn pdecode, const row_src *src, int packed,

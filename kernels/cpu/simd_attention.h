@@ -8,7 +8,7 @@
  * loads are shared.
  *
  * Not a normal header: it defines static functions over the vector words of
- * the path that includes it (cpu_simd_body.h says how).
+ * the path that includes it (simd_path.h says how).
  */
 
 /* e[j] = exp(s_j - max s) for the scores s_j = e[j] * scale (soft-capped

@@ -4,7 +4,7 @@
  * the same values as dequant.c.
  *
  * Not a normal header: it defines static functions over the vector words of
- * the path that includes it (cpu_simd_body.h says how).
+ * the path that includes it (simd_path.h says how).
  */
 
 /* ---- 32 weights of a row ------------------------------------------------------ */

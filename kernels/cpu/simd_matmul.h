@@ -3,7 +3,7 @@
  * SIMD path: R rows with T tokens, each output its own canonical reduction.
  *
  * Not a normal header: it defines static functions over the vector words of
- * the path that includes it (cpu_simd_body.h says how).
+ * the path that includes it (simd_path.h says how).
  */
 
 /* Shapes of the matrix kernels: rows sharing each token load, and tokens

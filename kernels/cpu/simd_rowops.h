@@ -4,7 +4,7 @@
  * (attention is simd_attention.h).
  *
  * Not a normal header: it defines static functions over the vector words of
- * the path that includes it (cpu_simd_body.h says how).
+ * the path that includes it (simd_path.h says how).
  */
 
 /* dst[i] = a[i] + b[i] */

@@ -2,7 +2,7 @@
  * threadpool.c — workers wait for a new generation of work, run their range,
  * and report back; the caller runs range 0 itself.
  *
- * A forward pass is a few hundred short parallel steps, so waking a sleeping
+ * A forward pass is a few hundred short jobs on the pool, so waking a sleeping
  * thread for each (a futex round trip of several microseconds) would cost a
  * large share of a decode step. Both sides therefore spin for a while on the
  * atomic counters before they sleep on the condition variables; an idle
@@ -29,7 +29,7 @@
 #endif
 
 /* Polls before sleeping: a few tens of microseconds, longer than the gap
- * between two steps of a forward pass. */
+ * between two jobs of a forward pass. */
 #define SPIN_POLLS 4000
 
 int di_fpenv_test_unpinned;

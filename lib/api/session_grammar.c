@@ -1,8 +1,8 @@
 /*
- * session_grammar.c — grammars on a session's sequences: the public calls
- * (di_session_seq_set_grammar, di_session_seq_grammar_state,
- * di_session_seq_grammar_allowed) and the choice of a token under a grammar
- * (docs/DETERMINISM.md, "Grammars"):
+ * session_grammar.c — the session's grammar calls on its sequences: the
+ * public calls (di_session_seq_set_grammar, di_session_seq_grammar_state,
+ * di_session_seq_grammar_allowed), over grammar_state.c, and the choice of
+ * a token under a grammar (docs/DETERMINISM.md, "Grammars"):
  *   1. the mask: a token is allowed when its text keeps the grammar alive
  *      (an end token: when the grammar's text is complete);
  *   2. the sampling order over the row with every other token removed (a

@@ -1,7 +1,7 @@
 /*
  * session_internal.h — the session and its sequences, as the files of the
  * session layer share them: session.c (creation, steps, results,
- * sampling) and session_grammar.c (grammars on sequences).
+ * sampling) and session_grammar.c (the grammar calls on sequences).
  */
 #ifndef DI_SESSION_INTERNAL_H
 #define DI_SESSION_INTERNAL_H
@@ -12,7 +12,7 @@
 #include "lib/backend/backend.h"
 #include "lib/base/errors.h"
 #include "lib/api/sampling.h"
-#include "lib/api/seq_grammar.h"
+#include "lib/api/grammar_state.h"
 
 #define SLICE_ROWS 64u
 /* Logits rows computed at once: bounded so that n_vocab x rows stays small. */

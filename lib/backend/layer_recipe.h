@@ -1,14 +1,15 @@
 /*
  * layer_recipe.h — the forward pass of every architecture, written once over
- * a table of steps that each backend implements: forward_steps.c on the CPU,
- * lib/backend/cuda/cuda_forward.cu on the device. The architecture's row
- * (lib/model/arch.h) chooses the steps; no step knows an architecture and
- * the recipe knows no backend.
+ * a table of layer operations (di_layer_ops) that each backend implements:
+ * lib/backend/cpu/layer_ops.c on the CPU, lib/backend/cuda/cuda_forward.cu
+ * on the device. The architecture's row (lib/model/arch.h) chooses the
+ * operations; no operation knows an architecture and the recipe knows no
+ * backend.
  *
  * Plain C that gcc and nvcc both compile, so the CPU and the CUDA plugin
  * run the same recipe (the plugin cannot call into libdetinfer).
  *
- * One layer, each step over every row of the call:
+ * One layer, each operation over every row of the call:
  *
  *   h = rmsnorm(x) * attn_norm
  *   q, k, v = Wq h (+ bq), Wk h (+ bk), Wv h (+ bv)      DI_FEAT_QKV_BIAS
@@ -32,7 +33,7 @@
 #include "lib/model/arch.h"
 #include "lib/model/model.h"
 
-/* The activations the steps pass between them, max_rows rows each, of
+/* The activations the operations pass between them, max_rows rows each, of
  * these widths: ACT(name, width). */
 #define DI_ACTIVATIONS(ACT) \
     ACT(X, DI_DIM_EMBD)       \
@@ -64,11 +65,11 @@ static inline di_dim di_act_width(di_act act)
 }
 
 /*
- * What a backend implements. ctx is the backend's own: it holds the rows of
- * the call (tokens, positions, sequences) and the activations. Weights are
- * named by their role (arch.h) in layer il.
+ * What a backend implements: its layer operations. ctx is the backend's
+ * own: it holds the rows of the call (tokens, positions, sequences) and the
+ * activations. Weights are named by their role (arch.h) in layer il.
  */
-typedef struct di_steps {
+typedef struct di_layer_ops {
     /* X = the tokens' embedding rows, times the model's embd_scale when
      * that is not 0. */
     void (*embed)(void *ctx);
@@ -88,48 +89,48 @@ typedef struct di_steps {
     void (*glu)(void *ctx, di_glu kind);
     /* X = X + y. */
     void (*residual)(void *ctx, di_act y);
-} di_steps;
+} di_layer_ops;
 
-static inline void di_layer_recipe(const di_arch *a, const di_steps *steps, void *ctx, uint32_t il)
+static inline void di_layer_recipe(const di_arch *a, const di_layer_ops *ops, void *ctx, uint32_t il)
 {
     const int bias = (a->features & DI_FEAT_QKV_BIAS) != 0;
     const int post_norms = (a->features & DI_FEAT_POST_NORMS) != 0;
 
-    steps->norm(ctx, il, DI_ACT_X, DI_T_ATTN_NORM, DI_ACT_XN);
-    steps->matmul(ctx, il, DI_T_WQ, bias ? DI_T_BQ : DI_T_NONE, DI_ACT_XN, DI_ACT_Q);
-    steps->matmul(ctx, il, DI_T_WK, bias ? DI_T_BK : DI_T_NONE, DI_ACT_XN, DI_ACT_K);
-    steps->matmul(ctx, il, DI_T_WV, bias ? DI_T_BV : DI_T_NONE, DI_ACT_XN, DI_ACT_V);
-    steps->qk_rope_store(ctx, il, (a->features & DI_FEAT_QK_NORM) != 0);
-    steps->attention(ctx, il);
-    steps->matmul(ctx, il, DI_T_WO, DI_T_NONE, DI_ACT_ATT, DI_ACT_TMP);
+    ops->norm(ctx, il, DI_ACT_X, DI_T_ATTN_NORM, DI_ACT_XN);
+    ops->matmul(ctx, il, DI_T_WQ, bias ? DI_T_BQ : DI_T_NONE, DI_ACT_XN, DI_ACT_Q);
+    ops->matmul(ctx, il, DI_T_WK, bias ? DI_T_BK : DI_T_NONE, DI_ACT_XN, DI_ACT_K);
+    ops->matmul(ctx, il, DI_T_WV, bias ? DI_T_BV : DI_T_NONE, DI_ACT_XN, DI_ACT_V);
+    ops->qk_rope_store(ctx, il, (a->features & DI_FEAT_QK_NORM) != 0);
+    ops->attention(ctx, il);
+    ops->matmul(ctx, il, DI_T_WO, DI_T_NONE, DI_ACT_ATT, DI_ACT_TMP);
     if (post_norms) {
-        steps->norm(ctx, il, DI_ACT_TMP, DI_T_POST_ATTN_NORM, DI_ACT_XN);
-        steps->residual(ctx, DI_ACT_XN);
+        ops->norm(ctx, il, DI_ACT_TMP, DI_T_POST_ATTN_NORM, DI_ACT_XN);
+        ops->residual(ctx, DI_ACT_XN);
     } else {
-        steps->residual(ctx, DI_ACT_TMP);
+        ops->residual(ctx, DI_ACT_TMP);
     }
 
-    steps->norm(ctx, il, DI_ACT_X, DI_T_FFN_NORM, DI_ACT_XN);
-    steps->matmul(ctx, il, DI_T_FFN_GATE, DI_T_NONE, DI_ACT_XN, DI_ACT_GATE);
-    steps->matmul(ctx, il, DI_T_FFN_UP, DI_T_NONE, DI_ACT_XN, DI_ACT_UP);
-    steps->glu(ctx, a->glu);
-    steps->matmul(ctx, il, DI_T_FFN_DOWN, DI_T_NONE, DI_ACT_GATE, DI_ACT_TMP);
+    ops->norm(ctx, il, DI_ACT_X, DI_T_FFN_NORM, DI_ACT_XN);
+    ops->matmul(ctx, il, DI_T_FFN_GATE, DI_T_NONE, DI_ACT_XN, DI_ACT_GATE);
+    ops->matmul(ctx, il, DI_T_FFN_UP, DI_T_NONE, DI_ACT_XN, DI_ACT_UP);
+    ops->glu(ctx, a->glu);
+    ops->matmul(ctx, il, DI_T_FFN_DOWN, DI_T_NONE, DI_ACT_GATE, DI_ACT_TMP);
     if (post_norms) {
-        steps->norm(ctx, il, DI_ACT_TMP, DI_T_POST_FFN_NORM, DI_ACT_XN);
-        steps->residual(ctx, DI_ACT_XN);
+        ops->norm(ctx, il, DI_ACT_TMP, DI_T_POST_FFN_NORM, DI_ACT_XN);
+        ops->residual(ctx, DI_ACT_XN);
     } else {
-        steps->residual(ctx, DI_ACT_TMP);
+        ops->residual(ctx, DI_ACT_TMP);
     }
 }
 
 /* The embedding and every layer; the final norm and the logits are the
  * backend's (they run on chosen rows only), and so is the logits' soft cap
  * when the model's final_softcap is not 0. */
-static inline void di_forward_recipe(const struct di_model *m, const di_steps *steps, void *ctx)
+static inline void di_forward_recipe(const struct di_model *m, const di_layer_ops *ops, void *ctx)
 {
-    steps->embed(ctx);
+    ops->embed(ctx);
     for (uint32_t il = 0; il < m->n_layer; il++)
-        di_layer_recipe(m->arch_info, steps, ctx, il);
+        di_layer_recipe(m->arch_info, ops, ctx, il);
 }
 
 #endif /* DI_LAYER_RECIPE_H */

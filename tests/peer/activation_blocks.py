@@ -23,7 +23,7 @@ which always take "32"):
   256     K types: one scale per 256 values (llama.cpp's Q8_K)
   256/p2  K types: one scale a per 256 values and, per 32 values, a power of two
           2^-e (e in 0..7, the largest with amax_32 * 2^e <= amax_256), codes of
-          x / (a * 2^-e): one float step per 256 values, the per-32 refinement an
+          x / (a * 2^-e): one float stage per 256 values, the per-32 refinement an
           integer shift
 """
 

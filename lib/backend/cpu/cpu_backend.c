@@ -150,12 +150,12 @@ static uint64_t kv_bytes(void *state)
     return sum;
 }
 
-static const di_backend_ops cpu_ops = {
+static const di_backend_ops cpu_backend_ops = {
     DI_BACKEND_OPS_SIZES, "cpu", create, destroy, info, reserve, forward, logits, seq_copy,
     truncate_seq, kv_bytes,
 };
 
 const di_backend_ops *di_cpu_backend(void)
 {
-    return &cpu_ops;
+    return &cpu_backend_ops;
 }

@@ -1,6 +1,6 @@
 /*
  * forward.c — the CPU forward pass: its buffers and RoPE tables, the layer
- * recipe (layer_recipe.h) over the CPU's steps (forward_steps.c), and the
+ * recipe (layer_recipe.h) over the CPU's layer ops (layer_ops.c), and the
  * final norm and logits of chosen rows.
  */
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 #include "kernels/cpu/cpu_int.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "lib/backend/cpu/forward.h"
-#include "lib/backend/cpu/forward_steps.h"
+#include "lib/backend/cpu/layer_ops.h"
 #include "lib/backend/cpu/kv_cache.h"
 #include "kernels/common/rope_tables.h"
 
@@ -125,7 +125,7 @@ void di_forward_rows(di_forward *f, const di_forward_row *rows, uint32_t n_rows)
 {
     di_cpu_call call = {f, rows, n_rows};
     f->qa_src = NULL;
-    di_forward_recipe(f->model, &di_cpu_steps, &call);
+    di_forward_recipe(f->model, &di_cpu_layer_ops, &call);
 }
 
 void di_forward_logits(di_forward *f, const uint32_t *row_idx, uint32_t n, float *logits)

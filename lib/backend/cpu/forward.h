@@ -1,7 +1,7 @@
 /*
  * forward.h — one forward pass over a set of rows (tokens of any sequences at
  * any positions) on the CPU: the layer recipe (layer_recipe.h) over the CPU's
- * steps (forward_steps.c). Every row is computed on its own, in the
+ * layer ops (layer_ops.c). Every row is computed on its own, in the
  * canonical order, so a row's result never depends on which other rows share
  * the call.
  */
@@ -38,7 +38,7 @@ typedef struct di_forward {
     void *qa;              /* the integer profile's quantized activations (cpu_int.h), else NULL */
     /* The activation rows qa holds quantized, as the last product left them,
      * so that products of the same input (Q, K and V; gate and up) quantize
-     * it once; NULL once any other step has run (forward_steps.c). */
+     * it once; NULL once any other operation has run (layer_ops.c). */
     const float *qa_src;
 } di_forward;
 

@@ -471,12 +471,12 @@ static uint64_t kv_bytes(void *state)
 
 /* ---- entry --------------------------------------------------------------------------- */
 
-static const di_backend_ops cuda_ops = {
+static const di_backend_ops cuda_backend_ops = {
     DI_BACKEND_OPS_SIZES, "cuda", create, destroy, info, reserve, forward, logits, seq_copy,
     truncate_seq, kv_bytes,
 };
 
 extern "C" __attribute__((visibility("default"))) const di_backend_ops *di_backend_entry(void)
 {
-    return &cuda_ops;
+    return &cuda_backend_ops;
 }

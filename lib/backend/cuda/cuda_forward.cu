@@ -1,7 +1,7 @@
 /*
  * cuda_forward.cu — the forward pass on the device: the layer recipe of
- * lib/backend/layer_recipe.h (the one the CPU runs) over the device's steps,
- * the twins of lib/backend/cpu/forward_steps.c, with the kernels of
+ * lib/backend/layer_recipe.h (the one the CPU runs) over the device's layer ops,
+ * the twins of lib/backend/cpu/layer_ops.c, with the kernels of
  * cuda_kernels.cu.
  */
 #include "lib/backend/cuda/cuda_blas.cuh"
@@ -21,20 +21,20 @@ void dc_forward_matmul(dc_state *s, const dc_weight *w, const float *x, uint32_t
         dc_matmul(s->stream, *w, x, n_tokens, bias, y);
 }
 
-/* One forward call on the device: the ctx of cuda_steps. */
+/* One forward call on the device: the ctx of cuda_layer_ops. */
 typedef struct dc_call {
     dc_state *s;
     uint32_t n_rows;
 } dc_call;
 
-static void step_embed(void *ctx)
+static void op_embed(void *ctx)
 {
     const dc_call *c = (const dc_call *)ctx;
     dc_state *s = c->s;
     dc_embed(s->stream, s->tok_embd, s->rows, c->n_rows, s->model->embd_scale, s->act[DI_ACT_X]);
 }
 
-static void step_norm(void *ctx, uint32_t il, di_act src, di_tensor_role w, di_act dst)
+static void op_norm(void *ctx, uint32_t il, di_act src, di_tensor_role w, di_act dst)
 {
     const dc_call *c = (const dc_call *)ctx;
     dc_state *s = c->s;
@@ -43,7 +43,7 @@ static void step_norm(void *ctx, uint32_t il, di_act src, di_tensor_role w, di_a
                s->act[dst]);
 }
 
-static void step_matmul(void *ctx, uint32_t il, di_tensor_role w, di_tensor_role bias, di_act x, di_act y)
+static void op_matmul(void *ctx, uint32_t il, di_tensor_role w, di_tensor_role bias, di_act x, di_act y)
 {
     const dc_call *c = (const dc_call *)ctx;
     dc_state *s = c->s;
@@ -53,8 +53,8 @@ static void step_matmul(void *ctx, uint32_t il, di_tensor_role w, di_tensor_role
 }
 
 /* QK-norm, RoPE of q and k at each row's position, keys and values into the
- * cache: forward_steps.c qk_rope_store_rows. */
-static void step_qk_rope_store(void *ctx, uint32_t il, int qk_norm)
+ * cache: layer_ops.c qk_rope_store_rows. */
+static void op_qk_rope_store(void *ctx, uint32_t il, int qk_norm)
 {
     const dc_call *c = (const dc_call *)ctx;
     dc_state *s = c->s;
@@ -75,7 +75,7 @@ static void step_qk_rope_store(void *ctx, uint32_t il, int qk_norm)
     dc_store_kv(s->stream, s->cache, il, s->rows, n_rows, k, s->act[DI_ACT_V]);
 }
 
-static void step_attention(void *ctx, uint32_t il)
+static void op_attention(void *ctx, uint32_t il)
 {
     const dc_call *c = (const dc_call *)ctx;
     dc_state *s = c->s;
@@ -85,7 +85,7 @@ static void step_attention(void *ctx, uint32_t il)
                  s->act[DI_ACT_ATT]);
 }
 
-static void step_glu(void *ctx, di_glu kind)
+static void op_glu(void *ctx, di_glu kind)
 {
     const dc_call *c = (const dc_call *)ctx;
     dc_state *s = c->s;
@@ -93,7 +93,7 @@ static void step_glu(void *ctx, di_glu kind)
            kind == DI_GLU_GELU);
 }
 
-static void step_residual(void *ctx, di_act y)
+static void op_residual(void *ctx, di_act y)
 {
     const dc_call *c = (const dc_call *)ctx;
     dc_state *s = c->s;
@@ -101,12 +101,12 @@ static void step_residual(void *ctx, di_act y)
     dc_add(s->stream, x, x, s->act[y], (size_t)c->n_rows * s->model->n_embd);
 }
 
-static const di_steps cuda_steps = {
-    step_embed, step_norm, step_matmul, step_qk_rope_store, step_attention, step_glu, step_residual,
+static const di_layer_ops cuda_layer_ops = {
+    op_embed, op_norm, op_matmul, op_qk_rope_store, op_attention, op_glu, op_residual,
 };
 
 void dc_forward_layers(dc_state *s, uint32_t n_rows)
 {
     dc_call call = {s, n_rows};
-    di_forward_recipe(s->model, &cuda_steps, &call);
+    di_forward_recipe(s->model, &cuda_layer_ops, &call);
 }

@@ -1,5 +1,5 @@
 /*
- * forward_steps.c — the CPU's steps of the layer recipe (layer_recipe.h),
+ * layer_ops.c — the CPU's operations of the layer recipe (layer_recipe.h),
  * each parallel over independent rows or heads on the session's pool, with
  * the kernels of its CPU path.
  */
@@ -7,14 +7,14 @@
 
 #include "kernels/common/int_dot.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "lib/backend/cpu/forward_steps.h"
+#include "lib/backend/cpu/layer_ops.h"
 
 static float *act(const di_cpu_call *c, di_act a)
 {
     return c->f->act[a];
 }
 
-typedef struct step_job {
+typedef struct op_job {
     di_forward *f;
     const di_forward_row *rows;
     uint32_t n_rows; /* attention */
@@ -23,11 +23,11 @@ typedef struct step_job {
     int flag;             /* qk_rope_store: QK-norm; glu: DI_GLU_* */
     const float *src, *w; /* norm_rows */
     float *dst;
-} step_job;
+} op_job;
 
-/* Every step but matmul begins here: it may write any activation, so the
+/* Every operation but matmul begins here: it may write any activation, so the
  * quantized rows the last product left (di_forward.qa_src) are not reused. */
-static void step_begins(const di_cpu_call *c)
+static void op_begins(const di_cpu_call *c)
 {
     c->f->qa_src = NULL;
 }
@@ -36,7 +36,7 @@ static void step_begins(const di_cpu_call *c)
 static void embed(void *ctx)
 {
     const di_cpu_call *c = ctx;
-    step_begins(c);
+    op_begins(c);
     const di_model *m = c->f->model;
     for (uint32_t r = 0; r < c->n_rows; r++) {
         float *x = act(c, DI_ACT_X) + (size_t)r * m->n_embd;
@@ -50,7 +50,7 @@ static void embed(void *ctx)
 static void norm_rows(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
 {
     (void)thread;
-    const step_job *job = ctx;
+    const op_job *job = ctx;
     const di_model *m = job->f->model;
     for (uint32_t r = begin; r < end; r++)
         job->f->ops->rmsnorm(job->src + (size_t)r * m->n_embd, job->w, m->n_embd, m->rms_eps,
@@ -60,8 +60,8 @@ static void norm_rows(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
 static void norm(void *ctx, uint32_t il, di_act src, di_tensor_role w, di_act dst)
 {
     const di_cpu_call *c = ctx;
-    step_begins(c);
-    step_job job = {.f = c->f, .src = act(c, src), .w = di_layer_vector(&c->f->model->layers[il], w),
+    op_begins(c);
+    op_job job = {.f = c->f, .src = act(c, src), .w = di_layer_vector(&c->f->model->layers[il], w),
                     .dst = act(c, dst)};
     di_pool_run(c->f->pool, c->n_rows, norm_rows, &job);
 }
@@ -104,7 +104,7 @@ static void norm_heads(const di_cpu_ops *ops, float *v, uint32_t n_heads, uint32
 static void qk_rope_store_rows(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
 {
     (void)thread;
-    const step_job *job = ctx;
+    const op_job *job = ctx;
     di_forward *f = job->f;
     const di_model *m = f->model;
     const di_layer *ly = job->ly;
@@ -131,8 +131,8 @@ static void qk_rope_store_rows(void *ctx, uint32_t begin, uint32_t end, uint32_t
 static void qk_rope_store(void *ctx, uint32_t il, int qk_norm)
 {
     const di_cpu_call *c = ctx;
-    step_begins(c);
-    step_job job = {.f = c->f, .rows = c->rows, .ly = &c->f->model->layers[il], .layer = il,
+    op_begins(c);
+    op_job job = {.f = c->f, .rows = c->rows, .ly = &c->f->model->layers[il], .layer = il,
                     .flag = qk_norm};
     di_pool_run(c->f->pool, c->n_rows, qk_rope_store_rows, &job);
 }
@@ -170,7 +170,7 @@ static uint32_t first_key(const di_forward_row *row, uint32_t window)
 
 static void attention_items(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
 {
-    const step_job *job = ctx;
+    const op_job *job = ctx;
     di_forward *f = job->f;
     const di_model *m = f->model;
     const uint32_t hd = m->head_dim, group = m->n_head / m->n_head_kv, window = job->ly->window;
@@ -208,9 +208,9 @@ static void attention_items(void *ctx, uint32_t begin, uint32_t end, uint32_t th
 static void attention(void *ctx, uint32_t il)
 {
     const di_cpu_call *c = ctx;
-    step_begins(c);
+    op_begins(c);
     const di_model *m = c->f->model;
-    step_job job = {.f = c->f, .rows = c->rows, .n_rows = c->n_rows, .ly = &m->layers[il], .layer = il};
+    op_job job = {.f = c->f, .rows = c->rows, .n_rows = c->n_rows, .ly = &m->layers[il], .layer = il};
     const attention_shape a = attention_shape_of(m, c->n_rows);
     di_pool_run(c->f->pool, a.blocks * m->n_head_kv * a.head_sets, attention_items, &job);
 }
@@ -218,7 +218,7 @@ static void attention(void *ctx, uint32_t il)
 static void glu_rows(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
 {
     (void)thread;
-    const step_job *job = ctx;
+    const op_job *job = ctx;
     di_forward *f = job->f;
     const size_t n_ff = f->model->n_ff, at = begin * n_ff, n = (end - begin) * n_ff;
     if (job->flag == DI_GLU_GELU)
@@ -230,20 +230,20 @@ static void glu_rows(void *ctx, uint32_t begin, uint32_t end, uint32_t thread)
 static void glu(void *ctx, di_glu kind)
 {
     const di_cpu_call *c = ctx;
-    step_begins(c);
-    step_job job = {.f = c->f, .flag = kind};
+    op_begins(c);
+    op_job job = {.f = c->f, .flag = kind};
     di_pool_run(c->f->pool, c->n_rows, glu_rows, &job);
 }
 
 static void residual(void *ctx, di_act y)
 {
     const di_cpu_call *c = ctx;
-    step_begins(c);
+    op_begins(c);
     float *x = act(c, DI_ACT_X);
     c->f->ops->add(x, x, act(c, y), (size_t)c->n_rows * c->f->model->n_embd);
 }
 
-const di_steps di_cpu_steps = {
+const di_layer_ops di_cpu_layer_ops = {
     .embed = embed,
     .norm = norm,
     .matmul = matmul,

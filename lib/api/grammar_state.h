@@ -1,11 +1,11 @@
 /*
- * seq_grammar.h — grammars in a session: each grammar in use has its
- * automaton and allowed-token cache (shared by the sequences that use it,
- * and kept a while after), and each sequence the grammar's state after
- * every token since its start (so that truncate restores it exactly).
+ * grammar_state.h — the grammar state of a session: each grammar in use
+ * has its automaton and allowed-token cache (shared by the sequences that
+ * use it, and kept a while after), and each sequence the grammar's state
+ * after every token since its start (so that truncate restores it exactly).
  */
-#ifndef DI_SEQ_GRAMMAR_H
-#define DI_SEQ_GRAMMAR_H
+#ifndef DI_GRAMMAR_STATE_H
+#define DI_GRAMMAR_STATE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -80,4 +80,4 @@ di_status di_seq_grammar_allows(di_grammars *gs, di_seq_grammar *q, int32_t toke
 di_status di_seq_grammar_mask(di_grammars *gs, di_seq_grammar *q, const uint32_t **bits, int *can_end,
                               char *err, size_t err_size);
 
-#endif /* DI_SEQ_GRAMMAR_H */
+#endif /* DI_GRAMMAR_STATE_H */

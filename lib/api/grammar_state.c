@@ -1,8 +1,9 @@
 /*
- * seq_grammar.c — the grammars of a session and of its sequences
- * (seq_grammar.h).
+ * grammar_state.c — the grammar state of a session's sequences: the
+ * grammars in use and each sequence's automaton state (grammar_state.h).
+ * The public calls over it are session_grammar.c's.
  */
-#include "lib/api/seq_grammar.h"
+#include "lib/api/grammar_state.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,9 @@
 /*
- * cpu_simd_body.h — the kernels of a SIMD path, written once over the vector
- * words that cpu_avx2.c and cpu_avx512.c define (vf: VL floats, vi: VL int32)
- * and included by each. Not a normal header: it defines the path's functions.
+ * simd_path.h — a SIMD path assembled: the simd_*.h kernels, written once
+ * over the vector words that cpu_avx2.c and cpu_avx512.c define (vf: VL
+ * floats, vi: VL int32), and the path's di_cpu_ops table (SIMD_OPS) over
+ * them; included by each of the two. Not a normal header: it defines the
+ * path's functions and its table.
  *
  * Every kernel performs, lane for lane, the operations of the scalar
  * reference (cpu_kernels.c, dequant.c, numerics.h) in the same order: the 32
