@@ -258,6 +258,21 @@ void dc_store_kv(cudaStream_t stream, dc_cache cache, uint32_t layer, const dc_r
 
 /* ---- attention ------------------------------------------------------------------------------ */
 
+/* The largest of the block's values m, in every thread: NaN is never taken
+ * (it fails every >), and the order does not matter (max is exact). */
+__device__ static float block_max(float m, float *reduce)
+{
+    const uint32_t tid = threadIdx.x;
+    reduce[tid] = m;
+    __syncthreads();
+    for (uint32_t step = WARP_BLOCK / 2; step >= 1; step /= 2) {
+        if (tid < step && reduce[tid + step] > reduce[tid])
+            reduce[tid] = reduce[tid + step];
+        __syncthreads();
+    }
+    return reduce[0];
+}
+
 /* One block of WARPS_PER_BLOCK warps per (row, head), as di_cpu_attention_head:
  *   1. s_j = dot(q, k_j) * scale, one warp per key (canonical dot over head_dim),
  *      then di_softcap(s_j, softcap) unless softcap is 0;
@@ -297,14 +312,7 @@ __global__ static void attention_kernel(dc_cache c, uint32_t layer, const dc_row
     for (uint32_t j = tid; j < n_keys; j += WARP_BLOCK)
         if (s[j] > m)
             m = s[j];
-    reduce[tid] = m;
-    __syncthreads();
-    for (uint32_t step = WARP_BLOCK / 2; step >= 1; step /= 2) {
-        if (tid < step && reduce[tid + step] > reduce[tid])
-            reduce[tid] = reduce[tid + step];
-        __syncthreads();
-    }
-    m = reduce[0];
+    m = block_max(m, reduce);
 
     for (uint32_t j = tid; j < n_keys; j += WARP_BLOCK)
         s[j] = di_expf(s[j] - m);
@@ -325,16 +333,161 @@ __global__ static void attention_kernel(dc_cache c, uint32_t layer, const dc_row
     }
 }
 
+/* The split attention (flash-decoding at the contract's chunk size): the
+ * keys of each (row, head) are cut into chunks of DI_CHUNK, the chunks of the
+ * canonical order (canon_order.h), and every chunk, and every (lane, d) pair
+ * of it, gets threads of its own, so a call of a few rows over many keys
+ * fills the device instead of n_rows * n_head blocks. Four kernels:
+ *   1. the chunk's scores s_j (one warp per key, as above) and its maximum;
+ *   2. m = max of the chunks' maxima (exact in any order), e_j = di_expf(s_j - m)
+ *      in place, and the chunk's 32 lane partials of sum_j e_j;
+ *   3. the chunk's lane partials of sum_j e_j * v_j[d], one thread per (lane, d);
+ *   4. per (row, head): the chunks' lane partials added in chunk order
+ *      (di_lane_combine), the lane tree, out[d] = acc / sum.
+ * Each lane partial is the very sum di_lane_sum and di_lane_dot_strided form
+ * for that chunk and lane, so the bits are the one-block kernel's (and the
+ * CPU's); tests/check_cuda.c compares both kernels with the CPU. */
+#define DC_SPLIT_Y 8u /* blocks per (row, head) along the chunks */
+
+static __device__ uint32_t attn_keys(const dc_row *rows, uint32_t r, uint32_t window, uint32_t *first)
+{
+    const uint32_t pos = rows[r].pos;
+    *first = window && pos + 1 > window ? pos + 1 - window : 0;
+    return pos + 1 - *first;
+}
+
+__global__ static void attn_split_scores_kernel(dc_cache c, uint32_t layer, const dc_row *rows, const float *q,
+                                                uint32_t n_head, uint32_t group, uint32_t head_dim, uint32_t window,
+                                                float scale, float softcap, float *scores, dc_attn_split sp)
+{
+    __shared__ float reduce[WARP_BLOCK];
+    const uint32_t item = blockIdx.x, r = item / n_head, h = item % n_head, kvh = h / group;
+    const uint32_t tid = threadIdx.x, lane = tid % DI_LANES, warp = tid / DI_LANES;
+    uint32_t first;
+    const uint32_t n_keys = attn_keys(rows, r, window, &first);
+    const size_t base = cache_at(c, layer, rows[r].seq, first) + (size_t)kvh * head_dim;
+    const float *k = c.k + base;
+    const float *qh = q + (size_t)r * n_head * head_dim + (size_t)h * head_dim;
+    float *s = scores + (size_t)item * c.ctx_len;
+    /* the block's chunks (the same for all its threads: every barrier is met) */
+    for (uint32_t chunk = blockIdx.y, c0 = chunk * DI_CHUNK; c0 < n_keys; chunk += gridDim.y, c0 = chunk * DI_CHUNK) {
+        const uint32_t end = di_chunk_end(n_keys, c0);
+        for (uint32_t j = c0 + warp; j < end; j += WARPS_PER_BLOCK) {
+            const float dot = warp_tree(di_lane_dot(qh, k + (size_t)j * c.kv_dim, head_dim, lane));
+            if (lane == 0)
+                s[j] = softcap != 0.0f ? di_softcap(dot * scale, softcap) : dot * scale;
+        }
+        __syncthreads();
+        float m = -INFINITY;
+        for (uint32_t j = c0 + tid; j < end; j += WARP_BLOCK)
+            if (s[j] > m)
+                m = s[j];
+        m = block_max(m, reduce);
+        if (tid == 0)
+            sp.max[(size_t)item * sp.chunks + chunk] = m;
+    }
+}
+
+__global__ static void attn_split_exp_kernel(const dc_row *rows, uint32_t n_head, uint32_t window, uint32_t ctx_len,
+                                             float *scores, dc_attn_split sp)
+{
+    const uint32_t item = blockIdx.x, r = item / n_head, tid = threadIdx.x;
+    uint32_t first;
+    const uint32_t n_keys = attn_keys(rows, r, window, &first), n_chunks = (n_keys + DI_CHUNK - 1) / DI_CHUNK;
+    float m = -INFINITY;
+    for (uint32_t c = 0; c < n_chunks; c++)
+        if (sp.max[(size_t)item * sp.chunks + c] > m)
+            m = sp.max[(size_t)item * sp.chunks + c];
+    float *s = scores + (size_t)item * ctx_len;
+    for (uint32_t chunk = blockIdx.y, c0 = chunk * DI_CHUNK; c0 < n_keys; chunk += gridDim.y, c0 = chunk * DI_CHUNK) {
+        const uint32_t end = di_chunk_end(n_keys, c0);
+        for (uint32_t j = c0 + tid; j < end; j += WARP_BLOCK)
+            s[j] = di_expf(s[j] - m);
+        __syncthreads();
+        if (tid < DI_LANES) { /* lane tid's partial of sum_j e_j in this chunk */
+            float acc = 0.0f;
+            for (uint32_t j = di_lane_first(c0, tid); j < end; j = di_lane_next(j))
+                acc = acc + s[j];
+            sp.sum[((size_t)item * sp.chunks + chunk) * DI_LANES + tid] = acc;
+        }
+    }
+}
+
+__global__ static void attn_split_values_kernel(dc_cache c, uint32_t layer, const dc_row *rows, uint32_t n_head,
+                                                uint32_t group, uint32_t head_dim, uint32_t window,
+                                                const float *scores, dc_attn_split sp)
+{
+    const uint32_t item = blockIdx.x, r = item / n_head, kvh = (item % n_head) / group;
+    const uint32_t pair = blockIdx.z * blockDim.x + threadIdx.x; /* lane-major: d is the fast index */
+    uint32_t first;
+    const uint32_t n_keys = attn_keys(rows, r, window, &first);
+    if (pair >= DI_LANES * head_dim)
+        return; /* no barrier below */
+    const uint32_t lane = pair / head_dim, d = pair % head_dim;
+    const float *v = c.v + cache_at(c, layer, rows[r].seq, first) + (size_t)kvh * head_dim + d;
+    const float *e = scores + (size_t)item * c.ctx_len;
+    for (uint32_t chunk = blockIdx.y, c0 = chunk * DI_CHUNK; c0 < n_keys; chunk += gridDim.y, c0 = chunk * DI_CHUNK) {
+        const uint32_t end = di_chunk_end(n_keys, c0);
+        float acc = 0.0f;
+        for (uint32_t j = di_lane_first(c0, lane); j < end; j = di_lane_next(j))
+            acc = fmaf(e[j], v[(size_t)j * c.kv_dim], acc);
+        sp.out[((size_t)item * sp.chunks + chunk) * DI_LANES * head_dim + pair] = acc;
+    }
+}
+
+__global__ static void attn_split_combine_kernel(const dc_row *rows, uint32_t n_head, uint32_t head_dim,
+                                                 uint32_t window, dc_attn_split sp, float *out)
+{
+    __shared__ float sum_shared;
+    const uint32_t item = blockIdx.x, r = item / n_head, h = item % n_head;
+    const uint32_t tid = threadIdx.x, lane = tid % DI_LANES, warp = tid / DI_LANES;
+    uint32_t first;
+    const uint32_t n_keys = attn_keys(rows, r, window, &first);
+    const size_t at = (size_t)item * sp.chunks;
+    if (warp == 0) {
+        float total = 0.0f;
+        for (uint32_t c0 = 0, c = 0; c0 < n_keys; c0 += DI_CHUNK, c++)
+            total = di_lane_combine(total, sp.sum[(at + c) * DI_LANES + lane], c0);
+        const float sum = warp_tree(total);
+        if (lane == 0)
+            sum_shared = sum;
+    }
+    __syncthreads();
+    const float sum = sum_shared;
+    for (uint32_t d = warp; d < head_dim; d += WARPS_PER_BLOCK) {
+        float total = 0.0f;
+        for (uint32_t c0 = 0, c = 0; c0 < n_keys; c0 += DI_CHUNK, c++)
+            total = di_lane_combine(total, sp.out[(at + c) * DI_LANES * head_dim + (size_t)lane * head_dim + d], c0);
+        const float acc = warp_tree(total);
+        if (lane == 0)
+            out[(size_t)r * n_head * head_dim + (size_t)h * head_dim + d] = acc / sum;
+    }
+}
+
 void dc_attention(cudaStream_t stream, dc_cache cache, uint32_t layer, const dc_row *rows,
                   uint32_t n_rows, const float *q, uint32_t n_head, uint32_t n_head_kv,
                   uint32_t head_dim, uint32_t window, float scale, float softcap, float *scores,
-                  float *out)
+                  dc_attn_split split, float *out)
 {
     if (n_rows == 0)
         return;
-    attention_kernel<<<n_rows * n_head, WARP_BLOCK, 0, stream>>>(cache, layer, rows, q, n_head,
-                                                                 n_head / n_head_kv, head_dim, window,
-                                                                 scale, softcap, scores, out);
+    const uint32_t items = n_rows * n_head, group = n_head / n_head_kv;
+    if (!split.max || n_rows > split.rows) { /* many rows: n_rows * n_head blocks are work enough */
+        attention_kernel<<<items, WARP_BLOCK, 0, stream>>>(cache, layer, rows, q, n_head, group, head_dim, window,
+                                                           scale, softcap, scores, out);
+        return;
+    }
+    /* a fixed grid (a graph replays it at every length): blocks take chunks
+     * y, y + DC_SPLIT_Y, ... of their row's keys; which block computes a
+     * chunk's partials changes no bit */
+    const dim3 chunks(items, split.chunks < DC_SPLIT_Y ? split.chunks : DC_SPLIT_Y);
+    attn_split_scores_kernel<<<chunks, WARP_BLOCK, 0, stream>>>(cache, layer, rows, q, n_head, group, head_dim,
+                                                                window, scale, softcap, scores, split);
+    attn_split_exp_kernel<<<chunks, WARP_BLOCK, 0, stream>>>(rows, n_head, window, cache.ctx_len, scores, split);
+    const dim3 pairs(items, chunks.y, blocks_for((size_t)DI_LANES * head_dim, ELEM_BLOCK));
+    attn_split_values_kernel<<<pairs, ELEM_BLOCK, 0, stream>>>(cache, layer, rows, n_head, group, head_dim, window,
+                                                               scores, split);
+    attn_split_combine_kernel<<<items, WARP_BLOCK, 0, stream>>>(rows, n_head, head_dim, window, split, out);
 }
 
 /* ---- elementwise --------------------------------------------------------------------------------- */

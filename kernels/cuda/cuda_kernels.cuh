@@ -86,14 +86,26 @@ void dc_rope(cudaStream_t stream, float *v, uint32_t n_rows, size_t row_stride, 
 void dc_store_kv(cudaStream_t stream, dc_cache cache, uint32_t layer, const dc_row *rows,
                  uint32_t n_rows, const float *k, const float *v);
 
+/* The split attention's scratch (cuda_kernels.cu, "attention"): for calls
+ * of up to `rows` rows, the keys of each (row, head) cut into at most
+ * `chunks` chunks of DI_CHUNK keys (ceil(ctx_len / DI_CHUNK)). max NULL: no
+ * split, every call takes the one-block kernel (the same bits). */
+typedef struct dc_attn_split {
+    float *max;    /* [rows * n_head][chunks]: each chunk's largest score */
+    float *sum;    /* [rows * n_head][chunks][DI_LANES]: lane partials of sum e_j */
+    float *out;    /* [rows * n_head][chunks][DI_LANES][head_dim]: of sum e_j v_j[d] */
+    uint32_t rows, chunks;
+} dc_attn_split;
+
 /* Attention of every (row, head): q [n_rows][n_head * head_dim] over the
  * row's own sequence's keys first..pos (a sliding window when window > 0),
  * scores soft-capped unless softcap is 0, into out with q's layout. scores
- * holds n_rows * n_head * ctx_len floats. */
+ * holds n_rows * n_head * ctx_len floats. A call of at most split.rows rows
+ * runs split over its keys' chunks, a larger one a block per (row, head). */
 void dc_attention(cudaStream_t stream, dc_cache cache, uint32_t layer, const dc_row *rows,
                   uint32_t n_rows, const float *q, uint32_t n_head, uint32_t n_head_kv,
                   uint32_t head_dim, uint32_t window, float scale, float softcap, float *scores,
-                  float *out);
+                  dc_attn_split split, float *out);
 
 /* x[i] = di_softcap(x[i], cap): the logits' soft cap (cap > 0). */
 void dc_softcap(cudaStream_t stream, float *x, size_t n, float cap);

@@ -279,6 +279,13 @@ static di_status alloc_buffers(dc_state *s, char *err, size_t err_size)
             "quantized activations");
     }
     TRY(dev_floats(s, rows * m->n_head * p->ctx_len, &s->scores), "attention scores");
+    dc_attn_split *sp = &s->attn_split;
+    sp->rows = rows < DC_SPLIT_ROWS ? (uint32_t)rows : DC_SPLIT_ROWS;
+    sp->chunks = (p->ctx_len + DI_CHUNK - 1) / DI_CHUNK;
+    const size_t split_items = (size_t)sp->rows * m->n_head * sp->chunks;
+    TRY(dev_floats(s, split_items, &sp->max), "attention scratch");
+    TRY(dev_floats(s, split_items * DI_LANES, &sp->sum), "attention scratch");
+    TRY(dev_floats(s, split_items * DI_LANES * m->head_dim, &sp->out), "attention scratch");
     TRY(dev_alloc(s, rows * sizeof(dc_row), (void **)&s->rows), "rows");
     TRY(dev_alloc(s, p->max_logits * sizeof(uint32_t), (void **)&s->logit_idx), "logits");
     TRY(dev_floats(s, (size_t)p->max_logits * m->n_vocab, &s->logits), "logits");

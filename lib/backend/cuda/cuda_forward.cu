@@ -82,7 +82,7 @@ static void op_attention(void *ctx, uint32_t il)
     const di_model *m = s->model;
     dc_attention(s->stream, s->cache, il, s->rows, c->n_rows, s->act[DI_ACT_Q], m->n_head, m->n_head_kv,
                  m->head_dim, m->layers[il].window, m->attn_scale, m->attn_softcap, s->scores,
-                 s->act[DI_ACT_ATT]);
+                 s->attn_split, s->act[DI_ACT_ATT]);
 }
 
 static void op_glu(void *ctx, di_glu kind)

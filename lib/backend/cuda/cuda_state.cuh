@@ -25,6 +25,10 @@ typedef struct dc_layer {
 /* Forward graphs a session keeps: decode steps of 1 to 16 sequences and the
  * usual prefill chunks fit; other row counts run without one. */
 #define DC_GRAPHS 24u
+/* Calls of up to this many rows (decoding sequences, small chunks) run the
+ * attention split over its keys' chunks (dc_attn_split): its scratch grows
+ * with rows * n_head * ctx_len * head_dim / 32 floats. */
+#define DC_SPLIT_ROWS 16u
 
 typedef struct dc_state {
     const di_model *model;
@@ -43,6 +47,7 @@ typedef struct dc_state {
     dc_cache cache;            /* [max_sequences][n_layer][ctx_len][kv_dim] */
     float *act[DI_ACT_COUNT];  /* activations, max_rows rows each (layer_recipe.h) */
     float *scores;             /* [max_rows * n_head][ctx_len] */
+    dc_attn_split attn_split;  /* the split attention's scratch (cuda_kernels.cuh) */
     dc_row *rows;              /* [max_rows] */
     uint32_t n_rows;           /* rows of the last forward call */
     uint32_t *logit_idx;       /* [max_logits] */
