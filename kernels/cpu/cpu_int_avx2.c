@@ -26,15 +26,9 @@
 #include "kernels/cpu/cpu_int.h"
 
 #ifdef DI_HAVE_X86_PATHS
-#include <immintrin.h>
+#include "kernels/cpu/x86_avx2.h" /* opens the target region */
 
 #include "kernels/common/int_dot.h"
-
-#ifdef __clang__
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC target("avx2,fma,f16c")
-#endif
 
 #define INLINE static inline __attribute__((always_inline))
 #define GROUP 8u /* blocks per group: one 8-lane register of block terms */
@@ -263,15 +257,6 @@ INLINE __m256 block_terms(uint32_t type, const factors *f, __m256i P, const di_q
     return _mm256_blendv_ps(lane, x, _mm256_castsi256_ps(live));
 }
 
-/* di_lane_tree of the 32 lanes in v[0..3] (lanes 8j..8j+7 in v[j]). */
-static float lane_tree(const __m256 *v)
-{
-    const __m256 s8 = _mm256_add_ps(_mm256_add_ps(v[0], v[2]), _mm256_add_ps(v[1], v[3]));
-    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
-}
-
 /* The lanes of one token of a run (at most DI_QA_TOKENS). */
 typedef struct token_lanes {
     __m256 acc[NV], total[NV];
@@ -339,7 +324,7 @@ INLINE void row_run(uint32_t type, const uint8_t *row, const di_qa *qa, uint32_t
                 tl[k].total[j] = c0 == 0 ? tl[k].acc[j] : _mm256_add_ps(tl[k].total[j], tl[k].acc[j]);
     }
     for (uint32_t k = 0; k < tn; k++)
-        out[(size_t)k * stride] = lane_tree(tl[k].total);
+        out[(size_t)k * stride] = lanes_tree(tl[k].total);
 }
 
 INLINE void rows_body(uint32_t type, const di_weight *w, uint32_t r0, uint32_t r1, const di_qa *qa, float *y)
@@ -397,7 +382,5 @@ void di_int_rows_avx2(const di_weight *w, uint32_t r0, uint32_t r1, const void *
     }
 }
 
-#ifdef __clang__
-#pragma clang attribute pop
-#endif
+DI_X86_END
 #endif /* DI_HAVE_X86_PATHS */

@@ -66,16 +66,12 @@
 #include "kernels/cpu/cpu_int.h"
 
 #ifdef DI_HAVE_X86_PATHS
-#include <immintrin.h>
+#define DI_X86_VNNI /* the product's vpdpbusd */
+#include "kernels/cpu/x86_avx512.h" /* opens the target region */
+
 #include <string.h>
 
 #include "kernels/common/int_dot.h"
-
-#ifdef __clang__
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
-#endif
 
 #include "kernels/cpu/cpu_int_avx512_common.h" /* under the pragma: it defines functions */
 
@@ -183,16 +179,6 @@ INLINE __m512 block_terms(const int_kind *kd, __m512 d, __m512 n0, __m512 n1, __
     return lane;
 }
 
-/* di_lane_tree of 32 lanes held as lo (0-15) and hi (16-31). */
-static float lane_tree(__m512 lo, __m512 hi)
-{
-    const __m512 s16 = _mm512_add_ps(lo, hi);
-    const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(s16), _mm512_extractf32x8_ps(s16, 1));
-    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
-}
-
 /* Per token of a run of at most 16: the running lanes of the chunk and the
  * totals (cpu_int.h's scratch). */
 typedef struct token_lanes {
@@ -246,7 +232,7 @@ INLINE void row_run(const int_kind *kd, decode_fn decode, packed_fn pdecode, con
                 tl[k].total[h] = c0 == 0 ? tl[k].acc[h] : _mm512_add_ps(tl[k].total[h], tl[k].acc[h]);
     }
     for (uint32_t k = 0; k < tn; k++)
-        out[(size_t)k * stride] = lane_tree(tl[k].total[0], tl[k].total[1]);
+        out[(size_t)k * stride] = lanes_tree(tl[k].total);
 }
 
 /* The decode step: one token, the lanes in registers. A group's term (its
@@ -303,7 +289,7 @@ INLINE float token_dot(const int_kind *kd, decode_fn decode, packed_fn pdecode, 
         for (int h = 0; h < 2; h++)
             total[h] = c0 == 0 ? acc[h] : _mm512_add_ps(total[h], acc[h]);
     }
-    return lane_tree(total[0], total[1]);
+    return lanes_tree(total);
 }
 
 /* The many-token product (qa grouped), lanes = tokens: block b's sum for 16
@@ -624,7 +610,5 @@ void di_int_quantize_avx512(const di_weight *w, const float *x, void *buf, uint3
             }
 }
 
-#ifdef __clang__
-#pragma clang attribute pop
-#endif
+DI_X86_END
 #endif /* DI_HAVE_X86_PATHS */

@@ -1,8 +1,8 @@
 /*
  * simd_path.h — a SIMD path assembled: the simd_*.h kernels, written once
- * over the vector words that cpu_avx2.c and cpu_avx512.c define (vf: VL
- * floats, vi: VL int32), and the path's di_cpu_ops table (SIMD_OPS) over
- * them; included by each of the two. Not a normal header: it defines the
+ * over the vector words of the path's mapping, x86_avx2.h or x86_avx512.h
+ * (vf: VL floats, vi: VL int32), and the path's di_cpu_ops table (SIMD_OPS)
+ * over them; included by cpu_avx2.c and cpu_avx512.c. Not a normal header: it defines the
  * path's functions and its table.
  *
  * Every kernel performs, lane for lane, the operations of the scalar
