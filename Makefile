@@ -485,9 +485,9 @@ fuzz: $(MODELS)/models.txt $(MODELS)/tokenizers.txt $(STATIC)
 
 # bench/research: programs that each answered one measurement question
 # (docs/PERFORMANCE-LOG.md), built so that they keep compiling (CI runs
-# make research); x86-64, the last three with the AVX-512 kernels' internals.
+# make research); x86-64, the last two with the AVX-512 kernels' internals.
 RESEARCH_API    := $(BUILD)/research/batch_vs_prefill $(BUILD)/research/step_cost
-RESEARCH_KERNEL := $(BUILD)/research/int_shape $(BUILD)/research/int_amx_shape
+RESEARCH_KERNEL := $(BUILD)/research/int_shape
 .PHONY: research
 research: $(RESEARCH_API) $(RESEARCH_KERNEL) $(BUILD)/research/int_step_loop
 $(RESEARCH_API): $(BUILD)/research/%: bench/research/%.c include/detinfer.h $(SHARED)

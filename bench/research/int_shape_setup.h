@@ -1,6 +1,6 @@
 /*
  * int_shape_setup.h — the inputs of the integer-product shape benchmarks
- * (int_shape.c, int_amx_shape.c): a random matrix of Q4_K or Q6_K weights,
+ * (int_shape.c): a random matrix of Q4_K or Q6_K weights,
  * packed as a session packs them, and random activations quantized in the
  * avx512 path's layout. The same seed every run, so two builds see the same
  * numbers. Static functions: each benchmark is one file.
