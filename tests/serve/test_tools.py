@@ -121,22 +121,30 @@ def test_required_and_named_calls_are_valid_and_repeatable(gemma):
 
 def test_parallel_calls_each_validate(gemma):
     # parallel_tool_calls true (the default): the grammar allows several calls;
-    # this small model keeps calling, so the answer may end by length, with
-    # its complete calls in the text.
-    st, r = post(gemma, "/v1/chat/completions", {"messages": ASK, "tools": TOOLS, "tool_choice": "required",
-                                                 "max_tokens": 90})
+    # this small model keeps calling, so the answer ends by length: the calls
+    # written whole are in tool_calls, each valid, the one cut short dropped,
+    # and the finish_reason says "length".
+    body = {"messages": ASK, "tools": TOOLS, "tool_choice": "required", "max_tokens": 90}
+    st, r = post(gemma, "/v1/chat/completions", body)
     assert st == 200
     ch = r["choices"][0]
-    if ch["finish_reason"] == "tool_calls":
-        check_calls(ch["message"]["tool_calls"])
-    else:
-        assert ch["finish_reason"] == "length" and "tool_calls" not in ch["message"]
-        blocks = ch["message"]["content"].split("<tool_call>\n")[1:]
-        complete = [b.split("\n</tool_call>")[0] for b in blocks if "\n</tool_call>" in b]
-        assert len(complete) >= 2
-        check_calls([{"id": "call_x", "type": "function",
-                      "function": {"name": json.loads(b)["name"], "arguments": json.dumps(json.loads(b)["arguments"])}}
-                     for b in complete])
+    assert ch["finish_reason"] == "length", ch
+    calls = ch["message"]["tool_calls"]
+    assert len(calls) >= 2 and ch["message"]["content"] is None
+    check_calls(calls)
+    assert len({c["id"] for c in calls}) == len(calls)
+    # the same from a stream, and from a budget that ends right after the first call's close
+    c = client(gemma)
+    content, got, finish = reassemble(list(c.chat.completions.create(model="x", stream=True, **body)))
+    assert finish == "length" and content == ""
+    assert got == [{"id": t["id"], "name": t["function"]["name"], "arguments": t["function"]["arguments"]}
+                   for t in calls]
+    # Negative control: a budget too small for one whole call leaves the text
+    # as the content, no call (nothing made up).
+    st, r = post(gemma, "/v1/chat/completions", dict(body, max_tokens=6))
+    ch = r["choices"][0]
+    assert st == 200 and ch["finish_reason"] == "length" and "tool_calls" not in ch["message"]
+    assert ch["message"]["content"].startswith("<tool_call>")
 
 
 def test_stream_reassembles_to_the_answer(gemma):
@@ -505,10 +513,12 @@ def test_mistral_calls(mistral):
     st, r = post(mistral, "/v1/chat/completions", {"messages": ASK, "tools": TOOLS, "tool_choice": "required",
                                                    "max_tokens": 90})
     ch = r["choices"][0]
-    if ch["finish_reason"] == "tool_calls":
+    if "tool_calls" in ch["message"]:  # ended, or cut after whole calls (finish_reason "length")
+        assert ch["finish_reason"] in ("tool_calls", "length") and ch["message"]["content"] is None
         assert len({t["id"] for t in ch["message"]["tool_calls"]}) == len(ch["message"]["tool_calls"])
         check_calls([dict(t, id="call_" + t["id"]) for t in ch["message"]["tool_calls"]])
-    else:
+    else:  # cut inside the first call: the text stays
+        assert ch["finish_reason"] == "length"
         assert ch["message"]["content"].startswith('[TOOL_CALLS][{"name": "')
     # auto: free text never holds the marker; without a call it is the text none gives.
     msgs = [{"role": "user", "content": "Say hello."}]

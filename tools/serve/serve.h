@@ -377,7 +377,9 @@ int sv_tools_messages(const sv_server *srv, const sv_request *r, sv_chat *chat, 
 int sv_tools_mistral_prompt(const sv_server *srv, const sv_request *r, json_t *messages, const sv_chat *chat,
                             sv_prompt *p, sv_error *e);
 /* A finished choice's text parsed back into c->tool_calls (and its
- * finish_reason "tool_calls") when it ends with calls (engine lock held). */
+ * finish_reason "tool_calls") when it ends with calls; cut by length after
+ * whole calls, those calls (the finish_reason stays "length"). Engine lock
+ * held. */
 void sv_tools_finish(sv_choice *c);
 /* Of choice c's first `upto` bytes of text, how many a stream may send as
  * content now: all but a call, or what may begin one, while tool calls may

@@ -802,7 +802,13 @@ static void call_id(const sv_request *r, const char *hex, size_t k, char *id, si
 void sv_tools_finish(sv_choice *c)
 {
     const sv_request *r = c->req;
-    if (r->tool_mode == SV_TOOLS_OFF || !c->text || !c->finish_reason || strcmp(c->finish_reason, "stop"))
+    if (r->tool_mode == SV_TOOLS_OFF || !c->text || !c->finish_reason)
+        return;
+    /* cut by max_tokens or the context: the calls written whole are kept (they
+     * parse and follow their schema), the one cut short is dropped, and the
+     * finish_reason stays "length" */
+    const int cut = !strcmp(c->finish_reason, "length");
+    if (!cut && strcmp(c->finish_reason, "stop"))
         return;
     const call_format *f = format_of(r);
     const char *text = c->text, *at = calls_start(f, c, c->text_visible);
@@ -816,6 +822,8 @@ void sv_tools_finish(sv_choice *c)
     for (size_t k = 0; calls; k++) {
         call_id(r, hex, k, id, sizeof id);
         json_t *call = parse_call(f, text, n, &pos, id);
+        if (!call && cut && k > 0)
+            break; /* the last call, cut short */
         if (!call || json_array_append_new(calls, call)) {
             json_decref(calls);
             return; /* not calls after all: the text stays the content */
@@ -823,14 +831,18 @@ void sv_tools_finish(sv_choice *c)
         size_t end = pos;
         if (skip(text, n, &end, f->list_close) && end == n)
             break;
-        if (!skip(text, n, &pos, f->separator))
+        if (!skip(text, n, &pos, f->separator)) {
+            if (cut)
+                break; /* cut inside the separator or the close */
             calls = (json_decref(calls), NULL);
+        }
     }
     if (!calls)
         return;
     c->tool_calls = calls;
     c->calls_at = (size_t)(at - text);
-    c->finish_reason = "tool_calls";
+    if (!cut)
+        c->finish_reason = "tool_calls";
 }
 
 size_t sv_tools_sendable(const sv_choice *c, size_t upto)
