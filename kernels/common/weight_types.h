@@ -17,9 +17,11 @@
  * profile, the CUDA plugin and the tests; check_quants.c checks the type lists
  * of docs/QUANTS.md, docs/MODELS.md, README.md and detinfer.h against it.
  * Adding a supported type is one row here plus its cases in the one scalar
- * decoder (weight_codes.h; docs/QUANTS.md), its SIMD block
- * (simd_dequant.h's dq32; the integer kernels cpu_int_avx2.c and
- * cpu_int_avx512.c) and its test entries (docs/QUANTS.md lists them).
+ * decoder (weight_codes.h; docs/QUANTS.md), its case in the one x86 decoder
+ * (kernels/cpu/x86_codes.h, which the float paths' simd_dequant.h and the
+ * avx2 integer path share), its float stage in simd_dequant.h's dq32, its
+ * avx512 integer decoders (cpu_int_avx512.c) and its test entries
+ * (docs/QUANTS.md lists them).
  */
 #ifndef DI_WEIGHT_TYPES_H
 #define DI_WEIGHT_TYPES_H

@@ -29,79 +29,13 @@
 #include "kernels/cpu/x86_avx2.h" /* opens the target region */
 
 #include "kernels/common/int_dot.h"
+#include "kernels/cpu/x86_codes.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define GROUP 8u /* blocks per group: one 8-lane register of block terms */
 #define NV 4     /* registers of the 32 canonical lanes */
 
-/* ---- decoders: the 32 signed codes v of sub-block `sub` of block blk ---------------- */
-
-/* 16 bytes of nibbles: the low nibbles are weights 0-15, the high ones
- * 16-31 (di_qb_nibble). */
-INLINE __m256i nibbles(const uint8_t *qs)
-{
-    const __m128i q = _mm_loadu_si128((const void *)qs), lo4 = _mm_set1_epi8(0x0f);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), lo4), _mm_and_si128(q, lo4));
-}
-
-/* 0x10 in byte i where bit i of the little-endian u32 at p is set (Q5_0 and
- * Q5_1's fifth bits). */
-INLINE __m256i fifth_bits(const uint8_t *p)
-{
-    const __m256i spread = _mm256_shuffle_epi8(
-        _mm256_set1_epi32((int)di_qb_u32(p)),
-        _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
-}
-
-/* Bits s..s+width-1 of every byte of the 32 bytes at p, as 0..2^width-1
- * (shifting 16-bit words by s, s <= 7, moves no kept bit across bytes). */
-INLINE __m256i byte_bits(const uint8_t *p, int s, int mask)
-{
-    return _mm256_and_si256(_mm256_srl_epi16(_mm256_loadu_si256((const void *)p), _mm_cvtsi32_si128(s)),
-                            _mm256_set1_epi8((char)mask));
-}
-
-INLINE __m256i iq4_values(__m256i nib)
-{
-    const __m128i table = _mm_setr_epi8(DI_IQ4NL_VALUES);
-    return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), nib);
-}
-
-/* int_dot.h's di_int_code for all 32 weights of the sub-block at once. */
-INLINE __m256i block_codes(uint32_t type, const uint8_t *blk, int sub)
-{
-    const int h = sub / 4, k = sub % 4; /* Q2_K, Q3_K, Q6_K: the half and quarter of the block */
-    switch (type) {
-    case DI_TYPE_Q4_0: return _mm256_sub_epi8(nibbles(blk + DI_OFF_QS_Q4_0), _mm256_set1_epi8(8));
-    case DI_TYPE_Q4_1: return nibbles(blk + DI_OFF_QS_Q4_1);
-    case DI_TYPE_Q5_0:
-        return _mm256_sub_epi8(_mm256_or_si256(nibbles(blk + DI_OFF_QS_Q5_0), fifth_bits(blk + DI_OFF_QH_Q5_0)),
-                               _mm256_set1_epi8(16));
-    case DI_TYPE_Q5_1: return _mm256_or_si256(nibbles(blk + DI_OFF_QS_Q5_1), fifth_bits(blk + DI_OFF_QH_Q5_1));
-    case DI_TYPE_Q8_0: return _mm256_loadu_si256((const void *)(blk + DI_OFF_QS_Q8_0));
-    case DI_TYPE_IQ4_NL: return iq4_values(nibbles(blk + DI_OFF_QS_IQ4_NL));
-    case DI_TYPE_Q2_K: return byte_bits(blk + DI_OFF_QS_Q2_K + 32 * h, 2 * k, 3);
-    case DI_TYPE_Q3_K: {
-        const __m256i lo = byte_bits(blk + DI_OFF_QS_Q3_K + 32 * h, 2 * k, 3);
-        const __m256i hi = byte_bits(blk + DI_OFF_QH_Q3_K, sub, 1);
-        return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 2)), _mm256_set1_epi8(4));
-    }
-    case DI_TYPE_Q4_K: return byte_bits(blk + DI_OFF_QS_Q4_K + 32 * (sub / 2), 4 * (sub % 2), 0x0f);
-    case DI_TYPE_Q5_K: {
-        const __m256i lo = byte_bits(blk + DI_OFF_QS_Q5_K + 32 * (sub / 2), 4 * (sub % 2), 0x0f);
-        return _mm256_or_si256(lo, _mm256_slli_epi16(byte_bits(blk + DI_OFF_QH_Q5_K, sub, 1), 4));
-    }
-    case DI_TYPE_Q6_K: {
-        const __m256i lo = byte_bits(blk + DI_OFF_QS_Q6_K + 64 * h + 32 * (k % 2), 4 * (k / 2), 0x0f);
-        const __m256i hi = byte_bits(blk + DI_OFF_QH_Q6_K + 32 * h, 2 * k, 3);
-        return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
-    }
-    case DI_TYPE_IQ4_XS: return iq4_values(nibbles(blk + DI_OFF_QS_IQ4_XS + 16 * sub));
-    default: return _mm256_setzero_si256();
-    }
-}
+/* ---- the product (the codes v of a sub-block: x86_codes.h) ---------------------- */
 
 /* 1 for the types whose codes can be negative: their products take the
  * sign trick; the others' codes (0..31) are unsigned bytes as they are. */
@@ -284,7 +218,7 @@ INLINE void group_run(uint32_t type, const uint8_t *row, uint32_t span, const di
     for (uint32_t p = 0; p < GROUP; p++) {
         int sub;
         const uint8_t *blk = di_int_block_at(type, row, b0 + p, &sub);
-        v[p] = p < count ? block_codes(type, blk, sub) : _mm256_setzero_si256();
+        v[p] = p < count ? x86_codes32(type, blk, sub) : _mm256_setzero_si256();
         av[p] = signed_codes(type) ? _mm256_abs_epi8(v[p]) : v[p]; /* -128 becomes the byte 128 */
     }
     for (uint32_t k = 0; k < tn; k++) {

@@ -20,32 +20,10 @@ static inline float float_weight(uint32_t type, const uint8_t *row, uint32_t i)
 }
 
 /* The integer weights of a block are first gathered as 32 bytes (one per
- * weight, in lane order) with 256-bit byte operations, then widened VL at a
- * time by vi_from_bytes and converted; the float arithmetic that follows is
- * the scalar code's. */
-
-/* 4-bit values of a 32-block whose byte j holds weight j (low nibble) and
- * weight j + 16 (high nibble). */
-static DI_INLINE __m256i nibbles32(const uint8_t *qs)
-{
-    const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)qs);
-    const __m128i low4 = _mm_set1_epi8(0x0f);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low4), _mm_and_si128(b, low4));
-}
-
-/* The bytes of p shifted right by `shift` bits (0..7), masked to `mask`. */
-static DI_INLINE __m256i bits_at(const uint8_t *p, int shift, int mask)
-{
-    const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)p);
-    return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8((char)mask));
-}
-
-/* The signed bytes IQ4NL_VALUES[q] of 32 4-bit codes (one a byte). */
-static DI_INLINE __m256i iq4nl_values32(__m256i codes)
-{
-    const __m128i values = _mm_setr_epi8(DI_IQ4NL_VALUES);
-    return _mm256_shuffle_epi8(_mm256_set_m128i(values, values), codes);
-}
+ * weight, in lane order: x86_codes.h, the integer path's decoder too), then
+ * widened VL at a time by vi_from_bytes and converted; the float arithmetic
+ * that follows is the scalar code's. */
+#include "kernels/cpu/x86_codes.h"
 
 /* What all sub-blocks of a super-block (256 weights) share: its binary16
  * fields d and dmin (0 for the types without one), and for Q4_K, Q5_K and
@@ -87,19 +65,16 @@ static DI_INLINE void superblock_factors(uint32_t type, const uint8_t *b, sb_fac
 static DI_INLINE void dq_k_sub(uint32_t type, const uint8_t *b, int sub, const sb_factors *f, vf *w)
 {
     const float d = f->d, dmin = f->dmin;
-    const int h = sub / 4, k = sub % 4; /* the 2-bit and 6-bit types: half, quarter */
     if (type == DI_TYPE_Q6_K) {
-        const __m256i lo = bits_at(b + DI_OFF_QS_Q6_K + 64 * h + 32 * (k % 2), 4 * (k / 2), 0xf);
-        const __m256i hi = _mm256_slli_epi16(bits_at(b + DI_OFF_QH_Q6_K + 32 * h, 2 * k, 3), 4);
-        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
+        const __m256i q = x86_codes32(DI_TYPE_Q6_K, b, sub);
         UNROLL for (int j = 0; j < NV; j++) {
-            const vf dl = vf_set1(f->dl[2 * sub + j * VL / 16]); /* scale 8 h + 2 k + j VL / 16 */
+            const vf dl = vf_set1(f->dl[2 * sub + j * VL / 16]);
             w[j] = vf_mul(dl, vi_to_float(vi_from_bytes(q, j)));
         }
         return;
     }
     if (type == DI_TYPE_Q2_K) {
-        const __m256i q = bits_at(b + DI_OFF_QS_Q2_K + 32 * h, 2 * k, 3);
+        const __m256i q = x86_codes32(DI_TYPE_Q2_K, b, sub);
         UNROLL for (int j = 0; j < NV; j++) {
             const int sm = b[DI_OFF_SC_Q2_K + 2 * sub + j * VL / 16];
             const vf dl = vf_set1(d * (float)(sm & 0xf)), ml = vf_set1(dmin * (float)(sm >> 4));
@@ -108,9 +83,7 @@ static DI_INLINE void dq_k_sub(uint32_t type, const uint8_t *b, int sub, const s
         return;
     }
     if (type == DI_TYPE_Q3_K) {
-        const __m256i lo = bits_at(b + DI_OFF_QS_Q3_K + 32 * h, 2 * k, 3);
-        const __m256i hi = _mm256_slli_epi16(bits_at(b + DI_OFF_QH_Q3_K, sub, 1), 2);
-        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(4));
+        const __m256i q = x86_codes32(DI_TYPE_Q3_K, b, sub);
         UNROLL for (int j = 0; j < NV; j++) {
             const int sc = di_qb_q3_k_scale(b + DI_OFF_SC_Q3_K, 2 * sub + j * VL / 16);
             w[j] = vf_mul(vf_set1(d * (float)(sc - 32)), vi_to_float(vi_from_bytes(q, j)));
@@ -119,7 +92,7 @@ static DI_INLINE void dq_k_sub(uint32_t type, const uint8_t *b, int sub, const s
     }
     if (type == DI_TYPE_IQ4_XS) {
         const vf dl = vf_set1(d * (float)(di_qb_iq4_xs_scale(b, sub) - 32));
-        const __m256i q = iq4nl_values32(nibbles32(b + DI_OFF_QS_IQ4_XS + 16 * sub));
+        const __m256i q = x86_codes32(DI_TYPE_IQ4_XS, b, sub);
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_mul(dl, vi_to_float(vi_from_bytes(q, j)));
         return;
@@ -184,7 +157,7 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
     case DI_TYPE_Q4_0: {
         const uint8_t *b = row + DI_BLOCK_BYTES_Q4_0 * (size_t)blk;
         const vf d = broadcast_f16_at(b + DI_OFF_D_Q4_0);
-        const __m256i q = _mm256_sub_epi8(nibbles32(b + DI_OFF_QS_Q4_0), _mm256_set1_epi8(8));
+        const __m256i q = x86_codes32(DI_TYPE_Q4_0, b, 0);
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_mul(d, vi_to_float(vi_from_bytes(q, j)));
         break;
@@ -192,7 +165,7 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
     case DI_TYPE_Q4_1: {
         const uint8_t *b = row + DI_BLOCK_BYTES_Q4_1 * (size_t)blk;
         const vf d = broadcast_f16_at(b + DI_OFF_D_Q4_1), m = broadcast_f16_at(b + DI_OFF_M_Q4_1);
-        const __m256i q = nibbles32(b + DI_OFF_QS_Q4_1);
+        const __m256i q = x86_codes32(DI_TYPE_Q4_1, b, 0);
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_add(vf_mul(d, vi_to_float(vi_from_bytes(q, j))), m);
         break;
@@ -200,9 +173,7 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
     case DI_TYPE_Q5_0: {
         const uint8_t *b = row + DI_BLOCK_BYTES_Q5_0 * (size_t)blk;
         const vf d = broadcast_f16_at(b + DI_OFF_D_Q5_0);
-        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles32(b + DI_OFF_QS_Q5_0),
-                                                          sixteen_where_bits(load_u32_at(b + DI_OFF_QH_Q5_0))),
-                                          _mm256_set1_epi8(16));
+        const __m256i q = x86_codes32(DI_TYPE_Q5_0, b, 0);
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_mul(d, vi_to_float(vi_from_bytes(q, j)));
         break;
@@ -210,7 +181,7 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
     case DI_TYPE_Q5_1: {
         const uint8_t *b = row + DI_BLOCK_BYTES_Q5_1 * (size_t)blk;
         const vf d = broadcast_f16_at(b + DI_OFF_D_Q5_1), m = broadcast_f16_at(b + DI_OFF_M_Q5_1);
-        const __m256i q = _mm256_or_si256(nibbles32(b + DI_OFF_QS_Q5_1), sixteen_where_bits(load_u32_at(b + DI_OFF_QH_Q5_1)));
+        const __m256i q = x86_codes32(DI_TYPE_Q5_1, b, 0);
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_add(vf_mul(d, vi_to_float(vi_from_bytes(q, j))), m);
         break;
@@ -218,7 +189,7 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
     case DI_TYPE_IQ4_NL: {
         const uint8_t *b = row + DI_BLOCK_BYTES_IQ4_NL * (size_t)blk;
         const vf d = broadcast_f16_at(b + DI_OFF_D_IQ4_NL);
-        const __m256i q = iq4nl_values32(nibbles32(b + DI_OFF_QS_IQ4_NL));
+        const __m256i q = x86_codes32(DI_TYPE_IQ4_NL, b, 0);
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_mul(d, vi_to_float(vi_from_bytes(q, j)));
         break;
