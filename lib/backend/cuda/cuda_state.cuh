@@ -68,7 +68,7 @@ typedef struct dc_state {
     char info[256];
 } dc_state;
 
-/* The layer recipe (layer_recipe.h) over the device's steps for the
+/* The layer recipe (layer_recipe.h) over the device's layer ops for the
  * state's current rows (cuda_forward.cu), enqueued on the state's stream. */
 void dc_forward_layers(dc_state *s, uint32_t n_rows);
 
