@@ -38,6 +38,8 @@ json() {
     python3 - "$work/out" "$1" <<'EOF' || fail "JSON check failed: $1"
 import json, sys
 d = json.load(open(sys.argv[1]))
+s = d.get('speculation') or {}  # bench --speculate's object, and its first result
+r0 = (s.get('results') or [{}])[0]
 assert eval(sys.argv[2]), sys.argv[2]
 EOF
 }
@@ -88,6 +90,13 @@ bench --model $model --cpu-path x|--cpu-path wants auto, scalar, avx2 or avx512
 bench --model $model --device 999|--device wants an integer in 0..255
 bench --model $model --batch 257|--batch wants
 bench --model $model --batch-tokens 0|--batch-tokens wants
+bench --model $model --speculate ngram --draft-max 0|--draft-max wants an integer in 1..32
+bench --model $model --speculate ngram --draft-max 33|--draft-max wants an integer in 1..32
+bench --model $model --speculate ngram --ngram 9|--ngram wants an integer in 1..8
+bench --model $model --draft-max 4|--draft-max, --ngram and --prompt go with --speculate
+bench --model $model --speculate ngram --tg 1|a --tg length of 1 times no decode step
+bench --model $model --speculate ngram --tg 0|--speculate times generation
+bench --model $model --speculate ngram --prompt=|--prompt is empty
 EOF
     DETINFER_TEST_PERTURB=nonsense expect_rc 2 verify --model "$model" && has err 'DETINFER_TEST_PERTURB'
     ;;
@@ -328,6 +337,28 @@ bench)
     has out 'sequence digests of the batched runs: equal across 4 runs'
     expect_rc 0 bench --model "$model" --pp 16 --tg 4 --batch 2 --batch-tokens 3 --reps 2 --bandwidth 10 --json &&
         json "[(r['n_prompt'], r['n_gen'], r['n_seq']) for r in d['results']] == [(16, 0, 0), (0, 4, 0), (16, 3, 2)] and d['results'][2]['avg_ts'] > 0 and 'bandwidth_gbs' not in d['results'][2] and d['bd_digests_equal']"
+    # --speculate: each tg length after the prompt without and with speculation, side by side; the
+    # outputs must be equal (exit 1 otherwise). Speed is not asserted, only that it is reported.
+    expect_rc 0 bench --model "$model" --threads 1,2 --pp 0 --tg 8,12 --reps 2 --speculate ngram --draft-max 4 || exit 1
+    has out '^speculation ngram \(draft-max 4, ngram 3\): 1 prompt \(generated: 16 tokens twice\)'
+    has out '\| +without t/s \| +with t/s \| +with/out \| +steps \| +drafted \| +accepted \| +acceptance \|'
+    has out '\| +2 \| +tg12 \| +[0-9.]+ ± +[0-9.]+ \| +[0-9.]+ ± +[0-9.]+ \| +[0-9.]+× \| +[0-9]+ \| +[0-9]+ \| +[0-9]+ \| +[0-9.]+% \|'
+    has out '^outputs with speculation: equal to those without across 8 runs'
+    has out 'sequence digests of the tg runs: equal across 8 runs'
+    # a draft model (the model itself: every draft token right, so acceptance is 100%)
+    expect_rc 0 bench --model "$model" --pp 0 --tg 10 --reps 2 --speculate "$model" --json &&
+        json "s['draft'] == 'draft-model' and s['draft_model'].endswith('gqa_untied_q8_0.gguf') and s['draft_max'] == 3 and s['generated_prompt'] and s['prompt_tokens'] == [32] and s['runs'] == 2 and s['outputs_equal'] and len(s['results']) == 1 and all(k in r0 for k in ('without_avg_ts', 'without_stddev_ts', 'without_samples_ts', 'with_avg_ts', 'with_stddev_ts', 'with_samples_ts', 'speedup', 'steps')) and r0['n_threads'] == 1 and r0['n_gen'] == 10 and r0['accepted'] == r0['drafted'] > 0 and r0['acceptance_rate'] == 1 and len(r0['with_samples_ts']) == 2 and d['tg_digests_equal'] and len(d['results']) == 1"
+    expect_rc 0 bench --model "$model" --pp 0 --tg 10 --reps 1 --speculate "$model" &&
+        has out '\| +1 \| +tg10 \| .* \| +100\.0% \|'
+    # the JSON of a run without --speculate has no speculation object
+    expect_rc 0 bench --model "$model" --pp 0 --tg 4 --reps 1 --json && json "'speculation' not in d"
+    # a draft model of another vocabulary, a missing one, a text prompt without a tokenizer: refused before timing
+    expect_rc 1 bench --model "$model" --tg 8 --speculate "$models/mha_tied_f32.gguf" &&
+        has err 'the draft model: DI_ERR_MODEL.*vocabulary has 96 tokens, the model.s 128' &&
+        { [ ! -s "$work/out" ] || fail "bench timed something before refusing the draft model"; }
+    expect_rc 1 bench --model "$model" --tg 8 --speculate "$work/missing.gguf" && has err 'missing.gguf.*DI_ERR_IO'
+    expect_rc 1 bench --model "$model" --tg 8 --speculate ngram --prompt "text" &&
+        has err 'cannot take a text prompt.*DI_ERR_UNSUPPORTED'
     ;;
 
 install)

@@ -20,6 +20,16 @@
  * The sequence digest of every tg run is compared too: all repetitions and
  * thread counts must agree (exit 1 otherwise); so are the digests of the
  * batched runs' sequences.
+ *
+ * --speculate ngram|FILE adds, per thread count and tg length N, decode with
+ * and without speculation (tools/cli/cli_generate.c, the loops of `detinfer
+ * run`) after each of the prompts (--prompt, else a generated one), the two
+ * alternating prompt by prompt: the tokens per second of each from the first
+ * generated token to the last, their ratio, the drafts proposed and
+ * accepted. The tokens, the logits digest of each and the sequence digest
+ * with speculation must be those without it (the contract of
+ * di_session_seq_accept_draft), and every run's those of the first: exit 1
+ * otherwise, saying where they differ.
  */
 #include <math.h>
 #include <pthread.h>
@@ -28,6 +38,7 @@
 
 #include "cli/cli_json.h"
 #include "cli/cli_commands.h"
+#include "cli/cli_generate.h"
 #include "cli/cli_model.h"
 #include "cli/cli_progress.h"
 
@@ -35,9 +46,10 @@
 #define MAX_REPS 1000
 #define BANDWIDTH_BYTES (256u << 20)
 #define BATCH_PROMPT 16 /* prompt tokens of each sequence of a batched run */
+#define SPEC_PATTERN 16 /* the generated speculation prompt: this many tokens, twice */
 
 enum { OPT_MODEL, OPT_THREADS, OPT_PP, OPT_TG, OPT_BATCH, OPT_BATCH_TOKENS, OPT_REPS, OPT_BACKEND, OPT_PROFILE, OPT_DEVICE, OPT_CPU_PATH, OPT_BANDWIDTH,
-       OPT_JSON };
+       OPT_JSON, OPT_SPECULATE, OPT_DRAFT_MAX, OPT_NGRAM, OPT_PROMPT };
 
 static const cli_option options[] = {
     [OPT_MODEL] = {"--model", "FILE", "GGUF model file (required)"},
@@ -53,18 +65,32 @@ static const cli_option options[] = {
     [OPT_CPU_PATH] = {"--cpu-path", "NAME", "CPU kernels: auto (default), scalar, avx2 or avx512"},
     [OPT_BANDWIDTH] = {"--bandwidth", "GB/S", "memory bandwidth to use instead of measuring it"},
     [OPT_JSON] = {"--json", NULL, "results as one JSON object (llama-bench-like fields)"},
+    [OPT_SPECULATE] = {"--speculate", "ngram|FILE", "also time each tg length after the prompts with and without "
+                       "speculation (prompt lookup, or a draft model of the same vocabulary); the outputs must be equal"},
+    [OPT_DRAFT_MAX] = {"--draft-max", "N", "with --speculate, draft tokens per step at most, 1.." CLI_STR(DI_DRAFT_MAX)
+                      " (default " CLI_STR(DI_DRAFT_DEFAULT) ")"},
+    [OPT_NGRAM] = {"--ngram", "N", "with --speculate, the longest key the lookup matches, 1.." CLI_STR(DI_DRAFT_MAX_NGRAM)
+                  " (default " CLI_STR(DI_DRAFT_NGRAM_DEFAULT) ")"},
+    [OPT_PROMPT] = {"--prompt", "TEXT", "with --speculate, a prompt (with BOS; up to " CLI_STR(MAX_LIST)
+                   ", repeat the option; default a generated one: " CLI_STR(SPEC_PATTERN) " tokens twice)"},
     {NULL, NULL, NULL},
 };
 
 static const cli_command command = {
     "bench",
-    "--model FILE [--threads LIST] [--pp LIST] [--tg LIST] [--batch LIST] [--reps N] [--json]",
+    "--model FILE [--threads LIST] [--pp LIST] [--tg LIST] [--batch LIST] [--reps N]\n"
+    "       [--speculate ngram|FILE [--draft-max N] [--prompt TEXT]...] [--json]",
     "Prompt processing (pp N: N tokens in one step), generation (tg N: N\n"
     "one-token steps) and batched decode (bd B: B sequences, each after its\n"
     "own 16-token prompt, advanced one token each per step for --batch-tokens\n"
     "steps; aggregate tokens) in tokens per second, mean ± std over --reps\n"
     "repetitions, per thread count; generation also as a fraction of the\n"
-    "memory-bandwidth limit (measured bandwidth / model bytes read per token).",
+    "memory-bandwidth limit (measured bandwidth / model bytes read per token).\n"
+    "With --speculate, each tg length N is also generated after each prompt\n"
+    "without and with speculation, alternating: decode tokens per second of\n"
+    "each (the N - 1 tokens after the first over their time), the ratio, the\n"
+    "drafts proposed and accepted; greedy, the end-of-sequence token ignored.\n"
+    "The tokens and digests with speculation must equal those without (exit 1).",
     options,
 };
 
@@ -80,6 +106,11 @@ typedef struct bench_opts {
     long device;
     di_cpu_path cpu_path;
     int json;
+    int speculate;           /* --speculate: ngram, or draft_model */
+    const char *draft_model; /* --speculate FILE */
+    long draft_max, ngram;
+    const char *prompts[MAX_LIST]; /* --prompt */
+    int n_prompts;
 } bench_opts;
 
 typedef struct result {
@@ -88,6 +119,31 @@ typedef struct result {
     double samples[MAX_REPS];
     int n_samples;
 } result;
+
+/* Decode of one tg length with and without speculation, at one thread count. */
+typedef struct spec_result {
+    long threads, n_gen;
+    double without[MAX_REPS], with[MAX_REPS]; /* t/s per repetition, all prompts */
+    int n_samples;
+    double without_mean, without_std, with_mean, with_std;
+    uint64_t steps, drafted, accepted; /* over the repetitions and prompts */
+} spec_result;
+
+/* One prompt of the speculation comparison. */
+typedef struct spec_prompt {
+    int32_t *tokens;
+    uint32_t n;
+    di_digest reference[MAX_LIST]; /* per tg length: the first run's sequence digest */
+    int have_reference[MAX_LIST];
+} spec_prompt;
+
+/* What cli_generate hands over: the tokens, their logits digests, the time of the first. */
+typedef struct spec_output {
+    int32_t *tokens;
+    di_digest *digests;
+    uint32_t n;
+    double first; /* cli_now() when the first token came */
+} spec_output;
 
 typedef struct bench {
     bench_opts o;
@@ -101,6 +157,16 @@ typedef struct bench {
     int have_digest[MAX_LIST], tg_equal, tg_runs;
     di_digest *bd_digest[MAX_LIST]; /* per batch size: the first run's digest of each sequence */
     int bd_equal, bd_runs;
+    di_model *draft;      /* --speculate FILE */
+    spec_prompt sp_prompts[MAX_LIST];
+    int n_sp_prompts;
+    uint32_t max_sp_prompt;
+    spec_result sp[MAX_LIST * MAX_LIST];
+    int n_sp, sp_equal, sp_runs; /* sp_runs: runs with speculation compared */
+    int drafter_failed;   /* the last failure was the drafter's */
+    di_drafter *drafter;  /* the draft model's, for sessions of drafter_threads threads */
+    long drafter_threads;
+    spec_output out[2];   /* without, with */
 } bench;
 
 static int apply_option(int k, const char *v, void *opts)
@@ -126,6 +192,19 @@ static int apply_option(int k, const char *v, void *opts)
         o->bandwidth = (double)bw;
         return 1;
     case OPT_JSON: o->json = 1; return 1;
+    case OPT_SPECULATE:
+        o->speculate = 1;
+        o->draft_model = strcmp(v, "ngram") ? v : NULL;
+        return 1;
+    case OPT_DRAFT_MAX: return cli_parse_long(&command, name, v, 1, DI_DRAFT_MAX, &o->draft_max);
+    case OPT_NGRAM: return cli_parse_long(&command, name, v, 1, DI_DRAFT_MAX_NGRAM, &o->ngram);
+    case OPT_PROMPT:
+        if (!*v)
+            return cli_usage(&command, "--prompt is empty"), 0;
+        if (o->n_prompts == MAX_LIST)
+            return cli_usage(&command, "--prompt: at most %d prompts", MAX_LIST), 0;
+        o->prompts[o->n_prompts++] = v;
+        return 1;
     }
     return 1;
 }
@@ -133,12 +212,24 @@ static int apply_option(int k, const char *v, void *opts)
 static int parse(int argc, char **argv, bench_opts *o)
 {
     *o = (bench_opts){.threads = {1}, .n_threads = 1, .pp = {128}, .n_pp = 1, .tg = {32}, .n_tg = 1,
-                      .batch_tokens = 64, .reps = 3, .backend = DI_BACKEND_CPU, .profile = CLI_DEFAULT_PROFILE};
-    int rc = cli_parse_options(&command, argc, argv, apply_option, o, NULL);
+                      .batch_tokens = 64, .reps = 3, .backend = DI_BACKEND_CPU, .profile = CLI_DEFAULT_PROFILE,
+                      .draft_max = DI_DRAFT_DEFAULT, .ngram = DI_DRAFT_NGRAM_DEFAULT};
+    int given[sizeof options / sizeof options[0]] = {0};
+    int rc = cli_parse_options(&command, argc, argv, apply_option, o, given);
     if (rc != CLI_EXIT_OK)
         return rc;
     if (!o->model)
         return cli_usage(&command, "--model is required");
+    if (!o->speculate && (given[OPT_DRAFT_MAX] || given[OPT_NGRAM] || given[OPT_PROMPT]))
+        return cli_usage(&command, "--draft-max, --ngram and --prompt go with --speculate");
+    int timed = 0;
+    for (int i = 0; i < o->n_tg; i++) {
+        if (o->speculate && o->tg[i] == 1)
+            return cli_usage(&command, "with --speculate, a --tg length of 1 times no decode step (give 0 or 2 and more)");
+        timed |= o->tg[i] > 0;
+    }
+    if (o->speculate && !timed)
+        return cli_usage(&command, "--speculate times generation: give a --tg length of 2 or more");
     return CLI_EXIT_OK;
 }
 
@@ -289,6 +380,117 @@ static di_status time_bd(const bench *b, di_session *s, uint32_t n_seq, uint32_t
     return st;
 }
 
+/* ---- Speculation ---------------------------------------------------------- */
+
+static void take_spec(void *ctx, int32_t token, const di_digest *digest)
+{
+    spec_output *out = ctx;
+    if (out->n == 0)
+        out->first = cli_now();
+    out->tokens[out->n] = token;
+    out->digests[out->n++] = *digest;
+}
+
+/* Prompt p, then n tokens, without (speculate 0) or with speculation into
+ * b->out[speculate]; its decode tokens per second and sequence digest. */
+static di_status spec_generate(bench *b, di_session *s, di_drafter *drafter, const spec_prompt *p, uint32_t n,
+                               int speculate, double *tps, di_digest *digest, cli_generation *g)
+{
+    spec_output *out = &b->out[speculate];
+    out->n = 0;
+    *g = (cli_generation){.seq = 0, .prompt = p->tokens, .n_prompt = p->n, .eos = -1, .max_new = n,
+                          .take = take_spec, .ctx = out, .drafter = drafter,
+                          .draft_max = (uint32_t)b->o.draft_max, .ngram = (uint32_t)b->o.ngram};
+    di_status st = di_session_seq_reset(s, 0);
+    if (!st)
+        st = speculate ? cli_generate_speculating(s, g) : cli_generate(s, g);
+    b->drafter_failed = g->drafter_failed;
+    double t1 = cli_now();
+    if (!st && out->n != n)
+        st = DI_ERR_INTERNAL;
+    *tps = (n - 1) / (t1 - out->first);
+    if (!st)
+        st = cli_generation_digest(s, 0, p->tokens, p->n, out->tokens, out->n, digest);
+    return st;
+}
+
+/* Says loudly where the output with speculation differs from the one without. */
+static void spec_mismatch(bench *b, long threads, uint32_t n, int prompt, const di_digest *plain,
+                          const di_digest *spec, const char *against)
+{
+    const spec_output *x = &b->out[0], *y = &b->out[1];
+    char hx[DI_DIGEST_HEX_SIZE], hy[DI_DIGEST_HEX_SIZE];
+    b->sp_equal = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (x->tokens[i] != y->tokens[i] || !di_digest_equal(&x->digests[i], &y->digests[i])) {
+            cli_hex(&x->digests[i], hx);
+            cli_hex(&y->digests[i], hy);
+            fprintf(stderr,
+                    "detinfer bench: SPECULATION CHANGED THE OUTPUT (threads %ld, tg%u, prompt %d): generated "
+                    "token %u is %d (logits %s) without it, %d (logits %s) with it; the contract of "
+                    "di_session_seq_accept_draft is broken\n",
+                    threads, n, prompt + 1, i, x->tokens[i], hx, y->tokens[i], hy);
+            return;
+        }
+    cli_hex(plain, hx);
+    cli_hex(spec, hy);
+    fprintf(stderr,
+            "detinfer bench: %s (threads %ld, tg%u, prompt %d): sequence digest %s against %s; the contract of "
+            "di_session_seq_accept_draft is broken\n",
+            against, threads, n, prompt + 1, hy, hx);
+}
+
+/* Tg length n after every prompt, without and with speculation, alternating
+ * prompt by prompt, --reps times; each run checked against the other and
+ * against the first run of that prompt and length (any thread count). */
+static di_status run_speculation(bench *b, di_session *s, di_drafter *drafter, long threads, int tg_index)
+{
+    const uint32_t n = (uint32_t)b->o.tg[tg_index];
+    spec_result *r = &b->sp[b->n_sp++];
+    *r = (spec_result){.threads = threads, .n_gen = n};
+    di_status st = DI_OK;
+    for (long rep = 0; rep < b->o.reps && !st; rep++) {
+        double time[2] = {0, 0};
+        for (int p = 0; p < b->n_sp_prompts && !st; p++) {
+            spec_prompt *sp = &b->sp_prompts[p];
+            di_digest dg[2];
+            cli_generation g;
+            double tps;
+            for (int k = 0; k < 2 && !st; k++) {
+                st = spec_generate(b, s, drafter, sp, n, k, &tps, &dg[k], &g);
+                time[k] += (n - 1) / tps;
+            }
+            if (st)
+                break;
+            r->steps += g.steps;
+            r->drafted += g.drafted;
+            r->accepted += g.accepted;
+            b->sp_runs++;
+            if (!sp->have_reference[tg_index]) {
+                sp->reference[tg_index] = dg[0];
+                sp->have_reference[tg_index] = 1;
+            }
+            if (!di_digest_equal(&dg[0], &dg[1]) ||
+                memcmp(b->out[0].tokens, b->out[1].tokens, n * sizeof *b->out[0].tokens) ||
+                memcmp(b->out[0].digests, b->out[1].digests, n * sizeof *b->out[0].digests))
+                spec_mismatch(b, threads, n, p, &dg[0], &dg[1], "SPECULATION CHANGED THE OUTPUT");
+            else if (!di_digest_equal(&dg[0], &sp->reference[tg_index]))
+                spec_mismatch(b, threads, n, p, &sp->reference[tg_index], &dg[0],
+                              "THE OUTPUT DIFFERS FROM THE FIRST RUN'S");
+        }
+        if (st)
+            break;
+        const double tokens = (double)b->n_sp_prompts * (n - 1);
+        r->without[r->n_samples] = tokens / time[0];
+        r->with[r->n_samples++] = tokens / time[1];
+    }
+    if (r->n_samples) {
+        mean_std(r->without, r->n_samples, &r->without_mean, &r->without_std);
+        mean_std(r->with, r->n_samples, &r->with_mean, &r->with_std);
+    }
+    return st;
+}
+
 static result *new_result(bench *b, long threads, long pp, long tg, double bandwidth)
 {
     result *r = &b->results[b->n_results++];
@@ -327,21 +529,47 @@ static di_status run_batches(bench *b, di_session *s, long threads)
     return st;
 }
 
-static int run_threads(bench *b, long threads, double bandwidth)
+/* The session of one thread count (and the draft model's, the same). */
+static cli_session_opts session_opts(const bench *b, long threads)
 {
     /* room for the longest pp, or the 8-token warm-up, and the longest tg;
      * for the largest batch, and each of its prompts and generations */
     long ctx = (b->max_pp > 8 ? b->max_pp : 8) + b->max_tg + 2;
     if (b->max_batch > 0 && BATCH_PROMPT + b->o.batch_tokens + 1 > ctx)
         ctx = BATCH_PROMPT + b->o.batch_tokens + 1;
+    if (b->o.speculate && (long)b->max_sp_prompt + b->max_tg > ctx)
+        ctx = (long)b->max_sp_prompt + b->max_tg; /* the last token is never stepped */
     cli_session_opts so = {.backend = b->o.backend, .profile = b->o.profile, .threads = threads,
                           .max_sequences = b->max_batch > 1 ? b->max_batch : 1,
                           .context_length = ctx,
                           .device = b->o.device, .cpu_path = b->o.cpu_path};
+    return so;
+}
+
+/* The drafter of the draft model for this thread count's sessions; the one
+ * made before (prepare_speculation's, the first thread count) when it fits. */
+static di_status open_drafter(bench *b, long threads, char *err, size_t err_size)
+{
+    if (b->drafter && b->drafter_threads == threads)
+        return DI_OK;
+    di_drafter_free(b->drafter);
+    b->drafter = NULL;
+    cli_session_opts so = session_opts(b, threads);
+    di_status st = cli_open_drafter(b->model, b->draft, &so, &b->drafter, err, err_size);
+    b->drafter_threads = st ? 0 : threads;
+    return st;
+}
+
+static int run_threads(bench *b, long threads, double bandwidth)
+{
+    cli_session_opts so = session_opts(b, threads);
     di_session *s = NULL;
     char err[512] = "";
-    di_status st = cli_open_session(b->model, &so, &s, err, sizeof err);
+    di_status st = b->draft ? open_drafter(b, threads, err, sizeof err) : DI_OK;
     if (st)
+        return cli_fail(&command, "the draft model", st, err);
+    di_drafter *drafter = b->drafter;
+    if ((st = cli_open_session(b->model, &so, &s, err, sizeof err)))
         return cli_fail(&command, "creating the session", st, err);
     if (!b->o.json)
         printf("session (%ld thread%s): %s\n", threads, threads == 1 ? "" : "s", di_session_backend_info(s));
@@ -376,7 +604,12 @@ static int run_threads(bench *b, long threads, double bandwidth)
     }
     if (!st)
         st = run_batches(b, s, threads);
-    if (st)
+    for (int i = 0; b->o.speculate && i < b->o.n_tg && !st; i++)
+        if (b->o.tg[i] > 0)
+            st = run_speculation(b, s, drafter, threads, i);
+    if (st && b->drafter_failed)
+        cli_fail(&command, "the draft model", st, di_drafter_errmsg(drafter));
+    else if (st)
         cli_fail(&command, "step", st, di_session_errmsg(s));
     di_session_free(s);
     return st ? CLI_EXIT_FAIL : CLI_EXIT_OK;
@@ -387,6 +620,49 @@ static int run_threads(bench *b, long threads, double bandwidth)
 static double limit_tps(const bench *b, const result *r)
 {
     return r->bandwidth * 1e9 / (double)b->bytes_per_token;
+}
+
+static const char *spec_draft(const bench *b)
+{
+    return b->o.draft_model ? "draft-model" : "ngram";
+}
+
+static double ratio(double x, double y)
+{
+    return y > 0 ? x / y : 0;
+}
+
+static void print_speculation(const bench *b)
+{
+    printf("\nspeculation %s%s%s (draft-max %ld", spec_draft(b), b->o.draft_model ? " " : "",
+           b->o.draft_model ? b->o.draft_model : "", b->o.draft_max);
+    if (!b->o.draft_model)
+        printf(", ngram %ld", b->o.ngram);
+    printf("): %d prompt%s (", b->n_sp_prompts, b->n_sp_prompts == 1 ? "" : "s");
+    if (!b->o.n_prompts)
+        printf("generated: %d tokens twice", SPEC_PATTERN);
+    for (int p = 0; p < b->o.n_prompts; p++)
+        printf("%s%u", p ? ", " : "", b->sp_prompts[p].n);
+    printf("%s), greedy, end-of-sequence ignored; decode t/s without and with it, alternating; steps (after\n"
+           "the prompt's) and draft tokens summed over the prompts and repetitions\n",
+           b->o.n_prompts ? " tokens" : "");
+    printf("| %7s | %7s | %18s | %18s | %8s | %7s | %8s | %8s | %10s |\n", "threads", "test", "without t/s",
+           "with t/s", "with/out", "steps", "drafted", "accepted", "acceptance");
+    printf("| ------: | ------: | -----------------: | -----------------: | -------: | ------: | -------: | "
+           "-------: | ---------: |\n");
+    for (int i = 0; i < b->n_sp; i++) {
+        const spec_result *r = &b->sp[i];
+        char test[32];
+        snprintf(test, sizeof test, "tg%ld", r->n_gen);
+        printf("| %7ld | %7s | %9.2f ± %6.2f | %9.2f ± %6.2f | %7.2f× | %7llu | %8llu | %8llu | %9.1f%% |\n",
+               r->threads, test, r->without_mean, r->without_std, r->with_mean, r->with_std,
+               ratio(r->with_mean, r->without_mean), (unsigned long long)r->steps,
+               (unsigned long long)r->drafted, (unsigned long long)r->accepted,
+               100.0 * ratio((double)r->accepted, (double)r->drafted));
+    }
+    printf("outputs with speculation: %s across %d runs (tokens, logits digests, sequence digests)\n",
+           b->sp_equal ? "equal to those without" : "DIFFERENT from those without (the contract is broken)",
+           b->sp_runs);
 }
 
 static void print_text(const bench *b)
@@ -418,6 +694,8 @@ static void print_text(const bench *b)
                "bdBxN: B sequences, each after its own %d-token prompt, N one-token steps of all B; "
                "aggregate t/s\n",
                b->bd_equal ? "equal" : "DIFFERENT (determinism broken)", b->bd_runs, BATCH_PROMPT);
+    if (b->o.speculate)
+        print_speculation(b);
 }
 
 static json_t *result_json(const bench *b, const result *r)
@@ -438,6 +716,40 @@ static json_t *result_json(const bench *b, const result *r)
     return o;
 }
 
+static json_t *samples_json(const double *x, int n)
+{
+    json_t *a = json_array();
+    for (int k = 0; k < n; k++)
+        a = cli_json_push(a, cli_json_real(x[k]));
+    return a;
+}
+
+static json_t *speculation_json(const bench *b)
+{
+    json_t *results = json_array(), *prompts = json_array();
+    for (int i = 0; i < b->n_sp; i++) {
+        const spec_result *r = &b->sp[i];
+        results = cli_json_push(
+            results,
+            json_pack("{s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:I, s:o}", "n_threads",
+                      (json_int_t)r->threads, "n_gen", (json_int_t)r->n_gen, "without_avg_ts",
+                      cli_json_real(r->without_mean), "without_stddev_ts", cli_json_real(r->without_std),
+                      "without_samples_ts", samples_json(r->without, r->n_samples), "with_avg_ts",
+                      cli_json_real(r->with_mean), "with_stddev_ts", cli_json_real(r->with_std),
+                      "with_samples_ts", samples_json(r->with, r->n_samples), "speedup",
+                      cli_json_real(ratio(r->with_mean, r->without_mean)), "steps", (json_int_t)r->steps,
+                      "drafted", (json_int_t)r->drafted, "accepted", (json_int_t)r->accepted, "acceptance_rate",
+                      cli_json_real(ratio((double)r->accepted, (double)r->drafted))));
+    }
+    for (int p = 0; p < b->n_sp_prompts; p++)
+        prompts = cli_json_push(prompts, json_integer(b->sp_prompts[p].n));
+    return json_pack("{s:s, s:o, s:I, s:I, s:b, s:o, s:i, s:b, s:o}", "draft", spec_draft(b), "draft_model",
+                     b->o.draft_model ? cli_json_text(b->o.draft_model) : json_null(), "draft_max",
+                     (json_int_t)b->o.draft_max, "ngram", (json_int_t)b->o.ngram, "generated_prompt",
+                     !b->o.n_prompts, "prompt_tokens", prompts, "runs", b->sp_runs, "outputs_equal",
+                     b->sp_equal, "results", results);
+}
+
 static int print_json(const bench *b)
 {
     json_t *results = json_array();
@@ -452,6 +764,8 @@ static int print_json(const bench *b)
                              cli_profile_numerics(b->o.profile), "repetitions", (json_int_t)b->o.reps,
                              "results", results, "tg_digests_equal", b->tg_equal, "bd_digests_equal",
                              b->bd_equal);
+    if (b->o.speculate)
+        root = cli_json_set(root, "speculation", speculation_json(b));
     return cli_json_emit(&command, root, stdout);
 }
 
@@ -461,6 +775,53 @@ static long list_max(const long *x, int n)
     for (int i = 0; i < n; i++)
         m = x[i] > m ? x[i] : m;
     return m;
+}
+
+/* The speculation comparison's prompts (tokenized, with BOS, or the
+ * generated one), its draft model and room for its outputs. */
+static int prepare_speculation(bench *b)
+{
+    b->n_sp_prompts = b->o.n_prompts ? b->o.n_prompts : 1;
+    for (int p = 0; p < b->o.n_prompts; p++) {
+        char err[512] = "";
+        spec_prompt *sp = &b->sp_prompts[p];
+        di_status st = cli_tokenize(b->model, b->o.prompts[p], 1, &sp->tokens, &sp->n, err, sizeof err);
+        if (st == DI_ERR_UNSUPPORTED)
+            return cli_fail(&command, "this model cannot take a text prompt (leave --prompt out)", st, err);
+        if (st)
+            return cli_fail(&command, "tokenizing --prompt", st, err);
+        if (sp->n == 0) {
+            fprintf(stderr, "detinfer bench: --prompt '%s' gives no tokens\n", b->o.prompts[p]);
+            return CLI_EXIT_FAIL;
+        }
+    }
+    if (!b->o.n_prompts) { /* a pattern twice: the lookup finds its drafts in it */
+        spec_prompt *sp = &b->sp_prompts[0];
+        if (!(sp->tokens = malloc(2 * SPEC_PATTERN * sizeof *sp->tokens)))
+            return cli_fail(&command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
+        sp->n = 2 * SPEC_PATTERN;
+        for (uint32_t i = 0; i < sp->n; i++)
+            sp->tokens[i] = bench_token(b, i % SPEC_PATTERN);
+    }
+    for (int p = 0; p < b->n_sp_prompts; p++)
+        if (b->sp_prompts[p].n > b->max_sp_prompt)
+            b->max_sp_prompt = b->sp_prompts[p].n;
+    if (b->o.draft_model) { /* refused now, before anything is timed, when its vocabulary differs */
+        char err[512] = "";
+        int rc = cli_load_model(&command, b->o.draft_model, &b->draft);
+        if (rc)
+            return rc;
+        di_status st = open_drafter(b, b->o.threads[0], err, sizeof err);
+        if (st)
+            return cli_fail(&command, "the draft model", st, err);
+    }
+    for (int k = 0; k < 2; k++) {
+        b->out[k].tokens = malloc((size_t)b->max_tg * sizeof *b->out[k].tokens);
+        b->out[k].digests = malloc((size_t)b->max_tg * sizeof *b->out[k].digests);
+        if (!b->out[k].tokens || !b->out[k].digests)
+            return cli_fail(&command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
+    }
+    return CLI_EXIT_OK;
 }
 
 /* Bandwidth per thread count: given, or measured on a large buffer. */
@@ -502,13 +863,15 @@ int cli_cmd_bench(int argc, char **argv)
         b->max_pp = list_max(b->o.pp, b->o.n_pp);
         b->max_tg = list_max(b->o.tg, b->o.n_tg);
         b->max_batch = list_max(b->o.batch, b->o.n_batch);
-        b->tg_equal = b->bd_equal = 1;
+        b->tg_equal = b->bd_equal = b->sp_equal = 1;
         b->prompt = malloc((size_t)(b->max_pp > 8 ? b->max_pp : 8) * sizeof *b->prompt);
         if (!b->prompt)
             rc = cli_fail(&command, "allocating", DI_ERR_OUT_OF_MEMORY, "");
         for (long i = 0; b->prompt && i < (b->max_pp > 8 ? b->max_pp : 8); i++)
             b->prompt[i] = bench_token(b, i);
     }
+    if (rc == CLI_EXIT_OK && b->o.speculate)
+        rc = prepare_speculation(b);
     if (rc == CLI_EXIT_OK) {
         double bw[MAX_LIST];
         if (!b->o.json)
@@ -526,9 +889,17 @@ int cli_cmd_bench(int argc, char **argv)
             rc = print_json(b);
         else
             print_text(b);
-        if (rc == CLI_EXIT_OK && !(b->tg_equal && b->bd_equal))
+        if (rc == CLI_EXIT_OK && !(b->tg_equal && b->bd_equal && b->sp_equal))
             rc = CLI_EXIT_FAIL;
     }
+    for (int p = 0; p < MAX_LIST; p++)
+        free(b->sp_prompts[p].tokens);
+    for (int k = 0; k < 2; k++) {
+        free(b->out[k].tokens);
+        free(b->out[k].digests);
+    }
+    di_drafter_free(b->drafter);
+    di_model_free(b->draft);
     free(b->prompt);
     for (int i = 0; i < MAX_LIST; i++)
         free(b->bd_digest[i]);

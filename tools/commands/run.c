@@ -12,6 +12,7 @@
 
 #include "cli/cli_json.h"
 #include "cli/cli_commands.h"
+#include "cli/cli_generate.h"
 #include "cli/cli_model.h"
 #include "cli/cli_text.h"
 
@@ -98,6 +99,12 @@ typedef struct run_result {
     uint32_t steps, drafted, accepted; /* with --speculate: steps after the prompt's, draft tokens */
     di_drafter *drafter;        /* --speculate FILE */
 } run_result;
+
+typedef struct run_context { /* what take_token needs */
+    const run_opts *o;
+    const di_model *model;
+    run_result *r;
+} run_context;
 
 /* A number for a sampling option; its range is the library's to check. */
 static int parse_float(const char *opt, const char *text, float *out)
@@ -249,157 +256,52 @@ static int load_grammar(const run_opts *o, run_result *r)
 }
 
 /* Records generated token `token`, chosen from logits with `digest`, and
- * prints it; 1 when the generation ends with it (EOS, or --max-new). */
-static int take_token(const run_opts *o, const di_model *model, run_result *r, int32_t token,
-                      const di_digest *digest, int32_t eos)
+ * prints it (cli_generate's callback). */
+static void take_token(void *ctx, int32_t token, const di_digest *digest)
 {
+    run_context *c = ctx;
+    run_result *r = c->r;
     const uint32_t i = r->n_generated++;
     r->generated[i] = token;
     r->digests[i] = *digest;
-    if (!o->json) {
+    if (!c->o->json) {
         char hex[DI_DIGEST_HEX_SIZE];
         cli_hex(digest, hex);
         printf("step %u token %d logits %s", i, token, hex);
-        print_piece(model, token);
+        print_piece(c->model, token);
         putchar('\n');
         fflush(stdout);
     }
-    if (token == eos)
-        r->stopped_at_eos = 1;
-    return token == eos || r->n_generated == (uint32_t)o->max_new;
 }
 
-/* The prompt in one step, then one token per step, printing as it goes;
- * the grammar, if any, from the first generated token on. */
+/* The prompt in one step, then one token per step, printing as it goes (the
+ * grammar, if any, from the first generated token on); with --speculate,
+ * several tokens a step, the same tokens and digests (cli_generate.h). */
 static int generate(const run_opts *o, const di_model *model, di_session *s, run_result *r)
 {
-    const uint32_t seq = 0;
-    int32_t eos = -1;
-    if (o->stop_at_eos && di_model_special_token(model, DI_TOKEN_EOS, &eos) != DI_OK)
-        eos = -1;
-    uint32_t n = r->n_prompt;
-    const int32_t *feed = r->prompt;
-    for (long step = 0; step < o->max_new; step++) {
-        di_status st = di_session_step(s, 1, &seq, &n, feed, 0);
-        int32_t token;
-        const float *logits;
-        di_digest digest;
-        if (!st && step == 0 && r->grammar)
-            st = di_session_seq_set_grammar(s, seq, r->grammar, NULL, 0);
-        uint32_t flags = 0;
-        if (!st)
-            st = di_session_seq_grammar_state(s, seq, &flags);
-        if (!st && (flags & DI_GRAMMAR_MUST_END) && eos < 0) {
-            r->stopped_by_grammar = 1; /* complete, and the model has no end token */
-            break;
-        }
-        if (!st)
-            st = di_session_logits(s, seq, &logits, &digest);
-        if (!st)
-            st = di_session_sample_token(s, seq, &token); /* greedy with the default options */
-        if (st)
-            return cli_fail(&command, "step", st, di_session_errmsg(s));
-        if (take_token(o, model, r, token, &digest, eos))
-            break;
-        n = 1;
-        feed = &r->generated[step];
-    }
-    return CLI_EXIT_OK;
-}
-
-/* --speculate ngram: the prompt in one step, then each step holds the token
- * chosen last and a prompt-lookup draft (di_session_seq_draft_lookup), all
- * logits kept, resolved by di_session_seq_accept_draft: exactly the tokens,
- * digests and sequence of generate(). A generation that ends inside an
- * accepted draft leaves the sequence cut back to what generate() steps. */
-static int generate_speculating(const run_opts *o, const di_model *model, di_session *s, run_result *r)
-{
-    const uint32_t seq = 0;
-    int32_t eos = -1;
-    if (o->stop_at_eos && di_model_special_token(model, DI_TOKEN_EOS, &eos) != DI_OK)
-        eos = -1;
-    int32_t *feed = malloc((DI_DRAFT_MAX + 1) * sizeof *feed);
-    di_digest digest;
-    int32_t token;
-    di_status st = feed ? di_session_step(s, 1, &seq, &r->n_prompt, r->prompt, 0) : DI_ERR_OUT_OF_MEMORY;
-    if (!st && r->grammar)
-        st = di_session_seq_set_grammar(s, seq, r->grammar, NULL, 0);
-    uint32_t flags = 0;
-    if (!st)
-        st = di_session_seq_grammar_state(s, seq, &flags);
-    int done = !st && (flags & DI_GRAMMAR_MUST_END) && eos < 0;
-    r->stopped_by_grammar = done;
-    if (!st && !done)
-        st = di_session_logits(s, seq, &(const float *){NULL}, &digest);
-    if (!st && !done)
-        st = di_session_sample_token(s, seq, &token);
-    if (!st && !done)
-        done = take_token(o, model, r, token, &digest, eos);
-    while (!st && !done) {
-        /* drafts past --max-new would be stepped for nothing */
-        const long room = o->max_new - (long)r->n_generated - 1;
-        uint32_t n_draft = 0;
-        feed[0] = token;
-        const uint32_t max = (uint32_t)(room < o->draft_max ? room : o->draft_max);
-        st = r->drafter ? di_drafter_propose(r->drafter, s, seq, token, max, feed + 1, &n_draft)
-                        : di_session_seq_draft_lookup(s, seq, token, (uint32_t)o->ngram, max, feed + 1, &n_draft);
-        if (st && r->drafter) { /* the drafter's failure, in its own words */
-            free(feed);
-            return cli_fail(&command, "the draft model", st, di_drafter_errmsg(r->drafter));
-        }
-        const uint32_t n = n_draft + 1;
-        if (!st)
-            st = di_session_step(s, 1, &seq, &n, feed, DI_STEP_ALL_LOGITS);
-        di_digest rows[DI_DRAFT_MAX + 1];
-        for (uint32_t i = 0; !st && i < n; i++)
-            st = di_session_logits_at(s, seq, i, &(const float *){NULL}, &rows[i]);
-        uint32_t accepted = 0;
-        if (!st)
-            st = di_session_seq_accept_draft(s, seq, n_draft, &accepted, &token);
-        if (st && st != DI_ERR_GRAMMAR_REJECTED)
-            break;
-        r->steps++;
-        r->drafted += n_draft;
-        r->accepted += accepted;
-        uint32_t took = 0;
-        while (took < accepted && !done) {
-            done = take_token(o, model, r, feed[1 + took], &rows[took], eos);
-            took++;
-        }
-        if (done && took < accepted) { /* ended inside the draft: generate() stepped no further */
-            st = di_session_seq_truncate(s, seq, r->n_prompt + r->n_generated - 1);
-        } else if (!done && st == DI_ERR_GRAMMAR_REJECTED) { /* complete, and the model has no end token */
-            r->stopped_by_grammar = done = 1;
-            st = DI_OK;
-        } else if (!done) {
-            done = take_token(o, model, r, token, &rows[accepted], eos);
-        }
-    }
-    free(feed);
+    run_context c = {o, model, r};
+    cli_generation g = {.seq = 0, .prompt = r->prompt, .n_prompt = r->n_prompt, .grammar = r->grammar,
+                        .eos = -1, .max_new = o->max_new, .take = take_token, .ctx = &c,
+                        .drafter = r->drafter, .draft_max = (uint32_t)o->draft_max, .ngram = (uint32_t)o->ngram};
+    if (o->stop_at_eos && di_model_special_token(model, DI_TOKEN_EOS, &g.eos) != DI_OK)
+        g.eos = -1;
+    di_status st = o->speculate ? cli_generate_speculating(s, &g) : cli_generate(s, &g);
+    r->stopped_at_eos = g.stopped_at_eos;
+    r->stopped_by_grammar = g.stopped_by_grammar;
+    r->steps = g.steps;
+    r->drafted = g.drafted;
+    r->accepted = g.accepted;
+    if (st && g.drafter_failed) /* the drafter's failure, in its own words */
+        return cli_fail(&command, "the draft model", st, di_drafter_errmsg(r->drafter));
     if (st)
         return cli_fail(&command, "step", st, di_session_errmsg(s));
     return CLI_EXIT_OK;
 }
 
-/* The sequence digest of the generation (include/detinfer.h, DETINFER_1.2):
- * the tokens seq 0 has stepped, followed by those it has not (the last
- * generated token, or everything when nothing was stepped). */
+/* The sequence digest of the generation (cli_generation_digest). */
 static di_status sequence_digest(di_session *s, run_result *r)
 {
-    uint32_t stepped = 0, n = r->n_prompt + r->n_generated;
-    di_status st = di_session_seq_length(s, 0, &stepped);
-    int32_t *all = malloc(n * sizeof *all);
-    if (!st && !all)
-        st = DI_ERR_OUT_OF_MEMORY;
-    if (!st && stepped > n)
-        st = DI_ERR_INTERNAL;
-    if (!st) {
-        memcpy(all, r->prompt, r->n_prompt * sizeof *all);
-        memcpy(all + r->n_prompt, r->generated, r->n_generated * sizeof *all);
-        st = di_session_seq_digest_extra(s, 0, all + stepped, n - stepped, &r->sequence);
-    }
-    free(all);
-    return st;
+    return cli_generation_digest(s, 0, r->prompt, r->n_prompt, r->generated, r->n_generated, &r->sequence);
 }
 
 static void print_header(const run_opts *o, const di_model *model, const run_result *r)
@@ -548,7 +450,7 @@ int cli_cmd_run(int argc, char **argv)
     }
     if (!o.json)
         print_header(&o, model, &r);
-    if ((rc = o.speculate ? generate_speculating(&o, model, s, &r) : generate(&o, model, s, &r)))
+    if ((rc = generate(&o, model, s, &r)))
         goto out;
     if ((st = sequence_digest(s, &r))) {
         rc = cli_fail(&command, "sequence digest", st, di_session_errmsg(s));
