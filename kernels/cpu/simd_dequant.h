@@ -66,7 +66,7 @@ static DI_INLINE void dq_k_sub(uint32_t type, const uint8_t *b, int sub, const s
 {
     const float d = f->d, dmin = f->dmin;
     if (type == DI_TYPE_Q6_K) {
-        const __m256i q = x86_codes32(DI_TYPE_Q6_K, b, sub);
+        const __m256i q = x86_codes_Q6_K(b, sub);
         UNROLL for (int j = 0; j < NV; j++) {
             const vf dl = vf_set1(f->dl[2 * sub + j * VL / 16]);
             w[j] = vf_mul(dl, vi_to_float(vi_from_bytes(q, j)));
@@ -74,7 +74,7 @@ static DI_INLINE void dq_k_sub(uint32_t type, const uint8_t *b, int sub, const s
         return;
     }
     if (type == DI_TYPE_Q2_K) {
-        const __m256i q = x86_codes32(DI_TYPE_Q2_K, b, sub);
+        const __m256i q = x86_codes_Q2_K(b, sub);
         UNROLL for (int j = 0; j < NV; j++) {
             const int sm = b[DI_OFF_SC_Q2_K + 2 * sub + j * VL / 16];
             const vf dl = vf_set1(d * (float)(sm & 0xf)), ml = vf_set1(dmin * (float)(sm >> 4));
@@ -83,7 +83,7 @@ static DI_INLINE void dq_k_sub(uint32_t type, const uint8_t *b, int sub, const s
         return;
     }
     if (type == DI_TYPE_Q3_K) {
-        const __m256i q = x86_codes32(DI_TYPE_Q3_K, b, sub);
+        const __m256i q = x86_codes_Q3_K(b, sub);
         UNROLL for (int j = 0; j < NV; j++) {
             const int sc = di_qb_q3_k_scale(b + DI_OFF_SC_Q3_K, 2 * sub + j * VL / 16);
             w[j] = vf_mul(vf_set1(d * (float)(sc - 32)), vi_to_float(vi_from_bytes(q, j)));
@@ -92,7 +92,7 @@ static DI_INLINE void dq_k_sub(uint32_t type, const uint8_t *b, int sub, const s
     }
     if (type == DI_TYPE_IQ4_XS) {
         const vf dl = vf_set1(d * (float)(di_qb_iq4_xs_scale(b, sub) - 32));
-        const __m256i q = x86_codes32(DI_TYPE_IQ4_XS, b, sub);
+        const __m256i q = x86_codes_IQ4_XS(b, sub);
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_mul(dl, vi_to_float(vi_from_bytes(q, j)));
         return;
@@ -157,7 +157,7 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
     case DI_TYPE_Q4_0: {
         const uint8_t *b = row + DI_BLOCK_BYTES_Q4_0 * (size_t)blk;
         const vf d = broadcast_f16_at(b + DI_OFF_D_Q4_0);
-        const __m256i q = x86_codes32(DI_TYPE_Q4_0, b, 0);
+        const __m256i q = x86_codes_Q4_0(b, 0);
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_mul(d, vi_to_float(vi_from_bytes(q, j)));
         break;
@@ -165,7 +165,7 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
     case DI_TYPE_Q4_1: {
         const uint8_t *b = row + DI_BLOCK_BYTES_Q4_1 * (size_t)blk;
         const vf d = broadcast_f16_at(b + DI_OFF_D_Q4_1), m = broadcast_f16_at(b + DI_OFF_M_Q4_1);
-        const __m256i q = x86_codes32(DI_TYPE_Q4_1, b, 0);
+        const __m256i q = x86_codes_Q4_1(b, 0);
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_add(vf_mul(d, vi_to_float(vi_from_bytes(q, j))), m);
         break;
@@ -173,7 +173,7 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
     case DI_TYPE_Q5_0: {
         const uint8_t *b = row + DI_BLOCK_BYTES_Q5_0 * (size_t)blk;
         const vf d = broadcast_f16_at(b + DI_OFF_D_Q5_0);
-        const __m256i q = x86_codes32(DI_TYPE_Q5_0, b, 0);
+        const __m256i q = x86_codes_Q5_0(b, 0);
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_mul(d, vi_to_float(vi_from_bytes(q, j)));
         break;
@@ -181,7 +181,7 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
     case DI_TYPE_Q5_1: {
         const uint8_t *b = row + DI_BLOCK_BYTES_Q5_1 * (size_t)blk;
         const vf d = broadcast_f16_at(b + DI_OFF_D_Q5_1), m = broadcast_f16_at(b + DI_OFF_M_Q5_1);
-        const __m256i q = x86_codes32(DI_TYPE_Q5_1, b, 0);
+        const __m256i q = x86_codes_Q5_1(b, 0);
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_add(vf_mul(d, vi_to_float(vi_from_bytes(q, j))), m);
         break;
@@ -189,7 +189,7 @@ static DI_INLINE void dq32(uint32_t type, const uint8_t *row, uint32_t blk, vf *
     case DI_TYPE_IQ4_NL: {
         const uint8_t *b = row + DI_BLOCK_BYTES_IQ4_NL * (size_t)blk;
         const vf d = broadcast_f16_at(b + DI_OFF_D_IQ4_NL);
-        const __m256i q = x86_codes32(DI_TYPE_IQ4_NL, b, 0);
+        const __m256i q = x86_codes_IQ4_NL(b, 0);
         UNROLL for (int j = 0; j < NV; j++)
             w[j] = vf_mul(d, vi_to_float(vi_from_bytes(q, j)));
         break;

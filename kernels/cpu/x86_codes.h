@@ -41,39 +41,90 @@ X86_INLINE __m256i x86_iq4_values(__m256i nib)
 }
 
 /* The codes v of the 32 weights of sub-block `sub` of the block at blk
- * (sub 0 for the 32-weight types); with a constant type and sub, every
- * branch and shift folds. */
+ * (sub 0 for the 32-weight types), one function per type: a caller that
+ * knows its type calls its own, so that an unoptimised build (-O0, where
+ * always_inline still inlines but nothing folds) does not get every type's
+ * code at every call. */
+X86_INLINE __m256i x86_codes_Q4_0(const uint8_t *blk, int sub)
+{
+    (void)sub;
+    return _mm256_sub_epi8(x86_nibbles(blk + DI_OFF_QS_Q4_0), _mm256_set1_epi8(8));
+}
+X86_INLINE __m256i x86_codes_Q4_1(const uint8_t *blk, int sub)
+{
+    (void)sub;
+    return x86_nibbles(blk + DI_OFF_QS_Q4_1);
+}
+X86_INLINE __m256i x86_codes_Q5_0(const uint8_t *blk, int sub)
+{
+    (void)sub;
+    return _mm256_sub_epi8(_mm256_or_si256(x86_nibbles(blk + DI_OFF_QS_Q5_0),
+                                           sixteen_where_bits(di_qb_u32(blk + DI_OFF_QH_Q5_0))),
+                           _mm256_set1_epi8(16));
+}
+X86_INLINE __m256i x86_codes_Q5_1(const uint8_t *blk, int sub)
+{
+    (void)sub;
+    return _mm256_or_si256(x86_nibbles(blk + DI_OFF_QS_Q5_1), sixteen_where_bits(di_qb_u32(blk + DI_OFF_QH_Q5_1)));
+}
+X86_INLINE __m256i x86_codes_Q8_0(const uint8_t *blk, int sub)
+{
+    (void)sub;
+    return _mm256_loadu_si256((const __m256i *)(const void *)(blk + DI_OFF_QS_Q8_0));
+}
+X86_INLINE __m256i x86_codes_IQ4_NL(const uint8_t *blk, int sub)
+{
+    (void)sub;
+    return x86_iq4_values(x86_nibbles(blk + DI_OFF_QS_IQ4_NL));
+}
+/* Q2_K, Q3_K, Q6_K: sub-block `sub` is quarter sub % 4 of half sub / 4. */
+X86_INLINE __m256i x86_codes_Q2_K(const uint8_t *blk, int sub)
+{
+    return x86_byte_bits(blk + DI_OFF_QS_Q2_K + 32 * (sub / 4), 2 * (sub % 4), 3);
+}
+X86_INLINE __m256i x86_codes_Q3_K(const uint8_t *blk, int sub)
+{
+    const __m256i lo = x86_byte_bits(blk + DI_OFF_QS_Q3_K + 32 * (sub / 4), 2 * (sub % 4), 3);
+    const __m256i hi = x86_byte_bits(blk + DI_OFF_QH_Q3_K, sub, 1);
+    return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 2)), _mm256_set1_epi8(4));
+}
+X86_INLINE __m256i x86_codes_Q4_K(const uint8_t *blk, int sub)
+{
+    return x86_byte_bits(blk + DI_OFF_QS_Q4_K + 32 * (sub / 2), 4 * (sub % 2), 0x0f);
+}
+X86_INLINE __m256i x86_codes_Q5_K(const uint8_t *blk, int sub)
+{
+    const __m256i lo = x86_byte_bits(blk + DI_OFF_QS_Q5_K + 32 * (sub / 2), 4 * (sub % 2), 0x0f);
+    return _mm256_or_si256(lo, _mm256_slli_epi16(x86_byte_bits(blk + DI_OFF_QH_Q5_K, sub, 1), 4));
+}
+X86_INLINE __m256i x86_codes_Q6_K(const uint8_t *blk, int sub)
+{
+    const int h = sub / 4, k = sub % 4;
+    const __m256i lo = x86_byte_bits(blk + DI_OFF_QS_Q6_K + 64 * h + 32 * (k % 2), 4 * (k / 2), 0x0f);
+    const __m256i hi = x86_byte_bits(blk + DI_OFF_QH_Q6_K + 32 * h, 2 * k, 3);
+    return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
+}
+X86_INLINE __m256i x86_codes_IQ4_XS(const uint8_t *blk, int sub)
+{
+    return x86_iq4_values(x86_nibbles(blk + DI_OFF_QS_IQ4_XS + 16 * sub));
+}
+
+/* The same for a type known at run time. */
 X86_INLINE __m256i x86_codes32(uint32_t type, const uint8_t *blk, int sub)
 {
-    const int h = sub / 4, k = sub % 4; /* Q2_K, Q3_K, Q6_K: the half and quarter of the block */
     switch (type) {
-    case DI_TYPE_Q4_0: return _mm256_sub_epi8(x86_nibbles(blk + DI_OFF_QS_Q4_0), _mm256_set1_epi8(8));
-    case DI_TYPE_Q4_1: return x86_nibbles(blk + DI_OFF_QS_Q4_1);
-    case DI_TYPE_Q5_0:
-        return _mm256_sub_epi8(_mm256_or_si256(x86_nibbles(blk + DI_OFF_QS_Q5_0),
-                                               sixteen_where_bits(di_qb_u32(blk + DI_OFF_QH_Q5_0))),
-                               _mm256_set1_epi8(16));
-    case DI_TYPE_Q5_1:
-        return _mm256_or_si256(x86_nibbles(blk + DI_OFF_QS_Q5_1), sixteen_where_bits(di_qb_u32(blk + DI_OFF_QH_Q5_1)));
-    case DI_TYPE_Q8_0: return _mm256_loadu_si256((const __m256i *)(const void *)(blk + DI_OFF_QS_Q8_0));
-    case DI_TYPE_IQ4_NL: return x86_iq4_values(x86_nibbles(blk + DI_OFF_QS_IQ4_NL));
-    case DI_TYPE_Q2_K: return x86_byte_bits(blk + DI_OFF_QS_Q2_K + 32 * h, 2 * k, 3);
-    case DI_TYPE_Q3_K: {
-        const __m256i lo = x86_byte_bits(blk + DI_OFF_QS_Q3_K + 32 * h, 2 * k, 3);
-        const __m256i hi = x86_byte_bits(blk + DI_OFF_QH_Q3_K, sub, 1);
-        return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 2)), _mm256_set1_epi8(4));
-    }
-    case DI_TYPE_Q4_K: return x86_byte_bits(blk + DI_OFF_QS_Q4_K + 32 * (sub / 2), 4 * (sub % 2), 0x0f);
-    case DI_TYPE_Q5_K: {
-        const __m256i lo = x86_byte_bits(blk + DI_OFF_QS_Q5_K + 32 * (sub / 2), 4 * (sub % 2), 0x0f);
-        return _mm256_or_si256(lo, _mm256_slli_epi16(x86_byte_bits(blk + DI_OFF_QH_Q5_K, sub, 1), 4));
-    }
-    case DI_TYPE_Q6_K: {
-        const __m256i lo = x86_byte_bits(blk + DI_OFF_QS_Q6_K + 64 * h + 32 * (k % 2), 4 * (k / 2), 0x0f);
-        const __m256i hi = x86_byte_bits(blk + DI_OFF_QH_Q6_K + 32 * h, 2 * k, 3);
-        return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
-    }
-    case DI_TYPE_IQ4_XS: return x86_iq4_values(x86_nibbles(blk + DI_OFF_QS_IQ4_XS + 16 * sub));
+    case DI_TYPE_Q4_0: return x86_codes_Q4_0(blk, sub);
+    case DI_TYPE_Q4_1: return x86_codes_Q4_1(blk, sub);
+    case DI_TYPE_Q5_0: return x86_codes_Q5_0(blk, sub);
+    case DI_TYPE_Q5_1: return x86_codes_Q5_1(blk, sub);
+    case DI_TYPE_Q8_0: return x86_codes_Q8_0(blk, sub);
+    case DI_TYPE_IQ4_NL: return x86_codes_IQ4_NL(blk, sub);
+    case DI_TYPE_Q2_K: return x86_codes_Q2_K(blk, sub);
+    case DI_TYPE_Q3_K: return x86_codes_Q3_K(blk, sub);
+    case DI_TYPE_Q4_K: return x86_codes_Q4_K(blk, sub);
+    case DI_TYPE_Q5_K: return x86_codes_Q5_K(blk, sub);
+    case DI_TYPE_Q6_K: return x86_codes_Q6_K(blk, sub);
+    case DI_TYPE_IQ4_XS: return x86_codes_IQ4_XS(blk, sub);
     default: return _mm256_setzero_si256();
     }
 }
