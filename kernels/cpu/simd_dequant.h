@@ -9,20 +9,11 @@
 
 /* ---- 32 weights of a row ------------------------------------------------------ */
 
-/* Weight i of a float row (F32, F16, BF16), for the tails those types allow. */
-static inline float float_weight(uint32_t type, const uint8_t *row, uint32_t i)
-{
-    if (type == DI_TYPE_F16)
-        return load_f16_at(row + 2 * (size_t)i);
-    if (type == DI_TYPE_BF16)
-        return di_bf16_to_f32((uint16_t)(row[2 * (size_t)i] | (row[2 * (size_t)i + 1] << 8)));
-    return di_float_from_bits(load_u32_at(row + 4 * (size_t)i));
-}
-
 /* The integer weights of a block are first gathered as 32 bytes (one per
  * weight, in lane order: x86_codes.h, the integer path's decoder too), then
  * widened VL at a time by vi_from_bytes and converted; the float arithmetic
  * that follows is the scalar code's. */
+#include "kernels/common/dequant_blocks.h" /* di_qb_plain: the float types' tails */
 #include "kernels/cpu/x86_codes.h"
 
 /* What all sub-blocks of a super-block (256 weights) share: its binary16
@@ -251,5 +242,5 @@ static DI_INLINE void dequant_row_typed(uint32_t type, const uint8_t *row, uint3
             vf_store(out + (size_t)blk * 32 + j * VL, w[j]);
     }
     for (uint32_t i = n - n % 32; i < n; i++)
-        out[i] = float_weight(type, row, i);
+        out[i] = di_qb_plain(type, row, i);
 }

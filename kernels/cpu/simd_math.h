@@ -42,13 +42,6 @@ static DI_INLINE vf broadcast_f16_at(const uint8_t *p)
     return vf_set1(load_f16_at(p));
 }
 
-static inline uint32_t load_u32_at(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, sizeof v); /* x86 is little-endian, like the file */
-    return v;
-}
-
 /* e^x lane by lane: di_expf of numerics.h, operation for operation. */
 static DI_INLINE vf vf_expf(vf x)
 {

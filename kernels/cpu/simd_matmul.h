@@ -94,7 +94,7 @@ static DI_INLINE void chunk_lanes(uint32_t type, const uint8_t *const *rows, int
                 UNROLL for (int j = 0; j < NV; j++)
                     vf_store(lane + j * VL, acc[r][t][j]);
                 for (uint32_t i = end - end % 32; i < end; i++)
-                    lane[i % 32] = fmaf(float_weight(type, rows[r], i), x[t * xs + i], lane[i % 32]);
+                    lane[i % 32] = fmaf(di_qb_plain(type, rows[r], i), x[t * xs + i], lane[i % 32]);
                 UNROLL for (int j = 0; j < NV; j++)
                     acc[r][t][j] = vf_load(lane + j * VL);
             }
