@@ -39,6 +39,14 @@ def real_model():
     return path if path and os.path.exists(path) else None
 
 
+def serve_real(serve, *args):
+    """serve(the real Gemma 3 270M, *args), or the test skipped when its file is absent."""
+    path = real_model()
+    if not path:
+        pytest.skip("the real Gemma 3 270M file is needed (tools/scripts/fetch-model.sh)")
+    return serve(path, *args)
+
+
 class Server:
     def __init__(self, model, *args, env=None):
         self.model = model

@@ -6,7 +6,7 @@ stream aggregates to the same calls. Skipped when langchain-openai is not
 installed (it is not in tests/requirements.txt: `pip install
 langchain-openai`)."""
 import pytest
-from conftest import SLOW, real_model
+from conftest import SLOW, serve_real
 
 jsonschema = pytest.importorskip("jsonschema")
 langchain_openai = pytest.importorskip("langchain_openai")
@@ -21,10 +21,7 @@ ASK = "What is the weather in Paris for the next 3 days?"
 
 @pytest.fixture
 def chatml(serve):
-    path = real_model()
-    if not path:
-        pytest.skip("the real Gemma 3 270M file is needed (tools/scripts/fetch-model.sh)")
-    return serve(path, "--chat-template", "chatml", "--context", "1024", "--max-sequences", "2")
+    return serve_real(serve, "--chat-template", "chatml", "--context", "1024", "--max-sequences", "2")
 
 
 def chat(server):

@@ -18,7 +18,7 @@ import urllib.request
 
 import openai
 import pytest
-from conftest import MODELS, ROOT, SLOW, TOOL, real_model
+from conftest import MODELS, ROOT, SLOW, TOOL, real_model, serve_real
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -38,18 +38,12 @@ TEMPLATES = os.path.join(ROOT, "tests", "data", "chat_templates")
 
 @pytest.fixture
 def gemma(serve):
-    path = real_model()
-    if not path:
-        pytest.skip("the real Gemma 3 270M file is needed (tools/scripts/fetch-model.sh)")
-    return serve(path, "--chat-template", "gemma", "--context", "1024", "--max-sequences", "4")
+    return serve_real(serve, "--chat-template", "gemma", "--context", "1024", "--max-sequences", "4")
 
 
 @pytest.fixture
 def chatml(serve):
-    path = real_model()
-    if not path:
-        pytest.skip("the real Gemma 3 270M file is needed (tools/scripts/fetch-model.sh)")
-    return serve(path, "--chat-template", "chatml", "--context", "1024", "--max-sequences", "2")
+    return serve_real(serve, "--chat-template", "chatml", "--context", "1024", "--max-sequences", "2")
 
 
 def client(server):
@@ -305,10 +299,7 @@ def test_chatml_renders_as_qwen(chatml):
 
 @pytest.fixture
 def llama3(serve):
-    path = real_model()
-    if not path:
-        pytest.skip("the real Gemma 3 270M file is needed (tools/scripts/fetch-model.sh)")
-    return serve(path, "--chat-template", "llama3", "--context", "1024", "--max-sequences", "2")
+    return serve_real(serve, "--chat-template", "llama3", "--context", "1024", "--max-sequences", "2")
 
 
 def test_llama3_renders_and_calls_as_llama_3_1(llama3):
@@ -451,10 +442,7 @@ def mistral_render(messages, tools):
 
 @pytest.fixture
 def mistral(serve):
-    path = real_model()
-    if not path:
-        pytest.skip("the real Gemma 3 270M file is needed (tools/scripts/fetch-model.sh)")
-    return serve(path, "--chat-template", "mistral-v3-tekken", "--context", "1024", "--max-sequences", "2")
+    return serve_real(serve, "--chat-template", "mistral-v3-tekken", "--context", "1024", "--max-sequences", "2")
 
 
 def test_mistral_renders_as_mistral_nemo(serve):
