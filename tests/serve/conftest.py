@@ -28,6 +28,12 @@ START_TIMEOUT = 60
 SLOW = float(os.environ.get("DI_TEST_SLOW", "1"))
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "heavy: runs the real model many times over server code that lighter tests reach too; "
+                   "the sanitizer run (tests/check_serve.c under SANITIZE=1) leaves these out")
+
+
 def real_model():
     path = os.environ.get("DI_TEST_REAL_MODEL")
     if path is None:

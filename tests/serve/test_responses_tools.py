@@ -34,6 +34,7 @@ def check(calls, names=None):
         jsonschema.validate(json.loads(c["arguments"]), SCHEMAS[c["name"]])
 
 
+@pytest.mark.heavy
 def test_calls_are_the_chats_and_repeatable(gemma):
     c = client(gemma)
     for choice, chat_choice, names in (
@@ -103,6 +104,7 @@ def test_stream_builds_the_same_calls(gemma):
     assert [i["arguments"] for i in other] != [g["arguments"] for g in got]
 
 
+@pytest.mark.heavy
 def test_auto_text_then_a_call(gemma):
     # As in the chat: this model writes text, then opens a call; the text is a
     # message item, the call a function_call item after it, streamed the same.

@@ -187,6 +187,7 @@ def test_auto_text_then_a_call(gemma):
     assert calls == [{"id": t.id, "name": t.function.name, "arguments": t.function.arguments} for t in m.tool_calls]
 
 
+@pytest.mark.heavy
 def test_concurrent_tool_requests_equal_alone(gemma):
     import concurrent.futures
     bodies = [{"messages": [ASK[0], {"role": "user", "content": q}], "tools": tools, "tool_choice": tc,
@@ -398,6 +399,7 @@ def test_errors_name_the_tool_or_field(gemma):
         assert st == 200, r
 
 
+@pytest.mark.heavy
 def test_replay_matches_tool_call_answers(gemma, tmp_path):
     bodies = [{"messages": ASK, "tools": TOOLS, "tool_choice": "required", "parallel_tool_calls": False,
                "max_tokens": 60},
