@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 void cli_hex(const di_digest *d, char out[DI_DIGEST_HEX_SIZE])
 {
@@ -33,3 +34,28 @@ di_status cli_digest_bytes(const void *bytes, size_t n, di_digest *out)
     return st;
 }
 
+int cli_file_digest(const char *path, char out[DI_DIGEST_HEX_SIZE])
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    XXH3_state_t *st = XXH3_createState();
+    char *buf = malloc(1 << 20);
+    int rc = -1;
+    if (st && buf && XXH3_128bits_reset(st) == XXH_OK) {
+        size_t n;
+        while ((n = fread(buf, 1, 1 << 20, f)) > 0)
+            XXH3_128bits_update(st, buf, n);
+        if (!ferror(f)) {
+            XXH128_canonical_t c;
+            XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+            for (int i = 0; i < 16; i++)
+                snprintf(out + 2 * i, 3, "%02x", c.digest[i]);
+            rc = 0;
+        }
+    }
+    free(buf);
+    XXH3_freeState(st);
+    fclose(f);
+    return rc;
+}

@@ -1,5 +1,5 @@
 /*
- * cli_digest.h — digests as hex text, and the digest of a byte string.
+ * cli_digest.h — digests as hex text, and the digests of a byte string and of a file.
  */
 #ifndef CLI_DIGEST_H
 #define CLI_DIGEST_H
@@ -16,5 +16,8 @@ void cli_hex(const di_digest *d, char out[DI_DIGEST_HEX_SIZE]);
  * the status must be read. */
 __attribute__((warn_unused_result))
 di_status cli_digest_bytes(const void *bytes, size_t n, di_digest *out);
+/* XXH3-128 of the file's bytes, as `xxh128sum FILE` prints it; 0, or -1 when
+ * the file cannot be opened or read (out is then not a digest). */
+int cli_file_digest(const char *path, char out[DI_DIGEST_HEX_SIZE]);
 
 #endif /* CLI_DIGEST_H */

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "cli/cli_commands.h"
+#include "cli/cli_digest.h"
 #include "cli/cli_fingerprint.h"
 #include "cli/cli_json.h"
 #include "cli/cli_text.h"
@@ -489,7 +490,7 @@ static int start(sv_server *srv, const replay_opts *o, const char *profile)
     srv->eot = -1;
     di_sampling_params p;
     srv->sampling_available = di_sampling_params_init(&p) == DI_OK;
-    if (sv_file_digest(o->model, srv->model_digest)) {
+    if (cli_file_digest(o->model, srv->model_digest)) {
         fprintf(stderr, "detinfer replay: cannot read %s to digest it\n", o->model);
         return CLI_EXIT_FAIL;
     }

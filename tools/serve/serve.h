@@ -460,8 +460,6 @@ char *sv_detokenize_json(sv_server *srv, const char *body, size_t len, sv_error 
 char *sv_tokenizer_info_json(sv_server *srv);
 
 /* ---- The model's facts (serve_main.c) ------------------------------------ */
-/* XXH3-128 of the file's bytes, as `xxh128sum FILE` prints it; 0 or -1. */
-int sv_file_digest(const char *path, char out[DI_DIGEST_HEX_SIZE]);
 /* The most text bytes one token stands for (at least 4); 0 without a tokenizer. */
 size_t sv_max_token_bytes(const di_model *model, int64_t n_vocab);
 /* The id of the template's end of turn (the library's table), -1 when the

@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
+#include "cli/cli_digest.h"
 #include "cli/cli_fingerprint.h"
 #include "serve/serve.h"
 
@@ -122,32 +122,6 @@ static int apply_option(int k, const char *v, void *opts)
     return 1;
 }
 
-int sv_file_digest(const char *path, char out[DI_DIGEST_HEX_SIZE])
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -1;
-    XXH3_state_t *st = XXH3_createState();
-    char *buf = malloc(1 << 20);
-    int rc = -1;
-    if (st && buf && XXH3_128bits_reset(st) == XXH_OK) {
-        size_t n;
-        while ((n = fread(buf, 1, 1 << 20, f)) > 0)
-            XXH3_128bits_update(st, buf, n);
-        if (!ferror(f)) {
-            XXH128_canonical_t c;
-            XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
-            for (int i = 0; i < 16; i++)
-                snprintf(out + 2 * i, 3, "%02x", c.digest[i]);
-            rc = 0;
-        }
-    }
-    free(buf);
-    XXH3_freeState(st);
-    fclose(f);
-    return rc;
-}
-
 #define KEY_MAX 4095 /* bytes of a key */
 
 /* The key is the first line of the file, surrounding whitespace stripped. */
@@ -251,7 +225,7 @@ static int set_up_model(sv_server *srv)
     srv->eot = sv_turn_end_token(srv->model, srv->chat_template);
     di_sampling_params p;
     srv->sampling_available = di_sampling_params_init(&p) == DI_OK;
-    if (sv_file_digest(srv->cfg.model_path, srv->model_digest)) {
+    if (cli_file_digest(srv->cfg.model_path, srv->model_digest)) {
         fprintf(stderr, "detinfer serve: cannot read %s to digest it\n", srv->cfg.model_path);
         return CLI_EXIT_FAIL;
     }

@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <xxhash.h>
 
+#include "cli/cli_digest.h"
 #include "verify/verify_url.h"
 
 enum { OPT_URL, OPT_MODEL, OPT_API_KEY_FILE, OPT_REPS, OPT_MAX_NEW, OPT_CONCURRENCY, OPT_TRAFFIC, OPT_TIES,
@@ -169,29 +169,6 @@ static void *worker(void *arg)
     }
 }
 
-static int file_digest(const char *path, char out[DI_DIGEST_HEX_SIZE])
-{
-    FILE *f = fopen(path, "rb");
-    XXH3_state_t *st = XXH3_createState();
-    char *buf = malloc(1 << 20);
-    int rc = -1;
-    if (f && st && buf && XXH3_128bits_reset(st) == XXH_OK) {
-        size_t n;
-        while ((n = fread(buf, 1, 1 << 20, f)) > 0)
-            XXH3_128bits_update(st, buf, n);
-        XXH128_canonical_t c;
-        XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
-        for (int i = 0; i < 16; i++)
-            snprintf(out + 2 * i, 3, "%02x", c.digest[i]);
-        rc = ferror(f) ? -1 : 0;
-    }
-    free(buf);
-    XXH3_freeState(st);
-    if (f)
-        fclose(f);
-    return rc;
-}
-
 static int apply_option(int k, const char *val, void *opts)
 {
     vu_opts *o = opts;
@@ -246,7 +223,7 @@ int cli_cmd_verify_url(int argc, char **argv)
            v.sampling ? "samples" : "greedy only");
     if (v.o.model) {
         char local[DI_DIGEST_HEX_SIZE];
-        if (file_digest(v.o.model, local)) {
+        if (cli_file_digest(v.o.model, local)) {
             fprintf(stderr, "detinfer verify --url: cannot read %s\n", v.o.model);
             rc = CLI_EXIT_FAIL;
             goto out;
